@@ -1,0 +1,247 @@
+"""The one way tunbench runs a process: argv lists, never shell strings.
+
+`run` waits for a command and captures its output; `spawn` starts a long-lived process whose
+output goes to a file (no pipe to fill up), known by PID and stopped by PID. A namespace is
+entered with `ip netns exec NAME argv...`, which execs the program, so the PID we hold is the
+program's own. The orchestrating process never calls setns().
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import CommandFailed, UnavailableError
+
+# Debian package that provides each external tool, for "missing tool" hints.
+TOOL_PACKAGES: dict[str, str] = {
+    "ip": "iproute2",
+    "tc": "iproute2",
+    "iperf3": "iperf3",
+    "ethtool": "ethtool",
+    "sockperf": "sockperf",
+    "ping": "iputils-ping",
+    "wg": "wireguard-tools",
+    "wireguard-go": "wireguard-go",
+    "ovs-vsctl": "openvswitch-switch",
+    "ovs-vswitchd": "openvswitch-switch",
+    "ovsdb-server": "openvswitch-switch",
+    "ovsdb-tool": "openvswitch-switch",
+    "ovs-appctl": "openvswitch-switch",
+    "swanctl": "strongswan-swanctl",
+    "ssh": "openssh-client",
+    "ssh-keygen": "openssh-client",
+    "sshd": "openssh-server",
+    "qemu-system-x86_64": "qemu-system-x86",
+    "debootstrap": "debootstrap",
+    "unshare": "util-linux",
+    "nsenter": "util-linux",
+    "mkfs.ext4": "e2fsprogs",
+    "tcpdump": "tcpdump",
+}
+
+SBIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/lib/ipsec", "/usr/lib/openssh")
+
+
+def which(tool: str) -> str | None:
+    """Full path of a tool, also looking in sbin directories a non-login PATH may lack."""
+    found = shutil.which(tool)
+    if found:
+        return found
+    for d in SBIN_DIRS:
+        p = Path(d) / tool
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+    return None
+
+
+def require(tool: str) -> str:
+    """Path of a tool, or an UnavailableError that names the package to install."""
+    path = which(tool)
+    if path is None:
+        pkg = TOOL_PACKAGES.get(tool, tool)
+        raise UnavailableError(f"required tool '{tool}' is not installed",
+                               f"install it: apt-get install {pkg}")
+    return path
+
+
+def in_netns(netns: str | None, argv: list[str]) -> list[str]:
+    """argv that runs inside a named network namespace (or as is for the root namespace)."""
+    if not netns:
+        return list(argv)
+    return ["ip", "netns", "exec", netns, *argv]
+
+
+def _check_argv(argv: list[str]) -> list[str]:
+    if isinstance(argv, (str, bytes)) or not argv:
+        raise TypeError("argv must be a non-empty list of strings, never a shell string")
+    return [str(a) for a in argv]
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def _short(argv: list[str]) -> str:
+    text = " ".join(argv)
+    return text if len(text) < 160 else text[:157] + "..."
+
+
+def run(argv: list[str], *, netns: str | None = None, timeout: float = 60.0, check: bool = True,
+        input: str | None = None, env: dict[str, str] | None = None,
+        cwd: str | Path | None = None) -> Completed:
+    """Run a command to completion; raise CommandFailed on non-zero exit when check is set."""
+    full = in_netns(netns, _check_argv(argv))
+    run_env = None if env is None else {**os.environ, **env}
+    try:
+        cp = subprocess.run(full, input=input, capture_output=True, text=True, timeout=timeout,
+                            env=run_env, cwd=cwd, check=False, stdin=None if input is not None
+                            else subprocess.DEVNULL)
+    except FileNotFoundError:
+        require(full[0])
+        raise
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        raise CommandFailed(f"command timed out after {timeout:g}s: {_short(full)}",
+                            "the host may be overloaded; retry or raise the timeout",
+                            argv=full, output=str(out)) from None
+    result = Completed(full, cp.returncode, cp.stdout, cp.stderr)
+    if check and cp.returncode != 0:
+        last = (cp.stderr.strip() or cp.stdout.strip()).splitlines()[-1:] or [""]
+        raise CommandFailed(f"command failed (exit {cp.returncode}): {_short(full)}: {last[0]}",
+                            argv=full, returncode=cp.returncode, output=cp.stdout + cp.stderr)
+    return result
+
+
+def proc_starttime(pid: int) -> int | None:
+    """Start time of a PID in clock ticks since boot (field 22 of /proc/PID/stat), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # comm may contain spaces and parentheses: split after the last ')'
+    rest = stat[stat.rindex(")") + 2:].split()
+    return int(rest[19])
+
+
+def pid_alive(pid: int, starttime: int | None = None) -> bool:
+    st = proc_starttime(pid)
+    if st is None:
+        return False
+    if starttime is not None and st != starttime:
+        return False  # PID reused by another process: not ours
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def kill_pid(pid: int, starttime: int | None = None, *, grace: float = 3.0) -> bool:
+    """SIGTERM then SIGKILL one process we started, identified by PID and start time.
+
+    Returns True if the process was ours and is gone now; False if it was already gone or the
+    PID now belongs to someone else (then nothing is signalled).
+    """
+    if not pid_alive(pid, starttime):
+        return False
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            _reap(pid)
+            if not pid_alive(pid, starttime):
+                return True
+            time.sleep(0.02)
+    return not pid_alive(pid, starttime)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+@dataclass
+class Process:
+    """A long-lived process started by `spawn`."""
+
+    argv: list[str]
+    popen: subprocess.Popen[bytes]
+    log_path: Path | None
+    label: str
+    starttime: int | None = field(default=None)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for exit; raise CommandFailed on timeout (the process keeps running)."""
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CommandFailed(f"{self.label} did not finish within {timeout:g}s",
+                                "the host may be overloaded", argv=self.argv) from None
+
+    def stop(self, grace: float = 3.0) -> int | None:
+        """Stop by PID (SIGTERM, then SIGKILL) and reap. Returns the exit code if known."""
+        if self.popen.poll() is None:
+            try:
+                self.popen.send_signal(signal.SIGTERM)
+                self.popen.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=5)
+            except ProcessLookupError:
+                pass
+        return self.popen.returncode
+
+    def output(self) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return self.log_path.read_text(errors="replace")
+
+    def log_tail(self, lines: int = 15) -> str:
+        return "\n".join(self.output().splitlines()[-lines:])
+
+
+def spawn(argv: list[str], *, netns: str | None = None, log_path: Path | None = None,
+          env: dict[str, str] | None = None, label: str | None = None,
+          cwd: str | Path | None = None) -> Process:
+    """Start a process in the background; stdout and stderr go to log_path (or /dev/null)."""
+    full = in_netns(netns, _check_argv(argv))
+    run_env = None if env is None else {**os.environ, **env}
+    out = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    try:
+        popen = subprocess.Popen(full, stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, env=run_env, cwd=cwd,
+                                 start_new_session=True)
+    except FileNotFoundError:
+        require(full[0])
+        raise
+    finally:
+        if log_path:
+            out.close()  # type: ignore[union-attr]
+    return Process(full, popen, log_path, label or Path(argv[0]).name,
+                   proc_starttime(popen.pid))
