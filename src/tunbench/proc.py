@@ -15,6 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import CommandFailed, UnavailableError
 
@@ -222,26 +223,39 @@ class Process:
             return ""
         return self.log_path.read_text(errors="replace")
 
+    def errors(self) -> str:
+        """What the process wrote to stderr when it was spawned with split_stderr."""
+        path = Path(f"{self.log_path}.err") if self.log_path else None
+        return path.read_text(errors="replace") if path and path.exists() else ""
+
     def log_tail(self, lines: int = 15) -> str:
-        return "\n".join(self.output().splitlines()[-lines:])
+        text = self.output() + self.errors()
+        return "\n".join(text.splitlines()[-lines:])
 
 
 def spawn(argv: list[str], *, netns: str | None = None, log_path: Path | None = None,
           env: dict[str, str] | None = None, label: str | None = None,
-          cwd: str | Path | None = None) -> Process:
-    """Start a process in the background; stdout and stderr go to log_path (or /dev/null)."""
+          cwd: str | Path | None = None, split_stderr: bool = False) -> Process:
+    """Start a process in the background; stdout and stderr go to log_path (or /dev/null).
+
+    With split_stderr, stderr goes to log_path + ".err" so stdout stays machine-readable.
+    """
     full = in_netns(netns, _check_argv(argv))
     run_env = None if env is None else {**os.environ, **env}
     out = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    err: Any = subprocess.STDOUT
+    if log_path and split_stderr:
+        err = open(f"{log_path}.err", "wb")  # noqa: SIM115
     try:
-        popen = subprocess.Popen(full, stdout=out, stderr=subprocess.STDOUT,
+        popen = subprocess.Popen(full, stdout=out, stderr=err,
                                  stdin=subprocess.DEVNULL, env=run_env, cwd=cwd,
                                  start_new_session=True)
     except FileNotFoundError:
         require(full[0])
         raise
     finally:
-        if log_path:
-            out.close()  # type: ignore[union-attr]
+        for f in (out, err):
+            if hasattr(f, "close"):
+                f.close()
     return Process(full, popen, log_path, label or Path(argv[0]).name,
                    proc_starttime(popen.pid))

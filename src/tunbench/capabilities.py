@@ -1,0 +1,108 @@
+"""What this host can do: kernel features, tools, privilege. Read-only; changes nothing.
+
+Tunnel drivers and workloads state their requirements as a list of `Missing` records, so
+`tunbench list` / `doctor` can explain exactly what is absent and how to fix it, and a run can
+refuse before anything on the system is touched.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import proc
+
+
+@dataclass(frozen=True)
+class Missing:
+    what: str   # e.g. "kernel CONFIG_GENEVE", "tool wg"
+    why: str    # what it is needed for / what was found
+    fix: str    # what the user can do
+
+    def one_line(self) -> str:
+        return f"{self.what}: {self.why} ({self.fix})"
+
+
+@functools.lru_cache(maxsize=1)
+def kernel_config() -> dict[str, str] | None:
+    """The running kernel's build configuration, or None when it cannot be read."""
+    release = platform.release()
+    for path in (Path("/proc/config.gz"), Path(f"/boot/config-{release}")):
+        try:
+            raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        except OSError:
+            continue
+        conf: dict[str, str] = {}
+        for line in raw.decode(errors="replace").splitlines():
+            if line.startswith("CONFIG_") and "=" in line:
+                key, _, val = line.partition("=")
+                conf[key] = val
+        return conf
+    return None
+
+
+def _module_file_exists(module: str) -> bool:
+    base = Path("/lib/modules") / platform.release()
+    dep = base / "modules.dep"
+    try:
+        text = dep.read_text()
+    except OSError:
+        return False
+    names = {module, module.replace("_", "-")}
+    for line in text.splitlines():
+        name = line.split(":", 1)[0].rsplit("/", 1)[-1].split(".ko", 1)[0]
+        if name in names:
+            return True
+    return False
+
+
+def _modules_loadable() -> bool:
+    try:
+        return Path("/proc/sys/kernel/modules_disabled").read_text().strip() == "0"
+    except OSError:
+        return False
+
+
+def kernel_missing(option: str, feature: str, module: str | None = None) -> Missing | None:
+    """None if the kernel has `option` built in (or as a loadable module present on disk)."""
+    conf = kernel_config()
+    if conf is None:
+        # Unknown configuration: trust a module on disk or a module already loaded.
+        if module and (Path("/sys/module") / module).exists():
+            return None
+        if module and _module_file_exists(module) and _modules_loadable():
+            return None
+        return Missing(f"kernel {option}", f"{feature}: cannot read the kernel configuration "
+                       "(/proc/config.gz, /boot/config-*)", "use a kernel with this feature")
+    val = conf.get(option)
+    if val == "y":
+        return None
+    if val == "m":
+        if module and (Path("/sys/module") / module).exists():
+            return None
+        if module and _module_file_exists(module) and _modules_loadable():
+            return None
+        return Missing(f"kernel {option}", f"{feature} is a module that cannot be loaded here",
+                       f"modprobe {module or option.lower()} or install the kernel's modules")
+    return Missing(f"kernel {option}", f"{feature} is not in this kernel ({platform.release()})",
+                   "use a kernel built with it (e.g. Debian's linux-image-amd64), "
+                   "or the VM lab: make test-vmlab")
+
+
+def tool_missing(tool: str, purpose: str = "") -> Missing | None:
+    if proc.which(tool):
+        return None
+    pkg = proc.TOOL_PACKAGES.get(tool, tool)
+    return Missing(f"tool {tool}", f"not installed{': ' + purpose if purpose else ''}",
+                   f"apt-get install {pkg}")
+
+
+def root_missing() -> Missing | None:
+    if os.geteuid() == 0:
+        return None
+    return Missing("root", "creating namespaces and links needs root (CAP_NET_ADMIN)",
+                   "run as root, e.g. sudo tunbench ...")

@@ -1,0 +1,209 @@
+"""tunbench command line: a thin layer over spec -> runner -> results -> report.
+
+Errors become one line and an exit code here, and only here; tracebacks with --debug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from . import __version__, spec, tunnels, workloads
+from .errors import Interrupted, SpecError, TunbenchError
+from .report import console
+
+DEFAULT_OUT = Path("results")
+
+
+_MAIN_PID = 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    if os.getpid() != _MAIN_PID:
+        # A forked helper (pyroute2 opens namespace sockets from a child) inherits this
+        # handler; it must die as by default, never run tunbench's code on.
+        os._exit(128 + signum)
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def install_signal_handlers() -> None:
+    global _MAIN_PID
+    _MAIN_PID = os.getpid()
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def available_kinds() -> dict[str, list[str]]:
+    """kind -> list of reasons it cannot run here (empty: available)."""
+    out = {}
+    for kind, drv in sorted(tunnels.registry().items()):
+        try:
+            out[kind] = [m.one_line() for m in drv.requirements(drv.Params())]
+        except TunbenchError as exc:
+            out[kind] = [exc.one_line()]
+    return out
+
+
+def _csv(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
+    data: dict[str, Any] = {}
+    source = "command line"
+    if args.experiment:
+        data = spec.load_toml(Path(args.experiment))
+        source = str(args.experiment)
+    over: dict[str, Any] = {"experiment": {}}
+    e = over["experiment"]
+    for key in ("duration", "warmup", "repeats", "rate", "seed"):
+        val = getattr(args, key)
+        if val is not None:
+            e[key] = val
+    if args.mtu:
+        try:
+            e["mtus"] = [int(m) for m in _csv(args.mtu)]
+        except ValueError:
+            raise SpecError(f"--mtu {args.mtu!r} is not a list of integers",
+                            "e.g. --mtu 1500 or --mtu 1500,9000") from None
+    if args.shuffle:
+        e["order"] = "shuffled"
+    if args.tunnels:
+        over["tunnel"] = [{"kind": k} for k in _csv(args.tunnels)]
+    if args.workloads:
+        over["workload"] = [{"name": w} for w in _csv(args.workloads)]
+    merged = spec.merge(data, over)
+    kinds = available_kinds()
+    avail = {k for k, why in kinds.items() if not why}
+    return spec.build(merged, source, available=avail)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .runner import run_campaign
+    if args.resume:
+        out = Path(args.resume)
+        from .results.store import CampaignStore
+        index = CampaignStore(out).read_index()
+        exp = spec.build(_spec_dict(index["experiment"]), index["experiment"]["source"])
+    else:
+        exp = spec_from_args(args)
+        out = Path(args.out) if args.out else DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
+    install_signal_handlers()
+    reporter = console.ProgressReporter(quiet=args.quiet or args.json)
+    outcome = run_campaign(exp, out, reporter, resume=bool(args.resume))
+    cases = outcome.store.read_cases()
+    from .report import stats
+    if args.json:
+        print(json.dumps(stats.summary_json(cases, str(out)), indent=1))
+    else:
+        console.print_summary(cases, str(out))
+    return 1 if outcome.failed and len(outcome.failed) == len(outcome.statuses) else 0
+
+
+def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The spec dict that rebuilds a recorded experiment (for --resume)."""
+    exp = {k: recorded[k] for k in ("repeats", "duration", "warmup", "mtus", "order", "seed",
+                                    "family", "name", "cpu_interval")}
+    if recorded.get("rate"):
+        exp["rate"] = recorded["rate"]
+    return {
+        "experiment": exp,
+        "tunnel": [{"kind": t["kind"], "label": t["label"], **t["params"]}
+                   for t in recorded["tunnels"]],
+        "workload": [{"name": w["name"], **w["params"]} for w in recorded["workloads"]],
+        "offloads": [{"name": o["name"], **o["settings"]} for o in recorded["offloads"]],
+    }
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    kinds = available_kinds()
+    if args.json:
+        print(json.dumps({
+            "tunnels": {k: {"available": not why, "missing": why,
+                            "summary": tunnels.get(k).summary,
+                            "params": tunnels.get(k).Params().to_dict()}
+                        for k, why in kinds.items()},
+            "workloads": {n: {"summary": w.summary, "params": w.Params().to_dict(),
+                              "missing": [m.one_line() for m in w.requirements(w.Params())]}
+                          for n, w in sorted(workloads.registry().items())}}, indent=1))
+        return 0
+    console.print_list(kinds, show_params=args.params)
+    return 0
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    from .capabilities import root_missing
+    from .testbed import ledger, local
+    m = root_missing()
+    if m:
+        raise TunbenchError(m.why, m.fix)
+    done = ledger.replay_journals() + local.sweep()
+    for line in done:
+        print(f"removed {line}")
+    print(f"cleanup: {len(done)} leftover object(s) removed" if done else
+          "cleanup: nothing left over")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tunbench", description="Benchmark tunnels and "
+                                "encryption between two sites: throughput, latency, CPU.")
+    p.add_argument("--version", action="version", version=f"tunbench {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run a campaign and write a result folder")
+    r.add_argument("--tunnels", help="comma-separated kinds, or 'all' (every kind available "
+                   "here); default: native,vxlan")
+    r.add_argument("--workloads", help="comma-separated workloads; default: stream")
+    r.add_argument("--experiment", metavar="FILE", help="TOML experiment file (flags override)")
+    r.add_argument("--duration", type=float, help="seconds per measurement (default 10)")
+    r.add_argument("--warmup", type=float, help="seconds excluded at the start (default 1)")
+    r.add_argument("--repeats", type=int, help="repeats of every case (default 3)")
+    r.add_argument("--mtu", help="underlay MTU(s), comma-separated (default 1500)")
+    r.add_argument("--rate", help="shape the underlay with tbf, e.g. 500mbit")
+    r.add_argument("--shuffle", action="store_true", help="shuffle case order within a round")
+    r.add_argument("--seed", type=int, help="seed for --shuffle")
+    r.add_argument("--out", help="result folder (default results/<timestamp>)")
+    r.add_argument("--resume", metavar="DIR", help="continue an interrupted campaign")
+    r.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    r.add_argument("--quiet", action="store_true", help="no progress output")
+    r.set_defaults(func=cmd_run)
+
+    ls = sub.add_parser("list", help="tunnel kinds and workloads, and whether each runs here")
+    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--params", action="store_true", help="show parameters and defaults")
+    ls.set_defaults(func=cmd_list)
+
+    c = sub.add_parser("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
+    c.set_defaults(func=cmd_cleanup)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args))
+    except TunbenchError as exc:
+        if args.debug:
+            raise
+        print(f"tunbench: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tunbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

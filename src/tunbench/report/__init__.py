@@ -1,0 +1,1 @@
+"""Analysis and presentation of result folders."""

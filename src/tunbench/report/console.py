@@ -1,0 +1,175 @@
+"""What a person sees in the terminal: progress with ETA, the summary table, the kind list."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.table import Table
+
+from .. import workloads
+from ..plan import Case
+from ..results.store import CampaignStore
+from . import stats
+
+CPU_METRICS = ("cpu_busy", "cpu_per_gbit")
+
+
+class ProgressReporter:
+    """Progress bar with ETA on a terminal; one line per case otherwise (CI logs)."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.console = Console(stderr=True)
+        self.progress: Progress | None = None
+        self.task: Any = None
+        self.t0 = 0.0
+        self.n = 0
+        self.done = 0
+
+    def campaign_start(self, cases: list[Case], eta_seconds: float) -> None:
+        self.n, self.t0 = len(cases), time.monotonic()
+        if self.quiet:
+            return
+        self.console.print(f"tunbench: {len(cases)} case(s), about {eta_seconds / 60:.1f} min")
+        if self.console.is_terminal:
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(),
+                                     TextColumn("ETA"), TimeRemainingColumn(),
+                                     console=self.console, transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task("starting", total=len(cases))
+
+    def case_start(self, case: Case) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, description=case.case_id)
+
+    def case_end(self, case: Case, doc: dict[str, Any]) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress.advance(self.task)
+        if self.quiet:
+            return
+        head = _headline(doc)
+        line = f"[{self.done}/{self.n}] {case.case_id}: {doc['status']}"
+        if doc["status"] != "ok":
+            line += f" - {doc['error']}"
+        elif head:
+            line += f" - {head}"
+        if self.progress is not None:
+            self.progress.console.print(line, markup=False, highlight=False)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def campaign_end(self, store: CampaignStore) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _headline(doc: dict[str, Any]) -> str:
+    wl = workloads.get(doc["case"]["workload"]["name"])
+    parts = []
+    for name in wl.headline[:1] + CPU_METRICS[:1]:
+        m = doc["metrics"].get(name)
+        if m and m.get("value") is not None:
+            parts.append(f"{name} {m['value']:.4g} {m['unit']}")
+    return ", ".join(parts)
+
+
+def num(v: float) -> str:
+    """Compact number: 10,583 / 98.4 / 0.123."""
+    a = abs(v)
+    if a >= 100:
+        return f"{v:,.0f}"
+    if a >= 1:
+        return f"{v:.3g}"
+    return f"{v:.2g}"
+
+
+def _fmt(r: stats.Row) -> str:
+    s = r.stats
+    txt = f"{num(s.mean)} ± {num(s.std)}" if s.n > 1 else num(s.mean)
+    return txt + ("*" if r.noisy else "")
+
+
+PCT_OF_NATIVE = ("throughput", "cpu_per_gbit")
+
+
+def print_summary(cases: list[dict[str, Any]], out_dir: str) -> None:
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    rows = stats.rows(cases)
+    groups: dict[tuple[str, int, str], list[stats.Row]] = {}
+    for r in rows:
+        groups.setdefault((r.workload, r.mtu, r.offloads), []).append(r)
+    for (wl_name, mtu, off), grp in groups.items():
+        wl = workloads.get(wl_name)
+        metrics = [m for m in wl.headline + CPU_METRICS if any(r.metric == m for r in grp)]
+        if not metrics:
+            metrics = sorted({r.metric for r in grp})
+        title = f"{wl_name} - underlay MTU {mtu}" + ("" if off == "default" else f" - offloads {off}")
+        pct_cols = {m for m in metrics if m in PCT_OF_NATIVE or m in wl.headline[:1]}
+        table = Table(title=title)
+        table.add_column("tunnel")
+        table.add_column("n", justify="right")
+        by: dict[tuple[str, str], stats.Row] = {(r.tunnel, r.metric): r for r in grp}
+        for m in metrics:
+            unit = next(r.unit for r in grp if r.metric == m)
+            table.add_column(f"{m}\n({unit})", justify="right")
+            if m in pct_cols:
+                table.add_column("% of\nnative", justify="right")
+        tunnels_in_order = list(dict.fromkeys(r.tunnel for r in grp))
+        for t in tunnels_in_order:
+            cells = [t, str(max((by[(t, m)].stats.n for m in metrics if (t, m) in by),
+                                default=0))]
+            for m in metrics:
+                r = by.get((t, m))
+                cells.append(_fmt(r) if r else "-")
+                if m in pct_cols:
+                    cells.append(f"{r.pct_of_native:.1f}%" if r and r.pct_of_native is not None
+                                 else "-")
+            table.add_row(*cells)
+        console.print(table)
+    failed = [d for d in cases if d.get("status") != "ok"]
+    for d in failed:
+        console.print(f"[red]failed[/red] {d['case']['id']}: {d.get('error')}", highlight=False)
+    if any(r.noisy for r in rows):
+        console.print(f"* noisy: coefficient of variation above {stats.NOISY_CV:.0%}")
+    shared = any((d.get("testbed") or {}).get("shares_cpus") for d in cases)
+    if shared:
+        console.print("CPU: % of all cores, both sites together (they share this host's CPUs); "
+                      "cpu_per_gbit in % of one core per Gbit/s.")
+    console.print(f"results: {out_dir}  ({len(cases) - len(failed)} ok, {len(failed)} failed)")
+
+
+def print_list(kinds: dict[str, list[str]], show_params: bool = False) -> None:
+    from .. import tunnels
+    console = Console()
+    table = Table(title="tunnel kinds")
+    table.add_column("kind")
+    table.add_column("available")
+    table.add_column("summary / why not")
+    for kind, why in kinds.items():
+        drv = tunnels.get(kind)
+        text = drv.summary if not why else "\n".join(why)
+        if show_params:
+            text += "\n" + ", ".join(f"{k}={v!r}" for k, v in drv.Params().to_dict().items())
+        table.add_row(kind, "[green]yes[/green]" if not why else "[red]no[/red]", text)
+    console.print(table)
+    wt = Table(title="workloads")
+    wt.add_column("workload")
+    wt.add_column("summary")
+    for name, wl in sorted(workloads.registry().items()):
+        text = wl.summary
+        if show_params:
+            text += "\n" + ", ".join(f"{k}={v!r}" for k, v in wl.Params().to_dict().items())
+        missing = wl.requirements(wl.Params())
+        if missing:
+            text += "\n[red]" + "; ".join(m.one_line() for m in missing) + "[/red]"
+        wt.add_row(name, text)
+    console.print(wt)

@@ -1,0 +1,1 @@
+"""Results: versioned, self-describing JSON per case plus a campaign index."""

@@ -1,0 +1,39 @@
+"""The result file format. Bump FORMAT_VERSION on any incompatible change and say so in
+docs/results.md; readers refuse versions they do not know."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FORMAT_VERSION = 1
+CASE_FORMAT = "tunbench-case"
+INDEX_FORMAT = "tunbench-campaign"
+
+CASE_STATUSES = ("ok", "failed", "skipped")
+
+
+def case_document(*, case: dict[str, Any], status: str, started: float, ended: float,
+                  testbed: dict[str, Any] | None, tunnel: dict[str, Any] | None,
+                  metrics: dict[str, Any], series: dict[str, list[float]],
+                  cpu: dict[str, Any] | None, counters: dict[str, Any] | None,
+                  raw: dict[str, Any], notes: list[str], error: str | None,
+                  error_log: str | None, offloads: dict[str, Any] | None) -> dict[str, Any]:
+    assert status in CASE_STATUSES
+    return {
+        "format": CASE_FORMAT, "format_version": FORMAT_VERSION,
+        "case": case, "status": status, "error": error, "error_log": error_log,
+        "started": started, "ended": ended,
+        "testbed": testbed, "tunnel": tunnel,
+        "metrics": metrics, "series": series, "cpu": cpu,
+        "datapath_counters": counters, "offloads": offloads,
+        "raw": raw, "notes": notes,
+    }
+
+
+def check_format(doc: dict[str, Any], expected: str, source: str) -> None:
+    from ..errors import SpecError
+    if doc.get("format") != expected:
+        raise SpecError(f"{source} is not a {expected} file", "point at a tunbench result folder")
+    if doc.get("format_version", 0) > FORMAT_VERSION:
+        raise SpecError(f"{source} has format version {doc.get('format_version')}, newer than "
+                        f"this tunbench understands ({FORMAT_VERSION})", "upgrade tunbench")

@@ -1,0 +1,66 @@
+"""Writing and reading a campaign folder: index.json + cases/<case id>.json, atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+from .model import CASE_FORMAT, FORMAT_VERSION, INDEX_FORMAT, check_format
+
+
+def write_json_atomic(path: Path, doc: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, sort_keys=False, default=str)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class CampaignStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.cases_dir = root / "cases"
+
+    @property
+    def index_path(self) -> Path:
+        return self.root / "index.json"
+
+    def case_path(self, case_id: str) -> Path:
+        return self.cases_dir / f"{case_id}.json"
+
+    def write_index(self, index: dict[str, Any]) -> None:
+        write_json_atomic(self.index_path, {"format": INDEX_FORMAT,
+                                            "format_version": FORMAT_VERSION, **index})
+
+    def write_case(self, case_id: str, doc: dict[str, Any]) -> Path:
+        path = self.case_path(case_id)
+        write_json_atomic(path, doc)
+        return path
+
+    def read_index(self) -> dict[str, Any]:
+        if not self.index_path.exists():
+            raise SpecError(f"{self.root} has no index.json", "point at a tunbench result folder")
+        doc = json.loads(self.index_path.read_text())
+        check_format(doc, INDEX_FORMAT, str(self.index_path))
+        return doc
+
+    def read_cases(self) -> list[dict[str, Any]]:
+        out = []
+        for path in sorted(self.cases_dir.glob("*.json")):
+            doc = json.loads(path.read_text())
+            check_format(doc, CASE_FORMAT, str(path))
+            doc["_path"] = str(path.relative_to(self.root))
+            out.append(doc)
+        return out

@@ -1,0 +1,267 @@
+"""Executes a campaign: preflight, then each case on a fresh testbed, results written as it goes.
+
+Every case builds its own testbed and tunnel under its own ledger, so whatever happens (error,
+SIGINT, SIGTERM) the ledger undoes it before the next case starts. A failed case is recorded
+with its reason and the log tails of its processes, and the campaign goes on. An interrupted
+campaign can be resumed: cases already recorded are kept as they are.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from . import proc, tunnels, workloads
+from .capabilities import Missing, root_missing
+from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
+from .plan import Case, plan
+from .results import envinfo
+from .results.model import case_document
+from .results.store import CampaignStore
+from .spec import Experiment
+from .testbed import local, names, netlink
+from .testbed.base import Testbed
+from .testbed.ledger import Ledger
+from .tunnels.base import Endpoints
+from .workloads.base import Context, Metric, Output
+
+
+class Reporter(Protocol):
+    def campaign_start(self, cases: list[Case], eta_seconds: float) -> None: ...
+    def case_start(self, case: Case) -> None: ...
+    def case_end(self, case: Case, doc: dict[str, Any]) -> None: ...
+    def campaign_end(self, store: CampaignStore) -> None: ...
+
+
+class SilentReporter:
+    def campaign_start(self, cases: list[Case], eta_seconds: float) -> None: ...
+    def case_start(self, case: Case) -> None: ...
+    def case_end(self, case: Case, doc: dict[str, Any]) -> None: ...
+    def campaign_end(self, store: CampaignStore) -> None: ...
+
+
+def preflight(exp: Experiment) -> None:
+    """Everything this experiment needs that the host lacks, all at once, before any change."""
+    missing: list[str] = []
+    root = root_missing()
+    if root:
+        missing.append(root.one_line())
+    for t in exp.tunnels:
+        for m in tunnels.get(t.kind).requirements(t.params):
+            missing.append(f"tunnel {t.label}: {m.one_line()}")
+    for w in exp.workloads:
+        for m in workloads.get(w.name).requirements(w.params):
+            missing.append(f"workload {w.name}: {m.one_line()}")
+    for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.rate else ()):
+        if not proc.which(tool):
+            missing.append(f"tool {tool}: not installed (apt-get install "
+                           f"{proc.TOOL_PACKAGES.get(tool, 'procps')})")
+    for t in exp.tunnels:
+        for mtu in exp.mtus:
+            inner = tunnels.get(t.kind).tunnel_mtu(t.params, mtu)
+            if inner < 1280 and exp.family == 6 or inner < 576:
+                missing.append(f"tunnel {t.label}: underlay MTU {mtu} leaves only {inner} bytes "
+                               "inside the tunnel (raise the MTU)")
+    if missing:
+        uniq = list(dict.fromkeys(missing))
+        raise UnavailableError("cannot run this experiment here:\n  " + "\n  ".join(uniq),
+                               "fix the above or leave those tunnels out; nothing was changed")
+
+
+def estimate_seconds(exp: Experiment, cases: list[Case]) -> float:
+    setup = 1.5
+    return sum(workloads.get(c.workload.name).expected_seconds(c.workload.params, exp.duration,
+                                                               exp.warmup) + setup
+               for c in cases)
+
+
+@dataclass
+class CampaignOutcome:
+    store: CampaignStore
+    statuses: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[str]:
+        return [c for c, s in self.statuses.items() if s == "failed"]
+
+
+def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = None,
+                 resume: bool = False) -> CampaignOutcome:
+    reporter = reporter or SilentReporter()
+    preflight(exp)
+    cases = plan(exp)
+    store = CampaignStore(out_dir)
+    done: dict[str, str] = {}
+    if resume:
+        index = store.read_index()
+        if index.get("experiment") != exp.to_dict():
+            raise SpecError(f"{out_dir} was recorded with a different experiment",
+                            "resume with the same options, or start a new --out folder")
+        done = {c["id"]: c["status"] for c in index["cases"] if c["status"] in ("ok", "failed")}
+    elif store.index_path.exists():
+        raise SpecError(f"{out_dir} already holds a campaign",
+                        "use --resume to continue it, or choose another --out folder")
+    index: dict[str, Any] = {
+        "experiment": exp.to_dict(), "env": envinfo.host_env(), "created": time.time(),
+        "cases": [{"id": c.case_id, "status": done.get(c.case_id, "pending"),
+                   "file": f"cases/{c.case_id}.json", **_case_keys(c)} for c in cases],
+        "state": "running",
+    }
+    store.write_index(index)
+    todo = [c for c in cases if c.case_id not in done]
+    reporter.campaign_start(todo, estimate_seconds(exp, todo))
+    outcome = CampaignOutcome(store, dict(done))
+    try:
+        for case in todo:
+            reporter.case_start(case)
+            doc = run_case(exp, case)
+            store.write_case(case.case_id, doc)
+            outcome.statuses[case.case_id] = doc["status"]
+            index["cases"][case.index]["status"] = doc["status"]
+            store.write_index(index)
+            reporter.case_end(case, doc)
+    except Interrupted:
+        index["state"] = "interrupted"
+        store.write_index(index)
+        raise
+    index["state"] = "complete"
+    index["finished"] = time.time()
+    store.write_index(index)
+    reporter.campaign_end(store)
+    return outcome
+
+
+def _case_keys(c: Case) -> dict[str, Any]:
+    return {"tunnel": c.tunnel.label, "kind": c.tunnel.kind, "workload": c.workload.name,
+            "mtu": c.mtu, "offloads": c.offloads.name, "repeat": c.repeat}
+
+
+def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
+    """One case on a fresh testbed; always torn down; never raises except Interrupted."""
+    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
+    run_id = names.new_run_id(taken)
+    ledger = Ledger(run_id)
+    started = time.time()
+    tb: Testbed | None = None
+    ep: Endpoints | None = None
+    out = Output()
+    ctx: Context | None = None
+    status, error, error_log = "ok", None, None
+    counters: dict[str, Any] | None = None
+    offloads: dict[str, Any] | None = None
+    try:
+        tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate)
+        driver = tunnels.get(case.tunnel.kind)()
+        ep = driver.up(tb, case.tunnel.params)
+        if not ep.relay:
+            wait_reachable(tb, ep, exp.family)
+        offloads = {"before": record_offloads(tb, ep)}
+        if case.offloads.settings:
+            apply_offloads(tb, ep, case.offloads.settings)
+            offloads["applied"] = record_offloads(tb, ep)
+        before = driver.counters(tb, ep)
+        ctx = Context(tb, ep, exp.duration, exp.warmup, exp.family,  # type: ignore[arg-type]
+                      cpu_interval=exp.cpu_interval)
+        wl = workloads.get(case.workload.name)()
+        out = wl.run(ctx, case.workload.params)
+        after = driver.counters(tb, ep)
+        counters = {"before": before, "after": after, "delta": _delta(before, after)}
+        offloads["after"] = record_offloads(tb, ep)
+    except Interrupted:
+        raise
+    except TunbenchError as exc:
+        status, error = "failed", exc.one_line()
+        error_log = _log_tails(tb)
+    except (OSError, RuntimeError, ValueError, KeyError) as exc:  # netlink and friends
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        error_log = _log_tails(tb)
+    finally:
+        undo_errors = ledger.close()
+        # Safety net: anything of this run id the ledger did not hear of (a signal landed
+        # between creating an object and recording it).
+        undo_errors += [f"swept leftover {x}" for x in local.sweep(run_id)]
+    notes = list(out.notes)
+    if undo_errors:
+        notes += [f"teardown: {e}" for e in undo_errors]
+    metrics = {k: m.to_dict() for k, m in out.metrics.items()}
+    cpu = None
+    if ctx is not None and ctx.cpu_record is not None:
+        cpu = ctx.cpu_record.summary()
+        cpu["samples"] = ctx.cpu_record.samples
+        cpu["shared_by_sites"] = ctx.cpu_record.shared_by_sites
+        metrics.update(_cpu_metrics(cpu, out))
+    return case_document(
+        case={**case.to_dict(), "run_id": run_id}, status=status, started=started,
+        ended=time.time(), testbed=tb.describe() if tb else None,
+        tunnel=ep.describe() if ep else None, metrics=metrics, series=out.series,
+        cpu=cpu, counters=counters, raw=out.raw, notes=notes, error=error,
+        error_log=error_log, offloads=offloads)
+
+
+def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, Any]:
+    res = {"cpu_busy": Metric(cpu["busy_avg"], "%", False).to_dict()}
+    tput = out.metrics.get("throughput")
+    if tput and tput.value:
+        cpu_pct_total = cpu["busy_avg"] * max(len(cpu["cores"]) - 1, 1)  # % of one core
+        res["cpu_per_gbit"] = Metric(cpu_pct_total / (tput.value / 1000.0),
+                                     "% of a core per Gbit/s", False).to_dict()
+    return res
+
+
+def _delta(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> dict[str, Any]:
+    return {site: {k: after[site][k] - before.get(site, {}).get(k, 0) for k in after[site]}
+            for site in after}
+
+
+def wait_reachable(tb: Testbed, ep: Endpoints, family: int, timeout: float = 15.0) -> None:
+    """The far inner address answers ping through the tunnel (tunnels may need a moment: IKE)."""
+    addr = ep.b4 if family == 4 else ep.b6
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        r = tb.a.run(["ping", "-c", "1", "-W", "1", "-n", str(addr)], check=False, timeout=5)
+        if r.ok:
+            return
+        last = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
+        last = last[0]
+    raise CommandFailed(f"tunnel is up but {addr} does not answer ping through it within "
+                        f"{timeout:g}s ({last})", "see the case's error_log")
+
+
+def _ifaces(tb: Testbed, ep: Endpoints) -> list[tuple[str | None, str]]:
+    out = [(tb.a.netns, tb.a.underlay_if), (tb.b.netns, tb.b.underlay_if)]
+    for site, ifn in ((tb.a, ep.a_ifname), (tb.b, ep.b_ifname)):
+        if ifn and (site.netns, ifn) not in out:
+            out.append((site.netns, ifn))
+    return out
+
+
+def record_offloads(tb: Testbed, ep: Endpoints) -> dict[str, dict[str, str]]:
+    return {f"{ns}/{ifn}": envinfo.offloads(ns, ifn) for ns, ifn in _ifaces(tb, ep)}
+
+
+def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], ...]) -> None:
+    for ns, ifn in _ifaces(tb, ep):
+        argv = ["ethtool", "-K", ifn]
+        for feat, val in settings:
+            argv += [feat, val]
+        # ethtool exits non-zero when a feature is fixed on this device; that is recorded
+        proc.run(argv, netns=ns, check=False, timeout=10)
+
+
+def _log_tails(tb: Testbed | None, lines: int = 20) -> str | None:
+    if tb is None or not tb.workdir.exists():
+        return None
+    parts = []
+    for log in sorted(Path(tb.workdir).glob("*.log*")):
+        text = log.read_text(errors="replace").splitlines()[-lines:]
+        if text:
+            parts.append(f"--- {log.name}\n" + "\n".join(text))
+    return "\n".join(parts) or None
+
+
+def missing_for(kind: str, raw: dict[str, Any] | None = None) -> list[Missing]:
+    drv = tunnels.get(kind)
+    return drv.requirements(drv.parse_params(raw or {}))

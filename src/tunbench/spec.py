@@ -1,0 +1,289 @@
+"""Experiment specs: a TOML file and/or CLI flags -> one validated, immutable Experiment.
+
+Validation collects every problem (naming the file, the field and what is wrong) and raises
+them together before anything runs. The same dict shape is used for TOML files and flags:
+
+    [experiment]                  # all optional
+    repeats = 3
+    duration = 10                 # seconds per measurement
+    warmup = 1                    # seconds excluded at the start (iperf3 -O)
+    mtus = [1500, 9000]           # underlay MTUs; tunnel MTU = underlay MTU - overhead
+    rate = "500mbit"              # shape the underlay with tbf
+    order = "listed"              # or "shuffled" (with seed)
+    seed = 1
+
+    [[tunnel]]
+    kind = "vxlan"
+    label = "vxlan-v6"            # optional, defaults to the kind
+    underlay = 6                  # any other key is a parameter of the kind
+
+    [[workload]]
+    name = "stream"
+    streams = 1
+
+    [[offloads]]                  # optional variants; each is applied with ethtool -K
+    name = "no-gro"
+    gro = "off"
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import tunnels, workloads
+from .errors import SpecError
+from .tunnels.base import TunnelParams
+from .workloads.base import WorkloadParams
+
+DEFAULT_TUNNELS = ("native", "vxlan")
+DEFAULT_WORKLOADS = ("stream",)
+RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", re.I)
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")
+OFFLOAD_FEATURES = ("tso", "gso", "gro", "lro", "rx", "tx", "sg", "tx-udp_tnl-segmentation",
+                    "tx-udp_tnl-csum-segmentation", "rx-gro-hw", "rx-udp-gro-forwarding")
+EXPERIMENT_KEYS = {"repeats", "duration", "warmup", "mtus", "rate", "order", "seed", "family",
+                   "name", "cpu_interval"}
+
+
+@dataclass(frozen=True)
+class TunnelSpec:
+    kind: str
+    label: str
+    params: TunnelParams
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "label": self.label, "params": self.params.to_dict()}
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    params: WorkloadParams
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "params": self.params.to_dict()}
+
+
+@dataclass(frozen=True)
+class OffloadVariant:
+    name: str
+    settings: tuple[tuple[str, str], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "settings": dict(self.settings)}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    tunnels: tuple[TunnelSpec, ...]
+    workloads: tuple[WorkloadSpec, ...]
+    mtus: tuple[int, ...] = (1500,)
+    offloads: tuple[OffloadVariant, ...] = (OffloadVariant("default"),)
+    repeats: int = 3
+    duration: float = 10.0
+    warmup: float = 1.0
+    rate: str | None = None
+    order: str = "listed"
+    seed: int = 1
+    family: int = 4
+    cpu_interval: float = 1.0
+    name: str = "campaign"
+    source: str = "command line"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "source": self.source,
+            "tunnels": [t.to_dict() for t in self.tunnels],
+            "workloads": [w.to_dict() for w in self.workloads],
+            "mtus": list(self.mtus), "offloads": [o.to_dict() for o in self.offloads],
+            "repeats": self.repeats, "duration": self.duration, "warmup": self.warmup,
+            "rate": self.rate, "order": self.order, "seed": self.seed, "family": self.family,
+            "cpu_interval": self.cpu_interval,
+        }
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise SpecError(f"experiment file {path} does not exist", "check the path") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML: {exc}", "fix the syntax at that line") from None
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """CLI flags override file values: experiment keys one by one, lists of tables whole."""
+    out = {k: v for k, v in base.items()}
+    exp = dict(out.get("experiment", {}))
+    exp.update(overrides.get("experiment", {}))
+    out["experiment"] = exp
+    for key in ("tunnel", "workload", "offloads"):
+        if key in overrides:
+            out[key] = overrides[key]
+    return out
+
+
+def _num(problems: list[str], where: str, exp: dict[str, Any], key: str, default: float,
+         lo: float, hi: float, integer: bool = False) -> Any:
+    val = exp.get(key, default)
+    kind = int if integer else (int, float)
+    if isinstance(val, bool) or not isinstance(val, kind) or not lo <= val <= hi:
+        problems.append(f"{where}: experiment.{key} must be {'an integer' if integer else 'a number'}"
+                        f" from {lo:g} to {hi:g}, got {val!r}")
+        return default
+    return val
+
+
+def build(data: dict[str, Any], source: str = "command line",
+          available: set[str] | None = None) -> Experiment:
+    """Validate a spec dict into an Experiment; every problem is reported at once.
+
+    `available` is the set of tunnel kinds that can run here, used to expand "all".
+    """
+    problems: list[str] = []
+    where = source
+    unknown_top = set(data) - {"experiment", "tunnel", "workload", "offloads"}
+    for key in sorted(unknown_top):
+        problems.append(f"{where}: unknown section '{key}' (known: experiment, tunnel, workload, "
+                        "offloads)")
+    exp = data.get("experiment", {})
+    if not isinstance(exp, dict):
+        problems.append(f"{where}: [experiment] must be a table")
+        exp = {}
+    for key in sorted(set(exp) - EXPERIMENT_KEYS):
+        problems.append(f"{where}: unknown field experiment.{key} (known: "
+                        f"{', '.join(sorted(EXPERIMENT_KEYS))})")
+    repeats = _num(problems, where, exp, "repeats", 3, 1, 1000, integer=True)
+    duration = _num(problems, where, exp, "duration", 10.0, 1, 86400)
+    warmup = _num(problems, where, exp, "warmup", 1.0, 0, 600)
+    seed = _num(problems, where, exp, "seed", 1, 0, 2**32, integer=True)
+    family = _num(problems, where, exp, "family", 4, 4, 6, integer=True)
+    cpu_interval = _num(problems, where, exp, "cpu_interval", 1.0, 0.1, 60)
+    if family not in (4, 6):
+        problems.append(f"{where}: experiment.family must be 4 or 6, got {family}")
+    mtus_raw = exp.get("mtus", [1500])
+    mtus: list[int] = []
+    if not isinstance(mtus_raw, list) or not mtus_raw:
+        problems.append(f"{where}: experiment.mtus must be a non-empty list of integers")
+    else:
+        for m in mtus_raw:
+            if isinstance(m, bool) or not isinstance(m, int) or not 1280 <= m <= 65535:
+                problems.append(f"{where}: experiment.mtus: {m!r} is not an MTU from 1280 to 65535")
+            else:
+                mtus.append(m)
+    rate = exp.get("rate")
+    if rate is not None and (not isinstance(rate, str) or not RATE_RE.match(rate)):
+        problems.append(f"{where}: experiment.rate {rate!r} is not a rate like 500mbit or 1gbit")
+    order = exp.get("order", "listed")
+    if order not in ("listed", "shuffled"):
+        problems.append(f"{where}: experiment.order must be 'listed' or 'shuffled', got {order!r}")
+    name = str(exp.get("name", "campaign"))
+
+    tunnel_specs = _tunnels(data.get("tunnel", [{"kind": k} for k in DEFAULT_TUNNELS]),
+                            where, available, problems)
+    workload_specs = _workloads(data.get("workload", [{"name": w} for w in DEFAULT_WORKLOADS]),
+                                where, problems)
+    offloads = _offloads(data.get("offloads"), where, problems)
+    if problems:
+        raise SpecError("\n".join(problems) if len(problems) > 1 else problems[0],
+                        "fix the values named above; nothing was changed")
+    return Experiment(tuple(tunnel_specs), tuple(workload_specs), tuple(mtus), tuple(offloads),
+                      repeats, float(duration), float(warmup), rate, order, seed, family,
+                      float(cpu_interval), name, source)
+
+
+def _tables(raw: Any, what: str, where: str, problems: list[str]) -> list[dict[str, Any]]:
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        problems.append(f"{where}: [[{what}]] must be a list of tables")
+        return []
+    return raw
+
+
+def _tunnels(raw: Any, where: str, available: set[str] | None,
+             problems: list[str]) -> list[TunnelSpec]:
+    out: list[TunnelSpec] = []
+    tables = _tables(raw, "tunnel", where, problems)
+    expanded: list[dict[str, Any]] = []
+    for t in tables:
+        if t.get("kind") == "all":
+            kinds = sorted(available if available is not None else tunnels.registry())
+            expanded += [{"kind": k} for k in ["native"] + [k for k in kinds if k != "native"]]
+        else:
+            expanded.append(t)
+    labels: set[str] = set()
+    for i, t in enumerate(expanded):
+        spot = f"{where}: tunnel[{i}]"
+        kind = t.get("kind")
+        if not isinstance(kind, str):
+            problems.append(f"{spot}: missing 'kind' (one of {', '.join(sorted(tunnels.registry()))})")
+            continue
+        try:
+            drv = tunnels.get(kind)
+        except SpecError as exc:
+            problems.append(f"{spot}: {exc.one_line()}")
+            continue
+        label = str(t.get("label", kind))
+        if not LABEL_RE.match(label):
+            problems.append(f"{spot}: label {label!r} must be 1-40 letters, digits, . _ + -")
+        if label in labels:
+            problems.append(f"{spot}: label {label!r} is used twice; give each tunnel a label")
+        labels.add(label)
+        params = {k: v for k, v in t.items() if k not in ("kind", "label")}
+        try:
+            out.append(TunnelSpec(kind, label, drv.parse_params(params, f"{spot}: ")))
+        except SpecError as exc:
+            problems.append(exc.message)
+    if tables and not expanded:
+        problems.append(f"{where}: no tunnels to run")
+    return out
+
+
+def _workloads(raw: Any, where: str, problems: list[str]) -> list[WorkloadSpec]:
+    out: list[WorkloadSpec] = []
+    for i, w in enumerate(_tables(raw, "workload", where, problems)):
+        spot = f"{where}: workload[{i}]"
+        name = w.get("name")
+        if not isinstance(name, str):
+            problems.append(f"{spot}: missing 'name' (one of {', '.join(sorted(workloads.registry()))})")
+            continue
+        try:
+            wl = workloads.get(name)
+        except SpecError as exc:
+            problems.append(f"{spot}: {exc.one_line()}")
+            continue
+        params = {k: v for k, v in w.items() if k != "name"}
+        try:
+            out.append(WorkloadSpec(name, wl.parse_params(params, f"{spot}: ")))
+        except SpecError as exc:
+            problems.append(exc.message)
+    return out
+
+
+def _offloads(raw: Any, where: str, problems: list[str]) -> list[OffloadVariant]:
+    if raw is None:
+        return [OffloadVariant("default")]
+    out = []
+    for i, o in enumerate(_tables(raw, "offloads", where, problems)):
+        spot = f"{where}: offloads[{i}]"
+        name = o.get("name")
+        if not isinstance(name, str) or not LABEL_RE.match(name):
+            problems.append(f"{spot}: needs a 'name' of letters, digits, . _ + -")
+            continue
+        settings = []
+        for feat, val in o.items():
+            if feat == "name":
+                continue
+            if feat not in OFFLOAD_FEATURES:
+                problems.append(f"{spot}: unknown offload '{feat}' (known: {', '.join(OFFLOAD_FEATURES)})")
+            elif val not in ("on", "off", True, False):
+                problems.append(f"{spot}: offload '{feat}' must be \"on\" or \"off\", got {val!r}")
+            else:
+                settings.append((feat, "on" if val in ("on", True) else "off"))
+        out.append(OffloadVariant(name, tuple(settings)))
+    return out or [OffloadVariant("default")]

@@ -1,0 +1,80 @@
+"""The default testbed: two network namespaces on this host joined by a veth underlay.
+
+Addresses come from the benchmarking ranges (RFC 2544: 198.18.0.0/15; RFC 5180: 2001:2::/48),
+so they never collide with a real network. Nothing is created in the root namespace: the veth
+pair is created with one end directly inside each site's namespace.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .. import proc
+from . import names, netlink
+from .base import Site, Testbed
+from .ledger import STATE_DIR, Ledger, kill_netns_processes
+
+UNDERLAY4 = ("198.18.0.1", "198.18.0.2")
+UNDERLAY6 = ("2001:2::1", "2001:2::2")
+
+SITE_SYSCTLS = (
+    "net.ipv6.conf.all.accept_dad=0",
+    "net.ipv6.conf.default.accept_dad=0",
+    "net.ipv4.ip_forward=1",
+    "net.ipv6.conf.all.forwarding=1",
+)
+
+
+def tbf_argv(ifname: str, rate: str) -> list[str]:
+    """tbf shaping of an underlay end; burst sized for 64 KB GSO frames."""
+    return ["tc", "qdisc", "replace", "dev", ifname, "root", "tbf", "rate", rate,
+            "burst", "256kb", "latency", "50ms"]
+
+
+def build(run_id: str, ledger: Ledger, *, mtu: int = 1500, rate: str | None = None,
+          workdir: Path | None = None) -> Testbed:
+    """Create the two sites and their underlay. Every object enters the ledger as it is made."""
+    sites = []
+    for i, side in enumerate(("a", "b")):
+        ns = names.netns_name(run_id, side)
+        netlink.create_netns(ns)
+        ledger.netns(ns)
+        sites.append(Site(side, ns, names.link_name(run_id, "u" + side),
+                          UNDERLAY4[i], UNDERLAY6[i]))
+    a, b = sites
+    # The veth pair lives inside the namespaces; it disappears with them.
+    netlink.add_veth(a.underlay_if, str(a.netns), b.underlay_if, str(b.netns))
+    for site in (a, b):
+        ns = str(site.netns)
+        for setting in SITE_SYSCTLS:
+            proc.run(["sysctl", "-qw", setting], netns=ns, timeout=10)
+        netlink.set_link(ns, "lo", state="up")
+        netlink.set_link(ns, site.underlay_if, mtu=mtu)
+        netlink.add_addr(ns, site.underlay_if, f"{site.underlay4}/24")
+        netlink.add_addr(ns, site.underlay_if, f"{site.underlay6}/64")
+        netlink.set_link(ns, site.underlay_if, state="up")
+        if rate:
+            proc.run(tbf_argv(site.underlay_if, rate), netns=ns, timeout=10)
+    if workdir is None:
+        workdir = STATE_DIR / run_id
+    workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(workdir, 0o700)
+    ledger.path(workdir)
+    return Testbed("local-netns", run_id, a, b, mtu, ledger, workdir, rate=rate)
+
+
+def sweep(run_id: str | None = None) -> list[str]:
+    """Remove namespaces (and the processes inside them) and root-namespace links of this
+    project left by crashed runs; only those of `run_id` when given."""
+    removed = []
+    for ns in netlink.list_netns():
+        if names.is_ours_netns(ns) and (run_id is None or ns.split("-")[1] == run_id):
+            kill_netns_processes(ns)
+            netlink.remove_netns(ns)
+            removed.append(f"netns {ns}")
+    for link in netlink.link_names(None):
+        if names.is_ours_link(link) and (run_id is None or link[2:].startswith(run_id)):
+            netlink.delete_link(link, None)
+            removed.append(f"link {link}")
+    return removed

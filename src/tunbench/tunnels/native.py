@@ -1,0 +1,28 @@
+"""native: no tunnel. Traffic goes over the underlay itself; the baseline of every ratio."""
+
+from __future__ import annotations
+
+from ..capabilities import Missing
+from ..testbed.base import Testbed
+from .base import Endpoints, TunnelDriver, TunnelParams
+
+
+class Native(TunnelDriver):
+    kind = "native"
+    summary = "the underlay itself, no encapsulation (baseline)"
+
+    @classmethod
+    def requirements(cls, params: TunnelParams) -> list[Missing]:
+        return []
+
+    @classmethod
+    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
+        return 0
+
+    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
+        return Endpoints(a4=tb.a.underlay4, b4=tb.b.underlay4, a6=tb.a.underlay6,
+                         b6=tb.b.underlay6, mtu=tb.underlay_mtu, overhead=0,
+                         a_ifname=tb.a.underlay_if, b_ifname=tb.b.underlay_if)
+
+
+DRIVER = Native

@@ -1,0 +1,74 @@
+"""vxlan: Linux kernel VXLAN (RFC 7348), point to point between the two sites' underlays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..capabilities import Missing, kernel_missing
+from ..testbed import names, netlink
+from ..testbed.base import Testbed
+from .base import (ETH_HEADER, IPV4_HEADER, IPV6_HEADER, UDP_HEADER, Endpoints, TunnelDriver,
+                   TunnelParams, inner_addrs)
+
+VXLAN_HEADER = 8
+
+
+@dataclass(frozen=True)
+class VxlanParams(TunnelParams):
+    vni: int = 42
+    port: int = 4789
+    underlay: Literal[4, 6] = 4
+    udp_csum: bool = False
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not 0 < self.vni < 2**24:
+            problems.append(f"vni {self.vni} out of range (1..16777215)")
+        if not 0 < self.port < 65536:
+            problems.append(f"port {self.port} out of range (1..65535)")
+        return problems
+
+
+class Vxlan(TunnelDriver):
+    kind = "vxlan"
+    summary = "kernel VXLAN over UDP (RFC 7348)"
+    Params = VxlanParams
+
+    @classmethod
+    def requirements(cls, params: TunnelParams) -> list[Missing]:
+        m = kernel_missing("CONFIG_VXLAN", "VXLAN tunnels", "vxlan")
+        return [m] if m else []
+
+    @classmethod
+    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
+        outer = IPV4_HEADER if family == 4 else IPV6_HEADER
+        return ETH_HEADER + VXLAN_HEADER + UDP_HEADER + outer
+
+    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
+        assert isinstance(params, VxlanParams)
+        fam = params.underlay
+        mtu = self.tunnel_mtu(params, tb.underlay_mtu)
+        a4, b4, a6, b6 = inner_addrs(0)
+        ifname = names.link_name(tb.run_id, "vx")
+        for site, peer, my4, my6 in ((tb.a, tb.b, a4, a6), (tb.b, tb.a, b4, b6)):
+            ns = str(site.netns)
+            local, remote = self.underlay_addr(site, fam), self.underlay_addr(peer, fam)
+            attrs = ({"vxlan_local": local, "vxlan_group": remote} if fam == 4 else
+                     {"vxlan_local6": local, "vxlan_group6": remote,
+                      "vxlan_udp_zero_csum6_tx": 0, "vxlan_udp_zero_csum6_rx": 0})
+            with netlink.ipr(ns) as ip:
+                attrs["vxlan_link"] = netlink.index(ip, site.underlay_if)
+            netlink.add_link(ns, ifname, "vxlan", vxlan_id=params.vni, vxlan_port=params.port,
+                             vxlan_udp_csum=int(params.udp_csum), **attrs)
+            tb.ledger.link(ifname, ns)
+            netlink.set_link(ns, ifname, mtu=mtu)
+            netlink.add_addr(ns, ifname, f"{my4}/24")
+            netlink.add_addr(ns, ifname, f"{my6}/64")
+            netlink.set_link(ns, ifname, state="up")
+        return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu,
+                         overhead=self.overhead(params, fam), a_ifname=ifname, b_ifname=ifname,
+                         info={"vni": params.vni, "port": params.port, "underlay": fam})
+
+
+DRIVER = Vxlan

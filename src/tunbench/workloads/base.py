@@ -1,0 +1,140 @@
+"""The workload contract. One module per workload under workloads/, each exporting WORKLOAD.
+
+A workload gets a `Context` (the testbed, the tunnel's inner endpoints, duration, warm-up and a
+CPU sampler) and returns an `Output`: scalar metrics with units, per-interval series, and the
+parsed raw output of its tools. It never knows which tunnel it runs over. Each workload is split
+into building argv, running, and a pure parse function tested on captured real output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from ..capabilities import Missing, tool_missing
+from ..errors import CommandFailed, SpecError
+from ..metrics.cpu import CpuRecord, CpuSampler
+from ..params import coerce_fields
+from ..proc import Process
+from ..testbed.base import Site, Testbed
+from ..tunnels.base import Endpoints
+
+
+@dataclass(frozen=True)
+class WorkloadParams:
+    def validate(self) -> list[str]:
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Metric:
+    value: float | None
+    unit: str
+    higher_is_better: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Output:
+    metrics: dict[str, Metric] = field(default_factory=dict)
+    series: dict[str, list[float]] = field(default_factory=dict)   # per interval (1 s)
+    raw: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Context:
+    tb: Testbed
+    ep: Endpoints
+    duration: float
+    warmup: float = 1.0
+    family: Literal[4, 6] = 4          # inner address family to use
+    port_base: int = 5201
+    cpu_interval: float = 1.0
+    cpu_record: CpuRecord | None = None
+
+    @property
+    def client(self) -> Site:
+        return self.tb.a
+
+    @property
+    def server(self) -> Site:
+        return self.tb.b
+
+    def server_addr(self) -> str:
+        addr = self.ep.b4 if self.family == 4 else self.ep.b6
+        if not addr:
+            raise SpecError("this tunnel has no IPv6 inner address", "use family 4")
+        return addr
+
+    def client_addr(self) -> str:
+        addr = self.ep.a4 if self.family == 4 else self.ep.a6
+        return str(addr)
+
+    @contextmanager
+    def measuring(self) -> Iterator[CpuSampler]:
+        """The measurement window: CPU per core and per datapath daemon are sampled inside."""
+        sampler = CpuSampler(self.cpu_interval)
+        for site, pids in self.ep.datapath_pids.items():
+            for pid in pids:
+                sampler.track(pid, f"datapath-{site}")
+        sampler.start()
+        try:
+            yield sampler
+        finally:
+            self.cpu_record = sampler.stop()
+            self.cpu_record.shared_by_sites = self.tb.shares_cpus
+
+
+def wait_for_output(p: Process, needle: str, timeout: float = 5.0) -> None:
+    """Readiness by what a server prints, not by sleeping."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if needle in p.output():
+            return
+        if p.poll() is not None:
+            break
+        time.sleep(0.01)
+    raise CommandFailed(f"{p.label} did not become ready within {timeout:g}s: "
+                        f"{p.log_tail(3) or 'no output'}", argv=p.argv)
+
+
+class Workload(ABC):
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    Params: ClassVar[type[WorkloadParams]] = WorkloadParams
+    tools: ClassVar[tuple[str, ...]] = ()
+    headline: ClassVar[tuple[str, ...]] = ()   # metrics the console summary shows first
+
+    @classmethod
+    def parse_params(cls, raw: dict[str, Any], where: str = "") -> WorkloadParams:
+        problems, values = coerce_fields(cls.Params, raw, f"{where}workload {cls.name}")
+        if not problems:
+            params = cls.Params(**values)
+            problems = [f"{where}workload {cls.name}: {p}" for p in params.validate()]
+            if not problems:
+                return params
+        raise SpecError("; ".join(problems), "see `tunbench list --params`")
+
+    @classmethod
+    def requirements(cls, params: WorkloadParams) -> list[Missing]:
+        return [m for m in (tool_missing(t, f"workload {cls.name}") for t in cls.tools) if m]
+
+    @classmethod
+    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
+        """Rough wall time of one case, for the ETA."""
+        return duration + warmup + 1.0
+
+    @abstractmethod
+    def run(self, ctx: Context, params: WorkloadParams) -> Output:
+        """Run the traffic and return parsed figures."""

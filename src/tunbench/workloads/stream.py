@@ -1,0 +1,118 @@
+"""stream: TCP bulk throughput with iperf3 --json, 1 s intervals (the study's throughput series).
+
+The iperf3 server runs inside the receiving site for this measurement only and is stopped by
+PID after it. The per-interval series is kept; warm-up intervals (iperf3 -O) are excluded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CommandFailed
+from .base import Context, Metric, Output, Workload, WorkloadParams, wait_for_output
+
+
+@dataclass(frozen=True)
+class StreamParams(WorkloadParams):
+    streams: int = 1          # parallel TCP streams inside one iperf3 process (-P)
+    reverse: bool = False     # server sends (-R)
+    length: int = 0           # write size in bytes (-l); 0 = iperf3's default (128 KiB)
+    congestion: str = ""      # TCP congestion control (-C), "" = system default
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not 1 <= self.streams <= 128:
+            problems.append(f"streams {self.streams} out of range (1..128 per iperf3 process)")
+        if self.length < 0:
+            problems.append("length must be >= 0")
+        return problems
+
+
+def server_argv(bind: str, port: int) -> list[str]:
+    return ["iperf3", "-s", "-1", "--forceflush", "-B", bind, "-p", str(port)]
+
+
+def client_argv(addr: str, port: int, duration: float, warmup: float, p: StreamParams,
+                bind: str | None = None) -> list[str]:
+    argv = ["iperf3", "-c", addr, "-p", str(port), "-t", f"{duration:g}", "-i", "1",
+            "-O", f"{warmup:g}", "-J", "-P", str(p.streams)]
+    if bind:
+        argv += ["-B", bind]
+    if p.reverse:
+        argv.append("-R")
+    if p.length:
+        argv += ["-l", str(p.length)]
+    if p.congestion:
+        argv += ["-C", p.congestion]
+    return argv
+
+
+def parse_iperf3(text: str) -> dict[str, Any]:
+    """The figures tunbench keeps from one iperf3 --json client run (pure; tested on captures)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandFailed(f"iperf3 printed no valid JSON ({exc.msg})",
+                            "run the same iperf3 command by hand to see why") from None
+    if data.get("error"):
+        raise CommandFailed(f"iperf3: {data['error']}")
+    end = data.get("end") or {}
+    series = [iv["sum"]["bits_per_second"] / 1e6 for iv in data.get("intervals", [])
+              if not iv["sum"].get("omitted")]
+    sent, recv = end.get("sum_sent", {}), end.get("sum_received", {})
+    cpu = end.get("cpu_utilization_percent", {})
+    test = data.get("start", {}).get("test_start", {})
+    return {
+        "throughput_mbps": recv.get("bits_per_second", 0.0) / 1e6,
+        "sent_mbps": sent.get("bits_per_second", 0.0) / 1e6,
+        "bytes_received": recv.get("bytes", 0),
+        "retransmits": sent.get("retransmits"),
+        "seconds": recv.get("seconds"),
+        "series_mbps": series,
+        "cpu_client_pct": cpu.get("host_total"),
+        "cpu_server_pct": cpu.get("remote_total"),
+        "streams": test.get("num_streams"),
+        "protocol": test.get("protocol"),
+        "version": data.get("start", {}).get("version"),
+        "mss": data.get("start", {}).get("tcp_mss_default"),
+    }
+
+
+class Stream(Workload):
+    name = "stream"
+    summary = "single-stream TCP throughput series (iperf3, 1 s intervals)"
+    Params = StreamParams
+    tools = ("iperf3",)
+    headline = ("throughput", "retransmits")
+
+    def run(self, ctx: Context, params: WorkloadParams) -> Output:
+        assert isinstance(params, StreamParams)
+        addr = ctx.server_addr()
+        server = ctx.tb.spawn(ctx.server, server_argv(addr, ctx.port_base), "iperf3-server")
+        try:
+            wait_for_output(server, "Server listening")
+            with ctx.measuring() as cpu:
+                cpu.track(server.pid, "iperf3-server")
+                client = ctx.tb.spawn(ctx.client, client_argv(addr, ctx.port_base, ctx.duration,
+                                      ctx.warmup, params), "iperf3-client",
+                                      split_stderr=True)
+                cpu.track(client.pid, "iperf3-client")
+                client.wait(timeout=ctx.duration + ctx.warmup + 30)
+            parsed = parse_iperf3(client.output())
+        finally:
+            server.stop()
+        return Output(
+            metrics={
+                "throughput": Metric(parsed["throughput_mbps"], "Mbit/s"),
+                "retransmits": Metric(parsed["retransmits"], "segments", higher_is_better=False),
+                "iperf3_cpu_client": Metric(parsed["cpu_client_pct"], "%", False),
+                "iperf3_cpu_server": Metric(parsed["cpu_server_pct"], "%", False),
+            },
+            series={"throughput": parsed["series_mbps"]},
+            raw={"iperf3": parsed},
+        )
+
+
+WORKLOAD = Stream

@@ -1,0 +1,110 @@
+"""The CLI end to end: a real campaign, its files, --json, bad input, SIGINT."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tunbench.results.model import FORMAT_VERSION
+from tunbench.testbed import names, netlink
+from tunbench.testbed.ledger import STATE_DIR
+
+TB = [sys.executable, "-m", "tunbench"]
+
+
+def ours() -> set[str]:
+    return {n for n in netlink.list_netns() if names.is_ours_netns(n)}
+
+
+def test_run_json_and_result_folder(tmp_path: Path, root_unchanged: None) -> None:
+    out = tmp_path / "camp"
+    r = subprocess.run(TB + ["run", "--duration", "2", "--warmup", "0", "--repeats", "1",
+                             "--out", str(out), "--json"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["format"] == "tunbench-summary" and summary["failed_cases"] == []
+    entries = {(e["tunnel"], e["metric"]): e for e in summary["entries"]}
+    assert entries[("native", "throughput")]["pct_of_native"] == 100.0
+    vx = entries[("vxlan", "throughput")]
+    assert vx["unit"] == "Mbit/s" and vx["n"] == 1 and 5 < vx["pct_of_native"] < 200
+    index = json.loads((out / "index.json").read_text())
+    assert index["format_version"] == FORMAT_VERSION and index["state"] == "complete"
+    assert index["env"]["kernel"] and index["env"]["tools"]["iperf3"]
+    cases = sorted((out / "cases").glob("*.json"))
+    assert len(cases) == 2
+    doc = json.loads(cases[1].read_text())
+    assert doc["status"] == "ok" and doc["case"]["tunnel"]["kind"] == "vxlan"
+    assert doc["tunnel"]["mtu"] == 1450 and doc["tunnel"]["overhead"] == 50
+    assert len(doc["series"]["throughput"]) == 2
+    assert doc["cpu"]["shared_by_sites"] is True and doc["cpu"]["samples"]
+    assert doc["datapath_counters"]["delta"]["b"]["rx_bytes"] > 0
+    assert any("/tb" in k for k in doc["offloads"]["before"])
+    assert doc["testbed"]["underlay_mtu"] == 1500
+
+
+def test_bad_input_one_line_nothing_changed(tmp_path: Path) -> None:
+    before = ours()
+    for args, code, needle in (
+        (["--tunnels", "vxlan,bogus"], 2, "unknown tunnel kind 'bogus'"),
+        (["--mtu", "12"], 2, "is not an MTU"),
+        (["--rate", "fast"], 2, "experiment.rate"),
+        (["--experiment", str(tmp_path / "none.toml")], 2, "does not exist"),
+    ):
+        r = subprocess.run(TB + ["run", "--out", str(tmp_path / "x"), *args],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == code, (args, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tunbench: ") and needle in lines[0]
+        assert "Traceback" not in r.stderr
+    assert ours() == before
+    assert not (tmp_path / "x").exists()
+
+
+def test_not_root_refused_before_anything(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        *TB, "run", "--out", str(tmp_path / "y")],
+                       capture_output=True, text=True, timeout=60, env=env, cwd="/")
+    assert r.returncode == 3, r.stderr
+    assert "root" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_sigint_mid_run_leaves_nothing(tmp_path: Path, root_unchanged: None) -> None:
+    before = ours()
+    p = subprocess.Popen(TB + ["run", "--duration", "20", "--repeats", "1",
+                               "--out", str(tmp_path / "c")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    mine: set[str] = set()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not mine:
+        mine = ours() - before
+        time.sleep(0.05)
+    assert mine, "the run never created its namespaces"
+    rid = next(iter(mine)).split("-")[1]
+    # wait until traffic runs (iperf3 client started in site a)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        pids = subprocess.run(["ip", "netns", "pids", f"tb-{rid}-a"], capture_output=True,
+                              text=True).stdout.split()
+        if pids:
+            break
+        time.sleep(0.05)
+    assert pids, "no traffic process started"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert "interrupted by SIGINT" in err
+    assert not [n for n in netlink.list_netns() if f"-{rid}-" in n]
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "iperf3" not in \
+            Path(f"/proc/{pid}/cmdline").read_text()
+    assert not (STATE_DIR / f"{rid}.jsonl").exists()
+    assert not (STATE_DIR / rid).exists()
+    index = json.loads((tmp_path / "c" / "index.json").read_text())
+    assert index["state"] == "interrupted"

@@ -1,0 +1,52 @@
+"""Names fit IFNAMSIZ and carry the prefix; the process helper refuses shell strings."""
+
+from __future__ import annotations
+
+import pytest
+
+from tunbench import proc
+from tunbench.errors import CommandFailed, UnavailableError
+from tunbench.testbed import names
+
+
+def test_names() -> None:
+    rid = names.new_run_id()
+    assert len(rid) == names.RUN_ID_LEN
+    ns = names.netns_name(rid, "a")
+    assert names.is_ours_netns(ns) and ns.startswith("tb-")
+    link = names.link_name(rid, "ua")
+    assert names.is_ours_link(link) and len(link) <= 15
+    with pytest.raises(ValueError, match="longer than 15"):
+        names.link_name(rid, "waytoolongsuffix")
+    assert not names.is_ours_netns("tbx-12345-a") and not names.is_ours_link("eth0")
+
+
+def test_run_refuses_shell_strings() -> None:
+    with pytest.raises(TypeError, match="never a shell string"):
+        proc.run("echo hi")  # type: ignore[arg-type]
+
+
+def test_run_failure_is_one_line() -> None:
+    with pytest.raises(CommandFailed) as e:
+        proc.run(["ls", "/nonexistent-tunbench"])
+    assert "\n" not in e.value.message and "exit 2" in e.value.message
+
+
+def test_run_timeout() -> None:
+    with pytest.raises(CommandFailed, match="timed out after 0.2s"):
+        proc.run(["sleep", "5"], timeout=0.2)
+
+
+def test_missing_tool_names_package() -> None:
+    with pytest.raises(UnavailableError) as e:
+        proc.require("wireguard-go-not-a-tool")
+    assert "apt-get install" in e.value.hint
+
+
+def test_spawn_and_stop_by_pid(tmp_path) -> None:
+    p = proc.spawn(["sleep", "30"], log_path=tmp_path / "s.log", label="sleeper")
+    assert proc.pid_alive(p.pid, p.starttime)
+    p.stop(grace=1)
+    assert not proc.pid_alive(p.pid, p.starttime)
+    # a PID whose start time does not match is not ours: nothing is signalled
+    assert proc.kill_pid(1, starttime=-1) is False

@@ -1,0 +1,49 @@
+"""Statistics against values computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from tunbench.report import stats
+
+
+def test_summary_known_values() -> None:
+    s = stats.summarize([10.0, 12.0, 14.0, 16.0, 18.0])
+    assert s.n == 5 and s.mean == 14.0 and s.median == 14.0
+    assert s.std == pytest.approx(3.16227766, rel=1e-6)           # sample std
+    # t(0.975, 4) = 2.776445; half width = 2.776445 * 3.1623 / sqrt(5) = 3.9264
+    assert s.ci95_low == pytest.approx(14.0 - 3.926396, rel=1e-5)
+    assert s.ci95_high == pytest.approx(14.0 + 3.926396, rel=1e-5)
+    assert s.cv == pytest.approx(3.16227766 / 14.0, rel=1e-6)
+
+
+def test_single_value_has_zero_width() -> None:
+    s = stats.summarize([5.0])
+    assert (s.n, s.std, s.ci95_low, s.ci95_high) == (1, 0.0, 5.0, 5.0)
+
+
+def _case(label: str, kind: str, value: float, status: str = "ok") -> dict:
+    return {"status": status, "case": {"id": f"{label}-{value}",
+            "tunnel": {"label": label, "kind": kind}, "workload": {"name": "stream"},
+            "mtu": 1500, "offloads": {"name": "default"}},
+            "metrics": {"throughput": {"value": value, "unit": "Mbit/s",
+                                       "higher_is_better": True}}}
+
+
+def test_rows_percent_of_native_and_noise() -> None:
+    cases = [_case("native", "native", v) for v in (100.0, 100.0)]
+    cases += [_case("vxlan", "vxlan", v) for v in (60.0, 100.0)]
+    cases.append(_case("vxlan", "vxlan", 1.0, status="failed"))
+    rows = stats.rows(cases)
+    assert [r.tunnel for r in rows] == ["native", "vxlan"]
+    native, vx = rows
+    assert native.pct_of_native == pytest.approx(100.0)
+    assert vx.pct_of_native == pytest.approx(80.0)
+    assert vx.stats.n == 2            # the failed case is not counted
+    assert vx.noisy and not native.noisy
+    js = stats.summary_json(cases, "x")
+    assert js["failed_cases"] == ["vxlan-1.0"]
+    e = js["entries"][1]
+    for key in ("tunnel", "workload", "metric", "unit", "n", "mean", "median", "std",
+                "ci95_low", "ci95_high", "pct_of_native"):
+        assert key in e
