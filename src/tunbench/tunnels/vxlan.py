@@ -8,8 +8,16 @@ from typing import Literal
 from ..capabilities import Missing, kernel_missing
 from ..testbed import names, netlink
 from ..testbed.base import Testbed
-from .base import (ETH_HEADER, IPV4_HEADER, IPV6_HEADER, UDP_HEADER, Endpoints, TunnelDriver,
-                   TunnelParams, inner_addrs)
+from .base import (
+    ETH_HEADER,
+    IPV4_HEADER,
+    IPV6_HEADER,
+    UDP_HEADER,
+    Endpoints,
+    TunnelDriver,
+    TunnelParams,
+    inner_addrs,
+)
 
 VXLAN_HEADER = 8
 

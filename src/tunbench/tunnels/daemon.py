@@ -1,0 +1,77 @@
+"""Daemons that implement a datapath (wireguard-go, charon, ovs-vswitchd, sshd, ...).
+
+Shared by every kind that needs one: start it in a site with private runtime paths, register
+its PID in the ledger, await readiness with a timeout (a check, never a sleep), and on failure
+raise an error carrying the daemon's last log lines. Stopping is the ledger's job.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+from ..errors import CommandFailed
+from ..proc import Process
+from ..testbed.base import Site, Testbed
+
+
+def private_run_argv(argv: list[str], tmpfs: tuple[str, ...] = ("/run",),
+                     mkdirs: tuple[str, ...] = ()) -> list[str]:
+    """argv that runs `argv` with private tmpfs mounts (see tunbench.privrun)."""
+    out = [sys.executable, "-m", "tunbench.privrun"]
+    for t in tmpfs:
+        out += ["--tmpfs", t]
+    for d in mkdirs:
+        out += ["--mkdir", d]
+    return out + ["--", *argv]
+
+
+def start(tb: Testbed, site: Site, argv: list[str], label: str, *,
+          ready: Callable[[], bool] | None = None, ready_text: str | None = None,
+          timeout: float = 15.0, env: dict[str, str] | None = None,
+          private_run: tuple[str, ...] = (), mkdirs: tuple[str, ...] = (),
+          grace: float = 3.0) -> Process:
+    """Start a daemon in `site` and return once it is ready (or raise with its log tail).
+
+    `ready` is a check called until it returns True; `ready_text` waits for a line in the log.
+    `private_run` lists directories that get a private tmpfs (e.g. ("/run",)).
+    """
+    if private_run:
+        argv = private_run_argv(argv, private_run, mkdirs)
+    p = tb.spawn(site, argv, f"{label}-{site.name}", env=env, grace=grace)
+    wait_ready(p, ready=ready, ready_text=ready_text, timeout=timeout)
+    return p
+
+
+def wait_ready(p: Process, *, ready: Callable[[], bool] | None = None,
+               ready_text: str | None = None, timeout: float = 15.0,
+               exits_when_ready: bool = False) -> None:
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while time.monotonic() < deadline:
+        code = p.poll()
+        if code is not None and not (exits_when_ready and code == 0):
+            raise CommandFailed(f"{p.label} exited with code {code} while starting: "
+                                f"{_tail_line(p)}", "see the case's error_log",
+                                argv=p.argv, output=p.log_tail())
+        text_ok = ready_text is None or ready_text in p.output()
+        check_ok = ready is None or _safe(ready)
+        if text_ok and check_ok:
+            return
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.2)
+    raise CommandFailed(f"{p.label} not ready within {timeout:g}s: {_tail_line(p)}",
+                        "see the case's error_log", argv=p.argv, output=p.log_tail())
+
+
+def _safe(check: Callable[[], bool]) -> bool:
+    try:
+        return bool(check())
+    except Exception:
+        return False
+
+
+def _tail_line(p: Process) -> str:
+    tail = p.log_tail(3).strip().splitlines()
+    return tail[-1] if tail else "no output"
