@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -31,21 +32,46 @@ def create_netns(name: str) -> None:
 
 
 def remove_netns(name: str) -> None:
+    _drop(name)
     if name not in list_netns():
         return
     pr_netns.remove(name)
 
 
+# One netlink socket per namespace, opened on first use and kept until the namespace is
+# removed: opening a socket inside a namespace costs a fork, so reusing it keeps tunnel setup
+# and teardown fast.
+_CONNS: dict[str | None, IPRoute] = {}
+_CONN_LOCK = threading.Lock()
+
+
+def _drop(netns: str | None) -> None:
+    with _CONN_LOCK:
+        ip = _CONNS.pop(netns, None)
+    if ip is not None:
+        ip.close()
+
+
+def close_all() -> None:
+    for ns in list(_CONNS):
+        _drop(ns)
+
+
 @contextmanager
 def ipr(netns: str | None = None) -> Iterator[IPRoute]:
     """An IPRoute bound to a namespace that must already exist (flags=0: never create one)."""
-    if netns is not None and netns not in list_netns():
-        raise FileNotFoundError(f"network namespace {netns} does not exist")
-    ip = IPRoute(netns=netns, flags=0) if netns else IPRoute()
+    with _CONN_LOCK:
+        ip = _CONNS.get(netns)
+        if ip is None:
+            if netns is not None and netns not in list_netns():
+                raise FileNotFoundError(f"network namespace {netns} does not exist")
+            ip = IPRoute(netns=netns, flags=0) if netns else IPRoute()
+            _CONNS[netns] = ip
     try:
         yield ip
-    finally:
-        ip.close()
+    except OSError:
+        _drop(netns)  # a socket in a bad state is not reused
+        raise
 
 
 def index(ip: IPRoute, ifname: str) -> int:
@@ -58,6 +84,7 @@ def index(ip: IPRoute, ifname: str) -> int:
 def delete_link(name: str, netns: str | None) -> None:
     """Delete a link; a link (or namespace) that is already gone is fine."""
     if netns is not None and netns not in list_netns():
+        _drop(netns)
         return
     with ipr(netns) as ip:
         found = ip.link_lookup(ifname=name)

@@ -1,0 +1,102 @@
+"""Benchmarks of tunbench itself (issue: foundation). Run as root: python bench/bench_foundation.py
+
+(a) throughput measured by tunbench's stream workload vs a hand-run iperf3 over the same
+    testbed, alternated A B A B ... so host drift hits both alike; target: ratio within ±3 %
+    (median of the pairwise ratios).
+(b) tunbench's own CPU during a measurement (the orchestrating process, sampler thread
+    included) as % of one core; target <= 0.5 %.
+(c) setup + teardown time of a vxlan tunnel on an existing testbed; target <= 0.5 s.
+These print figures; they are not pass/fail tests (timings here are noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import sys
+import time
+
+from tunbench import proc, tunnels
+from tunbench.testbed import local, names, netlink
+from tunbench.testbed.ledger import Ledger
+from tunbench.workloads.base import Context
+from tunbench.workloads.stream import Stream, StreamParams, server_argv
+
+
+def _self_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def hand_iperf3(tb, addr: str, duration: float, port: int = 5301) -> float:
+    """iperf3 run by hand: server in b, client in a, nothing of tunbench in between."""
+    server = proc.spawn(server_argv(addr, port), netns=tb.b.netns, label="hand-server",
+                        log_path=tb.workdir / "hand-server.log")
+    tb.ledger.process(server)
+    try:
+        for _ in range(500):
+            if "Server listening" in server.output():
+                break
+            time.sleep(0.01)
+        r = proc.run(["iperf3", "-c", addr, "-p", str(port), "-t", f"{duration:g}", "-O", "1",
+                      "-J"], netns=tb.a.netns, timeout=duration + 30)
+        return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
+    finally:
+        server.stop()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--duration", type=float, default=5)
+    ap.add_argument("--setups", type=int, default=10)
+    args = ap.parse_args()
+    rid = names.new_run_id()
+    with Ledger(rid) as ledger:
+        tb = local.build(rid, ledger)
+        drv = tunnels.get("vxlan")
+        ep = drv().up(tb, drv.parse_params({}))
+        ratios, cpu_pcts, ours, hand = [], [], [], []
+        for i in range(args.pairs):
+            ctx = Context(tb, ep, duration=args.duration, warmup=1)
+            c0, t0 = _self_cpu(), time.monotonic()
+            out = Stream().run(ctx, StreamParams())
+            c1, t1 = _self_cpu(), time.monotonic()
+            a = float(out.metrics["throughput"].value or 0)
+            b = hand_iperf3(tb, ep.b4, args.duration)
+            ours.append(a)
+            hand.append(b)
+            ratios.append(a / b)
+            cpu_pcts.append(100.0 * (c1 - c0) / (t1 - t0))
+            print(f"pair {i + 1}: tunbench {a:,.0f} Mbit/s, hand iperf3 {b:,.0f} Mbit/s, "
+                  f"ratio {a / b:.3f}, tunbench CPU {cpu_pcts[-1]:.2f}% of one core", flush=True)
+    print(f"(a) throughput tunbench/hand: median ratio {statistics.median(ratios):.3f} "
+          f"(min {min(ratios):.3f}, max {max(ratios):.3f}); target 0.97..1.03")
+    print(f"(b) tunbench's own CPU during a measurement: median "
+          f"{statistics.median(cpu_pcts):.2f}% of one core (max {max(cpu_pcts):.2f}%); "
+          "target <= 0.5%")
+
+    # (c) vxlan setup + teardown on a standing testbed
+    rid = names.new_run_id()
+    times = []
+    with Ledger(rid) as ledger:
+        tb = local.build(rid, ledger)
+        drv = tunnels.get("vxlan")
+        for _ in range(args.setups):
+            t0 = time.monotonic()
+            tl = Ledger(rid + "t", journal=False)
+            tb.ledger = tl
+            ep = drv().up(tb, drv.parse_params({}))
+            tl.close()
+            times.append(time.monotonic() - t0)
+        tb.ledger = ledger
+        assert str(ep.a_ifname) not in netlink.link_names(tb.a.netns)
+    print(f"(c) vxlan setup + teardown: median {statistics.median(times) * 1000:.0f} ms "
+          f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}); target <= 500 ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
