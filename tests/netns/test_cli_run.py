@@ -12,7 +12,6 @@ from pathlib import Path
 
 from tunbench.results.model import FORMAT_VERSION
 from tunbench.testbed import names, netlink
-from tunbench.testbed.ledger import STATE_DIR
 
 TB = [sys.executable, "-m", "tunbench"]
 
@@ -49,7 +48,9 @@ def test_run_json_and_result_folder(tmp_path: Path, root_unchanged: None) -> Non
 
 
 def test_bad_input_one_line_nothing_changed(tmp_path: Path) -> None:
-    before = ours()
+    # A private ledger directory: had the run created anything, its journal would be here.
+    state = tmp_path / "state"
+    env = {**os.environ, "TUNBENCH_STATE_DIR": str(state)}
     for args, code, needle in (
         (["--tunnels", "vxlan,bogus"], 2, "unknown tunnel kind 'bogus'"),
         (["--mtu", "12"], 2, "is not an MTU"),
@@ -57,12 +58,12 @@ def test_bad_input_one_line_nothing_changed(tmp_path: Path) -> None:
         (["--experiment", str(tmp_path / "none.toml")], 2, "does not exist"),
     ):
         r = subprocess.run(TB + ["run", "--out", str(tmp_path / "x"), *args],
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=60, env=env)
         assert r.returncode == code, (args, r.stderr)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("tunbench: ") and needle in lines[0]
         assert "Traceback" not in r.stderr
-    assert ours() == before
+    assert not state.exists() or not any(state.iterdir())
     assert not (tmp_path / "x").exists()
 
 
@@ -76,17 +77,20 @@ def test_not_root_refused_before_anything(tmp_path: Path) -> None:
 
 
 def test_sigint_mid_run_leaves_nothing(tmp_path: Path, root_unchanged: None) -> None:
-    before = ours()
+    # The run's ledger journal (in a private state directory) tells its run id, so other
+    # tunbench runs on this host at the same time cannot confuse the test.
+    state = tmp_path / "state"
+    env = {**os.environ, "TUNBENCH_STATE_DIR": str(state)}
     p = subprocess.Popen(TB + ["run", "--duration", "20", "--repeats", "1",
-                               "--out", str(tmp_path / "c")],
+                               "--out", str(tmp_path / "c")], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    mine: set[str] = set()
+    journals: list[Path] = []
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not mine:
-        mine = ours() - before
+    while time.monotonic() < deadline and not journals:
+        journals = list(state.glob("*.jsonl")) if state.exists() else []
         time.sleep(0.05)
-    assert mine, "the run never created its namespaces"
-    rid = next(iter(mine)).split("-")[1]
+    assert journals, "the run never created its testbed"
+    rid = journals[0].stem
     # wait until traffic runs (iperf3 client started in site a)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -104,7 +108,7 @@ def test_sigint_mid_run_leaves_nothing(tmp_path: Path, root_unchanged: None) -> 
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "iperf3" not in \
             Path(f"/proc/{pid}/cmdline").read_text()
-    assert not (STATE_DIR / f"{rid}.jsonl").exists()
-    assert not (STATE_DIR / rid).exists()
+    assert not (state / f"{rid}.jsonl").exists()
+    assert not (state / rid).exists()
     index = json.loads((tmp_path / "c" / "index.json").read_text())
     assert index["state"] == "interrupted"
