@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tunbench.results.model import FORMAT_VERSION
 from tunbench.testbed import names, netlink
 
@@ -29,7 +31,7 @@ def test_run_json_and_result_folder(tmp_path: Path, root_unchanged: None) -> Non
     summary = json.loads(r.stdout)
     assert summary["format"] == "tunbench-summary" and summary["failed_cases"] == []
     entries = {(e["tunnel"], e["metric"]): e for e in summary["entries"]}
-    assert entries[("native", "throughput")]["pct_of_native"] == 100.0
+    assert entries[("native", "throughput")]["pct_of_native"] == pytest.approx(100.0)
     vx = entries[("vxlan", "throughput")]
     assert vx["unit"] == "Mbit/s" and vx["n"] == 1 and 5 < vx["pct_of_native"] < 200
     index = json.loads((out / "index.json").read_text())
@@ -112,3 +114,55 @@ def test_sigint_mid_run_leaves_nothing(tmp_path: Path, root_unchanged: None) -> 
     assert not (state / rid).exists()
     index = json.loads((tmp_path / "c" / "index.json").read_text())
     assert index["state"] == "interrupted"
+
+
+def _start_and_wait_for_traffic(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str, list[str]]:
+    state = Path(env["TUNBENCH_STATE_DIR"])
+    p = subprocess.Popen(TB + ["run", "--duration", "20", "--repeats", "1",
+                               "--out", str(tmp_path / "c")], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    journals: list[Path] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not journals:
+        journals = list(state.glob("*.jsonl")) if state.exists() else []
+        time.sleep(0.05)
+    assert journals, "the run never created its testbed"
+    rid = journals[0].stem
+    pids: list[str] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not pids:
+        pids = subprocess.run(["ip", "netns", "pids", f"tb-{rid}-a"], capture_output=True,
+                              text=True).stdout.split()
+        time.sleep(0.05)
+    assert pids, "no traffic process started"
+    return p, rid, pids
+
+
+def test_cleanup_after_sigkill_removes_only_the_dead_run(tmp_path: Path,
+                                                         root_unchanged: None) -> None:
+    env = {**os.environ, "TUNBENCH_STATE_DIR": str(tmp_path / "state")}
+    # a live run of someone else (this test process owns it) must survive the cleanup
+    from tunbench.testbed import local
+    from tunbench.testbed.ledger import Ledger
+    live_rid = names.new_run_id()
+    live = Ledger(live_rid)
+    try:
+        local.build(live_rid, live)
+        p, rid, pids = _start_and_wait_for_traffic(tmp_path, env)
+        p.kill()  # SIGKILL: no chance to clean up
+        p.communicate(timeout=10)
+        assert [n for n in netlink.list_netns() if f"-{rid}-" in n], "nothing was left to clean"
+        r = subprocess.run(TB + ["cleanup"], env=env, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert f"tb-{rid}-a" in r.stdout
+        assert not [n for n in netlink.list_netns() if f"-{rid}-" in n]
+        for pid in pids:
+            assert not Path(f"/proc/{pid}").exists() or "iperf3" not in \
+                Path(f"/proc/{pid}/cmdline").read_text()
+        assert f"tb-{live_rid}-a" in netlink.list_netns(), "cleanup removed a live run"
+        again = subprocess.run(TB + ["cleanup"], env=env, capture_output=True, text=True,
+                               timeout=60)
+        assert f"-{rid}-" not in again.stdout
+    finally:
+        live.close()

@@ -26,6 +26,24 @@ from .. import proc
 log = logging.getLogger(__name__)
 
 STATE_DIR = Path(os.environ.get("TUNBENCH_STATE_DIR", "/run/tunbench"))
+# Which process owns each live run id: `cleanup` never touches a run whose owner is alive.
+# Kept in one fixed place whatever TUNBENCH_STATE_DIR says, so every run on the host sees it.
+OWNERS_DIR = Path("/run/tunbench-owners")
+
+
+def _write_owner(run_id: str) -> None:
+    OWNERS_DIR.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    (OWNERS_DIR / run_id).write_text(f"{pid} {proc.proc_starttime(pid)}\n")
+
+
+def owner_alive(run_id: str) -> bool:
+    """True while the process that created `run_id` is still running."""
+    try:
+        pid, start = (OWNERS_DIR / run_id).read_text().split()
+    except (OSError, ValueError):
+        return False
+    return proc.pid_alive(int(pid), int(start) if start != "None" else None)
 
 Undo = Callable[[dict[str, Any]], None]
 _UNDO: dict[str, Undo] = {}
@@ -101,6 +119,8 @@ class Ledger:
         if kind not in _UNDO:
             raise ValueError(f"no undo handler for ledger kind {kind!r}")
         entry = {"kind": kind, **info}
+        if not self.entries and self.journal:
+            _write_owner(self.run_id)
         self.entries.append(entry)
         if self.journal:
             STATE_DIR.mkdir(parents=True, exist_ok=True)
@@ -141,6 +161,7 @@ class Ledger:
                     self.errors.append(msg)
             if self.journal and not self.errors:
                 self.journal_path.unlink(missing_ok=True)
+                (OWNERS_DIR / self.run_id).unlink(missing_ok=True)
         finally:
             _restore_signals(old)
         return self.errors
@@ -181,6 +202,8 @@ def replay_journals() -> list[str]:
         return done
     for path in sorted(STATE_DIR.glob("*.jsonl")):
         run_id = path.stem
+        if owner_alive(run_id):
+            continue  # a run in progress, not a leftover
         entries = []
         for line in path.read_text().splitlines():
             try:
@@ -193,4 +216,5 @@ def replay_journals() -> list[str]:
         errors = ledger.undo_all()
         if not errors:
             path.unlink(missing_ok=True)
+            (OWNERS_DIR / run_id).unlink(missing_ok=True)
     return done

@@ -13,7 +13,7 @@ from pathlib import Path
 from .. import proc
 from . import names, netlink
 from .base import Site, Testbed
-from .ledger import STATE_DIR, Ledger, kill_netns_processes
+from .ledger import STATE_DIR, Ledger, kill_netns_processes, owner_alive
 
 UNDERLAY4 = ("198.18.0.1", "198.18.0.2")
 UNDERLAY6 = ("2001:2::1", "2001:2::2")
@@ -69,12 +69,20 @@ def sweep(run_id: str | None = None) -> list[str]:
     project left by crashed runs; only those of `run_id` when given."""
     removed = []
     for ns in netlink.list_netns():
-        if names.is_ours_netns(ns) and (run_id is None or ns.split("-")[1] == run_id):
+        if not names.is_ours_netns(ns):
+            continue
+        rid = ns.split("-")[1]
+        if run_id is None and owner_alive(rid):
+            continue  # another tunbench run in progress
+        if run_id is None or rid == run_id:
             kill_netns_processes(ns)
             netlink.remove_netns(ns)
             removed.append(f"netns {ns}")
     for link in netlink.link_names(None):
-        if names.is_ours_link(link) and (run_id is None or link[2:].startswith(run_id)):
+        rid = link[len(names.PREFIX):len(names.PREFIX) + names.RUN_ID_LEN]
+        if not names.is_ours_link(link) or (run_id is None and owner_alive(rid)):
+            continue
+        if run_id is None or rid == run_id:
             netlink.delete_link(link, None)
             removed.append(f"link {link}")
     return removed
