@@ -34,11 +34,11 @@ const USAGE: &str = "\
 usage:
   tunbench-loadgen recv --bind ADDR --port P [--ports-count K] [--timeout-idle SECS]
                         [--max-seconds S] [--drain-ms MS] [--batch B] [--rcvbuf BYTES]
-                        [--clock monotonic|realtime] [--per-flow]
+                        [--clock monotonic|realtime] [--per-flow] [--busy-poll-us US] [--cpu N]
   tunbench-loadgen send --dst ADDR --port P [--ports-count K] [--src ADDR] [--src-port BASE]
                         [--flows N] [--size BYTES | --imix simple | --mix SIZE:WEIGHT,... | --genome LETTERS]
                         [--rate-pps R | --rate-bps R] [--duration SECS] [--batch B] [--seed S]
-                        [--clock monotonic|realtime] [--sndbuf BYTES] [--end-rounds N]
+                        [--clock monotonic|realtime] [--sndbuf BYTES] [--end-rounds N] [--cpu N] [--gso]
   sizes are IP total lengths; rates accept k/M/G suffixes (decimal); bps counts L3 bytes";
 
 /// Minimal `--key value` / `--key=value` parser.
@@ -46,7 +46,7 @@ struct Args {
     items: Vec<(String, Option<String>)>,
 }
 
-const FLAGS: &[&str] = &["--per-flow", "--help", "-h"];
+const FLAGS: &[&str] = &["--per-flow", "--gso", "--help", "-h"];
 
 impl Args {
     fn parse(raw: &[String]) -> Result<Args, CliError> {
@@ -73,7 +73,7 @@ impl Args {
 
     fn check_known(&self, known: &[&str]) -> Result<(), CliError> {
         for (k, _) in &self.items {
-            if !known.contains(&k.as_str()) && !FLAGS.contains(&k.as_str()) {
+            if !known.contains(&k.as_str()) && k != "--help" && k != "-h" {
                 return Err(CliError::new(format!("unknown option {k}"), "see tunbench-loadgen --help"));
             }
         }
@@ -145,11 +145,20 @@ fn parse_mix(a: &Args) -> Result<Mix, CliError> {
     r.map_err(|e| CliError::new(e, "see README: --size 64 | --imix simple | --mix 40:7,576:4,1500:1 | --genome aaag"))
 }
 
+fn apply_cpu(a: &Args) -> Result<(), CliError> {
+    if let Some(v) = a.get("--cpu") {
+        let cpu: usize = v.parse().map_err(|_| CliError::new(format!("invalid --cpu '{v}'"), "--cpu takes a CPU number"))?;
+        sys::pin_cpu(cpu).map_err(|e| CliError::new(format!("cannot pin to CPU {cpu}: {e}"), "use a CPU listed by nproc / taskset -p $$"))?;
+    }
+    Ok(())
+}
+
 fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
     a.check_known(&[
         "--dst", "--port", "--ports-count", "--src", "--src-port", "--flows", "--size", "--imix", "--mix", "--genome", "--rate-pps",
-        "--rate-bps", "--duration", "--batch", "--seed", "--clock", "--sndbuf", "--end-rounds", "--end-gap-ms",
+        "--rate-bps", "--duration", "--batch", "--seed", "--clock", "--sndbuf", "--end-rounds", "--end-gap-ms", "--cpu", "--gso",
     ])?;
+    apply_cpu(a)?;
     let dst: IpAddr = a.required("--dst", "an IPv4 or IPv6 address")?;
     let port: u16 = a.required("--port", "a UDP port 1-65535")?;
     if port == 0 {
@@ -199,14 +208,16 @@ fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
         sndbuf: a.parse_or("--sndbuf", 4 << 20, "a byte count")?,
         end_rounds: a.parse_or::<u32>("--end-rounds", 3, "a count 1-10")?.clamp(1, 10),
         end_gap_ms: a.parse_or("--end-gap-ms", 5, "milliseconds")?,
+        gso: a.has("--gso"),
     };
     send::run(&cfg)
 }
 
 fn cmd_recv(a: &Args) -> Result<serde_json::Value, CliError> {
     a.check_known(&[
-        "--bind", "--port", "--ports-count", "--timeout-idle", "--max-seconds", "--drain-ms", "--batch", "--clock", "--rcvbuf",
+        "--bind", "--port", "--ports-count", "--timeout-idle", "--max-seconds", "--drain-ms", "--batch", "--clock", "--rcvbuf", "--busy-poll-us", "--cpu", "--per-flow",
     ])?;
+    apply_cpu(a)?;
     let bind: IpAddr = a.required("--bind", "an IPv4 or IPv6 address (0.0.0.0 / :: for any)")?;
     let port: u16 = a.required("--port", "a UDP port 1-65535")?;
     let ports_count: u16 = a.parse_or("--ports-count", 1, "a count 1-65535")?;
@@ -228,6 +239,7 @@ fn cmd_recv(a: &Args) -> Result<serde_json::Value, CliError> {
         clock: parse_clock(a)?,
         rcvbuf: a.parse_or("--rcvbuf", 16 << 20, "a byte count")?,
         per_flow: a.has("--per-flow"),
+        busy_poll_us: a.parse_or("--busy-poll-us", 20_000, "microseconds")?,
     };
     recv::run(&cfg)
 }

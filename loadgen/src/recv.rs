@@ -25,6 +25,7 @@ pub struct RecvCfg {
     pub clock: Clock,
     pub rcvbuf: i32,
     pub per_flow: bool,
+    pub busy_poll_us: u64,
 }
 
 /// Flow identity as seen by the receiver: source address + source port +
@@ -124,6 +125,7 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
     let idle_ns = (cfg.timeout_idle_s * 1e9) as u64;
     let max_ns = if cfg.max_seconds > 0.0 { Some((cfg.max_seconds * 1e9) as u64) } else { None };
     let drain_ns = cfg.drain_ms * 1_000_000;
+    let spin_ns = cfg.busy_poll_us * 1000;
 
     let stop_reason: &str;
     loop {
@@ -247,7 +249,11 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
             stop_reason = "idle";
             break;
         }
-        if !got_any {
+        // Busy-poll while traffic is flowing: a receiver sleeping in poll()
+        // must be woken per packet batch, and on loopback/veth that wake-up
+        // cost lands on the *sender's* CPU and throttles it. After `spin_ns`
+        // without data we fall back to a blocking poll().
+        if !got_any && now.saturating_sub(last_activity_mono) >= spin_ns {
             // wait for data, but wake up for deadlines and signals (<= 50 ms)
             let mut wait_ns: u64 = 50_000_000;
             if let Some(d) = end_deadline {

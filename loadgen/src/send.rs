@@ -19,6 +19,13 @@ pub enum Rate {
     BpsL3(f64),
 }
 
+/// UDP_SEGMENT socket option / cmsg type (linux/udp.h), not exported by libc for gnu.
+const UDP_SEGMENT: i32 = 103;
+/// Kernel limit on segments per GSO send (UDP_MAX_SEGMENTS is 64 on older kernels).
+const GSO_MAX_SEGS: u32 = 64;
+/// Keep a GSO super-datagram below the 64 KiB IP limit.
+const GSO_MAX_BYTES: usize = 65000;
+
 pub struct SendCfg {
     pub dst: IpAddr,
     pub port: u16,
@@ -35,6 +42,7 @@ pub struct SendCfg {
     pub sndbuf: i32,
     pub end_rounds: u32,
     pub end_gap_ms: u64,
+    pub gso: bool,
 }
 
 /// Per-packet L3 overhead of IP + UDP headers for the family.
@@ -138,17 +146,13 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
     let batch = cfg.batch.clamp(1, 1024);
     let slot = (cfg.mix.max_size() - ovh) as usize;
     let mut bufs: Vec<u8> = vec![0u8; slot * batch];
-    let mut iovs: Vec<libc::iovec> = (0..batch)
-        .map(|i| libc::iovec { iov_base: unsafe { bufs.as_mut_ptr().add(i * slot) } as *mut libc::c_void, iov_len: slot })
-        .collect();
+    let mut iovs: Vec<libc::iovec> = (0..batch).map(|_| libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }).collect();
     // SAFETY: mmsghdr is plain data; zeroed is a valid initial state.
     let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
-    for i in 0..batch {
-        msgs[i].msg_hdr.msg_iov = &mut iovs[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-    }
-    let mut pkt_flow: Vec<usize> = vec![0; batch];
-    let mut pkt_size: Vec<u32> = vec![0; batch];
+    let mut cmsgs: Vec<[u64; 4]> = vec![[0u64; 4]; batch];
+    let mut msg_flow: Vec<usize> = vec![0; batch];
+    let mut msg_size: Vec<u32> = vec![0; batch];
+    let mut msg_segs: Vec<u32> = vec![0; batch];
 
     let mut sizes = SizeSeq::new(&cfg.mix, cfg.seed);
     let mut per_size: BTreeMap<u32, u64> = BTreeMap::new();
@@ -201,27 +205,74 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
 
         let si = sock_rr;
         sock_rr = (sock_rr + 1) % socks.len();
-        let nmsg = eff_batch;
+        let npkt = eff_batch;
+        // Build the batch: packets are laid out back to back in `bufs`; each
+        // mmsghdr is one datagram, or with --gso one run of same-flow,
+        // same-size packets sent as a single UDP_SEGMENT super-datagram.
+        let mut nmsg = 0usize;
         {
             let s = &mut socks[si];
-            for i in 0..nmsg {
-                let fi = s.flows[s.rr];
-                s.rr += 1;
-                if s.rr == s.flows.len() {
-                    s.rr = 0;
-                }
+            let mut boff = 0usize;
+            // with GSO a whole batch goes to one flow so it can be coalesced
+            let gso_flow = if cfg.gso {
+                let f = s.flows[s.rr];
+                s.rr = (s.rr + 1) % s.flows.len();
+                Some(f)
+            } else {
+                None
+            };
+            for _ in 0..npkt {
+                let fi = match gso_flow {
+                    Some(f) => f,
+                    None => {
+                        let f = s.flows[s.rr];
+                        s.rr += 1;
+                        if s.rr == s.flows.len() {
+                            s.rr = 0;
+                        }
+                        f
+                    }
+                };
                 let fl = &mut flows[fi];
                 if fl.next_seq > proto::MAX_DATA_SEQ {
                     seq_exhausted = true;
-                    break 'outer;
+                    break;
                 }
                 let size = sizes.next_size();
                 let plen = (size - ovh) as usize;
-                let p = &mut bufs[i * slot..i * slot + plen];
-                proto::encode_header(p, fl.next_seq, sys::now_ns(cfg.clock));
+                proto::encode_header(&mut bufs[boff..boff + plen], fl.next_seq, sys::now_ns(cfg.clock));
                 fl.next_seq += 1;
-                iovs[i].iov_len = plen;
-                let h = &mut msgs[i].msg_hdr;
+                if paced {
+                    cum_cost += match cfg.rate {
+                        Rate::BpsL3(_) => 8.0 * size as f64,
+                        _ => 1.0,
+                    };
+                }
+                let extend = cfg.gso
+                    && nmsg > 0
+                    && msg_flow[nmsg - 1] == fi
+                    && msg_size[nmsg - 1] == size
+                    && msg_segs[nmsg - 1] < GSO_MAX_SEGS
+                    && iovs[nmsg - 1].iov_len + plen <= GSO_MAX_BYTES;
+                if extend {
+                    iovs[nmsg - 1].iov_len += plen;
+                    msg_segs[nmsg - 1] += 1;
+                } else {
+                    // SAFETY: boff + plen <= bufs.len() (batch * slot).
+                    iovs[nmsg].iov_base = unsafe { bufs.as_mut_ptr().add(boff) } as *mut libc::c_void;
+                    iovs[nmsg].iov_len = plen;
+                    msg_flow[nmsg] = fi;
+                    msg_size[nmsg] = size;
+                    msg_segs[nmsg] = 1;
+                    nmsg += 1;
+                }
+                boff += plen;
+            }
+            for m in 0..nmsg {
+                let fl = &mut flows[msg_flow[m]];
+                let h = &mut msgs[m].msg_hdr;
+                h.msg_iov = &mut iovs[m];
+                h.msg_iovlen = 1;
                 if s.connected {
                     h.msg_name = std::ptr::null_mut();
                     h.msg_namelen = 0;
@@ -229,15 +280,27 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
                     h.msg_name = &mut fl.dst_ss as *mut _ as *mut libc::c_void;
                     h.msg_namelen = fl.dst_len;
                 }
-                pkt_flow[i] = fi;
-                pkt_size[i] = size;
-                if paced {
-                    cum_cost += match cfg.rate {
-                        Rate::BpsL3(_) => 8.0 * size as f64,
-                        _ => 1.0,
-                    };
+                if msg_segs[m] > 1 {
+                    let cb = &mut cmsgs[m];
+                    h.msg_control = cb.as_mut_ptr() as *mut libc::c_void;
+                    h.msg_controllen = std::mem::size_of_val(cb);
+                    // SAFETY: control buffer is large enough for one u16 cmsg.
+                    unsafe {
+                        let c = libc::CMSG_FIRSTHDR(h);
+                        (*c).cmsg_level = libc::SOL_UDP;
+                        (*c).cmsg_type = UDP_SEGMENT;
+                        (*c).cmsg_len = libc::CMSG_LEN(2) as usize;
+                        std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, (msg_size[m] - ovh) as u16);
+                        h.msg_controllen = libc::CMSG_SPACE(2) as usize;
+                    }
+                } else {
+                    h.msg_control = std::ptr::null_mut();
+                    h.msg_controllen = 0;
                 }
             }
+        }
+        if nmsg == 0 {
+            break;
         }
         batches += 1;
         let fd = socks[si].sock.as_raw_fd();
@@ -246,13 +309,13 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
             // SAFETY: msgs[off..nmsg] are initialised and point at live buffers.
             let r = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr().add(off), (nmsg - off) as u32, 0) };
             if r > 0 {
-                for i in off..off + r as usize {
-                    let size = pkt_size[i];
-                    flows[pkt_flow[i]].sent += 1;
-                    size_counts[size as usize] += 1;
-                    sent_bytes_l3 += size as u64;
+                for m in off..off + r as usize {
+                    let (size, segs) = (msg_size[m], msg_segs[m] as u64);
+                    flows[msg_flow[m]].sent += segs;
+                    size_counts[size as usize] += segs;
+                    sent_bytes_l3 += size as u64 * segs;
+                    sent_packets += segs;
                 }
-                sent_packets += r as u64;
                 off += r as usize;
             } else {
                 let e = sys::errno();
@@ -265,10 +328,14 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
                 // count and skip the failing datagram; its seq becomes a gap
                 // that the receiver will not count as loss (END carries the
                 // number actually sent)
-                send_errors += 1;
-                *errors.entry(sys::errno_name(e)).or_default() += 1;
+                let segs = msg_segs[off] as u64;
+                send_errors += segs;
+                *errors.entry(sys::errno_name(e)).or_default() += segs;
                 off += 1;
             }
+        }
+        if seq_exhausted {
+            break;
         }
     }
     // paced runs end at the scheduled end time, not at the last batch
@@ -369,6 +436,7 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
         "batch": batch,
         "effective_batch": eff_batch,
         "batches": batches,
+        "gso": cfg.gso,
         "duration_target_s": cfg.duration_s,
         "duration_s": elapsed,
         "start_ns": start_clock_ns,

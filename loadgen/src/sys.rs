@@ -251,3 +251,19 @@ pub fn peer_to_string(addr: &[u8; 16], port: u16, v6: bool) -> String {
     };
     SocketAddr::new(ip, port).to_string()
 }
+
+/// Pin the calling thread to one CPU.
+pub fn pin_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET bounds-checks against its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = mem::zeroed();
+        if cpu >= 8 * mem::size_of::<libc::cpu_set_t>() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
