@@ -34,7 +34,7 @@ const USAGE: &str = "\
 usage:
   tunbench-loadgen recv --bind ADDR --port P [--ports-count K] [--timeout-idle SECS]
                         [--max-seconds S] [--drain-ms MS] [--batch B] [--rcvbuf BYTES]
-                        [--clock monotonic|realtime] [--per-flow] [--busy-poll-us US] [--cpu N]
+                        [--clock monotonic|realtime] [--per-flow] [--busy-poll-us US] [--idle-sleep-us US] [--cpu N]
   tunbench-loadgen send --dst ADDR --port P [--ports-count K] [--src ADDR] [--src-port BASE]
                         [--flows N] [--size BYTES | --imix simple | --mix SIZE:WEIGHT,... | --genome LETTERS]
                         [--rate-pps R | --rate-bps R] [--duration SECS] [--batch B] [--seed S]
@@ -215,7 +215,7 @@ fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
 
 fn cmd_recv(a: &Args) -> Result<serde_json::Value, CliError> {
     a.check_known(&[
-        "--bind", "--port", "--ports-count", "--timeout-idle", "--max-seconds", "--drain-ms", "--batch", "--clock", "--rcvbuf", "--busy-poll-us", "--cpu", "--per-flow",
+        "--bind", "--port", "--ports-count", "--timeout-idle", "--max-seconds", "--drain-ms", "--batch", "--clock", "--rcvbuf", "--busy-poll-us", "--idle-sleep-us", "--cpu", "--per-flow",
     ])?;
     apply_cpu(a)?;
     let bind: IpAddr = a.required("--bind", "an IPv4 or IPv6 address (0.0.0.0 / :: for any)")?;
@@ -239,7 +239,8 @@ fn cmd_recv(a: &Args) -> Result<serde_json::Value, CliError> {
         clock: parse_clock(a)?,
         rcvbuf: a.parse_or("--rcvbuf", 16 << 20, "a byte count")?,
         per_flow: a.has("--per-flow"),
-        busy_poll_us: a.parse_or("--busy-poll-us", 20_000, "microseconds")?,
+        busy_poll_us: a.parse_or("--busy-poll-us", 0, "microseconds")?,
+        idle_sleep_us: a.parse_or("--idle-sleep-us", 200, "microseconds")?,
     };
     recv::run(&cfg)
 }

@@ -184,6 +184,18 @@ pub fn enable_rxq_ovfl(fd: RawFd) -> bool {
     setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1).is_ok()
 }
 
+/// Ask for kernel software receive timestamps (SCM_TIMESTAMPNS, CLOCK_REALTIME).
+pub fn enable_rx_timestamps(fd: RawFd) -> bool {
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).is_ok()
+}
+
+/// Relative sleep (used by the receiver between empty polls).
+pub fn sleep_ns(ns: u64) {
+    let ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long };
+    // SAFETY: valid timespec.
+    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &ts, std::ptr::null_mut()) };
+}
+
 pub fn set_nonblocking(fd: RawFd) {
     // SAFETY: fcntl on an owned fd.
     unsafe {
