@@ -114,11 +114,11 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
     let mut drops_per_sock = vec![0u64; socks.len()];
     let mut end_received = false;
     let mut end_packets = 0u64;
-    let mut end_total_sent: Option<u64> = None;
-    let mut end_flows: Option<u32> = None;
-    let mut end_session: Option<u64> = None;
+    // per sender session: (total_sent, flows). Several senders may feed one
+    // receiver; expected = sum over sessions.
+    let mut end_sessions: BTreeMap<u64, (u64, u32)> = BTreeMap::new();
     let mut end_clock_mismatch = false;
-    let mut end_flow_indexes: BTreeMap<u32, ()> = BTreeMap::new();
+    let mut end_flow_indexes: BTreeMap<(u64, u32), ()> = BTreeMap::new();
     let mut first_pkt: Option<(u64, u64)> = None; // (mono, clock)
     let mut last_pkt: (u64, u64) = (0, 0);
     let mut last_activity_mono = 0u64;
@@ -215,13 +215,11 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
                                 end_received = true;
                                 end_packets += 1;
                                 end_deadline = Some(now_m + drain_ns);
-                                end_total_sent = Some(end_total_sent.unwrap_or(0).max(e.total_sent));
-                                end_flows = Some(e.flows);
-                                end_session.get_or_insert(e.session);
+                                end_sessions.insert(e.session, (e.total_sent, e.flows));
                                 if e.clock != cfg.clock.code() {
                                     end_clock_mismatch = true;
                                 }
-                                end_flow_indexes.insert(e.flow_index, ());
+                                end_flow_indexes.insert((e.session, e.flow_index), ());
                                 let st = flows.entry(key).or_insert_with(|| FlowState { t: FlowTracker::new(), expected: None });
                                 st.expected = Some(e.flow_sent);
                             }
@@ -229,7 +227,10 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
                         }
                         continue;
                     }
-                    // data packet
+                    // data packet; after an END, late data extends the drain
+                    if end_deadline.is_some() {
+                        end_deadline = Some(now_m + drain_ns);
+                    }
                     received += 1;
                     let size = len as u64 + ovh;
                     bytes_payload += len as u64;
@@ -309,7 +310,8 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
             data_flows += 1;
         }
     }
-    let expected = end_total_sent;
+    let expected: Option<u64> = if end_sessions.is_empty() { None } else { Some(end_sessions.values().map(|v| v.0).sum()) };
+    let end_flows: Option<u64> = if end_sessions.is_empty() { None } else { Some(end_sessions.values().map(|v| v.1 as u64).sum()) };
     let lost: Option<i64> = expected.map(|e| e as i64 - unique as i64);
     let loss_ratio: Option<f64> = match (expected, lost) {
         (Some(e), Some(l)) if e > 0 => Some(l as f64 / e as f64),
@@ -368,7 +370,7 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
         "end_packets": end_packets,
         "end_flows_declared": end_flows,
         "end_flows_reported": end_flow_indexes.len(),
-        "end_session": end_session.map(|s| format!("{s:016x}")),
+        "end_sessions": end_sessions.keys().map(|s| format!("{s:016x}")).collect::<Vec<_>>(),
         "end_clock_mismatch": end_clock_mismatch,
         "first_packet_ns": first_c,
         "last_packet_ns": if first_pkt.is_some() { Some(last_pkt.1) } else { None },
