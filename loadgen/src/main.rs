@@ -38,7 +38,7 @@ usage:
   tunbench-loadgen send --dst ADDR --port P [--ports-count K] [--src ADDR] [--src-port BASE]
                         [--flows N] [--size BYTES | --imix simple | --mix SIZE:WEIGHT,... | --genome LETTERS]
                         [--rate-pps R | --rate-bps R] [--duration SECS] [--batch B] [--seed S]
-                        [--clock monotonic|realtime] [--sndbuf BYTES] [--end-rounds N] [--cpu N] [--gso]
+                        [--clock monotonic|realtime] [--sndbuf BYTES] [--end-rounds N] [--end-gap-ms MS] [--cpu N] [--gso]
   sizes are IP total lengths; rates accept k/M/G suffixes (decimal); bps counts L3 bytes";
 
 /// Minimal `--key value` / `--key=value` parser.
@@ -207,7 +207,7 @@ fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
         clock: parse_clock(a)?,
         sndbuf: a.parse_or("--sndbuf", 4 << 20, "a byte count")?,
         end_rounds: a.parse_or::<u32>("--end-rounds", 3, "a count 1-10")?.clamp(1, 10),
-        end_gap_ms: a.parse_or("--end-gap-ms", 5, "milliseconds")?,
+        end_gap_ms: a.parse_or("--end-gap-ms", 20, "milliseconds")?,
         gso: a.has("--gso"),
     };
     send::run(&cfg)

@@ -382,7 +382,9 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
             if r < 0 { end_errors += 1 } else { end_sent += 1 }
         }
         if round + 1 < cfg.end_rounds {
-            std::thread::sleep(std::time::Duration::from_millis(cfg.end_gap_ms));
+            // growing gaps (g, 2g, 4g, ...): a receive queue that is full at
+            // the end of the data has time to drain before the next round
+            std::thread::sleep(std::time::Duration::from_millis(cfg.end_gap_ms << round.min(4)));
         }
     }
 
