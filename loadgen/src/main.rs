@@ -206,7 +206,7 @@ fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
         seed: a.parse_or("--seed", 1, "an unsigned integer")?,
         clock: parse_clock(a)?,
         sndbuf: a.parse_or("--sndbuf", 4 << 20, "a byte count")?,
-        end_rounds: a.parse_or::<u32>("--end-rounds", 3, "a count 1-10")?.clamp(1, 10),
+        end_rounds: a.parse_or::<u32>("--end-rounds", 3, "a count 0-10")?.min(10),
         end_gap_ms: a.parse_or("--end-gap-ms", 20, "milliseconds")?,
         gso: a.has("--gso"),
     };
