@@ -20,7 +20,10 @@ for r in $(seq "$ROUNDS"); do
 import json, sys
 d = json.load(open(sys.argv[1]))
 s = d["end"]["sum"]
-print("iperf3          sent_pps %9.0f  recv_lost %.1f%%" % (s["packets"] / s["seconds"], s.get("lost_percent", 0)))
+pps = s["packets"] / s["seconds"]
+cpu = d["end"]["cpu_utilization_percent"]["host_total"] / 100.0
+print("iperf3          sent_pps %9.0f  recv_lost %5.1f%%  sender_cpu %.2f  pps_per_cpu_s %9.0f"
+      % (pps, s.get("lost_percent", 0), cpu, pps / cpu if cpu else 0))
 PY
   for opt in "" "--gso"; do
     "$B" recv --bind 127.0.0.1 --port "$PORT" >"$TMP/r.json" 2>/dev/null &
@@ -31,7 +34,9 @@ PY
     python3 - "$TMP/s.json" "$TMP/r.json" "$opt" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); r = json.load(open(sys.argv[2]))
-print("loadgen %-7s sent_pps %9.0f  recv_lost %.1f%%" % (sys.argv[3], s["achieved_pps"], 100.0 * (r["loss_ratio"] or 0)))
+cpu = (s["cpu_user_s"] + s["cpu_sys_s"]) / s["duration_s"]
+print("loadgen %-7s sent_pps %9.0f  recv_lost %5.1f%%  sender_cpu %.2f  pps_per_cpu_s %9.0f"
+      % (sys.argv[3], s["achieved_pps"], 100.0 * (r["loss_ratio"] or 0), cpu, s["achieved_pps"] / cpu if cpu else 0))
 PY
   done
 done

@@ -385,6 +385,8 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
         "rcvbuf_bytes": rcvbuf_actual,
         "start_ns": start_clock_ns,
         "elapsed_s": (t_stop - t0) as f64 / 1e9,
+        "cpu_user_s": sys::cpu_times().0,
+        "cpu_sys_s": sys::cpu_times().1,
         "stop_reason": stop_reason,
         "stop_signal": sys::stop_signal_name(),
     });

@@ -461,6 +461,8 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
         "end_packets_sent": end_sent,
         "end_send_errors": end_errors,
         "seq_exhausted": seq_exhausted,
+        "cpu_user_s": sys::cpu_times().0,
+        "cpu_sys_s": sys::cpu_times().1,
         "interrupted": interrupted,
         "stop_signal": sys::stop_signal_name(),
     }))

@@ -279,3 +279,14 @@ pub fn pin_cpu(cpu: usize) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// (user, system) CPU seconds consumed by this process so far.
+pub fn cpu_times() -> (f64, f64) {
+    // SAFETY: zeroed rusage is valid; getrusage fills it.
+    unsafe {
+        let mut ru: libc::rusage = mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        (tv(ru.ru_utime), tv(ru.ru_stime))
+    }
+}
