@@ -193,6 +193,11 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
                 break;
             }
             let now = sys::mono_ns();
+            // a sender that cannot keep up stops at the end time anyway
+            // (and reports sender_limited) instead of finishing the schedule
+            if now >= t_end {
+                break;
+            }
             if now < due {
                 sys::sleep_until_mono(due);
                 if sys::stop_requested() {

@@ -124,3 +124,18 @@ fn bad_args_exit_2_with_one_line() {
     assert_eq!(err.trim_end().lines().count(), 1);
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn unreachable_rate_is_flagged_and_keeps_duration() {
+    let port = free_ports(1);
+    let recv = start_recv(port, &[]);
+    let t = Instant::now();
+    let s = run_json(Command::new(BIN).args([
+        "send", "--dst", "127.0.0.1", "--port", &port.to_string(), "--size", "64", "--rate-pps", "50M", "--duration", "0.5",
+    ]));
+    assert!(t.elapsed() < Duration::from_millis(1500), "took {:?}", t.elapsed());
+    assert_eq!(s["sender_limited"], Value::Bool(true));
+    assert!(s["duration_s"].as_f64().unwrap() < 0.7);
+    let r = wait_json(recv);
+    assert_eq!(r["expected_packets"], s["sent_packets"]);
+}
