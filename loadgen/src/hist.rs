@@ -49,7 +49,13 @@ impl Default for Histogram {
 
 impl Histogram {
     pub fn new() -> Histogram {
-        Histogram { counts: vec![0; NBUCKETS], count: 0, sum: 0, min: u64::MAX, max: 0 }
+        Histogram {
+            counts: vec![0; NBUCKETS],
+            count: 0,
+            sum: 0,
+            min: u64::MAX,
+            max: 0,
+        }
     }
 
     #[inline]
@@ -66,7 +72,11 @@ impl Histogram {
     }
 
     pub fn mean(&self) -> Option<f64> {
-        if self.count == 0 { None } else { Some(self.sum as f64 / self.count as f64) }
+        if self.count == 0 {
+            None
+        } else {
+            Some(self.sum as f64 / self.count as f64)
+        }
     }
 
     /// Value at percentile `p` (0..=100): the smallest bucket whose cumulative

@@ -26,7 +26,10 @@ pub struct CliError {
 
 impl CliError {
     pub fn new(problem: impl Into<String>, fix: impl Into<String>) -> CliError {
-        CliError { problem: problem.into(), fix: fix.into() }
+        CliError {
+            problem: problem.into(),
+            fix: fix.into(),
+        }
     }
 }
 
@@ -55,14 +58,19 @@ impl Args {
         while i < raw.len() {
             let a = &raw[i];
             if !a.starts_with('-') {
-                return Err(CliError::new(format!("unexpected argument '{a}'"), "options are given as --name VALUE"));
+                return Err(CliError::new(
+                    format!("unexpected argument '{a}'"),
+                    "options are given as --name VALUE",
+                ));
             }
             if let Some((k, v)) = a.split_once('=') {
                 items.push((k.to_string(), Some(v.to_string())));
             } else if FLAGS.contains(&a.as_str()) {
                 items.push((a.clone(), None));
             } else {
-                let v = raw.get(i + 1).ok_or_else(|| CliError::new(format!("option {a} needs a value"), format!("write {a} VALUE")))?;
+                let v = raw
+                    .get(i + 1)
+                    .ok_or_else(|| CliError::new(format!("option {a} needs a value"), format!("write {a} VALUE")))?;
                 items.push((a.clone(), Some(v.clone())));
                 i += 1;
             }
@@ -90,14 +98,18 @@ impl Args {
     fn parse_or<T: std::str::FromStr>(&self, key: &str, default: T, what: &str) -> Result<T, CliError> {
         match self.get(key) {
             None => Ok(default),
-            Some(v) => v.parse().map_err(|_| CliError::new(format!("invalid {key} '{v}'"), format!("{key} takes {what}"))),
+            Some(v) => v
+                .parse()
+                .map_err(|_| CliError::new(format!("invalid {key} '{v}'"), format!("{key} takes {what}"))),
         }
     }
 
     fn required<T: std::str::FromStr>(&self, key: &str, what: &str) -> Result<T, CliError> {
         match self.get(key) {
             None => Err(CliError::new(format!("missing {key}"), format!("add {key} {what}"))),
-            Some(v) => v.parse().map_err(|_| CliError::new(format!("invalid {key} '{v}'"), format!("{key} takes {what}"))),
+            Some(v) => v
+                .parse()
+                .map_err(|_| CliError::new(format!("invalid {key} '{v}'"), format!("{key} takes {what}"))),
         }
     }
 }
@@ -125,7 +137,10 @@ fn parse_clock(a: &Args) -> Result<Clock, CliError> {
 fn parse_positive_secs(a: &Args, key: &str, default: f64) -> Result<f64, CliError> {
     let v: f64 = a.parse_or(key, default, "a number of seconds")?;
     if !v.is_finite() || v < 0.0 {
-        return Err(CliError::new(format!("invalid {key} '{v}'"), format!("{key} takes a non-negative number of seconds")));
+        return Err(CliError::new(
+            format!("invalid {key} '{v}'"),
+            format!("{key} takes a non-negative number of seconds"),
+        ));
     }
     Ok(v)
 }
@@ -133,7 +148,10 @@ fn parse_positive_secs(a: &Args, key: &str, default: f64) -> Result<f64, CliErro
 fn parse_mix(a: &Args) -> Result<Mix, CliError> {
     let given: Vec<&str> = ["--size", "--imix", "--mix", "--genome"].into_iter().filter(|k| a.has(k)).collect();
     if given.len() > 1 {
-        return Err(CliError::new(format!("conflicting size options {}", given.join(", ")), "give only one of --size, --imix, --mix, --genome"));
+        return Err(CliError::new(
+            format!("conflicting size options {}", given.join(", ")),
+            "give only one of --size, --imix, --mix, --genome",
+        ));
     }
     let r = match given.first().copied() {
         None => Mix::fixed("64"),
@@ -147,16 +165,38 @@ fn parse_mix(a: &Args) -> Result<Mix, CliError> {
 
 fn apply_cpu(a: &Args) -> Result<(), CliError> {
     if let Some(v) = a.get("--cpu") {
-        let cpu: usize = v.parse().map_err(|_| CliError::new(format!("invalid --cpu '{v}'"), "--cpu takes a CPU number"))?;
-        sys::pin_cpu(cpu).map_err(|e| CliError::new(format!("cannot pin to CPU {cpu}: {e}"), "use a CPU listed by nproc / taskset -p $$"))?;
+        let cpu: usize = v
+            .parse()
+            .map_err(|_| CliError::new(format!("invalid --cpu '{v}'"), "--cpu takes a CPU number"))?;
+        sys::pin_cpu(cpu)
+            .map_err(|e| CliError::new(format!("cannot pin to CPU {cpu}: {e}"), "use a CPU listed by nproc / taskset -p $$"))?;
     }
     Ok(())
 }
 
 fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
     a.check_known(&[
-        "--dst", "--port", "--ports-count", "--src", "--src-port", "--flows", "--size", "--imix", "--mix", "--genome", "--rate-pps",
-        "--rate-bps", "--duration", "--batch", "--seed", "--clock", "--sndbuf", "--end-rounds", "--end-gap-ms", "--cpu", "--gso",
+        "--dst",
+        "--port",
+        "--ports-count",
+        "--src",
+        "--src-port",
+        "--flows",
+        "--size",
+        "--imix",
+        "--mix",
+        "--genome",
+        "--rate-pps",
+        "--rate-bps",
+        "--duration",
+        "--batch",
+        "--seed",
+        "--clock",
+        "--sndbuf",
+        "--end-rounds",
+        "--end-gap-ms",
+        "--cpu",
+        "--gso",
     ])?;
     apply_cpu(a)?;
     let dst: IpAddr = a.required("--dst", "an IPv4 or IPv6 address")?;
@@ -167,11 +207,17 @@ fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
     let ports_count: u16 = a.parse_or("--ports-count", 1, "a count 1-65535")?;
     let src: Option<IpAddr> = match a.get("--src") {
         None => None,
-        Some(v) => Some(v.parse().map_err(|_| CliError::new(format!("invalid --src '{v}'"), "--src takes an IPv4 or IPv6 address"))?),
+        Some(v) => Some(
+            v.parse()
+                .map_err(|_| CliError::new(format!("invalid --src '{v}'"), "--src takes an IPv4 or IPv6 address"))?,
+        ),
     };
     let src_port: Option<u16> = match a.get("--src-port") {
         None => None,
-        Some(v) => Some(v.parse().map_err(|_| CliError::new(format!("invalid --src-port '{v}'"), "--src-port takes a port 1-65535"))?),
+        Some(v) => Some(
+            v.parse()
+                .map_err(|_| CliError::new(format!("invalid --src-port '{v}'"), "--src-port takes a port 1-65535"))?,
+        ),
     };
     let flows: u32 = a.parse_or("--flows", 1, "a count >= 1")?;
     if flows == 0 || flows > 65535 {
@@ -183,8 +229,12 @@ fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
     let mix = parse_mix(a)?;
     let rate = match (a.get("--rate-pps"), a.get("--rate-bps")) {
         (Some(_), Some(_)) => return Err(CliError::new("both --rate-pps and --rate-bps given", "give only one rate")),
-        (Some(v), None) => Rate::Pps(parse_rate(v).ok_or_else(|| CliError::new(format!("invalid --rate-pps '{v}'"), "use a positive number, e.g. 100k"))?),
-        (None, Some(v)) => Rate::BpsL3(parse_rate(v).ok_or_else(|| CliError::new(format!("invalid --rate-bps '{v}'"), "use a positive number, e.g. 1.5G"))?),
+        (Some(v), None) => {
+            Rate::Pps(parse_rate(v).ok_or_else(|| CliError::new(format!("invalid --rate-pps '{v}'"), "use a positive number, e.g. 100k"))?)
+        }
+        (None, Some(v)) => Rate::BpsL3(
+            parse_rate(v).ok_or_else(|| CliError::new(format!("invalid --rate-bps '{v}'"), "use a positive number, e.g. 1.5G"))?,
+        ),
         (None, None) => Rate::Unpaced,
     };
     let duration_s = parse_positive_secs(a, "--duration", 10.0)?;
@@ -215,14 +265,29 @@ fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
 
 fn cmd_recv(a: &Args) -> Result<serde_json::Value, CliError> {
     a.check_known(&[
-        "--bind", "--port", "--ports-count", "--timeout-idle", "--max-seconds", "--drain-ms", "--batch", "--clock", "--rcvbuf", "--busy-poll-us", "--idle-sleep-us", "--cpu", "--per-flow",
+        "--bind",
+        "--port",
+        "--ports-count",
+        "--timeout-idle",
+        "--max-seconds",
+        "--drain-ms",
+        "--batch",
+        "--clock",
+        "--rcvbuf",
+        "--busy-poll-us",
+        "--idle-sleep-us",
+        "--cpu",
+        "--per-flow",
     ])?;
     apply_cpu(a)?;
     let bind: IpAddr = a.required("--bind", "an IPv4 or IPv6 address (0.0.0.0 / :: for any)")?;
     let port: u16 = a.required("--port", "a UDP port 1-65535")?;
     let ports_count: u16 = a.parse_or("--ports-count", 1, "a count 1-65535")?;
     if ports_count == 0 || port == 0 {
-        return Err(CliError::new("--port and --ports-count must be >= 1", "use e.g. --port 5201 --ports-count 1"));
+        return Err(CliError::new(
+            "--port and --ports-count must be >= 1",
+            "use e.g. --port 5201 --ports-count 1",
+        ));
     }
     let batch: usize = a.parse_or("--batch", 64, "a count 1-1024")?;
     if !(1..=1024).contains(&batch) {
@@ -265,7 +330,10 @@ fn main() {
             Args::parse(&argv[1..]).and_then(|a| if cmd == "send" { cmd_send(&a) } else { cmd_recv(&a) })
         }
         Some(other) => Err(CliError::new(format!("unknown subcommand '{other}'"), "use 'send' or 'recv'")),
-        None => Err(CliError::new("missing subcommand", "use 'tunbench-loadgen send ...' or 'tunbench-loadgen recv ...'")),
+        None => Err(CliError::new(
+            "missing subcommand",
+            "use 'tunbench-loadgen send ...' or 'tunbench-loadgen recv ...'",
+        )),
     };
     match result {
         Ok(v) => {
@@ -298,7 +366,10 @@ mod tests {
 
     #[test]
     fn args_and_mix_selection() {
-        let raw: Vec<String> = ["--size", "64", "--flows=100", "--per-flow"].iter().map(|s| s.to_string()).collect();
+        let raw: Vec<String> = ["--size", "64", "--flows=100", "--per-flow"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let a = Args::parse(&raw).unwrap();
         assert_eq!(a.get("--flows"), Some("100"));
         assert!(a.has("--per-flow"));

@@ -49,10 +49,7 @@ fn gcd(a: u32, b: u32) -> u32 {
 }
 
 fn parse_size(s: &str) -> Result<u32, String> {
-    let v: u32 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("invalid packet size '{}'", s.trim()))?;
+    let v: u32 = s.trim().parse().map_err(|_| format!("invalid packet size '{}'", s.trim()))?;
     if v == 0 || v > MAX_SIZE {
         return Err(format!("packet size {v} out of range 1..{MAX_SIZE}"));
     }
@@ -76,7 +73,13 @@ impl Mix {
         for &(s, w) in &weights {
             cycle.extend(std::iter::repeat_n(s, w as usize));
         }
-        Ok(Mix { kind, spec: spec.to_string(), weights, cycle, shuffle: weights_len_gt1(&m) })
+        Ok(Mix {
+            kind,
+            spec: spec.to_string(),
+            weights,
+            cycle,
+            shuffle: weights_len_gt1(&m),
+        })
     }
 
     /// `--size 64`
@@ -201,7 +204,12 @@ pub struct SizeSeq {
 
 impl SizeSeq {
     pub fn new(mix: &Mix, seed: u64) -> SizeSeq {
-        let mut s = SizeSeq { cycle: mix.cycle.clone(), pos: 0, rng: Rng::new(seed), shuffle: mix.shuffle };
+        let mut s = SizeSeq {
+            cycle: mix.cycle.clone(),
+            pos: 0,
+            rng: Rng::new(seed),
+            shuffle: mix.shuffle,
+        };
         if s.shuffle {
             s.rng.shuffle(&mut s.cycle);
         }

@@ -108,7 +108,15 @@ mod tests {
 
     #[test]
     fn end_roundtrip_and_not_data() {
-        let e = EndInfo { session: 5, flow_index: 3, flows: 100, flow_sent: 1234, total_sent: 99999, clock: 1, round: 2 };
+        let e = EndInfo {
+            session: 5,
+            flow_index: 3,
+            flows: 100,
+            flow_sent: 1234,
+            total_sent: 99999,
+            clock: 1,
+            round: 2,
+        };
         let mut b = [0u8; END_LEN];
         encode_end(&mut b, 42, &e);
         assert_eq!(decode_end(&b), Some(e));

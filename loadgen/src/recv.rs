@@ -72,7 +72,10 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
     let ovh = l3_overhead(v6) as u64;
     let k = cfg.ports_count.max(1);
     if cfg.port as u32 + k as u32 - 1 > 65535 {
-        return Err(CliError::new("--port + --ports-count exceeds 65535", "lower --port or --ports-count"));
+        return Err(CliError::new(
+            "--port + --ports-count exceeds 65535",
+            "lower --port or --ports-count",
+        ));
     }
     let mut socks = Vec::with_capacity(k as usize);
     let mut rcvbuf_actual = 0;
@@ -81,7 +84,10 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
     for i in 0..k {
         let addr = SocketAddr::new(cfg.bind, cfg.port + i);
         let s = UdpSocket::bind(addr).map_err(|e| {
-            CliError::new(format!("cannot bind {addr}: {e}"), "check that the address exists in this namespace and the port is free")
+            CliError::new(
+                format!("cannot bind {addr}: {e}"),
+                "check that the address exists in this namespace and the port is free",
+            )
         })?;
         let fd = s.as_raw_fd();
         sys::set_nonblocking(fd);
@@ -97,10 +103,20 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
     let mut cbufs: Vec<u64> = vec![0u64; CMSG_SPACE / 8 * batch];
     let mut names: Vec<libc::sockaddr_storage> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
     let mut iovs: Vec<libc::iovec> = (0..batch)
-        .map(|i| libc::iovec { iov_base: unsafe { bufs.as_mut_ptr().add(i * SLOT) } as *mut libc::c_void, iov_len: SLOT })
+        .map(|i| libc::iovec {
+            iov_base: unsafe { bufs.as_mut_ptr().add(i * SLOT) } as *mut libc::c_void,
+            iov_len: SLOT,
+        })
         .collect();
     let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
-    let mut pfds: Vec<libc::pollfd> = socks.iter().map(|s| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+    let mut pfds: Vec<libc::pollfd> = socks
+        .iter()
+        .map(|s| libc::pollfd {
+            fd: s.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
 
     let mut flows: FxMap<FlowKey, FlowState> = FxMap::default();
     let mut hist = Histogram::new();
@@ -127,7 +143,11 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
     let t0 = sys::mono_ns();
     let start_clock_ns = sys::now_ns(cfg.clock);
     let idle_ns = (cfg.timeout_idle_s * 1e9) as u64;
-    let max_ns = if cfg.max_seconds > 0.0 { Some((cfg.max_seconds * 1e9) as u64) } else { None };
+    let max_ns = if cfg.max_seconds > 0.0 {
+        Some((cfg.max_seconds * 1e9) as u64)
+    } else {
+        None
+    };
     let drain_ns = cfg.drain_ms * 1_000_000;
     let spin_ns = cfg.busy_poll_us * 1000;
     let sleep_ns = if kts_ok { cfg.idle_sleep_us * 1000 } else { 0 };
@@ -159,10 +179,18 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
                 }
                 got_any = true;
                 let now_m = sys::mono_ns();
-                let now_c = if cfg.clock == Clock::Monotonic { now_m } else { sys::now_ns(cfg.clock) };
+                let now_c = if cfg.clock == Clock::Monotonic {
+                    now_m
+                } else {
+                    sys::now_ns(cfg.clock)
+                };
                 // kernel RX timestamps are CLOCK_REALTIME: offset to map them
                 // onto the chosen clock (0 for realtime)
-                let now_real = if cfg.clock == Clock::Realtime { now_c } else { sys::now_ns(Clock::Realtime) };
+                let now_real = if cfg.clock == Clock::Realtime {
+                    now_c
+                } else {
+                    sys::now_ns(Clock::Realtime)
+                };
                 let real_minus_c = now_real as i128 - now_c as i128;
                 last_activity_mono = now_m;
                 let dport = cfg.port + si as u16;
@@ -220,7 +248,10 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
                                     end_clock_mismatch = true;
                                 }
                                 end_flow_indexes.insert((e.session, e.flow_index), ());
-                                let st = flows.entry(key).or_insert_with(|| FlowState { t: FlowTracker::new(), expected: None });
+                                let st = flows.entry(key).or_insert_with(|| FlowState {
+                                    t: FlowTracker::new(),
+                                    expected: None,
+                                });
                                 st.expected = Some(e.flow_sent);
                             }
                             None => malformed += 1,
@@ -245,7 +276,14 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
                         first_pkt = Some((now_m, now_c));
                     }
                     last_pkt = (now_m, now_c);
-                    flows.entry(key).or_insert_with(|| FlowState { t: FlowTracker::new(), expected: None }).t.record(seq);
+                    flows
+                        .entry(key)
+                        .or_insert_with(|| FlowState {
+                            t: FlowTracker::new(),
+                            expected: None,
+                        })
+                        .t
+                        .record(seq);
                 }
                 if (r as usize) < batch {
                     break;
@@ -253,17 +291,17 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
             }
         }
         let now = sys::mono_ns();
-        if let Some(d) = end_deadline {
-            if now >= d {
-                stop_reason = "end";
-                break;
-            }
+        if let Some(d) = end_deadline
+            && now >= d
+        {
+            stop_reason = "end";
+            break;
         }
-        if let Some(m) = max_ns {
-            if now - t0 >= m {
-                stop_reason = "max_seconds";
-                break;
-            }
+        if let Some(m) = max_ns
+            && now - t0 >= m
+        {
+            stop_reason = "max_seconds";
+            break;
         }
         if idle_ns > 0 && first_pkt.is_some() && now - last_activity_mono >= idle_ns {
             stop_reason = "idle";
@@ -310,8 +348,16 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
             data_flows += 1;
         }
     }
-    let expected: Option<u64> = if end_sessions.is_empty() { None } else { Some(end_sessions.values().map(|v| v.0).sum()) };
-    let end_flows: Option<u64> = if end_sessions.is_empty() { None } else { Some(end_sessions.values().map(|v| v.1 as u64).sum()) };
+    let expected: Option<u64> = if end_sessions.is_empty() {
+        None
+    } else {
+        Some(end_sessions.values().map(|v| v.0).sum())
+    };
+    let end_flows: Option<u64> = if end_sessions.is_empty() {
+        None
+    } else {
+        Some(end_sessions.values().map(|v| v.1 as u64).sum())
+    };
     let lost: Option<i64> = expected.map(|e| e as i64 - unique as i64);
     let loss_ratio: Option<f64> = match (expected, lost) {
         (Some(e), Some(l)) if e > 0 => Some(l as f64 / e as f64),
@@ -340,7 +386,9 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
     let (first_m, first_c) = first_pkt.map(|(m, c)| (Some(m), Some(c))).unwrap_or((None, None));
     let rx_dur = first_m.map(|f| (last_pkt.0 - f) as f64 / 1e9);
     let rx_pps = rx_dur.filter(|&d| d > 0.0).map(|d| received.saturating_sub(1) as f64 / d);
-    let rx_bps = rx_dur.filter(|&d| d > 0.0).map(|d| bytes_l3 as f64 * 8.0 * (received.saturating_sub(1) as f64 / received.max(1) as f64) / d);
+    let rx_bps = rx_dur
+        .filter(|&d| d > 0.0)
+        .map(|d| bytes_l3 as f64 * 8.0 * (received.saturating_sub(1) as f64 / received.max(1) as f64) / d);
     let mut out = json!({
         "tool": "tunbench-loadgen",
         "role": "recv",

@@ -95,35 +95,56 @@ pub fn validate_sizes(mix: &Mix, v6: bool) -> Result<(), CliError> {
 pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
     let v6 = cfg.dst.is_ipv6();
     validate_sizes(&cfg.mix, v6)?;
-    if let Some(src) = cfg.src {
-        if src.is_ipv6() != v6 {
-            return Err(CliError::new("--src and --dst are of different address families", "use two IPv4 or two IPv6 addresses"));
-        }
+    if let Some(src) = cfg.src
+        && src.is_ipv6() != v6
+    {
+        return Err(CliError::new(
+            "--src and --dst are of different address families",
+            "use two IPv4 or two IPv6 addresses",
+        ));
     }
     if cfg.port as u32 + cfg.ports_count as u32 - 1 > 65535 {
-        return Err(CliError::new("--port + --ports-count exceeds 65535", "lower --port or --ports-count"));
+        return Err(CliError::new(
+            "--port + --ports-count exceeds 65535",
+            "lower --port or --ports-count",
+        ));
     }
     let ovh = l3_overhead(v6);
     let k = cfg.ports_count.max(1) as u32;
     let n = cfg.flows.max(1);
     let nsock = n.div_ceil(k) as usize;
-    if let Some(base) = cfg.src_port {
-        if base as u64 + nsock as u64 - 1 > 65535 {
-            return Err(CliError::new("--src-port range exceeds 65535", "lower --src-port or use fewer flows / more --ports-count"));
-        }
+    if let Some(base) = cfg.src_port
+        && base as u64 + nsock as u64 - 1 > 65535
+    {
+        return Err(CliError::new(
+            "--src-port range exceeds 65535",
+            "lower --src-port or use fewer flows / more --ports-count",
+        ));
     }
 
     // --- sockets and flows -------------------------------------------------
-    let bind_ip = cfg.src.unwrap_or(if v6 { IpAddr::V6(Ipv6Addr::UNSPECIFIED) } else { IpAddr::V4(Ipv4Addr::UNSPECIFIED) });
+    let bind_ip = cfg.src.unwrap_or(if v6 {
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    });
     let mut socks: Vec<Sock> = Vec::with_capacity(nsock);
     for s in 0..nsock {
         let port = cfg.src_port.map(|b| b + s as u16).unwrap_or(0);
         let addr = SocketAddr::new(bind_ip, port);
         let sock = UdpSocket::bind(addr).map_err(|e| {
-            CliError::new(format!("cannot bind sender socket to {addr}: {e}"), "check --src / --src-port, or omit --src-port to let the kernel choose")
+            CliError::new(
+                format!("cannot bind sender socket to {addr}: {e}"),
+                "check --src / --src-port, or omit --src-port to let the kernel choose",
+            )
         })?;
         sys::set_buf(sock.as_raw_fd(), false, cfg.sndbuf);
-        socks.push(Sock { sock, flows: Vec::new(), rr: 0, connected: false });
+        socks.push(Sock {
+            sock,
+            flows: Vec::new(),
+            rr: 0,
+            connected: false,
+        });
     }
     let mut flows: Vec<Flow> = Vec::with_capacity(n as usize);
     for f in 0..n {
@@ -131,7 +152,14 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
         let dst = SocketAddr::new(cfg.dst, cfg.port + (f % k) as u16);
         let (dst_ss, dst_len) = sys::to_sockaddr(&dst);
         socks[s].flows.push(f as usize);
-        flows.push(Flow { sock: s, dst, dst_ss, dst_len, next_seq: 0, sent: 0 });
+        flows.push(Flow {
+            sock: s,
+            dst,
+            dst_ss,
+            dst_len,
+            next_seq: 0,
+            sent: 0,
+        });
     }
     for s in socks.iter_mut() {
         if s.flows.len() == 1 {
@@ -146,7 +174,12 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
     let batch = cfg.batch.clamp(1, 1024);
     let slot = (cfg.mix.max_size() - ovh) as usize;
     let mut bufs: Vec<u8> = vec![0u8; slot * batch];
-    let mut iovs: Vec<libc::iovec> = (0..batch).map(|_| libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }).collect();
+    let mut iovs: Vec<libc::iovec> = (0..batch)
+        .map(|_| libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        })
+        .collect();
     // SAFETY: mmsghdr is plain data; zeroed is a valid initial state.
     let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
     let mut cmsgs: Vec<[u64; 4]> = vec![[0u64; 4]; batch];
@@ -172,7 +205,11 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
     };
     let paced = cfg.rate != Rate::Unpaced;
     // aim for ~100 us between batches when paced, but never more than --batch
-    let eff_batch = if paced { ((pps_est * 100e-6).ceil() as usize).clamp(1, batch) } else { batch };
+    let eff_batch = if paced {
+        ((pps_est * 100e-6).ceil() as usize).clamp(1, batch)
+    } else {
+        batch
+    };
     let dur_ns = (cfg.duration_s * 1e9) as u64;
 
     sys::set_min_timer_slack();

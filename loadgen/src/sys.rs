@@ -157,9 +157,7 @@ fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
     let mut val: i32 = 0;
     let mut len = mem::size_of::<i32>() as libc::socklen_t;
     // SAFETY: pointers to live locals.
-    let r = unsafe {
-        libc::getsockopt(fd, level, name, &mut val as *mut i32 as *mut libc::c_void, &mut len)
-    };
+    let r = unsafe { libc::getsockopt(fd, level, name, &mut val as *mut i32 as *mut libc::c_void, &mut len) };
     if r == 0 { Ok(val) } else { Err(io::Error::last_os_error()) }
 }
 
@@ -191,7 +189,10 @@ pub fn enable_rx_timestamps(fd: RawFd) -> bool {
 
 /// Relative sleep (used by the receiver between empty polls).
 pub fn sleep_ns(ns: u64) {
-    let ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long };
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
     // SAFETY: valid timespec.
     unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &ts, std::ptr::null_mut()) };
 }
@@ -213,7 +214,9 @@ pub fn to_sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_
             let sin = libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
                 sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
                 sin_zero: [0; 8],
             };
             // SAFETY: sockaddr_storage is larger than sockaddr_in and suitably aligned.

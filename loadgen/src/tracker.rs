@@ -6,6 +6,7 @@
 //! - reordered if it is new but lower than the highest seen,
 //! - "beyond window" if it is more than WINDOW below the highest seen (it is
 //!   counted as unique and reordered, duplicates of it cannot be detected).
+//!
 //! Memory: WINDOW/8 bytes per flow (32 KiB).
 
 pub const WINDOW: u64 = 1 << 18;
@@ -42,7 +43,15 @@ impl Default for FlowTracker {
 
 impl FlowTracker {
     pub fn new() -> FlowTracker {
-        FlowTracker { bits: vec![0; WORDS], next: 0, received: 0, unique: 0, duplicates: 0, reordered: 0, beyond_window: 0 }
+        FlowTracker {
+            bits: vec![0; WORDS],
+            next: 0,
+            received: 0,
+            unique: 0,
+            duplicates: 0,
+            reordered: 0,
+            beyond_window: 0,
+        }
     }
 
     #[inline]
@@ -68,7 +77,7 @@ impl FlowTracker {
                 let mut s = self.next;
                 while s < seq {
                     // clear whole words when aligned
-                    if s % 64 == 0 && seq - s >= 64 {
+                    if s.is_multiple_of(64) && seq - s >= 64 {
                         self.bits[((s % WINDOW) / 64) as usize] = 0;
                         s += 64;
                     } else {

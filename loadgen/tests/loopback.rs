@@ -45,7 +45,12 @@ fn start_recv(port: u16, extra: &[&str]) -> std::process::Child {
 
 fn run_json(cmd: &mut Command) -> Value {
     let out = cmd.output().expect("run");
-    assert!(out.status.success(), "exit {:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("json")
 }
 
@@ -61,8 +66,21 @@ fn paced_run_received_fully_and_on_rate() {
     let recv = start_recv(port, &["--ports-count", "2"]);
     let target = 20_000.0;
     let s = run_json(Command::new(BIN).args([
-        "send", "--dst", "127.0.0.1", "--port", &port.to_string(), "--ports-count", "2", "--flows", "100", "--imix", "simple",
-        "--rate-pps", "20k", "--duration", "1",
+        "send",
+        "--dst",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--ports-count",
+        "2",
+        "--flows",
+        "100",
+        "--imix",
+        "simple",
+        "--rate-pps",
+        "20k",
+        "--duration",
+        "1",
     ]));
     let r = wait_json(recv);
     let sent = s["sent_packets"].as_u64().unwrap();
@@ -96,7 +114,19 @@ fn sigterm_prints_json_quickly() {
     let port = free_ports(1);
     let recv = start_recv(port, &[]);
     let sender = Command::new(BIN)
-        .args(["send", "--dst", "127.0.0.1", "--port", &port.to_string(), "--size", "100", "--rate-pps", "5k", "--duration", "30"])
+        .args([
+            "send",
+            "--dst",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--size",
+            "100",
+            "--rate-pps",
+            "5k",
+            "--duration",
+            "30",
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -117,7 +147,10 @@ fn sigterm_prints_json_quickly() {
 
 #[test]
 fn bad_args_exit_2_with_one_line() {
-    let out = Command::new(BIN).args(["send", "--dst", "127.0.0.1", "--port", "9", "--size", "20"]).output().unwrap();
+    let out = Command::new(BIN)
+        .args(["send", "--dst", "127.0.0.1", "--port", "9", "--size", "20"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("tunbench-loadgen: "), "{err}");
@@ -131,7 +164,17 @@ fn unreachable_rate_is_flagged_and_keeps_duration() {
     let recv = start_recv(port, &[]);
     let t = Instant::now();
     let s = run_json(Command::new(BIN).args([
-        "send", "--dst", "127.0.0.1", "--port", &port.to_string(), "--size", "64", "--rate-pps", "50M", "--duration", "0.5",
+        "send",
+        "--dst",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--size",
+        "64",
+        "--rate-pps",
+        "50M",
+        "--duration",
+        "0.5",
     ]));
     assert!(t.elapsed() < Duration::from_millis(1500), "took {:?}", t.elapsed());
     assert_eq!(s["sender_limited"], Value::Bool(true));
