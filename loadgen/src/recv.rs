@@ -263,7 +263,9 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
                         end_deadline = Some(now_m + drain_ns);
                     }
                     received += 1;
-                    let size = len as u64 + ovh;
+                    // a dual-stack (::) socket sees IPv4 senders as ::ffff:a.b.c.d
+                    let v4mapped = v6 && key.addr[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+                    let size = len as u64 + if v4mapped { 28 } else { ovh };
                     bytes_payload += len as u64;
                     let si_ = (size as usize).min(size_counts.len() - 1);
                     size_counts[si_] += 1;

@@ -232,7 +232,9 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
             let now = sys::mono_ns();
             // a sender that cannot keep up stops at the end time anyway
             // (and reports sender_limited) instead of finishing the schedule
-            if now >= t_end {
+            // (50 ms grace so a briefly descheduled sender still completes
+            // the exact schedule)
+            if now >= t_end + 50_000_000 {
                 break;
             }
             if now < due {
