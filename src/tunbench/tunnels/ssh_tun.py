@@ -17,7 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyroute2.netlink.exceptions import NetlinkError
+
 from ..capabilities import Missing
+from ..errors import CommandFailed
 from ..testbed import names, netlink
 from ..testbed.base import Testbed
 from . import _ssh
@@ -60,6 +63,24 @@ class SshTun(TunnelDriver):
         _ssh.wait_for(client, both_tuns, "ssh -w did not open tun0 in both sites", files)
         sessions = _ssh.register_sessions(tb, sshd)
         ifname = names.link_name(tb.run_id, "s")
+        try:
+            self._configure(tb, ifname, mtu)
+        except (OSError, NetlinkError) as exc:   # the tun vanishes when ssh or sshd exits
+            state = "running" if client.poll() is None else f"exited with {client.poll()}"
+            raise CommandFailed(f"ssh-tun: tun device setup failed ({exc}); ssh {state}; "
+                                f"sshd log: {_ssh._tail(files.sshd_log)}",
+                                "see the case's error_log") from None
+        a4, b4, a6, b6 = inner_addrs(0)
+        return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
+                         a_ifname=ifname, b_ifname=ifname,
+                         datapath_pids={"a": [client.pid], "b": [sshd.pid, *sessions]},
+                         info={"cipher": params.cipher, "port": params.port,
+                               "transport": "TCP (stream): overhead is per-packet framing "
+                                            "worst case incl. TCP/IP headers",
+                               "framing": _ssh.framing_overhead(params.cipher)})
+
+    @staticmethod
+    def _configure(tb: Testbed, ifname: str, mtu: int) -> None:
         a4, b4, a6, b6 = inner_addrs(0)
         for site, my4, my6 in ((tb.a, a4, a6), (tb.b, b4, b6)):
             ns = str(site.netns)
@@ -70,13 +91,6 @@ class SshTun(TunnelDriver):
             netlink.add_addr(ns, ifname, f"{my4}/24")
             netlink.add_addr(ns, ifname, f"{my6}/64")
             netlink.set_link(ns, ifname, state="up")
-        return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
-                         a_ifname=ifname, b_ifname=ifname,
-                         datapath_pids={"a": [client.pid], "b": [sshd.pid, *sessions]},
-                         info={"cipher": params.cipher, "port": params.port,
-                               "transport": "TCP (stream): overhead is per-packet framing "
-                                            "worst case incl. TCP/IP headers",
-                               "framing": _ssh.framing_overhead(params.cipher)})
 
     def counters(self, tb: Testbed, ep: Endpoints) -> dict[str, dict[str, int]]:
         """Tun device counters plus the TCP counters of the SSH connection on the underlay."""
