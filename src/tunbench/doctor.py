@@ -103,7 +103,7 @@ def probe_offloads() -> dict[str, Any]:
     ledger = Ledger(rid)
     try:
         tb = local.build(rid, ledger)
-        return {"interface": "veth (underlay of the local testbed)",
+        return {"interface": "veth (underlay of the local testbed)", "run_id": rid,
                 "ethtool_k": envinfo.offloads(tb.a.netns, tb.a.underlay_if)}
     finally:
         errors = ledger.close()
