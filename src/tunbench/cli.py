@@ -139,6 +139,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from . import doctor
+    doc = doctor.report(probe=args.probe)
+    print(json.dumps(doc, indent=1) if args.json else doctor.format_table(doc))
+    return 0
+
+
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from .capabilities import root_missing
     from .testbed import ledger, local
@@ -182,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--params", action="store_true", help="show parameters and defaults")
     ls.set_defaults(func=cmd_list)
+
+    d = sub.add_parser("doctor", help="what this host can run and exactly why not (read-only)")
+    d.add_argument("--json", action="store_true")
+    d.add_argument("--probe", action="store_true", help="build a throwaway testbed to read the "
+                   "underlay's offloads (needs root; torn down at once)")
+    d.set_defaults(func=cmd_doctor)
 
     c = sub.add_parser("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
     c.set_defaults(func=cmd_cleanup)

@@ -20,6 +20,10 @@ VERSION_ARGS: dict[str, list[str]] = {
     "wg": ["wg", "--version"],
     "ovs-vswitchd": ["ovs-vswitchd", "--version"],
     "ssh": ["ssh", "-V"],
+    "sshd": ["sshd", "-V"],
+    "tc": ["tc", "-V"],
+    "ping": ["ping", "-V"],
+    "ss": ["ss", "-V"],
     "swanctl": ["swanctl", "--version"],
 }
 

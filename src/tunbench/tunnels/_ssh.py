@@ -1,0 +1,251 @@
+"""Shared parts of the SSH kinds (ssh-tun, ssh-forward): keys, sshd in site b, ssh in site a.
+
+Per run: an ed25519 host key and an ed25519 client key (ssh-keygen, files 0600 in a private
+0700 directory of the case workdir, registered in the ledger), a known_hosts line we write,
+our own sshd_config and ssh config. sshd runs in site b in the foreground (-D, so we hold its
+PID), listening only on site b's underlay address, logging to a file in the workdir (-E), with
+a private tmpfs on /run (privrun) holding /run/sshd, and `PidFile none`: it never reads
+/etc/ssh host keys or writes the system's /run/sshd.pid. The client runs in site a with `-F`
+(so neither /etc/ssh/ssh_config nor ~/.ssh is read or created), BatchMode, no agent, strict
+host key checking against our known_hosts.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import proc
+from ..capabilities import Missing, kernel_missing, tool_missing
+from ..errors import CommandFailed
+from ..testbed.base import Site, Testbed
+from . import daemon
+from .base import TunnelParams
+
+DEFAULT_CIPHER = "aes128-gcm@openssh.com"
+HOST_ALIAS = "tunbench-b"
+# Ciphers offered when `ssh -Q cipher` cannot be asked (ssh not installed: requirements says so)
+KNOWN_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com",
+                 "chacha20-poly1305@openssh.com", "aes128-ctr", "aes192-ctr", "aes256-ctr")
+
+
+@functools.lru_cache(maxsize=1)
+def supported_ciphers() -> tuple[str, ...]:
+    """`ssh -Q cipher` of this host (read-only)."""
+    if not proc.which("ssh"):
+        return KNOWN_CIPHERS
+    r = proc.run(["ssh", "-Q", "cipher"], timeout=10, check=False)
+    return tuple(line.strip() for line in r.stdout.splitlines() if line.strip()) or KNOWN_CIPHERS
+
+
+@dataclass(frozen=True)
+class SshParams(TunnelParams):
+    cipher: str = DEFAULT_CIPHER
+    port: int = 22             # sshd port on site b's underlay address
+
+    def validate(self) -> list[str]:
+        problems = []
+        ciphers = supported_ciphers()
+        if self.cipher not in ciphers:
+            problems.append(f"unknown cipher '{self.cipher}' (this ssh offers: "
+                            f"{', '.join(ciphers)})")
+        if not 0 < self.port < 65536:
+            problems.append(f"port {self.port} out of range (1..65535)")
+        return problems
+
+
+def ssh_requirements() -> list[Missing]:
+    found = [tool_missing("ssh", "the SSH client in site a"),
+             tool_missing("ssh-keygen", "per-run host and client keys"),
+             tool_missing("sshd", "the SSH server in site b"),
+             tool_missing("ss", "readiness and TCP counters of the SSH connection")]
+    return [m for m in found if m]
+
+
+def tun_requirements() -> list[Missing]:
+    found = [kernel_missing("CONFIG_TUN", "ssh -w tun devices", "tun")]
+    if not Path("/dev/net/tun").exists():
+        found.append(Missing("/dev/net/tun", "the TUN device node is missing",
+                             "mknod /dev/net/tun c 10 200"))
+    return [m for m in found if m]
+
+
+def framing_overhead(cipher: str) -> int:
+    """Worst-case bytes one tun packet gains inside the SSH transport (RFC 4253/4254): 4-byte
+    tun address-family header, SSH_MSG_CHANNEL_DATA (1 type + 4 channel + 4 length), packet
+    length 4 + padding length 1, padding 4 .. 3+block, MAC/tag 16."""
+    block = 8 if cipher.startswith("chacha20") else 16
+    mac = 16 if ("gcm" in cipher or "poly1305" in cipher) else 32  # ctr: hmac-sha2-256
+    return 4 + 9 + 4 + 1 + (3 + block) + mac
+
+
+@dataclass
+class SshFiles:
+    dir: Path
+    host_key: Path
+    client_key: Path
+    known_hosts: Path
+    authorized_keys: Path
+    sshd_config: Path
+    ssh_config: Path
+    sshd_log: Path
+
+
+def make_keys(tb: Testbed) -> SshFiles:
+    """Per-run keys and files in a private directory of the workdir (0700, files 0600)."""
+    d = tb.workdir / "ssh"
+    d.mkdir(mode=0o700)
+    tb.ledger.path(d)
+    os.chmod(d, 0o700)
+    f = SshFiles(d, d / "host_ed25519_key", d / "client_ed25519_key", d / "known_hosts",
+                 d / "authorized_keys", d / "sshd_config", d / "ssh_config",
+                 tb.workdir / "sshd-b.sshd.log")
+    for key, comment in ((f.host_key, "tunbench-host"), (f.client_key, "tunbench-client")):
+        tb.ledger.path(key)
+        tb.ledger.path(f"{key}.pub")
+        proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment,
+                  "-f", str(key)], timeout=20)
+        os.chmod(key, 0o600)
+    host_pub = Path(f"{f.host_key}.pub").read_text().split()
+    _write(tb, f.known_hosts, f"{HOST_ALIAS} {host_pub[0]} {host_pub[1]}\n")
+    _write(tb, f.authorized_keys, Path(f"{f.client_key}.pub").read_text())
+    tb.ledger.path(f.sshd_log)
+    return f
+
+
+def _write(tb: Testbed, path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tb.ledger.path(path)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
+def sshd_config_text(f: SshFiles, listen: str, port: int, cipher: str, *,
+                     permit_tunnel: str = "no", tcp_forwarding: str = "no") -> str:
+    return "\n".join([
+        f"Port {port}", f"ListenAddress {listen}", f"HostKey {f.host_key}", "PidFile none",
+        f"AuthorizedKeysFile {f.authorized_keys}", "AuthorizedPrincipalsFile none",
+        "PermitRootLogin prohibit-password", "PubkeyAuthentication yes",
+        "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+        "HostbasedAuthentication no", "UsePAM no", f"Ciphers {cipher}",
+        f"PermitTunnel {permit_tunnel}", f"AllowTcpForwarding {tcp_forwarding}",
+        "GatewayPorts no", "X11Forwarding no", "AllowAgentForwarding no", "PermitTTY no",
+        "PrintMotd no", "PrintLastLog no", "UseDNS no", "StrictModes yes", "LogLevel INFO",
+        "ClientAliveInterval 0", "",
+    ])
+
+
+def ssh_config_text(f: SshFiles, host: str, port: int, cipher: str, extra: list[str]) -> str:
+    lines = [f"Host {HOST_ALIAS}", f"  HostName {host}", f"  Port {port}", "  User root",
+             f"  HostKeyAlias {HOST_ALIAS}", f"  IdentityFile {f.client_key}",
+             "  IdentitiesOnly yes", "  IdentityAgent none", f"  UserKnownHostsFile "
+             f"{f.known_hosts}", "  GlobalKnownHostsFile /dev/null",
+             "  StrictHostKeyChecking yes", "  UpdateHostKeys no", "  BatchMode yes",
+             f"  Ciphers {cipher}", "  Compression no", "  ControlMaster no",
+             "  ControlPath none", "  ForwardAgent no", "  ForwardX11 no",
+             "  ExitOnForwardFailure yes", "  ServerAliveInterval 5",
+             "  ServerAliveCountMax 3", "  PermitLocalCommand no", "  LogLevel ERROR",
+             *[f"  {x}" for x in extra]]
+    return "\n".join(lines) + "\n"
+
+
+def start_sshd(tb: Testbed, f: SshFiles, params: SshParams, **cfg: str) -> proc.Process:
+    """sshd in site b, foreground, private /run; ready when it logs that it listens."""
+    site = tb.b
+    _write(tb, f.sshd_config, sshd_config_text(f, site.underlay4, params.port, params.cipher,
+                                               **cfg))
+    sshd = proc.require("sshd")   # sshd re-execs itself: it must be started by absolute path
+    argv = [sshd, "-D", "-f", str(f.sshd_config), "-E", str(f.sshd_log)]
+    listening = f"Server listening on {site.underlay4} port {params.port}"
+    try:
+        return daemon.start(tb, site, argv, "sshd", private_run=("/run",),
+                            mkdirs=("/run/sshd",), keep=(str(tb.workdir),),
+                            ready=lambda: listening in f.sshd_log.read_text(errors="replace"))
+    except CommandFailed as exc:
+        raise CommandFailed(f"{exc.message}; sshd log: {_tail(f.sshd_log)}", exc.hint,
+                            argv=exc.argv, output=exc.output) from None
+
+
+def start_client(tb: Testbed, f: SshFiles, params: SshParams, extra: list[str]
+                 ) -> proc.Process:
+    """ssh in site a with only our config (-F), no remote command (-N)."""
+    _write(tb, f.ssh_config, ssh_config_text(f, tb.b.underlay4, params.port, params.cipher,
+                                             extra))
+    return tb.spawn(tb.a, ["ssh", "-F", str(f.ssh_config), "-N", HOST_ALIAS], "ssh-a")
+
+
+def wait_for(p: proc.Process, check: object, what: str, f: SshFiles,
+             timeout: float = 15.0) -> None:
+    try:
+        daemon.wait_ready(p, ready=check, timeout=timeout)  # type: ignore[arg-type]
+    except CommandFailed as exc:
+        raise CommandFailed(f"{what}: {exc.message}; sshd log: {_tail(f.sshd_log)}",
+                            "see the case's error_log", argv=exc.argv,
+                            output=exc.output) from None
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "empty"
+
+
+def descendants(pid: int) -> list[int]:
+    """PIDs of every process below `pid` (sshd's per-connection children)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return sorted(out)
+
+
+def register_sessions(tb: Testbed, sshd: proc.Process, timeout: float = 5.0) -> list[int]:
+    """Register sshd's per-connection processes in the ledger (SIGTERM to the listener does
+    not end established sessions) and return their PIDs."""
+    deadline = time.monotonic() + timeout
+    pids: list[int] = []
+    while time.monotonic() < deadline:
+        pids = descendants(sshd.pid)
+        if pids:
+            break
+        time.sleep(0.02)
+    for pid in pids:
+        tb.ledger.add("process", pid=pid, starttime=proc.proc_starttime(pid),
+                      label="sshd-session-b", grace=2.0)
+    return pids
+
+
+_BYTES = re.compile(r"\b(bytes_sent|bytes_acked|bytes_received|segs_out|segs_in):(\d+)")
+
+
+def parse_ss_tcp_info(text: str) -> dict[str, int]:
+    """`ss -tinH ...` -> byte/segment counters summed over the listed connections (pure)."""
+    out: dict[str, int] = {}
+    for m in _BYTES.finditer(text):
+        out[m[1]] = out.get(m[1], 0) + int(m[2])
+    return out
+
+
+def ssh_tcp_counters(site: Site, port: int, server_side: bool) -> dict[str, int]:
+    """TCP counters of the SSH connection(s) on the underlay (port `port`) in a site."""
+    sel = "sport" if server_side else "dport"
+    r = site.run(["ss", "-tinH", "state", "established", "(", sel, "=", f":{port}", ")"],
+                 timeout=10)
+    return {f"ssh_tcp_{k}": v for k, v in parse_ss_tcp_info(r.stdout).items()}

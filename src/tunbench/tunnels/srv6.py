@@ -1,0 +1,156 @@
+"""srv6: Linux SRv6 (seg6 lwtunnel) encapsulation over the IPv6 underlay, IPv4 and IPv6 inside.
+
+There is no tunnel interface. Each site holds its inner addresses on `lo` (this kernel has no
+dummy driver) and routes the other site's inner addresses with `encap seg6 mode encap segs ...`
+out of the underlay. The far site terminates with seg6local SIDs from its own locator:
+`End.DX4 nh4 <own inner v4>` for IPv4 and `End.DT6 table local` for IPv6 (DESIGN.md §5:
+End.DX6 and `table main` dropped everything on this kernel).
+
+`segments` is the number of SIDs in the segment list. With two sites, segments N > 1 means the
+first N-1 SIDs are plain `End` SIDs of the far site: the packet crosses the underlay once, then
+the far site processes the SRH N times (End, End, ..., End.DX4/DT6), each a route lookup on the
+next SID. It models the header cost (16 bytes per SID) and the per-segment processing, not
+extra wire hops; the inner TTL/hop limit is not decremented (measured: ping replies keep ttl 64).
+
+Overhead: 40 (outer IPv6) + 8 (SRH) + 16 per segment. The kernel subtracts the same headroom
+from the route MTU, so a DF packet of exactly the tunnel MTU passes and one byte more fails.
+
+Proof of the datapath: every seg6local route is created with `count`, so `ip -s -6 route`
+reports packets/bytes that arrived SRv6-encapsulated with that SID active (see counters()).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..capabilities import Missing, kernel_missing, tool_missing
+from ..testbed.base import Site, Testbed
+from .base import IPV6_HEADER, Endpoints, TunnelDriver, TunnelParams, inner_addrs
+
+SRH_FIXED = 8
+SID_BYTES = 16
+MAX_SEGMENTS = 32
+LOCATOR = {"a": "2001:2:0:f1::", "b": "2001:2:0:f2::"}   # per-site SID locator (/64)
+
+
+@dataclass(frozen=True)
+class Srv6Params(TunnelParams):
+    segments: int = 1
+
+    def validate(self) -> list[str]:
+        if not 1 <= self.segments <= MAX_SEGMENTS:
+            return [f"segments {self.segments} out of range (1..{MAX_SEGMENTS}: the number of "
+                    "SIDs in the segment list, at least 1)"]
+        return []
+
+
+def sids(site: str, segments: int) -> tuple[list[str], str, str]:
+    """(End SIDs, End.DX4 SID, End.DT6 SID) of a site's locator."""
+    loc = LOCATOR[site]
+    return [f"{loc}e{i}" for i in range(1, segments)], f"{loc}d4", f"{loc}d6"
+
+
+_ROUTE = re.compile(r"^(?P<dst>\S+)\s+encap seg6local action (?P<action>\S+).*?"
+                    r"packets (?P<packets>\d+) bytes (?P<bytes>\d+) errors (?P<errors>\d+)")
+
+
+def parse_seg6local_counters(text: str) -> dict[str, dict[str, Any]]:
+    """`ip -s -6 route show` -> {sid: {action, packets, bytes, errors}} of counted seg6local
+    routes (pure; tested on captured output)."""
+    out: dict[str, dict[str, Any]] = {}
+    for line in text.splitlines():
+        m = _ROUTE.match(line.strip())
+        if m:
+            out[m["dst"].split("/")[0]] = {"action": m["action"], "packets": int(m["packets"]),
+                                           "bytes": int(m["bytes"]), "errors": int(m["errors"])}
+    return out
+
+
+class Srv6(TunnelDriver):
+    kind = "srv6"
+    summary = "kernel SRv6 encapsulation (seg6 lwtunnel, End.DX4/End.DT6) over IPv6"
+    Params = Srv6Params
+    underlay_family = 6
+
+    @classmethod
+    def requirements(cls, params: TunnelParams) -> list[Missing]:
+        found = [kernel_missing("CONFIG_IPV6", "IPv6"),
+                 kernel_missing("CONFIG_IPV6_SEG6_LWTUNNEL", "SRv6 encap and seg6local routes"),
+                 tool_missing("ip", "SRv6 routes")]
+        return [m for m in found if m]
+
+    @classmethod
+    def overhead(cls, params: TunnelParams, family: int = 6) -> int:
+        assert isinstance(params, Srv6Params)
+        return IPV6_HEADER + SRH_FIXED + SID_BYTES * params.segments
+
+    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
+        assert isinstance(params, Srv6Params)
+        a4, b4, a6, b6 = inner_addrs(0)
+        mtu = self.tunnel_mtu(params, tb.underlay_mtu)
+        mine = {"a": (a4, a6), "b": (b4, b6)}
+        for site in (tb.a, tb.b):
+            my4, my6 = mine[site.name]
+            self._ip(tb, site, ["addr", "add", f"{my4}/32", "dev", "lo"])
+            self._ip(tb, site, ["-6", "addr", "add", f"{my6}/128", "dev", "lo"])
+        for site in (tb.a, tb.b):
+            peer = tb.other(site)
+            my4, my6 = mine[site.name]
+            peer4, peer6 = mine[peer.name]
+            dev = site.underlay_if
+            # the peer's locator is reached over the underlay
+            self._ip(tb, site, ["-6", "route", "add", f"{LOCATOR[peer.name]}/64",
+                                "via", peer.underlay6, "dev", dev])
+            ends, dx4, dt6 = sids(peer.name, params.segments)
+            self._ip(tb, site, ["route", "add", f"{peer4}/32", "encap", "seg6", "mode", "encap",
+                                "segs", ",".join([*ends, dx4]), "dev", dev, "src", my4])
+            self._ip(tb, site, ["-6", "route", "add", f"{peer6}/128", "encap", "seg6", "mode",
+                                "encap", "segs", ",".join([*ends, dt6]), "dev", dev,
+                                "src", my6])
+            # this site's own SIDs, each counted
+            my_ends, my_dx4, my_dt6 = sids(site.name, params.segments)
+            for sid in my_ends:
+                self._ip(tb, site, ["-6", "route", "add", f"{sid}/128", "encap", "seg6local",
+                                    "action", "End", "count", "dev", dev])
+            self._ip(tb, site, ["-6", "route", "add", f"{my_dx4}/128", "encap", "seg6local",
+                                "action", "End.DX4", "nh4", my4, "count", "dev", dev])
+            self._ip(tb, site, ["-6", "route", "add", f"{my_dt6}/128", "encap", "seg6local",
+                                "action", "End.DT6", "table", "local", "count", "dev", dev])
+        return Endpoints(
+            a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
+            info={"segments": params.segments, "underlay": 6, "inner_on": "lo",
+                  "segment_list_a_to_b4": [*sids("b", params.segments)[0],
+                                           sids("b", params.segments)[1]],
+                  "segment_list_a_to_b6": [*sids("b", params.segments)[0],
+                                           sids("b", params.segments)[2]],
+                  "wire_hops": 1,
+                  "extra_segments": "End SIDs of the far site, processed there in turn"})
+
+    @staticmethod
+    def _ip(tb: Testbed, site: Site, args: list[str]) -> None:
+        """Run `ip ARGS` in a site and register its undo (`add` -> `del`) in the ledger."""
+        site.run(["ip", *args], timeout=10)
+        i = args.index("add")
+        rest = args[i + 1:] if "addr" in args[:i] else args[i + 1:i + 2]   # routes: by prefix
+        tb.ledger.command(["ip", *args[:i], "del", *rest], site.netns)
+
+    def counters(self, tb: Testbed, ep: Endpoints) -> dict[str, dict[str, int]]:
+        """Per site: packets/bytes its seg6local SIDs processed (only SRv6-encapsulated packets
+        addressed to those SIDs can move them), by action."""
+        out: dict[str, dict[str, int]] = {}
+        for site in (tb.a, tb.b):
+            text = site.run(["ip", "-s", "-6", "route", "show"], timeout=10).stdout
+            acc: dict[str, int] = {}
+            for sid, c in parse_seg6local_counters(text).items():
+                if not sid.startswith(LOCATOR[site.name]):
+                    continue
+                key = c["action"].lower().replace(".", "_")
+                for field in ("packets", "bytes", "errors"):
+                    acc[f"{key}_{field}"] = acc.get(f"{key}_{field}", 0) + c[field]
+            out[site.name] = acc
+        return out
+
+
+DRIVER = Srv6
