@@ -174,7 +174,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     except TunbenchError as exc:
         status, error = "failed", exc.one_line()
         error_log = _log_tails(tb)
-    except (OSError, RuntimeError, ValueError, KeyError) as exc:  # netlink and friends
+    except Exception as exc:  # netlink errors and anything unforeseen: record, go on
         status, error = "failed", f"{type(exc).__name__}: {exc}"
         error_log = _log_tails(tb)
     finally:
