@@ -223,3 +223,20 @@ def test_vswitchd_dying_mid_measurement_fails_the_case_cleanly(
     assert not (STATE_DIR / f"{rid}.jsonl").exists() and not (STATE_DIR / rid).exists()
     # the campaign goes on: the next case runs normally
     assert run_case(exp, native_case)["status"] == "ok"
+
+
+def test_ovs_geneve_over_ipv6_underlay_exact_mtu(testbed: Testbed) -> None:
+    drv = tunnels.get("ovs-geneve")
+    ep = drv().up(testbed, drv.parse_params({"datapath": "netdev", "underlay": 6}))
+    assert ep.overhead == 70 and ep.mtu == 1430
+    deadline = time.monotonic() + 10
+    while not _ping(testbed, ep.b4, 56) and time.monotonic() < deadline:
+        pass
+    before = drv().counters(testbed, ep)
+    assert _ping(testbed, ep.b4, ep.mtu - 28)
+    assert not _ping(testbed, ep.b4, ep.mtu - 27)
+    after = drv().counters(testbed, ep)
+    # the full-size packet went out encapsulated in IPv6 by OVS (40-byte outer header)
+    assert after["a"]["flows_tnl_push_bytes"] - before["a"]["flows_tnl_push_bytes"] >= ep.mtu
+    flows = OvsSite(testbed.a, Path(ep.info["ovs_dirs"]["a"])).appctl("dpctl/dump-flows").stdout
+    assert "ipv6(src=2001:2::1,dst=2001:2::2" in flows
