@@ -172,7 +172,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     except Interrupted:
         raise
     except TunbenchError as exc:
-        status, error = "failed", exc.one_line()
+        status, error = "failed", _dead_datapath(ledger, ep) + exc.one_line()
         error_log = _log_tails(tb)
     except Exception as exc:  # netlink errors and anything unforeseen: record, go on
         status, error = "failed", f"{type(exc).__name__}: {exc}"
@@ -198,6 +198,19 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         tunnel=ep.describe() if ep else None, metrics=metrics, series=out.series,
         cpu=cpu, counters=counters, raw=out.raw, notes=notes, error=error,
         error_log=error_log, offloads=offloads)
+
+
+def _dead_datapath(ledger: Ledger, ep: Endpoints | None) -> str:
+    """'<daemon> (PID n, site s) died during the case; ' for each datapath daemon gone, so a
+    failure caused by a dead daemon says so first (the workload only sees traffic stop)."""
+    if ep is None:
+        return ""
+    labels = {e.get("pid"): e.get("label") for e in ledger.entries if e["kind"] == "process"}
+    starts = {e.get("pid"): e.get("starttime") for e in ledger.entries if e["kind"] == "process"}
+    dead = [f"{labels.get(pid, 'datapath daemon')} (PID {pid}, site {site}) died during the case"
+            for site, pids in ep.datapath_pids.items() for pid in pids
+            if not proc.pid_alive(pid, starts.get(pid))]
+    return "".join(f"{d}; " for d in dead)
 
 
 def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, Any]:

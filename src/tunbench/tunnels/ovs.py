@@ -1,0 +1,343 @@
+"""Open vSwitch tunnels: the shared machinery behind ovs-vxlan, ovs-geneve, ovs-gre, ovs-stt.
+
+Each site runs its own ovsdb-server and ovs-vswitchd in the foreground (we hold their PIDs),
+with every path private to the case workdir (db, db socket, pidfiles, unixctl sockets; OVS_*DIR
+point there too), so nothing touches a system OVS or /etc/openvswitch. Logs go to stderr,
+which tb.spawn writes to <workdir>/ovs-vswitchd-<site>.log (the runner's log tails).
+
+Layout per site, datapath "netdev" (userspace; OVS native tunnelling):
+
+    veth (underlay) -- port of bridge PHY; the site's underlay addresses move to PHY's
+                       internal port (OVS routes and ARPs the outer packets through it);
+                       the veth gets NOARP so the kernel never answers for those addresses.
+    bridge INNER    -- internal port INNER (inner addresses, mtu_request = tunnel MTU)
+                       + tunnel port TUN (type=vxlan|geneve|gre|stt, remote_ip, key).
+
+Datapath "system" (kernel openvswitch module): the kernel routes outer packets itself, so the
+underlay is left alone and only INNER + TUN exist.
+
+The thin modules ovs_vxlan.py etc. each define DRIVER = make_driver(<kind>), so the registry
+(one DRIVER per module) needs no change.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from .. import proc
+from ..capabilities import Missing, kernel_missing, tool_missing
+from ..errors import CommandFailed, UnavailableError
+from ..testbed import names, netlink
+from ..testbed.base import Site, Testbed
+from . import daemon
+from .base import (
+    ETH_HEADER,
+    IPV4_HEADER,
+    IPV6_HEADER,
+    UDP_HEADER,
+    Endpoints,
+    TunnelDriver,
+    TunnelParams,
+    inner_addrs,
+)
+
+SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
+TOOLS = ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-appctl")
+VSCTL_TIMEOUT = 15
+
+
+@dataclass(frozen=True)
+class OvsKind:
+    """What differs between the OVS tunnel types."""
+
+    ovs_type: str          # Interface type in OVSDB
+    header: int            # encapsulation bytes between outer IP and inner Ethernet
+    kernel_option: str     # kernel config the system datapath needs for this vport
+    summary: str
+    netdev_ok: bool = True
+
+
+KINDS: dict[str, OvsKind] = {
+    # UDP 8 + VXLAN 8
+    "vxlan": OvsKind("vxlan", UDP_HEADER + 8, "CONFIG_OPENVSWITCH_VXLAN",
+                     "Open vSwitch VXLAN tunnel port (L2 over UDP 4789)"),
+    # UDP 8 + Geneve base 8 (no options: OVS adds TLVs only when flows set them)
+    "geneve": OvsKind("geneve", UDP_HEADER + 8, "CONFIG_OPENVSWITCH_GENEVE",
+                      "Open vSwitch Geneve tunnel port (L2 over UDP 6081)"),
+    # GRE base 4 + key 4 (options:key is always set); OVS GRE carries Ethernet (gretap-like)
+    "gre": OvsKind("gre", 4 + 4, "CONFIG_OPENVSWITCH_GRE",
+                   "Open vSwitch GRE tunnel port (L2 over GRE with key, gretap-like)"),
+    # TCP-like header 20 + STT frame header 18 + 2 pad
+    "stt": OvsKind("stt", 20 + 18 + 2, "CONFIG_OPENVSWITCH_STT",
+                   "Open vSwitch STT tunnel port (L2 over a TCP-like header)",
+                   netdev_ok=False),
+}
+
+
+@dataclass(frozen=True)
+class OvsParams(TunnelParams):
+    vni: int = 42
+    datapath: Literal["auto", "netdev", "system"] = "auto"
+    underlay: Literal[4, 6] = 4
+
+    def validate(self) -> list[str]:
+        # GRE keys are 32 bits; VXLAN/Geneve/STT use the low 24 (STT 64) bits: keep one range
+        if not 0 < self.vni < 2**24:
+            return [f"vni {self.vni} out of range (1..16777215)"]
+        return []
+
+
+def resolve_datapath(params: OvsParams) -> str:
+    """'auto' is the kernel datapath where the kernel has it, else the userspace one."""
+    if params.datapath != "auto":
+        return params.datapath
+    return "system" if kernel_missing("CONFIG_OPENVSWITCH", "", "openvswitch") is None \
+        else "netdev"
+
+
+# ---- pure parsers (tested on captured output in tests/data/ovs) ---------------------------
+_FLOW_STATS = re.compile(r"(?:^|[ ,])packets:(\d+), bytes:(\d+)")
+
+
+def parse_dump_flows(text: str) -> list[dict[str, Any]]:
+    """`ovs-appctl dpctl/dump-flows` -> [{match, packets, bytes, actions}] per datapath flow."""
+    flows = []
+    for line in text.splitlines():
+        m = _FLOW_STATS.search(line)
+        if not m or "actions:" not in line:
+            continue
+        flows.append({"match": line[:m.start()].strip(" ,"), "packets": int(m.group(1)),
+                      "bytes": int(m.group(2)),
+                      "actions": line.rsplit("actions:", 1)[1].strip()})
+    return flows
+
+
+_DP_PORT = re.compile(r"^\s*port (\d+): (\S+)(?: \(([^)]*)\))?")
+_DP_NUM = re.compile(r"(RX|TX) (packets|bytes):(\d+)")
+
+
+def parse_dpctl_show(text: str) -> dict[str, dict[str, Any]]:
+    """`ovs-appctl dpctl/show -s` -> {port name: {port, type, rx_packets, rx_bytes, ...}}.
+
+    These are the datapath's own per-port counters: cumulative and live (OVSDB's Interface
+    statistics are refreshed only every few seconds)."""
+    ports: dict[str, dict[str, Any]] = {}
+    cur: dict[str, Any] | None = None
+    for line in text.splitlines():
+        m = _DP_PORT.match(line)
+        if m:
+            cur = {"port": int(m.group(1)), "type": (m.group(3) or "").split(":")[0]}
+            ports[m.group(2)] = cur
+            continue
+        if cur is not None:
+            for direction, what, val in _DP_NUM.findall(line):
+                cur[f"{direction.lower()}_{what}"] = int(val)
+    return ports
+
+
+def flow_totals(flows: list[dict[str, Any]], action_word: str) -> dict[str, int]:
+    """Packets and bytes of the flows whose actions contain `action_word`."""
+    sel = [f for f in flows if action_word in f["actions"]]
+    return {"packets": sum(f["packets"] for f in sel), "bytes": sum(f["bytes"] for f in sel),
+            "flows": len(sel)}
+
+
+# ---- one site's OVS -------------------------------------------------------------------------
+@dataclass
+class OvsSite:
+    site: Site
+    dir: Path
+    vswitchd_pid: int = 0
+
+    @property
+    def db(self) -> str:
+        return f"unix:{self.dir / 'db.sock'}"
+
+    @property
+    def ctl(self) -> str:
+        return str(self.dir / "ovs-vswitchd.ctl")
+
+    def env(self) -> dict[str, str]:
+        d = str(self.dir)
+        return {"OVS_RUNDIR": d, "OVS_LOGDIR": d, "OVS_DBDIR": d, "OVS_SYSCONFDIR": d}
+
+    def vsctl(self, *args: str, wait: bool = True, check: bool = True) -> proc.Completed:
+        argv = ["ovs-vsctl", f"--db={self.db}", f"--timeout={VSCTL_TIMEOUT}"]
+        if not wait:
+            argv.append("--no-wait")
+        return self.site.run([*argv, *args], env=self.env(), check=check,
+                             timeout=VSCTL_TIMEOUT + 5)
+
+    def appctl(self, *args: str, check: bool = True) -> proc.Completed:
+        return self.site.run(["ovs-appctl", "-t", self.ctl, "--timeout=10", *args],
+                             env=self.env(), check=check, timeout=15)
+
+
+def start_site(tb: Testbed, site: Site, datapath: str) -> OvsSite:
+    """Private ovsdb-server + ovs-vswitchd for one site; returns once both answer."""
+    d = tb.workdir / f"ovs-{site.name}"
+    d.mkdir(mode=0o700)
+    tb.ledger.path(d)
+    o = OvsSite(site, d)
+    site.run(["ovsdb-tool", "create", str(d / "conf.db"), str(SCHEMA)], env=o.env(), timeout=20)
+    daemon.start(tb, site, ["ovsdb-server", str(d / "conf.db"),
+                            f"--remote=punix:{d / 'db.sock'}",
+                            f"--pidfile={d / 'ovsdb-server.pid'}",
+                            f"--unixctl={d / 'ovsdb-server.ctl'}",
+                            "-vconsole:info", "-vsyslog:off"],
+                 "ovsdb-server", env=o.env(),
+                 ready=lambda: o.vsctl("init", wait=False, check=False).ok)
+    argv = ["ovs-vswitchd", o.db, f"--pidfile={d / 'ovs-vswitchd.pid'}",
+            f"--unixctl={o.ctl}", "-vconsole:info", "-vsyslog:off"]
+    if datapath == "netdev":
+        argv.append("--disable-system")  # never open or create a kernel datapath
+    p = daemon.start(tb, site, argv, "ovs-vswitchd", env=o.env(), timeout=20,
+                     ready=lambda: o.appctl("version", check=False).ok)
+    o.vswitchd_pid = p.pid
+    return o
+
+
+def move_underlay_addrs(tb: Testbed, site: Site, to_if: str) -> None:
+    """Move the site's underlay addresses from the veth to `to_if` (undone in the ledger)."""
+    ns = str(site.netns)
+    for cidr in (f"{site.underlay4}/{tb.prefix4}", f"{site.underlay6}/{tb.prefix6}"):
+        proc.run(["ip", "addr", "del", cidr, "dev", site.underlay_if], netns=ns, timeout=10)
+        tb.ledger.command(["ip", "addr", "add", cidr, "dev", site.underlay_if], ns)
+        netlink.add_addr(ns, to_if, cidr)
+    # the kernel must not answer ARP for the moved addresses on the veth (OVS does it)
+    proc.run(["ip", "link", "set", "dev", site.underlay_if, "arp", "off"], netns=ns, timeout=10)
+    tb.ledger.command(["ip", "link", "set", "dev", site.underlay_if, "arp", "on"], ns)
+
+
+class OvsTunnel(TunnelDriver):
+    """Base of the ovs-* kinds; `tkind` selects the row of KINDS."""
+
+    tkind: ClassVar[str]
+    Params = OvsParams
+
+    @classmethod
+    def spec(cls) -> OvsKind:
+        return KINDS[cls.tkind]
+
+    @classmethod
+    def requirements(cls, params: TunnelParams) -> list[Missing]:
+        assert isinstance(params, OvsParams)
+        missing = [m for m in (tool_missing(t, "Open vSwitch daemons") for t in TOOLS) if m]
+        if not missing and not SCHEMA.exists():
+            missing.append(Missing(f"file {SCHEMA}", "the OVSDB schema is missing",
+                                   "apt-get install --reinstall openvswitch-common"))
+        dp = resolve_datapath(params)
+        spec = cls.spec()
+        if dp == "netdev" and not spec.netdev_ok:
+            missing.append(Missing(
+                f"{spec.ovs_type.upper()} on the userspace datapath",
+                f"OVS accepts type={spec.ovs_type} ports on datapath_type=netdev but the "
+                "netdev datapath has no STT implementation and drops every packet",
+                "STT needs the kernel datapath with the out-of-tree openvswitch module "
+                "(vport-stt); upstream Linux and OVS >= 3.0 have none"))
+        if dp == "system":
+            for opt, what in (("CONFIG_OPENVSWITCH", "the OVS kernel datapath"),
+                              (spec.kernel_option, f"OVS {spec.ovs_type} vports")):
+                m = kernel_missing(opt, what, "openvswitch" if opt == "CONFIG_OPENVSWITCH"
+                                   else None)
+                if m:
+                    missing.append(Missing(m.what, m.why, m.fix + "; or datapath=netdev"))
+        if dp == "netdev" and not os.path.exists("/dev/net/tun"):
+            missing.append(Missing("/dev/net/tun", "netdev internal ports are TAP devices",
+                                   "use a kernel with CONFIG_TUN"))
+        return missing
+
+    @classmethod
+    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
+        outer = IPV4_HEADER if family == 4 else IPV6_HEADER
+        return outer + cls.spec().header + ETH_HEADER
+
+    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
+        assert isinstance(params, OvsParams)
+        missing = self.requirements(params)
+        if missing:
+            raise UnavailableError(f"{self.kind}: {missing[0].one_line()}",
+                                   "see `tunbench list`")
+        return self.build(tb, params, resolve_datapath(params))
+
+    def build(self, tb: Testbed, params: OvsParams, dp: str) -> Endpoints:
+        """Build without the requirements check (tests use it to prove what a Missing says)."""
+        fam = params.underlay
+        mtu = self.tunnel_mtu(params, tb.underlay_mtu)
+        a4, b4, a6, b6 = inner_addrs(0)
+        phy = names.link_name(tb.run_id, "ph")
+        inner = names.link_name(tb.run_id, "ov")
+        tun = names.link_name(tb.run_id, "tn")
+        sites: dict[str, OvsSite] = {}
+        for site, peer, my4, my6 in ((tb.a, tb.b, a4, a6), (tb.b, tb.a, b4, b6)):
+            o = start_site(tb, site, dp)
+            sites[site.name] = o
+            ns = str(site.netns)
+            if dp == "netdev":
+                o.vsctl("add-br", phy, "--", "set", "bridge", phy, "datapath_type=netdev",
+                        "--", "add-port", phy, site.underlay_if,
+                        "--", "set", "interface", phy, f"mtu_request={tb.underlay_mtu}")
+                move_underlay_addrs(tb, site, phy)
+                netlink.set_link(ns, phy, state="up")
+            o.vsctl("add-br", inner, "--", "set", "bridge", inner, f"datapath_type={dp}",
+                    "--", "set", "interface", inner, f"mtu_request={mtu}",
+                    "--", "add-port", inner, tun, "--", "set", "interface", tun,
+                    f"type={self.spec().ovs_type}",
+                    f"options:remote_ip={self.underlay_addr(peer, fam)}",
+                    f"options:local_ip={self.underlay_addr(site, fam)}",
+                    f"options:key={params.vni}")
+            err = o.vsctl("get", "interface", tun, "error", check=False).stdout.strip()
+            if err and err != "[]":
+                raise CommandFailed(f"OVS refused the {self.spec().ovs_type} port: {err}",
+                                    "see ovs-vswitchd's log in the case's error_log")
+            netlink.add_addr(ns, inner, f"{my4}/24")
+            netlink.add_addr(ns, inner, f"{my6}/64")
+            netlink.set_link(ns, inner, state="up")
+        return Endpoints(
+            a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params, fam),
+            a_ifname=inner, b_ifname=inner,
+            datapath_pids={n: [o.vswitchd_pid] for n, o in sites.items()},
+            info={"datapath": dp, "ovs_type": self.spec().ovs_type, "vni": params.vni,
+                  "underlay": fam, "tunnel_port": tun, "bridge": inner,
+                  "phy_bridge": phy if dp == "netdev" else None,
+                  "ovs_dirs": {n: str(o.dir) for n, o in sites.items()}})
+
+    def counters(self, tb: Testbed, ep: Endpoints) -> dict[str, dict[str, int]]:
+        """Per site: the datapath's own port counters (cumulative) of the underlay, tunnel and
+        inner ports, and the totals of the datapath flows that encapsulate (tnl_push) and
+        decapsulate (tnl_pop) in the userspace datapath (flows may expire: not cumulative)."""
+        out: dict[str, dict[str, int]] = {}
+        for site in tb.sites():
+            for pid in ep.datapath_pids.get(site.name, []):
+                if not proc.pid_alive(pid):
+                    raise CommandFailed(f"ovs-vswitchd of site {site.name} (PID {pid}) is gone: "
+                                        "the datapath died during the case",
+                                        "its last log lines are in the case's error_log")
+            o = OvsSite(site, Path(ep.info["ovs_dirs"][site.name]))
+            inner = str(ep.a_ifname if site is tb.a else ep.b_ifname)
+            ports = parse_dpctl_show(o.appctl("dpctl/show", "-s").stdout)
+            roles = {"underlay": ports.get(site.underlay_if), "inner": ports.get(inner),
+                     "tunnel": next((p for p in ports.values()
+                                     if p["type"] == self.spec().ovs_type), None)}
+            c: dict[str, int] = {}
+            for role, port in roles.items():
+                for key in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes"):
+                    c[f"dp_{role}_{key}"] = int((port or {}).get(key, 0))
+            flows = parse_dump_flows(o.appctl("dpctl/dump-flows").stdout)
+            for word in ("tnl_push", "tnl_pop"):
+                tot = flow_totals(flows, word)
+                c[f"flows_{word}_bytes"] = tot["bytes"]
+                c[f"flows_{word}_packets"] = tot["packets"]
+            out[site.name] = c
+        return out
+
+
+def make_driver(tkind: str) -> type[OvsTunnel]:
+    spec = KINDS[tkind]
+    return type(f"Ovs{tkind.capitalize()}", (OvsTunnel,),
+                {"kind": f"ovs-{tkind}", "tkind": tkind, "summary": spec.summary,
+                 "__module__": __name__})
