@@ -80,7 +80,8 @@ def test_basic_report_figures_html_and_exports(campaign: Callable[[str], Path],
     n_metrics = sum(len(json.loads(p.read_text())["metrics"])
                     for p in (root / "cases").glob("*.json"))
     lines = rep.csv.read_text().splitlines()
-    assert lines[0].startswith("case_id,tunnel,kind,workload,mtu,offloads,repeat,metric,unit,value")
+    assert lines[0].startswith("case_id,tunnel,kind,workload,workload_params,mtu,offloads,"
+                               "repeat,metric,unit,value")
     assert len(lines) == 1 + n_metrics
     table = pq.read_table(rep.parquet)
     assert table.num_rows == n_metrics
@@ -175,3 +176,32 @@ def test_jumpavg_on_per_second_series() -> None:
     assert compare.judge(a, b, True) == (True, "jumpavg", compare.REGRESSED)
     assert compare.judge(b, a, True) == (True, "jumpavg", compare.IMPROVED)
     assert compare.judge(a, a, True) == (False, "jumpavg", compare.SAME)
+
+
+def test_streams_sweep_figure_and_scaling_takeaway(campaign: Callable[[str], Path]) -> None:
+    """tests/data/campaigns/sweep: the stream workload at 1, 4 and 16 streams (a real run of
+    tests/data/experiments/streams-sweep.toml)."""
+    root = campaign("sweep")
+    rep = build.build(root)
+    assert "sweep-stream-streams-1500" in {f.name for f in rep.figures}
+    by: dict[tuple[str, int], list[float]] = {}
+    for p in (root / "cases").glob("*.json"):
+        d = json.loads(p.read_text())
+        by.setdefault((d["case"]["tunnel"]["label"], d["case"]["workload"]["params"]["streams"]),
+                      []).append(d["metrics"]["throughput"]["value"])
+    for tun in ("native", "vxlan"):
+        t = next(t for t in rep.takeaways if t.topic == "scaling" and t.facts["tunnel"] == tun)
+        means = {x: statistics.fmean(v) for (tt, x), v in by.items() if tt == tun}
+        peak = max(means, key=means.__getitem__)
+        assert t.facts["peak_x"] == peak and t.facts["last_x"] == 16
+        assert f"{means[peak]:,.0f} Mbit/s" in t.text
+        if peak == 16:
+            assert "keeps scaling" in t.text
+        elif _overlap(by[(tun, peak)], by[(tun, 16)]):
+            assert "indistinguishable" in t.text
+        else:
+            assert "stops scaling" in t.text
+    # tables never mix stream counts: one scenario per count
+    page = rep.html.read_text()
+    for n in (1, 4, 16):
+        assert f"stream streams={n} — underlay MTU 1500" in page

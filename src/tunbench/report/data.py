@@ -99,10 +99,29 @@ def scenario(doc: dict[str, Any]) -> Scenario:
     return (c["workload"]["name"], int(c["mtu"]), c["offloads"]["name"])
 
 
+def base_workload(doc: dict[str, Any]) -> str:
+    w = doc["case"]["workload"]
+    return str(w.get("base", w["name"]))
+
+
+def _split_sweeps(cases: list[dict[str, Any]]) -> None:
+    """A workload run at several values of a sweep parameter (e.g. streams 1, 4, 16) becomes
+    one scenario per value ('stream streams=4'), so its tables and ratios never mix them."""
+    for wl in dict.fromkeys(d["case"]["workload"]["name"] for d in cases):
+        docs = [d for d in cases if d["case"]["workload"]["name"] == wl]
+        varying = [p for p in SWEEP_PARAMS if len({json.dumps(
+            (d["case"]["workload"].get("params") or {}).get(p)) for d in docs}) > 1]
+        for d in docs if varying else ():
+            w = d["case"]["workload"]
+            label = wl + " " + " ".join(f"{p}={w['params'][p]}" for p in varying)
+            d["case"] = {**d["case"], "workload": {**w, "name": label, "base": wl}}
+
+
 def load(root: Path) -> Campaign:
     store = CampaignStore(root)
     index = store.read_index()
     cases = store.read_cases()
+    _split_sweeps(cases)
     return Campaign(root, index, cases, stats.rows(cases))
 
 
@@ -125,9 +144,11 @@ def metric_unit(cases: Iterable[dict[str, Any]], name: str) -> str:
     return ""
 
 
+_RATE = re.compile(r"^[kmgt]?(bit/s|bps|b/s|pps)$")
+
+
 def is_rate_unit(unit: str) -> bool:
-    u = unit.lower()
-    return "bit/s" in u or "bps" in u or u.endswith("pps")
+    return bool(_RATE.match(unit.strip().lower()))
 
 
 def headline_metric(c: Campaign, workload: str) -> str | None:
@@ -137,7 +158,7 @@ def headline_metric(c: Campaign, workload: str) -> str | None:
         return None
     try:
         from .. import workloads
-        for h in workloads.get(workload).headline:
+        for h in workloads.get(workload.split(" ")[0]).headline:
             if h in names:
                 return h
     except Exception:  # a workload this build does not know: fall back on units
@@ -197,14 +218,14 @@ def sweeps(c: Campaign) -> list[Sweep]:
         sw.units[metric] = unit
 
     varying: dict[str, set[str]] = {}
-    for wl in c.workloads():
+    for wl in dict.fromkeys(base_workload(d) for d in c.ok):
         for p in SWEEP_PARAMS:
             xs = {d["case"]["workload"]["params"].get(p) for d in c.ok
-                  if scenario(d)[0] == wl}
+                  if base_workload(d) == wl}
             if len(xs) > 1 and all(isinstance(x, int) for x in xs):
                 varying.setdefault(wl, set()).add(p)
     for d in c.ok:
-        scen = scenario(d)
+        scen = (base_workload(d), *scenario(d)[1:])
         params = d["case"]["workload"].get("params") or {}
         for name, m in (d.get("metrics") or {}).items():
             if m.get("value") is None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 from typing import Any
 
-COLUMNS = ("case_id", "tunnel", "kind", "workload", "mtu", "offloads", "repeat", "metric",
-           "unit", "value", "higher_is_better", "status")
+COLUMNS = ("case_id", "tunnel", "kind", "workload", "workload_params", "mtu", "offloads",
+           "repeat", "metric", "unit", "value", "higher_is_better", "status")
 
 
 def tidy_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -18,7 +19,9 @@ def tidy_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for d in cases:
         c = d["case"]
         base = {"case_id": c["id"], "tunnel": c["tunnel"]["label"], "kind": c["tunnel"]["kind"],
-                "workload": c["workload"]["name"], "mtu": int(c["mtu"]),
+                "workload": c["workload"].get("base", c["workload"]["name"]),
+                "workload_params": json.dumps(c["workload"].get("params") or {},
+                                              sort_keys=True), "mtu": int(c["mtu"]),
                 "offloads": c["offloads"]["name"], "repeat": int(c["repeat"]),
                 "status": d.get("status", "")}
         metrics = d.get("metrics") or {}
@@ -53,6 +56,7 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
     import pyarrow.parquet as pq
     schema = pa.schema([("case_id", pa.string()), ("tunnel", pa.string()),
                         ("kind", pa.string()), ("workload", pa.string()),
+                        ("workload_params", pa.string()),
                         ("mtu", pa.int32()), ("offloads", pa.string()), ("repeat", pa.int32()),
                         ("metric", pa.string()), ("unit", pa.string()),
                         ("value", pa.float64()), ("higher_is_better", pa.bool_()),

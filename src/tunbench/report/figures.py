@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from . import data, stats  # noqa: E402
 from .data import Campaign, Scenario  # noqa: E402
@@ -124,7 +125,7 @@ def series_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                 ax.set_xlabel("time (s, after warm-up)")
                 ax.set_ylabel(f"{name} ({unit})" if unit else name)
                 ax.set_ylim(0, ymax * 1.1)
-                ax.xaxis.get_major_locator().set_params(integer=True)
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             axes[0].legend(loc="lower left", ncols=2)
             title = f"{name} series per tunnel ({scen_text(scen, c)})"
             fig.suptitle(title)
@@ -253,7 +254,7 @@ def mtu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             ax.set_ylabel(f"{metric} ({unit})")
             leg = ax.legend(title="underlay MTU", loc="lower right")
             for h in leg.legend_handles:
-                if h is not None:
+                if h is not None and hasattr(h, "set_color"):
                     h.set_color("0.5")
             title = f"{metric} at underlay MTU {' vs '.join(map(str, mtus))} ({wl}" \
                     + ("" if off == "default" else f", {off}") + ")"
@@ -307,10 +308,13 @@ def _metric_rank(name: str, unit: str) -> tuple[int, str]:
 
 def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
     for sw in data.sweeps(c):
-        metrics = sorted(sw.points, key=lambda m: _metric_rank(m, sw.units.get(m, "")))[:4]
+        ranked = sorted(sw.points, key=lambda m: _metric_rank(m, sw.units.get(m, "")))
+        metrics = [m for m in ranked if _metric_rank(m, sw.units.get(m, ""))[0] < 2] \
+            or ranked[:2]
         fig, axes = _grid(len(metrics), 4.2, 3.0)
         xs_all: set[int] = set()
         for ax, metric in zip(axes, metrics):
+            top = 0.0
             for tun in c.tunnels():
                 pts = sw.points[metric].get(tun)
                 if not pts:
@@ -322,12 +326,13 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                             yerr=[[s.mean - s.ci95_low for s in summ],
                                   [s.ci95_high - s.mean for s in summ]],
                             marker="o", ms=3, capsize=2, color=pal(tun), label=tun)
+                top = max(top, *(min(s.ci95_high, 2 * s.mean) for s in summ))
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(xs_all), [str(x) for x in sorted(xs_all)])
             ax.set_xlabel(f"parallel {sw.param}")
             unit = sw.units.get(metric, "")
             ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
-            ax.set_ylim(bottom=0)
+            ax.set_ylim(0, top * 1.08 or None)
             ax.set_title(metric)
         axes[0].legend(loc="best")
         title = f"{', '.join(metrics)} vs {sw.param} ({sw.workload}" + \
@@ -335,7 +340,7 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         fig.suptitle(title)
         yield _save(fig, out, slug("sweep", sw.workload, sw.param, sw.mtu, sw.offloads), title,
                     f"Mean over repeats at each number of {sw.param} (log2 axis); "
-                    "whiskers: 95% CI.")
+                    "whiskers: 95% CI (cut at twice the mean).")
 
 
 # -- 7. bars by tunnel for selected metrics (line rate, NDR/PDR, latency under load) -------
