@@ -27,7 +27,7 @@ def test_run_writes_report(tmp_path: Path, root_unchanged: None) -> None:
     nat = [json.loads(c.read_text())["metrics"]["throughput"]["value"] for c in cases
            if json.loads(c.read_text())["case"]["tunnel"]["kind"] == "native"]
     pct = 100 * (sum(vx) / len(vx)) / (sum(nat) / len(nat))
-    assert f"vxlan keeps of native throughput: {pct:.1f}%" in html
+    assert f"vxlan keeps {pct:.1f}% of native throughput" in html
     assert (out / "report" / "results.csv").exists()
     assert (out / "report" / "results.parquet").exists()
     assert (out / "report" / "pct-native-stream-throughput.png").exists()

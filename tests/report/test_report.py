@@ -97,7 +97,7 @@ def test_takeaways_match_the_numbers(campaign: Callable[[str], Path]) -> None:
     nat, vx = _values(root, "native", "throughput"), _values(root, "vxlan", "throughput")
     pct = 100 * statistics.fmean(vx) / statistics.fmean(nat)
     share = texts["share-of-native"]
-    assert f"vxlan keeps of native throughput: {pct:.1f}%" in share
+    assert f"vxlan keeps {pct:.1f}% of native throughput" in share
     assert ("indistinguishable" in share) == _overlap(nat, vx)
     cn, cv = _values(root, "native", "cpu_per_gbit"), _values(root, "vxlan", "cpu_per_gbit")
     cpu = texts["cpu-per-gbit"]

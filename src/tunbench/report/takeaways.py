@@ -52,8 +52,11 @@ def share_of_native(c: Campaign) -> list[Takeaway]:
         facts = {"scenario": scen, "metric": metric, "best": best.tunnel, "pct": pct,
                  "best_mean": best.stats.mean, "native_mean": base.stats.mean}
         verb = "keeps" if best.higher_is_better else "costs"
-        highest = "the highest share of native" if len(others) > 1 else "of native"
-        text = (f"In {where(c, scen)}, {best.tunnel} {verb} {highest} {metric}: {pct:.1f}% "
+        if len(others) > 1:
+            head = f"{verb} the highest share of native {metric}: {pct:.1f}%"
+        else:
+            head = f"{verb} {pct:.1f}% of native {metric}"
+        text = (f"In {where(c, scen)}, {best.tunnel} {head} "
                 f"({num(best.stats.mean)} vs {num(base.stats.mean)} {best.unit})")
         if len(others) > 1:
             second = others[1]
