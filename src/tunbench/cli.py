@@ -105,7 +105,48 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(stats.summary_json(cases, str(out)), indent=1))
     else:
         console.print_summary(cases, str(out))
+    if not args.no_report:
+        _report_after_run(out, quiet=args.quiet)
     return 1 if outcome.failed and len(outcome.failed) == len(outcome.statuses) else 0
+
+
+def _report_after_run(out: Path, quiet: bool) -> None:
+    """The HTML report of the run just finished; a failure here never fails the run."""
+    from .report import build
+    try:
+        rep = build.build(out)
+    except Exception as exc:  # the results are safe on disk; say why there is no report
+        print(f"tunbench: report not written ({type(exc).__name__}: {exc}); "
+              f"retry with `tunbench report {out}`", file=sys.stderr)
+        return
+    if not quiet:
+        print(f"report: {rep.html} ({len(rep.figures)} figures)", file=sys.stderr)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import build, export
+    rep = build.build(Path(args.dir))
+    if args.csv:
+        sys.stdout.write(rep.csv.read_text())
+        return 0
+    print(f"report: {rep.html}")
+    for f in rep.figures:
+        print(f"  figure {f.name}: {f.title}")
+    for t in rep.takeaways:
+        print(f"  - {t.text}")
+    print(f"  exports: {rep.csv}, {rep.parquet} ({len(export.COLUMNS)} columns)")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .report import compare, data
+    a, b = Path(args.a), Path(args.b)
+    changes, only = compare.compare(data.load(a), data.load(b))
+    if args.json:
+        print(json.dumps(compare.to_json(a, b, changes, only, args.threshold), indent=1))
+    else:
+        compare.print_table(a, b, changes, only, args.threshold)
+    return 1 if compare.regressions(changes, args.threshold) else 0
 
 
 def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -183,7 +224,25 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", metavar="DIR", help="continue an interrupted campaign")
     r.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     r.add_argument("--quiet", action="store_true", help="no progress output")
+    r.add_argument("--no-report", action="store_true",
+                   help="do not write the HTML report (DIR/report/) after the run")
     r.set_defaults(func=cmd_run)
+
+    rp = sub.add_parser("report", help="figures, HTML report and CSV/Parquet of a result "
+                        "folder, into DIR/report/")
+    rp.add_argument("dir", metavar="DIR", help="result folder (with index.json)")
+    rp.add_argument("--csv", action="store_true",
+                    help="also print the tidy CSV (one row per case x metric) to stdout")
+    rp.set_defaults(func=cmd_report)
+
+    cp = sub.add_parser("compare", help="change per tunnel and metric from campaign A to B; "
+                        "exit 1 on a significant regression beyond --threshold")
+    cp.add_argument("a", metavar="A", help="result folder: before")
+    cp.add_argument("b", metavar="B", help="result folder: after")
+    cp.add_argument("--threshold", type=float, default=0.0, metavar="PCT",
+                    help="ignore regressions smaller than PCT percent of A's mean (default 0)")
+    cp.add_argument("--json", action="store_true", help="print one JSON object")
+    cp.set_defaults(func=cmd_compare)
 
     ls = sub.add_parser("list", help="tunnel kinds and workloads, and whether each runs here")
     ls.add_argument("--json", action="store_true")

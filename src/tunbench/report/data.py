@@ -1,0 +1,321 @@
+"""A campaign folder as the report sees it, and the conventions it draws from.
+
+Everything here is pure over the case documents. The report is data-driven: it recognizes
+metrics, series and distributions by name and unit (see docs/report.md), so a new workload
+appears in the tables and in the generic figures without code changes, and in a dedicated
+figure when it follows one of these conventions:
+
+- sweeps: a numeric workload parameter in SWEEP_PARAMS that varies across the campaign's
+  cases (e.g. ``streams`` 1..512), or metrics named ``<base>@<param><N>`` (``throughput@streams64``);
+- percentiles: metrics named ``<base>_p<NN>`` (``latency_p50``, ``latency_p99.9``);
+- distributions: ``doc["distributions"]`` or ``doc["raw"]["distributions"]``, each
+  ``{name: {"unit": u, "values": [...]}}`` (full samples) or ``{"unit": u, "percentiles": {"50": v}}``;
+- NDR/PDR: metrics named ``ndr``/``pdr`` optionally suffixed with a frame size or mix
+  (``ndr_64``, ``pdr_imix``, ``ndr@size1518``);
+- line rate: metrics whose unit is ``% of line rate`` or whose name contains ``line_rate``;
+- latency under load: metrics whose name contains ``under_load`` or ``loaded``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..results.store import CampaignStore
+from . import stats
+
+SWEEP_PARAMS = ("streams", "processes", "parallel", "flows", "connections")
+ENCRYPTING = ("wireguard", "ipsec", "esp", "strongswan", "libreswan", "ssh", "openvpn",
+              "macsec", "tls", "wireguard-go")
+_SWEEP_METRIC = re.compile(r"^(?P<base>.+?)@(?P<param>[a-z_]+?)(?P<x>\d+)$")
+_PCTL = re.compile(r"^(?P<base>.+)_p(?P<q>\d+(?:\.\d+)?)$")
+_NDR = re.compile(r"^(?P<kind>ndr|pdr)(?:[_@](?:size)?(?P<size>[\w.]+))?$")
+
+Scenario = tuple[str, int, str]   # workload, MTU, offload variant
+
+
+@dataclass
+class Campaign:
+    root: Path
+    index: dict[str, Any]
+    cases: list[dict[str, Any]]
+    rows: list[stats.Row] = field(default_factory=list)
+
+    @property
+    def ok(self) -> list[dict[str, Any]]:
+        return [d for d in self.cases if d.get("status") == "ok"]
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [d for d in self.cases if d.get("status") != "ok"]
+
+    @property
+    def env(self) -> dict[str, Any]:
+        return self.index.get("env") or {}
+
+    def tunnels(self) -> list[str]:
+        """Tunnel labels in campaign order (native first when present)."""
+        order = list(dict.fromkeys(tunnel(d) for d in self.cases))
+        return sorted(order, key=lambda t: (not _is_native_label(self, t), order.index(t)))
+
+    def kind_of(self, label: str) -> str:
+        return next((d["case"]["tunnel"]["kind"] for d in self.cases if tunnel(d) == label),
+                    label)
+
+    def scenarios(self) -> list[Scenario]:
+        return list(dict.fromkeys((r.workload, r.mtu, r.offloads) for r in self.rows))
+
+    def row(self, tun: str, scen: Scenario, metric: str) -> stats.Row | None:
+        wl, mtu, off = scen
+        return next((r for r in self.rows if r.tunnel == tun and r.workload == wl
+                     and r.mtu == mtu and r.offloads == off and r.metric == metric), None)
+
+    def native_row(self, scen: Scenario, metric: str) -> stats.Row | None:
+        wl, mtu, off = scen
+        return next((r for r in self.rows if r.kind == "native" and r.workload == wl
+                     and r.mtu == mtu and r.offloads == off and r.metric == metric), None)
+
+    def mtus(self, workload: str | None = None) -> list[int]:
+        return sorted({r.mtu for r in self.rows if workload in (None, r.workload)})
+
+    def workloads(self) -> list[str]:
+        return list(dict.fromkeys(r.workload for r in self.rows))
+
+
+def _is_native_label(c: Campaign, label: str) -> bool:
+    return any(tunnel(d) == label and d["case"]["tunnel"]["kind"] == "native" for d in c.cases)
+
+
+def tunnel(doc: dict[str, Any]) -> str:
+    return str(doc["case"]["tunnel"]["label"])
+
+
+def scenario(doc: dict[str, Any]) -> Scenario:
+    c = doc["case"]
+    return (c["workload"]["name"], int(c["mtu"]), c["offloads"]["name"])
+
+
+def base_workload(doc: dict[str, Any]) -> str:
+    w = doc["case"]["workload"]
+    return str(w.get("base", w["name"]))
+
+
+def _split_sweeps(cases: list[dict[str, Any]]) -> None:
+    """A workload run at several values of a sweep parameter (e.g. streams 1, 4, 16) becomes
+    one scenario per value ('stream streams=4'), so its tables and ratios never mix them."""
+    for wl in dict.fromkeys(d["case"]["workload"]["name"] for d in cases):
+        docs = [d for d in cases if d["case"]["workload"]["name"] == wl]
+        varying = [p for p in SWEEP_PARAMS if len({json.dumps(
+            (d["case"]["workload"].get("params") or {}).get(p)) for d in docs}) > 1]
+        for d in docs if varying else ():
+            w = d["case"]["workload"]
+            label = wl + " " + " ".join(f"{p}={w['params'][p]}" for p in varying)
+            d["case"] = {**d["case"], "workload": {**w, "name": label, "base": wl}}
+
+
+def load(root: Path) -> Campaign:
+    store = CampaignStore(root)
+    index = store.read_index()
+    cases = store.read_cases()
+    _split_sweeps(cases)
+    return Campaign(root, index, cases, stats.rows(cases))
+
+
+def load_case_json(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text()))
+
+
+def metric_value(doc: dict[str, Any], name: str) -> float | None:
+    m = (doc.get("metrics") or {}).get(name)
+    if not m or m.get("value") is None:
+        return None
+    return float(m["value"])
+
+
+def metric_unit(cases: Iterable[dict[str, Any]], name: str) -> str:
+    for d in cases:
+        m = (d.get("metrics") or {}).get(name)
+        if m:
+            return str(m.get("unit", ""))
+    return ""
+
+
+_RATE = re.compile(r"^[kmgt]?(bit/s|bps|b/s|pps)$")
+
+
+def is_rate_unit(unit: str) -> bool:
+    return bool(_RATE.match(unit.strip().lower()))
+
+
+def headline_metric(c: Campaign, workload: str) -> str | None:
+    """The metric a workload is judged by: its declared headline, else its first rate metric."""
+    names = [r.metric for r in c.rows if r.workload == workload]
+    if not names:
+        return None
+    try:
+        from .. import workloads
+        for h in workloads.get(workload.split(" ")[0]).headline:
+            if h in names:
+                return h
+    except Exception:  # a workload this build does not know: fall back on units
+        pass
+    for r in c.rows:
+        if r.workload == workload and r.higher_is_better and is_rate_unit(r.unit) \
+                and "@" not in r.metric:
+            return r.metric
+    hib = [r.metric for r in c.rows if r.workload == workload and r.higher_is_better]
+    return hib[0] if hib else names[0]
+
+
+# -- per-case values -----------------------------------------------------------------------
+
+def values_by_tunnel(c: Campaign, scen: Scenario, metric: str) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for d in c.ok:
+        if scenario(d) != scen:
+            continue
+        v = metric_value(d, metric)
+        if v is not None:
+            out.setdefault(tunnel(d), []).append(v)
+    return out
+
+
+def series_names(c: Campaign) -> list[tuple[str, str]]:
+    """(workload, series name) pairs with at least one non-empty series."""
+    seen: dict[tuple[str, str], None] = {}
+    for d in c.ok:
+        for name, vals in (d.get("series") or {}).items():
+            if vals:
+                seen[(scenario(d)[0], name)] = None
+    return list(seen)
+
+
+# -- sweeps (x axis from a parameter) ------------------------------------------------------
+
+@dataclass
+class Sweep:
+    workload: str
+    param: str
+    mtu: int
+    offloads: str
+    # metric -> tunnel -> x -> values over repeats
+    points: dict[str, dict[str, dict[int, list[float]]]]
+    units: dict[str, str]
+
+
+def sweeps(c: Campaign) -> list[Sweep]:
+    found: dict[tuple[str, str, int, str], Sweep] = {}
+
+    def add(scen: Scenario, param: str, metric: str, unit: str, tun: str, x: int,
+            v: float) -> None:
+        key = (scen[0], param, scen[1], scen[2])
+        sw = found.setdefault(key, Sweep(scen[0], param, scen[1], scen[2], {}, {}))
+        sw.points.setdefault(metric, {}).setdefault(tun, {}).setdefault(x, []).append(v)
+        sw.units[metric] = unit
+
+    varying: dict[str, set[str]] = {}
+    for wl in dict.fromkeys(base_workload(d) for d in c.ok):
+        for p in SWEEP_PARAMS:
+            xs = {d["case"]["workload"]["params"].get(p) for d in c.ok
+                  if base_workload(d) == wl}
+            if len(xs) > 1 and all(isinstance(x, int) for x in xs):
+                varying.setdefault(wl, set()).add(p)
+    for d in c.ok:
+        scen = (base_workload(d), *scenario(d)[1:])
+        params = d["case"]["workload"].get("params") or {}
+        for name, m in (d.get("metrics") or {}).items():
+            if m.get("value") is None:
+                continue
+            mm = _SWEEP_METRIC.match(name)
+            if mm:
+                add(scen, mm["param"], mm["base"], m.get("unit", ""), tunnel(d), int(mm["x"]),
+                    float(m["value"]))
+                continue
+            for p in varying.get(scen[0], ()):
+                add(scen, p, name, m.get("unit", ""), tunnel(d), int(params[p]),
+                    float(m["value"]))
+    return [sw for sw in found.values()
+            if any(len(xs) > 1 for per in sw.points.values() for xs in per.values())]
+
+
+# -- latency distributions -----------------------------------------------------------------
+
+@dataclass
+class Distribution:
+    name: str
+    unit: str
+    # tunnel -> sorted values (full samples) or (quantile 0..1, value) points
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    quantiles: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+
+def distributions(c: Campaign, scen: Scenario) -> list[Distribution]:
+    out: dict[str, Distribution] = {}
+    qpts: dict[tuple[str, str], dict[float, list[float]]] = {}
+    for d in c.ok:
+        if scenario(d) != scen:
+            continue
+        tun = tunnel(d)
+        dists = dict((d.get("raw") or {}).get("distributions") or {})
+        dists.update(d.get("distributions") or {})
+        for name, dist in dists.items():
+            if not isinstance(dist, dict):
+                continue
+            dd = out.setdefault(name, Distribution(name, str(dist.get("unit", ""))))
+            if dist.get("values"):
+                dd.samples.setdefault(tun, []).extend(float(v) for v in dist["values"])
+            for q, v in (dist.get("percentiles") or {}).items():
+                qpts.setdefault((name, tun), {}).setdefault(float(q) / 100, []).append(float(v))
+        for mname, m in (d.get("metrics") or {}).items():
+            mm = _PCTL.match(mname)
+            if mm and m.get("value") is not None and mm["base"] not in dists:
+                out.setdefault(mm["base"], Distribution(mm["base"], str(m.get("unit", ""))))
+                qpts.setdefault((mm["base"], tun), {}).setdefault(
+                    float(mm["q"]) / 100, []).append(float(m["value"]))
+    for (name, tun), pts in qpts.items():
+        if tun in out[name].samples:
+            continue
+        out[name].quantiles[tun] = sorted((q, sum(v) / len(v)) for q, v in pts.items())
+    for dist in out.values():
+        for tun in dist.samples:
+            dist.samples[tun].sort()
+        dist.quantiles = {t: q for t, q in dist.quantiles.items() if len(q) >= 3}
+    return [d for d in out.values() if d.samples or d.quantiles]
+
+
+# -- NDR/PDR, line rate, latency under load ------------------------------------------------
+
+def ndr_metrics(names: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """metric name -> (ndr|pdr, size label) for NDR/PDR metrics."""
+    out = {}
+    for n in names:
+        m = _NDR.match(n)
+        if m:
+            out[n] = (m["kind"], m["size"] or "all")
+    return out
+
+
+def size_order(label: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(label), label)
+    except ValueError:
+        return (1, 0.0, label)
+
+
+def is_line_rate(name: str, unit: str) -> bool:
+    return "line rate" in unit.lower() or "line_rate" in name
+
+
+def is_under_load(name: str) -> bool:
+    return "under_load" in name or "loaded" in name
+
+
+def overlap(a: stats.Summary, b: stats.Summary) -> bool:
+    """True when the 95% confidence intervals of two means overlap (or either has n < 2)."""
+    if a.n < 2 or b.n < 2:
+        return True
+    return not (a.ci95_high < b.ci95_low or b.ci95_high < a.ci95_low)

@@ -1,0 +1,67 @@
+"""Tidy exports: one row per case x metric, as CSV (always) and Parquet (pyarrow)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+COLUMNS = ("case_id", "tunnel", "kind", "workload", "workload_params", "mtu", "offloads",
+           "repeat", "metric", "unit", "value", "higher_is_better", "status")
+
+
+def tidy_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every metric of every case; a case without metrics (failed) gives one row with its
+    status and empty metric, so failures are visible in the export too."""
+    out = []
+    for d in cases:
+        c = d["case"]
+        base = {"case_id": c["id"], "tunnel": c["tunnel"]["label"], "kind": c["tunnel"]["kind"],
+                "workload": c["workload"].get("base", c["workload"]["name"]),
+                "workload_params": json.dumps(c["workload"].get("params") or {},
+                                              sort_keys=True), "mtu": int(c["mtu"]),
+                "offloads": c["offloads"]["name"], "repeat": int(c["repeat"]),
+                "status": d.get("status", "")}
+        metrics = d.get("metrics") or {}
+        if not metrics:
+            out.append({**base, "metric": None, "unit": None, "value": None,
+                        "higher_is_better": None})
+        for name, m in metrics.items():
+            v = m.get("value")
+            out.append({**base, "metric": name, "unit": m.get("unit"),
+                        "value": None if v is None else float(v),
+                        "higher_is_better": bool(m.get("higher_is_better", True))})
+    return out
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r[k] is None else r[k]) for k in COLUMNS})
+    return buf.getvalue()
+
+
+def write_csv(rows: list[dict[str, Any]], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(to_csv(rows), encoding="utf-8")
+    return path
+
+
+def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    schema = pa.schema([("case_id", pa.string()), ("tunnel", pa.string()),
+                        ("kind", pa.string()), ("workload", pa.string()),
+                        ("workload_params", pa.string()),
+                        ("mtu", pa.int32()), ("offloads", pa.string()), ("repeat", pa.int32()),
+                        ("metric", pa.string()), ("unit", pa.string()),
+                        ("value", pa.float64()), ("higher_is_better", pa.bool_()),
+                        ("status", pa.string())])
+    table = pa.Table.from_pylist([{k: r[k] for k in COLUMNS} for r in rows], schema=schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path

@@ -1,0 +1,246 @@
+"""One self-contained HTML file per campaign: DIR/report/index.html.
+
+It opens offline: figures are embedded as data: URIs (SVG), styles are inline, there is no
+script, and a Content-Security-Policy forbids every fetch, so a browser neither loads nor
+tries to load anything else. Links to each case's raw JSON are relative (../cases/X.json).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+from pathlib import Path
+from typing import Any
+
+from . import data, stats
+from .data import Campaign, Scenario
+from .figures import Figure
+from .takeaways import Takeaway, num
+
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+OFFLOAD_KEYS = ("tcp-segmentation-offload", "generic-segmentation-offload",
+                "generic-receive-offload", "rx-gro-list", "rx-udp-gro-forwarding",
+                "tx-checksumming", "rx-checksumming", "tx-udp_tnl-segmentation",
+                "large-receive-offload")
+
+STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;
+ color:#1d2330;background:#fff;line-height:1.45}
+main{max-width:1180px;margin:0 auto;padding:18px 28px 60px}
+h1{font-size:1.6em;margin:.2em 0}h2{font-size:1.25em;margin-top:1.8em;border-bottom:2px solid
+ #e3e7ef;padding-bottom:4px}h3{font-size:1.05em;margin:1.2em 0 .4em}
+.meta{color:#5b6475;font-size:.92em}
+.takeaways{background:#f3f6fb;border-left:4px solid #3b6fd8;padding:10px 18px 10px 34px}
+.takeaways li{margin:.35em 0}
+table{border-collapse:collapse;margin:.4em 0 1em;font-size:.88em}
+th,td{border:1px solid #d9dee8;padding:3px 8px;text-align:right;vertical-align:top}
+td{white-space:nowrap}td.bad{white-space:normal}
+th{background:#eef1f7}td.l,th.l{text-align:left}
+tr.native td{background:#fafbfd}
+.noisy{color:#a15c00;font-weight:600}.bad{color:#b3261e;font-weight:600}
+.ok{color:#1b7f3b}
+figure{margin:18px 0 26px;padding:0;display:inline-block;vertical-align:top;max-width:100%;margin-right:18px}figure img{max-width:100%;height:auto;
+ border:1px solid #eceff5}
+figcaption{font-size:.86em;color:#4a5263;margin-top:4px}
+pre{background:#f6f7f9;padding:8px;overflow-x:auto;font-size:.82em;text-align:left}
+nav a{margin-right:14px}
+"""
+
+
+def esc(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _when(ts: float | None) -> str:
+    if not ts:
+        return "?"
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _ci(r: stats.Row) -> str:
+    s = r.stats
+    if s.n < 2:
+        return f"{num(s.mean)} (n=1)"
+    return f"{num(s.mean)} ± {num(s.ci95_high - s.mean)}"
+
+
+def scenario_title(scen: Scenario) -> str:
+    wl, mtu, off = scen
+    return f"{wl} — underlay MTU {mtu}" + ("" if off == "default" else f" — offloads {off}")
+
+
+def summary_tables(c: Campaign) -> str:
+    parts = []
+    for scen in c.scenarios():
+        head = data.headline_metric(c, scen[0])
+        rows = [r for r in c.rows if (r.workload, r.mtu, r.offloads) == scen]
+        metrics = list(dict.fromkeys(r.metric for r in rows))
+        metrics.sort(key=lambda m: (m != head, m != "cpu_busy", m != "cpu_per_gbit"))
+        pct_cols = {m for m in metrics if m in (head, "cpu_per_gbit")}
+        out = [f"<h3>{esc(scenario_title(scen))}</h3><table><tr><th class=l>tunnel</th>"
+               "<th>n</th>"]
+        for m in metrics:
+            unit = next(r.unit for r in rows if r.metric == m)
+            arrow = "↑" if next(r.higher_is_better for r in rows if r.metric == m) else "↓"
+            out.append(f"<th>{esc(m)} {arrow}<br><small>{esc(unit)}, mean ± 95% CI</small></th>")
+            if m in pct_cols:
+                out.append("<th>% of<br>native</th>")
+        out.append("</tr>")
+        for tun in c.tunnels():
+            trs = {r.metric: r for r in rows if r.tunnel == tun}
+            if not trs:
+                continue
+            cls = " class=native" if c.kind_of(tun) == "native" else ""
+            n = max(r.stats.n for r in trs.values())
+            out.append(f"<tr{cls}><td class=l>{esc(tun)}</td><td>{n}</td>")
+            for m in metrics:
+                r = trs.get(m)
+                if r is None:
+                    out.append("<td>–</td>" + ("<td>–</td>" if m in pct_cols else ""))
+                    continue
+                flag = (f' class=noisy title="noisy: CV {100 * (r.stats.cv or 0):.0f}%"'
+                        if r.noisy else "")
+                out.append(f"<td{flag}>{esc(_ci(r))}{' ⚠' if r.noisy else ''}</td>")
+                if m in pct_cols:
+                    pct = f"{r.pct_of_native:.1f}%" if r.pct_of_native is not None else "–"
+                    out.append(f"<td>{pct}</td>")
+            out.append("</tr>")
+        out.append("</table>")
+        parts.append("".join(out))
+    if any(r.noisy for r in c.rows):
+        parts.append(f"<p class=meta>⚠ noisy: coefficient of variation above "
+                     f"{stats.NOISY_CV:.0%} over the repeats. ↑ higher is better, ↓ lower is "
+                     "better.</p>")
+    return "\n".join(parts)
+
+
+def figure_html(f: Figure) -> str:
+    b64 = base64.b64encode(f.svg.read_bytes()).decode("ascii")
+    return (f'<figure id="{esc(f.name)}"><img alt="{esc(f.title)}" '
+            f'src="data:image/svg+xml;base64,{b64}"><figcaption><b>{esc(f.title)}.</b> '
+            f'{esc(f.caption)} Files: <a href="{esc(f.png.name)}">PNG</a>, '
+            f'<a href="{esc(f.svg.name)}">SVG</a>.</figcaption></figure>')
+
+
+def failed_html(c: Campaign) -> str:
+    if not c.failed:
+        return "<p class=ok>No case failed.</p>"
+    out = ["<table><tr><th class=l>case</th><th class=l>error</th></tr>"]
+    for d in c.failed:
+        cid = d["case"]["id"]
+        log = (f"<details><summary>log tail</summary><pre>{esc(d['error_log'])}</pre>"
+               "</details>" if d.get("error_log") else "")
+        out.append(f'<tr><td class=l><a href="../{esc(d["_path"])}">{esc(cid)}</a></td>'
+                   f"<td class='l bad'>{esc(d.get('error') or d.get('status'))}{log}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def cases_html(c: Campaign) -> str:
+    out = ["<table><tr><th class=l>case (raw JSON)</th><th class=l>tunnel</th>"
+           "<th class=l>workload</th><th>MTU</th><th class=l>offloads</th><th>repeat</th>"
+           "<th class=l>status</th><th>headline</th><th>CPU busy</th></tr>"]
+    for d in c.cases:
+        cs = d["case"]
+        head = data.headline_metric(c, cs["workload"]["name"])
+        v = data.metric_value(d, head) if head else None
+        unit = (d.get("metrics") or {}).get(head or "", {}).get("unit", "")
+        cpu = data.metric_value(d, "cpu_busy")
+        st = d.get("status")
+        out.append(
+            f'<tr><td class=l><a href="../{esc(d["_path"])}">{esc(cs["id"])}</a></td>'
+            f"<td class=l>{esc(cs['tunnel']['label'])}</td>"
+            f"<td class=l>{esc(cs['workload']['name'])}</td><td>{esc(cs['mtu'])}</td>"
+            f"<td class=l>{esc(cs['offloads']['name'])}</td><td>{esc(cs['repeat'])}</td>"
+            f"<td class='l {'ok' if st == 'ok' else 'bad'}'>{esc(st)}</td>"
+            f"<td>{esc(f'{num(v)} {unit}') if v is not None else '–'}</td>"
+            f"<td>{esc(f'{cpu:.0f}%') if cpu is not None else '–'}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _offload_rows(c: Campaign) -> list[tuple[str, str, dict[str, str]]]:
+    seen: dict[tuple[str, str], dict[str, str]] = {}
+    for d in c.ok:
+        before = (d.get("offloads") or {}).get("before") or {}
+        sites = ((d.get("testbed") or {}).get("sites")) or {}
+        for key, feats in before.items():
+            ns, _, ifn = key.partition("/")
+            site = next((s for s, v in sites.items() if v.get("netns") == ns), ns)
+            role = "underlay" if any(v.get("underlay_if") == ifn for v in sites.values()) \
+                else f"{data.tunnel(d)} device"
+            seen.setdefault((f"site {site}", role), feats)
+    return [(s, r, f) for (s, r), f in seen.items()]
+
+
+def env_html(c: Campaign) -> str:
+    env, exp = c.env, c.index.get("experiment") or {}
+    items = [("kernel", f"{env.get('kernel', '?')} {env.get('kernel_version', '')}"),
+             ("CPU", f"{env.get('cpu_model', '?')} × {env.get('cpus', '?')}"),
+             ("machine", env.get("machine")), ("host", env.get("hostname")),
+             ("python", env.get("python")), ("tunbench", env.get("tunbench")),
+             ("duration / warm-up", f"{exp.get('duration')} s / {exp.get('warmup')} s"),
+             ("repeats", exp.get("repeats")), ("underlay MTUs", exp.get("mtus")),
+             ("rate (tbf shaping)", exp.get("rate") or "none"), ("order", exp.get("order")),
+             ("inner address family", f"IPv{exp.get('family', 4)}")]
+    shared = any((d.get("testbed") or {}).get("shares_cpus") for d in c.ok)
+    if shared:
+        items.append(("CPU note", "both sites share this host's CPUs: CPU figures are the "
+                      "cost of both ends together"))
+    out = ["<table>"] + [f"<tr><th class=l>{esc(k)}</th><td class=l>{esc(v)}</td></tr>"
+                         for k, v in items]
+    for tool, ver in sorted((env.get("tools") or {}).items()):
+        if ver:
+            out.append(f"<tr><th class=l>{esc(tool)}</th><td class=l>{esc(ver)}</td></tr>")
+    out.append("</table>")
+    offl = _offload_rows(c)
+    if offl:
+        keys = [k for k in OFFLOAD_KEYS if any(k in f for _, _, f in offl)]
+        out.append("<h3>Offloads (ethtool -k, before each workload)</h3><table><tr>"
+                   "<th class=l>site</th><th class=l>interface</th>"
+                   + "".join(f"<th>{esc(k)}</th>" for k in keys) + "</tr>")
+        for site, role, feats in offl:
+            out.append(f"<tr><td class=l>{esc(site)}</td><td class=l>{esc(role)}</td>"
+                       + "".join(f"<td>{esc(feats.get(k, '–'))}</td>" for k in keys) + "</tr>")
+        out.append("</table>")
+    return "".join(out)
+
+
+def render(c: Campaign, figs: list[Figure], takes: list[Takeaway], out: Path) -> Path:
+    exp = c.index.get("experiment") or {}
+    ok, failed = len(c.ok), len(c.failed)
+    title = f"tunbench report — {c.root.name}"
+    tk = "".join(f"<li>{esc(t.text)}</li>" for t in takes) or \
+        "<li>No take-away: the campaign has no figures to compare with native.</li>"
+    body = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{esc(title)}</title><style>{STYLE}</style></head>
+<body><main>
+<h1>{esc(title)}</h1>
+<p class=meta>{esc(exp.get('name', 'campaign'))}: {ok} case(s) ok, {failed} failed;
+state {esc(c.index.get('state', '?'))}; started {esc(_when(c.index.get('created')))},
+finished {esc(_when(c.index.get('finished')))}. Tunnels: {esc(', '.join(c.tunnels()))}.
+Workloads: {esc(', '.join(c.workloads()))}.</p>
+<nav><a href="#takeaways">Take-aways</a><a href="#tables">Tables</a><a href="#figures">Figures</a>
+<a href="#failed">Failed cases</a><a href="#cases">All cases</a><a href="#env">Environment</a>
+<a href="results.csv">results.csv</a></nav>
+<h2 id=takeaways>Take-aways</h2><ul class=takeaways>{tk}</ul>
+<h2 id=tables>Results (mean ± 95% confidence interval over repeats)</h2>
+{summary_tables(c)}
+<h2 id=figures>Figures</h2>
+{''.join(figure_html(f) for f in figs) or '<p>No figure: no ok case.</p>'}
+<h2 id=failed>Failed cases ({failed})</h2>
+{failed_html(c)}
+<h2 id=cases>All cases</h2>
+{cases_html(c)}
+<h2 id=env>Environment</h2>
+{env_html(c)}
+</main></body></html>
+"""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "index.html"
+    path.write_text(body, encoding="utf-8")
+    return path

@@ -1,0 +1,247 @@
+"""Take-aways computed from a campaign: every sentence is built from its numbers, and only
+when the data supports it. Two means differ only when their 95% confidence intervals do not
+overlap; otherwise the sentence says they are indistinguishable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import data, stats
+from .data import Campaign, Scenario
+
+
+@dataclass(frozen=True)
+class Takeaway:
+    topic: str                      # share-of-native, cpu-per-gbit, jumbo, scaling, latency, noisy
+    text: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def num(v: float) -> str:
+    a = abs(v)
+    if a >= 100:
+        return f"{v:,.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def where(c: Campaign, scen: Scenario) -> str:
+    wl, mtu, off = scen
+    txt = f"{wl} at MTU {mtu}"
+    return txt + ("" if off == "default" else f" with offloads {off}")
+
+
+def share_of_native(c: Campaign) -> list[Takeaway]:
+    out = []
+    for scen in c.scenarios():
+        metric = data.headline_metric(c, scen[0])
+        base = c.native_row(scen, metric) if metric else None
+        if metric is None or base is None or not base.stats.mean:
+            continue
+        others = [r for r in (c.row(t, scen, metric) for t in c.tunnels())
+                  if r is not None and r.kind != "native"]
+        if not others:
+            continue
+        sign = 1 if base.higher_is_better else -1
+        others.sort(key=lambda r: -sign * r.stats.mean)
+        best = others[0]
+        pct = 100.0 * best.stats.mean / base.stats.mean
+        facts = {"scenario": scen, "metric": metric, "best": best.tunnel, "pct": pct,
+                 "best_mean": best.stats.mean, "native_mean": base.stats.mean}
+        verb = "keeps" if best.higher_is_better else "costs"
+        if len(others) > 1:
+            head = f"{verb} the highest share of native {metric}: {pct:.1f}%"
+        else:
+            head = f"{verb} {pct:.1f}% of native {metric}"
+        text = (f"In {where(c, scen)}, {best.tunnel} {head} "
+                f"({num(best.stats.mean)} vs {num(base.stats.mean)} {best.unit})")
+        if len(others) > 1:
+            second = others[1]
+            p2 = 100.0 * second.stats.mean / base.stats.mean
+            facts.update(second=second.tunnel, second_pct=p2)
+            if data.overlap(best.stats, second.stats):
+                text += (f", but it is indistinguishable from {second.tunnel} ({p2:.1f}%): "
+                         "their 95% confidence intervals overlap")
+                facts["distinct_from_second"] = False
+            else:
+                text += f", ahead of {second.tunnel} ({p2:.1f}%)"
+                facts["distinct_from_second"] = True
+        if data.overlap(best.stats, base.stats):
+            text += f"; {best.tunnel} and native are indistinguishable (overlapping 95% CIs)."
+            facts["distinct_from_native"] = False
+        else:
+            text += "; the difference from native is significant (95% CIs do not overlap)."
+            facts["distinct_from_native"] = True
+        out.append(Takeaway("share-of-native", text, facts))
+    return out
+
+
+def cpu_per_gbit(c: Campaign) -> list[Takeaway]:
+    out = []
+    for scen in c.scenarios():
+        base = c.native_row(scen, "cpu_per_gbit")
+        if base is None or not base.stats.mean:
+            continue
+        for tun in c.tunnels():
+            r = c.row(tun, scen, "cpu_per_gbit")
+            if r is None or r.kind == "native":
+                continue
+            ratio = r.stats.mean / base.stats.mean
+            facts = {"scenario": scen, "tunnel": tun, "ratio": ratio, "mean": r.stats.mean,
+                     "native_mean": base.stats.mean}
+            nums = f"{num(r.stats.mean)} vs {num(base.stats.mean)} {r.unit}"
+            if data.overlap(r.stats, base.stats):
+                text = (f"In {where(c, scen)}, the CPU {tun} spends per Gbit/s is "
+                        f"indistinguishable from native's ({nums}; 95% CIs overlap).")
+                facts["significant"] = False
+            else:
+                text = (f"In {where(c, scen)}, {tun} needs {ratio:.2f}× native's CPU per "
+                        f"Gbit/s ({nums}).")
+                facts["significant"] = True
+            out.append(Takeaway("cpu-per-gbit", text, facts))
+    return out
+
+
+def jumbo(c: Campaign) -> list[Takeaway]:
+    out = []
+    for wl in c.workloads():
+        mtus = c.mtus(wl)
+        metric = data.headline_metric(c, wl)
+        if len(mtus) < 2 or metric is None:
+            continue
+        lo, hi = mtus[0], mtus[-1]
+        for off in dict.fromkeys(s[2] for s in c.scenarios() if s[0] == wl):
+            a = {r.tunnel: r for r in c.rows if (r.workload, r.mtu, r.offloads, r.metric)
+                 == (wl, lo, off, metric)}
+            b = {r.tunnel: r for r in c.rows if (r.workload, r.mtu, r.offloads, r.metric)
+                 == (wl, hi, off, metric)}
+            tuns = [t for t in c.tunnels() if t in a and t in b]
+            if len(tuns) < 2:
+                continue
+            sign = 1 if a[tuns[0]].higher_is_better else -1
+            rank_a = sorted(tuns, key=lambda t: -sign * a[t].stats.mean)
+            rank_b = sorted(tuns, key=lambda t: -sign * b[t].stats.mean)
+            facts: dict[str, Any] = {"workload": wl, "mtus": (lo, hi), "rank_low": rank_a,
+                                     "rank_high": rank_b, "metric": metric}
+            flips = [(x, y) for i, x in enumerate(rank_a) for y in rank_a[i + 1:]
+                     if rank_b.index(x) > rank_b.index(y)]
+            sig = [(x, y) for x, y in flips if not data.overlap(a[x].stats, a[y].stats)
+                   and not data.overlap(b[x].stats, b[y].stats)]
+            rk = f"{' > '.join(rank_a)} at MTU {lo}"
+            if sig:
+                x, y = sig[0]
+                text = (f"Jumbo frames change the ranking in {wl}: {x} beats {y} at MTU {lo} "
+                        f"({num(a[x].stats.mean)} vs {num(a[y].stats.mean)} {a[x].unit}) but "
+                        f"{y} beats {x} at MTU {hi} ({num(b[y].stats.mean)} vs "
+                        f"{num(b[x].stats.mean)}).")
+                facts["change"] = "significant"
+            elif flips:
+                x, y = flips[0]
+                text = (f"In {wl}, the order of {x} and {y} by {metric} flips between MTU "
+                        f"{lo} and {hi}, but their 95% confidence intervals overlap at "
+                        "least at one MTU, so the ranking change is not significant.")
+                facts["change"] = "not-significant"
+            else:
+                text = (f"Jumbo frames do not change the ranking by {metric} in {wl} "
+                        f"({rk}, same at MTU {hi}).")
+                facts["change"] = "none"
+            shares = []
+            for t in tuns:
+                if c.kind_of(t) == "native":
+                    continue
+                na, nb = (next((r for r in d.values() if r.kind == "native"), None)
+                          for d in (a, b))
+                if na and nb and na.stats.mean and nb.stats.mean:
+                    pa = 100 * a[t].stats.mean / na.stats.mean
+                    pb = 100 * b[t].stats.mean / nb.stats.mean
+                    shares.append(f"{t} keeps {pa:.1f}% of native at MTU {lo} and {pb:.1f}% "
+                                  f"at MTU {hi}")
+                    facts.setdefault("shares", {})[t] = (pa, pb)
+            if shares:
+                text += " Share of native: " + "; ".join(shares) + "."
+            out.append(Takeaway("jumbo", text, facts))
+    return out
+
+
+def scaling(c: Campaign) -> list[Takeaway]:
+    out = []
+    for sw in data.sweeps(c):
+        rates = [m for m in sw.points if data.is_rate_unit(sw.units.get(m, ""))]
+        if not rates:
+            continue
+        metric = rates[0]
+        unit = sw.units[metric]
+        for tun, pts in sw.points[metric].items():
+            xs = sorted(pts)
+            if len(xs) < 3:
+                continue
+            summ = {x: stats.summarize(pts[x]) for x in xs}
+            peak = max(xs, key=lambda x: summ[x].mean)
+            last = xs[-1]
+            enc = any(k in data.ENCRYPTING for k in (c.kind_of(tun), tun))
+            what = f"{tun} (encrypting)" if enc else tun
+            facts = {"workload": sw.workload, "tunnel": tun, "peak_x": peak,
+                     "peak": summ[peak].mean, "last_x": last, "last": summ[last].mean}
+            if peak == last:
+                text = (f"{what} keeps scaling up to {last} {sw.param}: {metric} grows from "
+                        f"{num(summ[xs[0]].mean)} to {num(summ[last].mean)} {unit}.")
+                facts["stops"] = False
+            elif data.overlap(summ[peak], summ[last]):
+                text = (f"{what} levels off after {peak} {sw.param} ({num(summ[peak].mean)} "
+                        f"{unit}); at {last} it is indistinguishable "
+                        f"({num(summ[last].mean)} {unit}).")
+                facts["stops"] = True
+            else:
+                text = (f"{what} stops scaling at {peak} {sw.param}: {metric} peaks at "
+                        f"{num(summ[peak].mean)} {unit} and falls to {num(summ[last].mean)} "
+                        f"{unit} at {last}.")
+                facts["stops"] = True
+            out.append(Takeaway("scaling", text, facts))
+    return out
+
+
+def latency(c: Campaign) -> list[Takeaway]:
+    out = []
+    for scen in c.scenarios():
+        names = [m for m in dict.fromkeys(r.metric for r in c.rows if r.workload == scen[0])
+                 if m.endswith("_p50") or m in ("rtt_avg", "latency_avg", "latency_mean")]
+        for metric in names[:1]:
+            base = c.native_row(scen, metric)
+            if base is None:
+                continue
+            for tun in c.tunnels():
+                r = c.row(tun, scen, metric)
+                if r is None or r.kind == "native":
+                    continue
+                d = r.stats.mean - base.stats.mean
+                facts = {"scenario": scen, "tunnel": tun, "delta": d, "metric": metric}
+                if data.overlap(r.stats, base.stats):
+                    text = (f"In {where(c, scen)}, {tun}'s {metric} is indistinguishable from "
+                            f"native's ({num(r.stats.mean)} vs {num(base.stats.mean)} {r.unit}).")
+                else:
+                    text = (f"In {where(c, scen)}, {tun} {'adds' if d > 0 else 'saves'} "
+                            f"{num(abs(d))} {r.unit} of {metric} over native "
+                            f"({num(r.stats.mean)} vs {num(base.stats.mean)} {r.unit}).")
+                out.append(Takeaway("latency", text, facts))
+    return out
+
+
+def noisy(c: Campaign) -> list[Takeaway]:
+    rows = [r for r in c.rows if r.noisy]
+    if not rows:
+        return []
+    names = ", ".join(f"{r.tunnel}/{r.metric}" + ("" if len(c.mtus()) < 2 else f"@{r.mtu}")
+                      + f" (CV {100 * (r.stats.cv or 0):.0f}%)" for r in rows[:8])
+    more = f" and {len(rows) - 8} more" if len(rows) > 8 else ""
+    return [Takeaway("noisy", f"{len(rows)} of {len(c.rows)} figures are noisy (coefficient "
+                     f"of variation above {stats.NOISY_CV:.0%}): {names}{more}. Treat their "
+                     "differences with care; more repeats or longer runs narrow the CIs.",
+                     {"count": len(rows), "total": len(c.rows)})]
+
+
+def compute(c: Campaign) -> list[Takeaway]:
+    return (share_of_native(c) + cpu_per_gbit(c) + jumbo(c) + scaling(c) + latency(c)
+            + noisy(c))

@@ -1,0 +1,33 @@
+"""`tunbench run` leaves an HTML report of that very run in DIR/report/."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+TB = [sys.executable, "-m", "tunbench"]
+
+
+def test_run_writes_report(tmp_path: Path, root_unchanged: None) -> None:
+    out = tmp_path / "camp"
+    r = subprocess.run(TB + ["run", "--duration", "1", "--warmup", "0", "--repeats", "2",
+                             "--out", str(out)], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    page = out / "report" / "index.html"
+    assert page.exists() and f"report: {page}" in r.stderr
+    html = page.read_text()
+    cases = sorted((out / "cases").glob("*.json"))
+    assert len(cases) == 4
+    for c in cases:
+        assert f'href="../cases/{c.name}"' in html
+    vx = [json.loads(c.read_text())["metrics"]["throughput"]["value"] for c in cases
+          if json.loads(c.read_text())["case"]["tunnel"]["kind"] == "vxlan"]
+    nat = [json.loads(c.read_text())["metrics"]["throughput"]["value"] for c in cases
+           if json.loads(c.read_text())["case"]["tunnel"]["kind"] == "native"]
+    pct = 100 * (sum(vx) / len(vx)) / (sum(nat) / len(nat))
+    assert f"vxlan keeps {pct:.1f}% of native throughput" in html
+    assert (out / "report" / "results.csv").exists()
+    assert (out / "report" / "results.parquet").exists()
+    assert (out / "report" / "pct-native-stream-throughput.png").exists()

@@ -1,0 +1,177 @@
+"""Report tests: campaigns recorded by a real `tunbench run` (tests/data/campaigns), rendered
+into a temporary copy, and a headless Chromium driven over the DevTools protocol (a pipe, no
+port) that records console errors, CSP violations and every network request while it loads
+the page and takes a full-page screenshot.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CAMPAIGNS = Path(__file__).parent.parent / "data" / "campaigns"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run",
+                  "--disable-default-apps", "--disable-extensions", "--mute-audio",
+                  "--remote-debugging-pipe"]
+
+
+@pytest.fixture
+def campaign(tmp_path: Path) -> Callable[[str], Path]:
+    """A writable copy of a recorded campaign folder."""
+    def copy(name: str) -> Path:
+        src = CAMPAIGNS / name
+        if not (src / "index.json").exists():
+            pytest.skip(f"recorded campaign {src} is missing")
+        dst = tmp_path / name
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("report"))
+        return dst
+    return copy
+
+
+@dataclass
+class PageLoad:
+    screenshot: bytes
+    console_errors: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+    title: str = ""
+    text: str = ""
+
+
+class Cdp:
+    """Minimal DevTools-protocol client over --remote-debugging-pipe (fd 3 in, fd 4 out)."""
+
+    def __init__(self, chromium: str, profile: Path) -> None:
+        a, self._w = os.pipe()
+        self._r, b = os.pipe()
+        # high numbers first, so moving them onto 3 and 4 in the child clobbers nothing
+        to_chrome_r, from_chrome_w = (fcntl.fcntl(a, fcntl.F_DUPFD, 100),
+                                      fcntl.fcntl(b, fcntl.F_DUPFD, 100))
+        os.close(a)
+        os.close(b)
+
+        def fds() -> None:
+            os.dup2(to_chrome_r, 3)
+            os.dup2(from_chrome_w, 4)
+
+        # pass_fds keeps 3 and 4 open in the child (subprocess closes the others after fds())
+        self.proc = subprocess.Popen([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+                                      "about:blank"], preexec_fn=fds, pass_fds=(3, 4),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._buf = b""
+        self._id = 0
+        self.events: list[dict[str, Any]] = []
+
+    def _read_message(self, deadline: float) -> dict[str, Any]:
+        while b"\0" not in self._buf:
+            if time.monotonic() > deadline:
+                raise TimeoutError("chromium did not answer over the DevTools pipe")
+            chunk = os.read(self._r, 1 << 20)
+            if not chunk:
+                raise RuntimeError("chromium closed the DevTools pipe")
+            self._buf += chunk
+        msg, _, self._buf = self._buf.partition(b"\0")
+        return dict(json.loads(msg))
+
+    def call(self, method: str, params: dict[str, Any] | None = None,
+             session: str | None = None, timeout: float = 30.0) -> dict[str, Any]:
+        self._id += 1
+        msg: dict[str, Any] = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._w, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self._read_message(deadline)
+            if m.get("id") == self._id:
+                if "error" in m:
+                    raise RuntimeError(f"{method}: {m['error']}")
+                return dict(m.get("result", {}))
+            self.events.append(m)
+
+    def wait_event(self, method: str, timeout: float = 30.0) -> dict[str, Any]:
+        for ev in self.events:
+            if ev.get("method") == method:
+                return ev
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self._read_message(deadline)
+            self.events.append(m)
+            if m.get("method") == method:
+                return m
+
+    def close(self) -> None:
+        try:
+            self.call("Browser.close", timeout=5)
+        except Exception:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()       # the chromium this fixture started, by its Popen
+            self.proc.wait()
+        os.close(self._w)
+        os.close(self._r)
+
+
+def load_page(path: Path, width: int = 1280) -> PageLoad:
+    chromium = shutil.which("chromium")
+    if not chromium:
+        pytest.skip("chromium is not installed (apt-get install chromium; deps/apt-report.txt)")
+    with tempfile.TemporaryDirectory(prefix="tb-chromium-") as profile:
+        cdp = Cdp(chromium, Path(profile))
+        try:
+            targets = cdp.call("Target.getTargets")["targetInfos"]
+            page = next(t for t in targets if t["type"] == "page")
+            sid = cdp.call("Target.attachToTarget", {"targetId": page["targetId"],
+                                                     "flatten": True})["sessionId"]
+            for domain in ("Page", "Runtime", "Log", "Network"):
+                cdp.call(f"{domain}.enable", session=sid)
+            cdp.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900,
+                     "deviceScaleFactor": 1, "mobile": False}, session=sid)
+            cdp.events.clear()
+            cdp.call("Page.navigate", {"url": path.resolve().as_uri()}, session=sid)
+            cdp.wait_event("Page.loadEventFired")
+            time.sleep(0.3)   # let late console/log events arrive
+            cdp.call("Runtime.evaluate", {"expression": "1"}, session=sid)
+            info = cdp.call("Runtime.evaluate", {"expression": "JSON.stringify([document.title,"
+                            " document.body.innerText])", "returnByValue": True}, session=sid)
+            title, text = json.loads(info["result"]["value"])
+            shot = cdp.call("Page.captureScreenshot", {"format": "png",
+                            "captureBeyondViewport": True}, session=sid, timeout=60)
+            load = PageLoad(base64.b64decode(shot["data"]), title=title, text=text)
+            page_url = path.resolve().as_uri()
+            for ev in cdp.events:
+                m, p = ev.get("method"), ev.get("params", {})
+                if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+                    load.console_errors.append(json.dumps(p.get("args")))
+                elif m == "Runtime.exceptionThrown":
+                    load.console_errors.append(json.dumps(p.get("exceptionDetails")))
+                elif m == "Log.entryAdded" and p["entry"]["level"] in ("error", "warning"):
+                    load.console_errors.append(p["entry"].get("text", ""))
+                elif m == "Network.requestWillBeSent":
+                    url = p["request"]["url"]
+                    if url != page_url and not url.startswith("data:"):
+                        load.requests.append(url)
+            return load
+        finally:
+            cdp.close()
+
+
+@pytest.fixture
+def browser() -> Callable[..., PageLoad]:
+    return load_page

@@ -1,0 +1,207 @@
+"""Reports rendered from campaigns recorded by a real `tunbench run`, opened in Chromium."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from PIL import Image
+from scipy import stats as sps
+
+from tunbench.report import build
+
+TB = [sys.executable, "-m", "tunbench"]
+
+
+def _values(root: Path, tunnel: str, metric: str, mtu: int = 1500) -> list[float]:
+    out = []
+    for p in sorted((root / "cases").glob("*.json")):
+        d = json.loads(p.read_text())
+        if (d["status"] == "ok" and d["case"]["tunnel"]["label"] == tunnel
+                and d["case"]["mtu"] == mtu):
+            out.append(float(d["metrics"][metric]["value"]))
+    return out
+
+
+def _ci(v: list[float]) -> tuple[float, float]:
+    m, s = statistics.fmean(v), statistics.stdev(v)
+    h = sps.t.ppf(0.975, len(v) - 1) * s / len(v) ** 0.5
+    return m - h, m + h
+
+
+def _overlap(a: list[float], b: list[float]) -> bool:
+    (la, ha), (lb, hb) = _ci(a), _ci(b)
+    return not (ha < lb or hb < la)
+
+
+def _not_blank(png: bytes) -> None:
+    im = Image.open(io.BytesIO(png)).convert("RGB")
+    assert im.width > 300 and im.height > 200
+    colours = im.getcolors(maxcolors=1 << 20)
+    assert colours is None or len(colours) > 50, "screenshot is (nearly) one colour"
+
+
+def test_basic_report_figures_html_and_exports(campaign: Callable[[str], Path],
+                                               browser: Callable) -> None:
+    root = campaign("basic")
+    rep = build.build(root)
+    names = {f.name for f in rep.figures}
+    # what the data holds is drawn; what it does not hold (latency, sweeps, NDR, MTUs) is not
+    assert {"pct-native-stream-throughput", "series-throughput-stream-1500", "cpu-stream",
+            "metrics-stream"} == names
+    for f in rep.figures:
+        assert f.png.stat().st_size > 5000 and f.svg.read_text().startswith("<?xml")
+        _not_blank(f.png.read_bytes())
+    page = rep.html.read_text()
+    assert "Content-Security-Policy" in page and "<script" not in page
+    assert not re.search(r'(src|href)="(https?:)?//', page), "external reference in the page"
+    for case in (root / "cases").glob("*.json"):
+        assert f'href="../cases/{case.name}"' in page
+        assert (rep.html.parent / f"../cases/{case.name}").resolve().exists()
+    assert page.count("data:image/svg+xml;base64,") == len(rep.figures)
+    env = json.loads((root / "index.json").read_text())["env"]
+    assert env["kernel"] in page and env["tools"]["iperf3"] in page
+
+    load = browser(rep.html)
+    assert load.console_errors == [] and load.requests == []
+    assert load.title.startswith("tunbench report")
+    _not_blank(load.screenshot)
+    for t in rep.takeaways:
+        assert t.text in load.text
+
+    # exports: one row per case x metric, identical in CSV and Parquet
+    n_metrics = sum(len(json.loads(p.read_text())["metrics"])
+                    for p in (root / "cases").glob("*.json"))
+    lines = rep.csv.read_text().splitlines()
+    assert lines[0].startswith("case_id,tunnel,kind,workload,workload_params,mtu,offloads,"
+                               "repeat,metric,unit,value")
+    assert len(lines) == 1 + n_metrics
+    table = pq.read_table(rep.parquet)
+    assert table.num_rows == n_metrics
+    tput = [r for r in table.to_pylist() if r["metric"] == "throughput"
+            and r["tunnel"] == "vxlan"]
+    assert sorted(r["value"] for r in tput) == sorted(_values(root, "vxlan", "throughput"))
+
+
+def test_takeaways_match_the_numbers(campaign: Callable[[str], Path]) -> None:
+    root = campaign("basic")
+    rep = build.build(root)
+    texts = {t.topic: t.text for t in rep.takeaways}
+    nat, vx = _values(root, "native", "throughput"), _values(root, "vxlan", "throughput")
+    pct = 100 * statistics.fmean(vx) / statistics.fmean(nat)
+    share = texts["share-of-native"]
+    assert f"vxlan keeps {pct:.1f}% of native throughput" in share
+    assert ("indistinguishable" in share) == _overlap(nat, vx)
+    cn, cv = _values(root, "native", "cpu_per_gbit"), _values(root, "vxlan", "cpu_per_gbit")
+    cpu = texts["cpu-per-gbit"]
+    if _overlap(cn, cv):
+        assert "indistinguishable from native's" in cpu
+    else:
+        assert f"{statistics.fmean(cv) / statistics.fmean(cn):.2f}× native's CPU" in cpu
+
+
+def test_mtu_campaign_draws_mtu_bars_and_jumbo_takeaway(campaign: Callable[[str], Path],
+                                                        browser: Callable) -> None:
+    root = campaign("mtu")
+    rep = build.build(root)
+    names = {f.name for f in rep.figures}
+    assert {"mtu-stream-throughput", "series-throughput-stream-1500",
+            "series-throughput-stream-9000"} <= names
+    jumbo = next(t for t in rep.takeaways if t.topic == "jumbo")
+    for mtu in (1500, 9000):
+        n, v = _values(root, "native", "throughput", mtu), _values(root, "vxlan", "throughput", mtu)
+        assert f"{100 * statistics.fmean(v) / statistics.fmean(n):.1f}% " \
+               f"at MTU {mtu}" in jumbo.text.replace("of native at", "at")
+    a = {m: (_values(root, "native", "throughput", m), _values(root, "vxlan", "throughput", m))
+         for m in (1500, 9000)}
+    flipped = (statistics.fmean(a[1500][0]) > statistics.fmean(a[1500][1])) != \
+              (statistics.fmean(a[9000][0]) > statistics.fmean(a[9000][1]))
+    significant = flipped and not _overlap(*a[1500]) and not _overlap(*a[9000])
+    assert jumbo.facts["change"] == ("significant" if significant else
+                                     "not-significant" if flipped else "none")
+    load = browser(rep.html)
+    assert load.console_errors == [] and load.requests == []
+    _not_blank(load.screenshot)
+
+
+def test_compare_exit_code_on_a_real_regression(tmp_path: Path) -> None:
+    data = Path(__file__).parent.parent / "data" / "campaigns"
+    a, b = data / "basic", data / "shaped"      # b was recorded with --rate 200mbit
+    r = subprocess.run(TB + ["compare", str(a), str(b), "--json", "--threshold", "5"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    for tun in ("native", "vxlan"):
+        before, after = _values(a, tun, "throughput"), _values(b, tun, "throughput")
+        assert not _overlap(before, after) and statistics.fmean(after) < statistics.fmean(before)
+        assert f"{tun}/stream/mtu1500/throughput" in doc["regressions"]
+        e = next(e for e in doc["entries"] if (e["tunnel"], e["metric"]) == (tun, "throughput"))
+        assert e["verdict"] == "regressed" and e["method"] == "ci95"
+        assert e["change_pct"] == __import__("pytest").approx(
+            100 * (statistics.fmean(after) / statistics.fmean(before) - 1))
+    # lower-is-better metric that went down is an improvement, never a regression
+    cpu = next(e for e in doc["entries"] if (e["tunnel"], e["metric"]) ==
+               ("native", "iperf3_cpu_client"))
+    assert cpu["verdict"] == "improved"
+    # the drop is ~98%: a 99% threshold lets it pass; the same campaign never regresses
+    loose = subprocess.run(TB + ["compare", str(a), str(b), "--threshold", "99.9"],
+                           capture_output=True, text=True, timeout=60)
+    assert loose.returncode == 0, loose.stdout
+    same = subprocess.run(TB + ["compare", str(a), str(a)], capture_output=True, text=True,
+                          timeout=60)
+    assert same.returncode == 0 and "no significant regression" in same.stdout
+
+
+def test_jumpavg_on_per_second_series() -> None:
+    from tunbench.report import compare
+    data = Path(__file__).parent.parent / "data" / "campaigns"
+
+    def series(root: Path, tun: str) -> list[float]:
+        out: list[float] = []
+        for p in sorted((root / "cases").glob("*.json")):
+            d = json.loads(p.read_text())
+            if d["case"]["tunnel"]["label"] == tun:
+                out += d["series"]["throughput"]
+        return out
+
+    a, b = series(data / "basic", "vxlan"), series(data / "shaped", "vxlan")
+    assert len(a) >= compare.JUMPAVG_MIN and len(b) >= compare.JUMPAVG_MIN
+    assert compare.judge(a, b, True) == (True, "jumpavg", compare.REGRESSED)
+    assert compare.judge(b, a, True) == (True, "jumpavg", compare.IMPROVED)
+    assert compare.judge(a, a, True) == (False, "jumpavg", compare.SAME)
+
+
+def test_streams_sweep_figure_and_scaling_takeaway(campaign: Callable[[str], Path]) -> None:
+    """tests/data/campaigns/sweep: the stream workload at 1, 4 and 16 streams (a real run of
+    tests/data/experiments/streams-sweep.toml)."""
+    root = campaign("sweep")
+    rep = build.build(root)
+    assert "sweep-stream-streams-1500" in {f.name for f in rep.figures}
+    by: dict[tuple[str, int], list[float]] = {}
+    for p in (root / "cases").glob("*.json"):
+        d = json.loads(p.read_text())
+        by.setdefault((d["case"]["tunnel"]["label"], d["case"]["workload"]["params"]["streams"]),
+                      []).append(d["metrics"]["throughput"]["value"])
+    for tun in ("native", "vxlan"):
+        t = next(t for t in rep.takeaways if t.topic == "scaling" and t.facts["tunnel"] == tun)
+        means = {x: statistics.fmean(v) for (tt, x), v in by.items() if tt == tun}
+        peak = max(means, key=means.__getitem__)
+        assert t.facts["peak_x"] == peak and t.facts["last_x"] == 16
+        assert f"{means[peak]:,.0f} Mbit/s" in t.text
+        if peak == 16:
+            assert "keeps scaling" in t.text
+        elif _overlap(by[(tun, peak)], by[(tun, 16)]):
+            assert "indistinguishable" in t.text
+        else:
+            assert "stops scaling" in t.text
+    # tables never mix stream counts: one scenario per count
+    page = rep.html.read_text()
+    for n in (1, 4, 16):
+        assert f"stream streams={n} — underlay MTU 1500" in page
