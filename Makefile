@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_ARGS ?=
-RUN_ARGS ?=
+RUN_ARGS ?= --tunnels all --duration 5 --repeats 3
 
 .PHONY: run test deps venv lint typecheck bench cleanup clean
 
