@@ -58,14 +58,26 @@ def setup(tb: Testbed, hops: dict[str, list[Hop]], ipv6: bool = True
     the namespaces; each is also registered for undo (flush, which tolerates a route the
     kernel already removed with a dead tunnel device).
     """
-    for i, site in enumerate(tb.sites()):
-        me, peer = i, 1 - i
+    add_service_addrs(tb, ipv6)
+    return add_routes(tb, hops, ipv6)
+
+
+def add_service_addrs(tb: Testbed, ipv6: bool = True) -> None:
+    """The service address of each site on its loopback (IKE needs them before the SAs)."""
+    for me, site in enumerate(tb.sites()):
         _run(site, ["sysctl", "-qw", *HASH_SYSCTLS])
         _add_service_addr(tb, site, f"{SERVICE4[me]}/32")
+        if ipv6:
+            _add_service_addr(tb, site, f"{SERVICE6[me]}/128")
+
+
+def add_routes(tb: Testbed, hops: dict[str, list[Hop]], ipv6: bool = True
+               ) -> tuple[str, str, str | None, str | None]:
+    for me, site in enumerate(tb.sites()):
+        peer = 1 - me
         _add_route(tb, site, multipath_argv(SERVICE4[peer], SERVICE4[me],
                                             [(h.peer4, h.ifname) for h in hops[site.name]], 4))
         if ipv6:
-            _add_service_addr(tb, site, f"{SERVICE6[me]}/128")
             _add_route(tb, site, multipath_argv(
                 SERVICE6[peer], SERVICE6[me],
                 [(str(h.peer6), h.ifname) for h in hops[site.name]], 6))

@@ -17,13 +17,16 @@ from ..testbed.base import Site, Testbed
 
 
 def private_run_argv(argv: list[str], tmpfs: tuple[str, ...] = ("/run",),
-                     mkdirs: tuple[str, ...] = ()) -> list[str]:
-    """argv that runs `argv` with private tmpfs mounts (see tunbench.privrun)."""
+                     mkdirs: tuple[str, ...] = (), keep: tuple[str, ...] = ()) -> list[str]:
+    """argv that runs `argv` with private tmpfs mounts (see tunbench.privrun); directories in
+    `keep` (e.g. the case's workdir under /run) stay visible on top of the tmpfs."""
     out = [sys.executable, "-m", "tunbench.privrun"]
     for t in tmpfs:
         out += ["--tmpfs", t]
     for d in mkdirs:
         out += ["--mkdir", d]
+    for k in keep:
+        out += ["--keep", k]
     return out + ["--", *argv]
 
 
@@ -31,14 +34,14 @@ def start(tb: Testbed, site: Site, argv: list[str], label: str, *,
           ready: Callable[[], bool] | None = None, ready_text: str | None = None,
           timeout: float = 15.0, env: dict[str, str] | None = None,
           private_run: tuple[str, ...] = (), mkdirs: tuple[str, ...] = (),
-          grace: float = 3.0) -> Process:
+          keep: tuple[str, ...] = (), grace: float = 3.0) -> Process:
     """Start a daemon in `site` and return once it is ready (or raise with its log tail).
 
     `ready` is a check called until it returns True; `ready_text` waits for a line in the log.
     `private_run` lists directories that get a private tmpfs (e.g. ("/run",)).
     """
     if private_run:
-        argv = private_run_argv(argv, private_run, mkdirs)
+        argv = private_run_argv(argv, private_run, mkdirs, keep)
     p = tb.spawn(site, argv, f"{label}-{site.name}", env=env, grace=grace)
     wait_ready(p, ready=ready, ready_text=ready_text, timeout=timeout)
     return p
