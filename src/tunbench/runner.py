@@ -8,6 +8,7 @@ campaign can be resumed: cases already recorded are kept as they are.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,6 +152,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     status, error, error_log = "ok", None, None
     counters: dict[str, Any] | None = None
     offloads: dict[str, Any] | None = None
+    watch: DatapathWatch | None = None
     try:
         tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate)
         driver = tunnels.get(case.tunnel.kind)()
@@ -165,7 +167,11 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         ctx = Context(tb, ep, exp.duration, exp.warmup, exp.family,  # type: ignore[arg-type]
                       cpu_interval=exp.cpu_interval)
         wl = workloads.get(case.workload.name)()
-        out = wl.run(ctx, case.workload.params)
+        watch = DatapathWatch(ep, ledger)
+        with watch:
+            out = wl.run(ctx, case.workload.params)
+        if watch.problem:
+            raise CommandFailed(watch.problem, "see the case's error_log (daemon log)")
         after = driver.counters(tb, ep)
         counters = {"before": before, "after": after, "delta": _delta(before, after)}
         offloads["after"] = record_offloads(tb, ep)
@@ -173,6 +179,8 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         raise
     except TunbenchError as exc:
         status, error = "failed", exc.one_line()
+        if watch is not None and watch.problem:   # the cause, not the workload's symptom
+            error = f"{watch.problem} (see the case's error_log)"
         error_log = _log_tails(tb)
     except (OSError, RuntimeError, ValueError, KeyError) as exc:  # netlink and friends
         status, error = "failed", f"{type(exc).__name__}: {exc}"
@@ -198,6 +206,51 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         tunnel=ep.describe() if ep else None, metrics=metrics, series=out.series,
         cpu=cpu, counters=counters, raw=out.raw, notes=notes, error=error,
         error_log=error_log, offloads=offloads)
+
+
+class DatapathWatch:
+    """Watches the tunnel's datapath daemons while the workload runs. If one dies, the
+    problem is recorded and the workload's own processes (the ledger's process entries added
+    after the watch began) are stopped by PID, so the case fails at once instead of waiting
+    for the traffic tool's timeout."""
+
+    def __init__(self, ep: Endpoints, ledger: Ledger, interval: float = 0.2) -> None:
+        self.ep, self.ledger, self.interval = ep, ledger, interval
+        self.problem: str | None = None
+        self._start_index = len(ledger.entries)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="datapath-watch", daemon=True)
+        self._procs = {int(e["pid"]): e for e in ledger.entries if e["kind"] == "process"}
+
+    def __enter__(self) -> DatapathWatch:
+        if any(self.ep.datapath_pids.values()):
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _dead(self) -> str | None:
+        for site, pids in self.ep.datapath_pids.items():
+            for pid in pids:
+                entry = self._procs.get(pid, {})
+                if not proc.pid_alive(pid, entry.get("starttime")):
+                    label = entry.get("label", "daemon")
+                    return (f"datapath daemon {label} (PID {pid}, site {site}) died during "
+                            "the measurement")
+        return None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            problem = self._dead()
+            if problem:
+                self.problem = problem
+                for e in self.ledger.entries[self._start_index:]:
+                    if e["kind"] == "process":
+                        proc.kill_pid(int(e["pid"]), e.get("starttime"), grace=1.0)
+                return
 
 
 def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, Any]:

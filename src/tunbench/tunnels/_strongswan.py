@@ -174,7 +174,7 @@ def start_charon(tb: Testbed, site: Site, label: str, conf: Path, vici: Path) ->
 
 # ---- parsing `swanctl --list-sas` -----------------------------------------------------
 _CHILD_RE = re.compile(r"^\s+(?P<name>[\w.-]+): #(?P<id>\d+), reqid (?P<reqid>\d+), "
-                       r"(?P<state>[A-Z_]+), (?P<mode>[A-Z_-]+)(?:, (?P<proto>\S+))?")
+                       r"(?P<state>[A-Z_]+), (?P<mode>[A-Za-z_-]+)(?:, (?P<proto>\S+))?")
 _IKE_RE = re.compile(r"^(?P<name>[\w.-]+): #(?P<id>\d+), (?P<state>[A-Z_]+), IKEv(?P<v>\d)")
 _TRAFFIC_RE = re.compile(r"^\s+(?P<dir>in|out)\s+(?P<spi>[0-9a-f]+)(?:\s*\([^)]*\))?,\s+"
                          r"(?P<bytes>\d+) bytes,\s+(?P<packets>\d+) packets")
