@@ -25,6 +25,7 @@ from .testbed import local, names, netlink
 from .testbed.base import Testbed
 from .testbed.ledger import Ledger
 from .tunnels.base import Endpoints
+from .watch import DatapathWatch
 from .workloads.base import Context, Metric, Output
 
 
@@ -151,6 +152,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     status, error, error_log = "ok", None, None
     counters: dict[str, Any] | None = None
     offloads: dict[str, Any] | None = None
+    watch: DatapathWatch | None = None
     try:
         tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate)
         driver = tunnels.get(case.tunnel.kind)()
@@ -165,14 +167,20 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         ctx = Context(tb, ep, exp.duration, exp.warmup, exp.family,  # type: ignore[arg-type]
                       cpu_interval=exp.cpu_interval)
         wl = workloads.get(case.workload.name)()
-        out = wl.run(ctx, case.workload.params)
+        watch = DatapathWatch(ep, ledger)
+        with watch:
+            out = wl.run(ctx, case.workload.params)
+        if watch.problem:
+            raise CommandFailed(watch.problem, "see the case's error_log (daemon log)")
         after = driver.counters(tb, ep)
         counters = {"before": before, "after": after, "delta": _delta(before, after)}
         offloads["after"] = record_offloads(tb, ep)
     except Interrupted:
         raise
     except TunbenchError as exc:
-        status, error = "failed", _dead_datapath(ledger, ep) + exc.one_line()
+        status, error = "failed", exc.one_line()
+        if watch is not None and watch.problem:   # the cause, not the workload's symptom
+            error = f"{watch.problem} (see the case's error_log)"
         error_log = _log_tails(tb)
     except Exception as exc:  # netlink errors and anything unforeseen: record, go on
         status, error = "failed", f"{type(exc).__name__}: {exc}"
@@ -198,19 +206,6 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         tunnel=ep.describe() if ep else None, metrics=metrics, series=out.series,
         cpu=cpu, counters=counters, raw=out.raw, notes=notes, error=error,
         error_log=error_log, offloads=offloads)
-
-
-def _dead_datapath(ledger: Ledger, ep: Endpoints | None) -> str:
-    """'<daemon> (PID n, site s) died during the case; ' for each datapath daemon gone, so a
-    failure caused by a dead daemon says so first (the workload only sees traffic stop)."""
-    if ep is None:
-        return ""
-    labels = {e.get("pid"): e.get("label") for e in ledger.entries if e["kind"] == "process"}
-    starts = {e.get("pid"): e.get("starttime") for e in ledger.entries if e["kind"] == "process"}
-    dead = [f"{labels.get(pid, 'datapath daemon')} (PID {pid}, site {site}) died during the case"
-            for site, pids in ep.datapath_pids.items() for pid in pids
-            if not proc.pid_alive(pid, starts.get(pid))]
-    return "".join(f"{d}; " for d in dead)
 
 
 def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, Any]:
