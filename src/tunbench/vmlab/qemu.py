@@ -1,0 +1,179 @@
+"""Boot the VM lab image under qemu, run one command inside, collect what it wrote.
+
+The guest has no network device to the outside (`-nic none`, no user-mode networking); it
+talks to the host only through virtio-9p shares: src/ and tests/ of this tree and the host's
+site-packages (read-only) and a per-boot results directory (writable), which also carries the
+job description in. The serial console goes to a log file. qemu is stopped by PID on every
+exit path and the per-boot temp directory is removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import proc
+from ..errors import CommandFailed, UnavailableError
+from .image import Image
+
+ACCEL_ENV = "TUNBENCH_VMLAB_ACCEL"  # tcg (default) or kvm
+SITE_ENV = "TUNBENCH_VMLAB_SITE"  # host site-packages to share; empty string: share none
+BOOT_MARGIN = 120.0  # seconds allowed on top of the job timeout for boot and power-off
+
+# Loaded in the guest before the command runs; missing ones are reported, not fatal.
+DEFAULT_MODULES: tuple[str, ...] = (
+    "veth", "dummy", "tun", "vxlan", "geneve", "ip_gre", "ip6_gre", "ipip", "sit", "ip6_tunnel",
+    "fou", "l2tp_core", "l2tp_eth", "l2tp_ip", "l2tp_ip6", "l2tp_netlink", "wireguard",
+    "aesni_intel", "gcm", "ghash_clmulni_intel", "esp4", "esp6", "xfrm_user", "xfrm_interface",
+    "sch_netem", "sch_fq", "sch_tbf", "sch_htb", "ifb", "act_mirred", "cls_bpf",
+    "openvswitch", "vport_vxlan", "vport_geneve", "vport_gre",
+)
+
+KERNEL_ARGS = ("console=ttyS0", "cryptomgr.notests", "panic=-1", "mitigations=off",
+               "loglevel=4", "rw")
+
+
+@dataclass
+class GuestRun:
+    """What one boot produced. `files` holds the text files the guest left in /results."""
+
+    exit_code: int | None
+    status: dict[str, object]
+    job_log: str
+    console: str
+    files: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    boot_mode: str = ""
+    accel: str = ""
+
+
+def project_root() -> Path:
+    """The tree holding src/tunbench (this checkout)."""
+    return Path(__file__).resolve().parents[3]
+
+
+def host_site_packages(image: Image) -> Path | None:
+    """Host site-packages to share with the guest, if the Python versions match."""
+    env = os.environ.get(SITE_ENV)
+    if env is not None:
+        return Path(env) if env else None
+    host_ver = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if host_ver != image.python_version:
+        return None  # compiled or version-specific code would not import: Debian's packages
+    site = Path(sysconfig.get_paths()["purelib"])
+    return site if site.is_dir() else None
+
+
+def accel() -> str:
+    choice = os.environ.get(ACCEL_ENV, "tcg")
+    if choice not in ("tcg", "kvm"):
+        raise UnavailableError(f"{ACCEL_ENV}={choice} is not supported", "use tcg or kvm")
+    if choice == "kvm" and not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        raise UnavailableError("/dev/kvm is not usable", f"unset {ACCEL_ENV} to use TCG")
+    return choice
+
+
+def qemu_argv(qemu: str, image: Image, *, boot_mode: str, accel_kind: str, console: Path,
+              shares: dict[str, tuple[Path, bool]], memory_mb: int = 2048, cpus: int = 2
+              ) -> list[str]:
+    kernel = image.vmlinux if boot_mode == "pvh" else image.bzimage
+    cpu = "host" if accel_kind == "kvm" else "max"
+    argv = [qemu, "-accel", accel_kind, "-cpu", cpu, "-smp", str(cpus), "-m", str(memory_mb),
+            "-nographic", "-nodefaults", "-nic", "none", "-no-reboot", "-monitor", "none",
+            "-serial", f"file:{console}",
+            "-kernel", str(kernel), "-initrd", str(image.initrd),
+            "-append", " ".join(KERNEL_ARGS),
+            "-drive", f"file={image.rootfs},format=raw,if=virtio,snapshot=on"]
+    for tag, (path, readonly) in shares.items():
+        opts = f"local,path={path},mount_tag={tag},security_model=none,multidevs=remap"
+        argv += ["-virtfs", opts + (",readonly=on" if readonly else "")]
+    return argv
+
+
+def boot(image: Image, command: list[str], *, timeout: float = 600.0,
+         modules: tuple[str, ...] = DEFAULT_MODULES, env: dict[str, str] | None = None,
+         collect: tuple[str, ...] = ("junit.xml",)) -> GuestRun:
+    """Boot, run `command` in the guest (cwd: the project tree), power off, return the run.
+
+    `collect` names text files the guest writes under /results to bring back. Raises
+    CommandFailed if the guest never finished the job (boot failure, timeout).
+    """
+    qemu = proc.require("qemu-system-x86_64")
+    root = project_root()
+    base = Path(tempfile.mkdtemp(prefix="tunbench-vmlab-"))
+    try:
+        results = base / "results"
+        results.mkdir()
+        shares: dict[str, tuple[Path, bool]] = {"tbresults": (results, False),
+                                                "tbsrc": (root / "src", True)}
+        if (root / "tests").is_dir():
+            shares["tbtests"] = (root / "tests", True)
+        site = host_site_packages(image)
+        if site is not None:
+            shares["tbsite"] = (site, True)
+        job = {"command": list(command), "timeout": timeout, "modules": list(modules),
+               "env": env or {}, "cwd": "/mnt/tb",
+               "site": "/mnt/tb/site" if site is not None else None}
+        (results / "job.json").write_text(json.dumps(job, indent=2))
+        kind = accel()
+        modes = ["pvh", "bzimage"] if image.pvh else ["bzimage"]
+        for mode in modes:
+            t0 = time.monotonic()
+            console = base / f"console-{mode}.log"
+            rc = _run_qemu(qemu_argv(qemu, image, boot_mode=mode, accel_kind=kind,
+                                     console=console, shares=shares),
+                           base / f"qemu-{mode}.log", console, timeout + BOOT_MARGIN)
+            text = console.read_text(errors="replace") if console.exists() else ""
+            if rc != 0 and not text.strip() and mode != modes[-1]:
+                continue  # PVH entry refused before any output: try the bzImage
+            break
+        return _collect(results, rc, text, time.monotonic() - t0, mode, kind, collect)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _run_qemu(argv: list[str], log: Path, console: Path, timeout: float) -> int:
+    p = proc.spawn(argv, log_path=log, label="qemu")
+    try:
+        return p.wait(timeout=timeout)
+    except CommandFailed:
+        tail = _tail(console.read_text(errors="replace") if console.exists() else "")
+        raise CommandFailed(f"VM lab guest did not power off within {timeout:g}s",
+                            "see the console tail; raise the tier timeout if the guest is "
+                            "just slow (TCG)", argv=argv, output=tail) from None
+    finally:
+        p.stop()
+        if log.exists() and log.stat().st_size and p.popen.returncode not in (0, None):
+            qemu_err = log.read_text(errors="replace").strip()
+            console.parent.joinpath("qemu-error.txt").write_text(qemu_err)
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _collect(results: Path, rc: int, console: str, seconds: float, mode: str, kind: str,
+             names: tuple[str, ...]) -> GuestRun:
+    status_file = results / "status.json"
+    if not status_file.exists():
+        err_file = results.parent / "qemu-error.txt"
+        qemu_err = err_file.read_text() if err_file.exists() else ""
+        last = (qemu_err.splitlines() or _tail(console, 1).splitlines() or ["no output"])[-1]
+        raise CommandFailed(f"VM lab guest did not finish its job (qemu exit {rc}): {last}",
+                            "the console tail shows how far the boot got",
+                            output=qemu_err + "\n" + _tail(console))
+    status = json.loads(status_file.read_text())
+    job_log = (results / "job.log").read_text(errors="replace") if (
+        results / "job.log").exists() else ""
+    files = {n: (results / n).read_text(errors="replace") for n in names
+             if (results / n).is_file()}
+    code = status.get("exit_code")
+    return GuestRun(code if isinstance(code, int) else None, status, job_log, console, files,
+                    round(seconds, 1), mode, kind)
