@@ -9,7 +9,6 @@ Only the standard library and tunbench.proc are used: the host's site-packages m
 from __future__ import annotations
 
 import json
-import os
 import platform
 import sys
 import time

@@ -30,7 +30,7 @@ from ..errors import CommandFailed, TunbenchError, UnavailableError
 from . import initramfs
 
 # Bump when the build steps change in a way the package list and scripts below don't show.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 
@@ -56,7 +56,8 @@ BUILD_TIMEOUT = 1200.0
 CACHE_ENV = "TUNBENCH_VMLAB_CACHE"
 
 # PID 1 of the guest after switch_root: mount the basics and the 9p shares the host offers,
-# run the per-boot job (tunbench/vmlab/guest.py from the shared source tree), power off.
+# run the per-boot job (src/tunbench/vmlab/guest.py from the shared project tree), power off.
+# Keep it generic: anything per-run belongs in guest.py, which needs no image rebuild.
 GUEST_INIT = """#!/bin/sh
 # tunbench VM lab guest init. Output goes to the serial console (the host's console log).
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -75,9 +76,8 @@ ip link set lo up
 modprobe -q 9pnet_virtio 2>/dev/null; modprobe -q 9p 2>/dev/null
 opts=trans=virtio,version=9p2000.L,msize=262144
 mount -t 9p -o $opts tbresults /results || echo "tunbench-vmlab: no results share"
-for tag in src tests site; do
-  mount -t 9p -o $opts,ro tb$tag /mnt/tb/$tag 2>/dev/null
-done
+mount -t 9p -o $opts,ro tbtree /mnt/tb || echo "tunbench-vmlab: no project tree share"
+mount -t 9p -o $opts,ro tbsite /mnt/site 2>/dev/null
 echo "tunbench-vmlab: guest ready"
 if [ -f /results/job.json ]; then
   python3 /mnt/tb/src/tunbench/vmlab/guest.py /results/job.json
@@ -279,7 +279,7 @@ def _customize(rootdir: Path) -> None:
     init.chmod(0o755)
     (rootdir / "etc" / "hostname").write_text("tbvm\n")
     (rootdir / "etc" / "hosts").write_text("127.0.0.1 localhost tbvm\n::1 localhost\n")
-    for d in ("mnt/tb/src", "mnt/tb/tests", "mnt/tb/site", "results"):
+    for d in ("mnt/tb", "mnt/site", "results"):
         (rootdir / d).mkdir(parents=True, exist_ok=True)
     # Not needed in the guest; saves ~250 MB: .debs, apt lists, the unused Debian initrd, docs.
     for pattern in ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*_Packages",

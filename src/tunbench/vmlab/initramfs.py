@@ -38,8 +38,8 @@ if ! mount -t ext4 /dev/vda /newroot; then
 fi
 umount /proc /sys
 mount -o move /dev /newroot/dev
-exec switch_root /newroot %s
-""" % GUEST_INIT_PATH
+exec switch_root /newroot GUEST_INIT
+""".replace("GUEST_INIT", GUEST_INIT_PATH)
 
 
 def _module_key(path: str) -> str:
@@ -156,7 +156,7 @@ def build_initramfs(busybox: Path, moddir: Path, out: Path) -> list[str]:
     cpio.file("bin/busybox", busybox.read_bytes(), 0o755)
     cpio.symlink("bin/sh", "busybox")
     names = [_module_key(str(m)) for m in modules]
-    for name, path in zip(names, modules):
+    for name, path in zip(names, modules, strict=True):
         cpio.file(f"lib/modules/{name}.ko", _read_module(path))
     cpio.file("modules.order", ("\n".join(names) + "\n").encode())
     cpio.file("init", INIT_SCRIPT.encode(), 0o755)

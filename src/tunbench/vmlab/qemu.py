@@ -1,10 +1,11 @@
 """Boot the VM lab image under qemu, run one command inside, collect what it wrote.
 
 The guest has no network device to the outside (`-nic none`, no user-mode networking); it
-talks to the host only through virtio-9p shares: src/ and tests/ of this tree and the host's
+talks to the host only through virtio-9p shares: this project tree (src/, tests/) and the host's
 site-packages (read-only) and a per-boot results directory (writable), which also carries the
-job description in. The serial console goes to a log file. qemu is stopped by PID on every
-exit path and the per-boot temp directory is removed.
+job description in. The tree is shared whole so pytest in the guest sees the same rootdir,
+config and conftest files as on the host. The serial console goes to a log file. qemu is
+stopped by PID on every exit path and the per-boot temp directory is removed.
 """
 
 from __future__ import annotations
@@ -38,6 +39,16 @@ DEFAULT_MODULES: tuple[str, ...] = (
 
 KERNEL_ARGS = ("console=ttyS0", "cryptomgr.notests", "panic=-1", "mitigations=off",
                "loglevel=4", "rw")
+
+
+READY_MARK = "tunbench-vmlab: guest ready"
+
+
+class GuestJobError(CommandFailed):
+    """The guest booted but its job did not complete (timeout, or the job itself broke).
+
+    Distinct from a failure to build or boot the VM, which means "the lab is unavailable here".
+    """
 
 
 @dataclass
@@ -112,15 +123,13 @@ def boot(image: Image, command: list[str], *, timeout: float = 600.0,
         results = base / "results"
         results.mkdir()
         shares: dict[str, tuple[Path, bool]] = {"tbresults": (results, False),
-                                                "tbsrc": (root / "src", True)}
-        if (root / "tests").is_dir():
-            shares["tbtests"] = (root / "tests", True)
+                                                "tbtree": (root, True)}
         site = host_site_packages(image)
         if site is not None:
             shares["tbsite"] = (site, True)
         job = {"command": list(command), "timeout": timeout, "modules": list(modules),
                "env": env or {}, "cwd": "/mnt/tb",
-               "site": "/mnt/tb/site" if site is not None else None}
+               "site": "/mnt/site" if site is not None else None}
         (results / "job.json").write_text(json.dumps(job, indent=2))
         kind = accel()
         modes = ["pvh", "bzimage"] if image.pvh else ["bzimage"]
@@ -144,10 +153,12 @@ def _run_qemu(argv: list[str], log: Path, console: Path, timeout: float) -> int:
     try:
         return p.wait(timeout=timeout)
     except CommandFailed:
-        tail = _tail(console.read_text(errors="replace") if console.exists() else "")
-        raise CommandFailed(f"VM lab guest did not power off within {timeout:g}s",
-                            "see the console tail; raise the tier timeout if the guest is "
-                            "just slow (TCG)", argv=argv, output=tail) from None
+        text = console.read_text(errors="replace") if console.exists() else ""
+        cls = GuestJobError if READY_MARK in text else CommandFailed
+        raise cls(f"VM lab guest did not power off within {timeout:g}s "
+                  f"({'job still running' if cls is GuestJobError else 'boot never finished'})",
+                  "see the console tail; raise the tier timeout if the guest is just slow "
+                  "(TCG)", argv=argv, output=_tail(text)) from None
     finally:
         p.stop()
         if log.exists() and log.stat().st_size and p.popen.returncode not in (0, None):
@@ -166,7 +177,8 @@ def _collect(results: Path, rc: int, console: str, seconds: float, mode: str, ki
         err_file = results.parent / "qemu-error.txt"
         qemu_err = err_file.read_text() if err_file.exists() else ""
         last = (qemu_err.splitlines() or _tail(console, 1).splitlines() or ["no output"])[-1]
-        raise CommandFailed(f"VM lab guest did not finish its job (qemu exit {rc}): {last}",
+        cls = GuestJobError if READY_MARK in console else CommandFailed
+        raise cls(f"VM lab guest did not finish its job (qemu exit {rc}): {last}",
                             "the console tail shows how far the boot got",
                             output=qemu_err + "\n" + _tail(console))
     status = json.loads(status_file.read_text())
