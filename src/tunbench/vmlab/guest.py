@@ -54,8 +54,10 @@ def main(job_path: str) -> int:
     job = json.loads(Path(job_path).read_text())
     results = Path(job_path).parent
     loaded, failed = load_modules(job.get("modules", []))
+    t_modules = time.monotonic()
     say(f"modules loaded: {len(loaded)}; not available: {' '.join(failed) or 'none'}")
     pythonpath, why = pick_pythonpath(job.get("site"))
+    t_probe = time.monotonic()
     say(f"PYTHONPATH from {why}")
     env = {"PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1", "TUNBENCH_IN_VMLAB": "1",
            "PYTHONUNBUFFERED": "1", **job.get("env", {})}
@@ -76,6 +78,9 @@ def main(job_path: str) -> int:
         p.stop()
     status["exit_code"] = rc
     status["seconds"] = round(time.monotonic() - t0, 2)
+    status["phase_seconds"] = {"modules": round(t_modules - t0, 2),
+                               "pythonpath_probe": round(t_probe - t_modules, 2),
+                               "command": round(time.monotonic() - t_probe, 2)}
     (results / "status.json").write_text(json.dumps(status, indent=2) + "\n")
     say(f"job exit code {rc} after {status['seconds']} s")
     return 0

@@ -76,8 +76,9 @@ ip link set lo up
 modprobe -q 9pnet_virtio 2>/dev/null; modprobe -q 9p 2>/dev/null
 opts=trans=virtio,version=9p2000.L,msize=262144
 mount -t 9p -o $opts tbresults /results || echo "tunbench-vmlab: no results share"
-mount -t 9p -o $opts,ro tbtree /mnt/tb || echo "tunbench-vmlab: no project tree share"
-mount -t 9p -o $opts,ro tbsite /mnt/site 2>/dev/null
+# read-only shares do not change during a boot: cache=loose saves most 9p round trips
+mount -t 9p -o $opts,ro,cache=loose tbtree /mnt/tb || echo "tunbench-vmlab: no tree share"
+mount -t 9p -o $opts,ro,cache=loose tbsite /mnt/site 2>/dev/null
 echo "tunbench-vmlab: guest ready"
 if [ -f /results/job.json ]; then
   python3 /mnt/tb/src/tunbench/vmlab/guest.py /results/job.json
@@ -196,6 +197,8 @@ def ensure_image(*, timeout: float = BUILD_TIMEOUT, log: Path | None = None) -> 
             return img
         if final.exists():
             _safe_rmtree(final)  # incomplete leftover (no manifest)
+        for stale in root.glob(f".build-{final.name}-*"):
+            _safe_rmtree(stale)  # a build killed half-way (we hold its lock now)
         tmp = Path(tempfile.mkdtemp(prefix=f".build-{final.name}-", dir=root))
         try:
             _build(tmp, final.name, tools, timeout, log)
@@ -339,3 +342,27 @@ def cache_usage() -> dict[str, int]:
             if d.is_dir():
                 usage[d.name] = sum(f.stat().st_blocks * 512 for f in d.rglob("*") if f.is_file())
     return usage
+
+
+def prune() -> list[str]:
+    """Delete cached images (and stale partial builds) of recipes other than the current one.
+
+    An image whose build lock is held (being built right now) is left alone.
+    """
+    root = cache_root()
+    keep = recipe_hash()
+    deleted: list[str] = []
+    if not root.is_dir():
+        return deleted
+    for d in sorted(root.iterdir()):
+        if not d.is_dir() or d.name == keep:
+            continue
+        rhash = d.name.split("-")[1] if d.name.startswith(".build-") else d.name
+        try:
+            with _locked(root / f"{rhash}.lock", timeout=0):
+                _safe_rmtree(d)
+                (root / f"{rhash}.lock").unlink(missing_ok=True)
+        except UnavailableError:
+            continue
+        deleted.append(d.name)
+    return deleted

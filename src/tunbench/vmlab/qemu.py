@@ -10,6 +10,7 @@ stopped by PID on every exit path and the per-boot temp directory is removed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,11 +23,12 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import CommandFailed, UnavailableError
-from .image import Image
+from .image import Image, cache_root
 
-ACCEL_ENV = "TUNBENCH_VMLAB_ACCEL"  # tcg (default) or kvm
+ACCEL_ENV = "TUNBENCH_VMLAB_ACCEL"  # auto (default: KVM if it boots here, else TCG), tcg, kvm
 SITE_ENV = "TUNBENCH_VMLAB_SITE"  # host site-packages to share; empty string: share none
 BOOT_MARGIN = 120.0  # seconds allowed on top of the job timeout for boot and power-off
+READY_TIMEOUT = {"tcg": 180.0, "kvm": 45.0}  # boot to "guest ready", else the attempt failed
 
 # Loaded in the guest before the command runs; missing ones are reported, not fatal.
 DEFAULT_MODULES: tuple[str, ...] = (
@@ -60,7 +62,8 @@ class GuestRun:
     job_log: str
     console: str
     files: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
+    seconds: float = 0.0  # qemu start to exit, for the attempt that ran the job
+    ready_seconds: float | None = None  # qemu start to "guest ready" (boot time)
     boot_mode: str = ""
     accel: str = ""
 
@@ -80,15 +83,6 @@ def host_site_packages(image: Image) -> Path | None:
         return None  # compiled or version-specific code would not import: Debian's packages
     site = Path(sysconfig.get_paths()["purelib"])
     return site if site.is_dir() else None
-
-
-def accel() -> str:
-    choice = os.environ.get(ACCEL_ENV, "tcg")
-    if choice not in ("tcg", "kvm"):
-        raise UnavailableError(f"{ACCEL_ENV}={choice} is not supported", "use tcg or kvm")
-    if choice == "kvm" and not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        raise UnavailableError("/dev/kvm is not usable", f"unset {ACCEL_ENV} to use TCG")
-    return choice
 
 
 def qemu_argv(qemu: str, image: Image, *, boot_mode: str, accel_kind: str, console: Path,
@@ -131,56 +125,101 @@ def boot(image: Image, command: list[str], *, timeout: float = 600.0,
                "env": env or {}, "cwd": "/mnt/tb",
                "site": "/mnt/site" if site is not None else None}
         (results / "job.json").write_text(json.dumps(job, indent=2))
-        kind = accel()
-        modes = ["pvh", "bzimage"] if image.pvh else ["bzimage"]
-        for mode in modes:
+        attempts = [(k, m) for k in accels() for m in (["pvh", "bzimage"] if image.pvh
+                                                        else ["bzimage"])]
+        failures: list[str] = []
+        for i, (kind, mode) in enumerate(attempts):
             t0 = time.monotonic()
-            console = base / f"console-{mode}.log"
-            rc = _run_qemu(qemu_argv(qemu, image, boot_mode=mode, accel_kind=kind,
-                                     console=console, shares=shares),
-                           base / f"qemu-{mode}.log", console, timeout + BOOT_MARGIN)
-            text = console.read_text(errors="replace") if console.exists() else ""
-            if rc != 0 and not text.strip() and mode != modes[-1]:
-                continue  # PVH entry refused before any output: try the bzImage
-            break
-        return _collect(results, rc, text, time.monotonic() - t0, mode, kind, collect)
+            console = base / f"console-{kind}-{mode}.log"
+            rc, text, ready_s = _run_qemu(qemu_argv(qemu, image, boot_mode=mode, accel_kind=kind,
+                                           console=console, shares=shares),
+                                 base / f"qemu-{kind}-{mode}.log", console,
+                                 timeout + BOOT_MARGIN, READY_TIMEOUT[kind])
+            if READY_MARK in text or i == len(attempts) - 1:
+                break
+            failures.append(f"{kind}/{mode}: exit {rc}")
+            if kind == "kvm" and all(k == "tcg" for k, _ in attempts[i + 1:]):
+                _remember_kvm_fails()
+        run = _collect(results, rc, text, time.monotonic() - t0, mode, kind, collect, failures)
+        run.ready_seconds = ready_s
+        return run
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _run_qemu(argv: list[str], log: Path, console: Path, timeout: float) -> int:
-    p = proc.spawn(argv, log_path=log, label="qemu")
+def _kvm_probe_file() -> Path:
+    return cache_root() / "kvm-probe.json"
+
+
+def _remember_kvm_fails() -> None:
+    with contextlib.suppress(OSError):
+        _kvm_probe_file().write_text(json.dumps({"host_kernel": os.uname().release,
+                                                 "kvm_boots": False}) + "\n")
+
+
+def accels() -> list[str]:
+    """Accelerators to try in order. auto: KVM first unless it is known not to boot here."""
+    choice = os.environ.get(ACCEL_ENV, "auto")
+    if choice not in ("auto", "tcg", "kvm"):
+        raise UnavailableError(f"{ACCEL_ENV}={choice} is not supported", "use auto, tcg or kvm")
+    kvm_ok = os.access("/dev/kvm", os.R_OK | os.W_OK)
+    if choice == "kvm" and not kvm_ok:
+        raise UnavailableError("/dev/kvm is not usable", f"unset {ACCEL_ENV} to use TCG")
+    if choice != "auto":
+        return [choice]
     try:
-        return p.wait(timeout=timeout)
-    except CommandFailed:
-        text = console.read_text(errors="replace") if console.exists() else ""
-        cls = GuestJobError if READY_MARK in text else CommandFailed
-        raise cls(f"VM lab guest did not power off within {timeout:g}s "
-                  f"({'job still running' if cls is GuestJobError else 'boot never finished'})",
-                  "see the console tail; raise the tier timeout if the guest is just slow "
-                  "(TCG)", argv=argv, output=_tail(text)) from None
+        probe = json.loads(_kvm_probe_file().read_text())
+        known_bad = probe.get("host_kernel") == os.uname().release and not probe["kvm_boots"]
+    except (OSError, ValueError, KeyError):
+        known_bad = False
+    return ["kvm", "tcg"] if kvm_ok and not known_bad else ["tcg"]
+
+
+def _run_qemu(argv: list[str], log: Path, console: Path, timeout: float,
+              ready_timeout: float) -> tuple[int | None, str, float | None]:
+    """Run qemu to its exit: (exit code, console, seconds to ready). Stopped early (exit None)
+    if the guest is not ready within ready_timeout; CommandFailed/GuestJobError past timeout."""
+    p = proc.spawn(argv, log_path=log, label="qemu")
+    start = time.monotonic()
+    ready = False
+    ready_s: float | None = None
+    try:
+        while True:
+            rc = p.poll()
+            text = console.read_text(errors="replace") if console.exists() else ""
+            if rc is not None:
+                break
+            elapsed = time.monotonic() - start
+            if not ready and READY_MARK in text:
+                ready, ready_s = True, round(elapsed, 1)
+            if not ready and elapsed > ready_timeout:
+                return None, text + f"\n[host: guest not ready after {ready_timeout:g}s]", None
+            if elapsed > timeout:
+                cls = GuestJobError if ready else CommandFailed
+                raise cls(f"VM lab guest did not power off within {timeout:g}s",
+                          "see the console tail; raise the tier timeout if the guest is just "
+                          "slow (TCG)", argv=argv, output=_tail(text))
+            time.sleep(0.25)
     finally:
         p.stop()
-        if log.exists() and log.stat().st_size and p.popen.returncode not in (0, None):
-            qemu_err = log.read_text(errors="replace").strip()
-            console.parent.joinpath("qemu-error.txt").write_text(qemu_err)
+    if rc != 0 and log.exists() and log.stat().st_size:
+        text += "\n[qemu] " + log.read_text(errors="replace").strip()
+    return rc, text, ready_s
 
 
 def _tail(text: str, lines: int = 25) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _collect(results: Path, rc: int, console: str, seconds: float, mode: str, kind: str,
-             names: tuple[str, ...]) -> GuestRun:
+def _collect(results: Path, rc: int | None, console: str, seconds: float, mode: str,
+             kind: str, names: tuple[str, ...], failures: list[str]) -> GuestRun:
     status_file = results / "status.json"
     if not status_file.exists():
-        err_file = results.parent / "qemu-error.txt"
-        qemu_err = err_file.read_text() if err_file.exists() else ""
-        last = (qemu_err.splitlines() or _tail(console, 1).splitlines() or ["no output"])[-1]
+        last = (_tail(console, 1).splitlines() or ["no output"])[-1]
         cls = GuestJobError if READY_MARK in console else CommandFailed
-        raise cls(f"VM lab guest did not finish its job (qemu exit {rc}): {last}",
-                            "the console tail shows how far the boot got",
-                            output=qemu_err + "\n" + _tail(console))
+        earlier = f" (earlier attempts: {'; '.join(failures)})" if failures else ""
+        raise cls(f"VM lab guest did not finish its job (qemu exit {rc}): {last}{earlier}",
+                  "the console tail shows how far the boot got", output=_tail(console))
     status = json.loads(status_file.read_text())
     job_log = (results / "job.log").read_text(errors="replace") if (
         results / "job.log").exists() else ""
@@ -188,4 +227,4 @@ def _collect(results: Path, rc: int, console: str, seconds: float, mode: str, ki
              if (results / n).is_file()}
     code = status.get("exit_code")
     return GuestRun(code if isinstance(code, int) else None, status, job_log, console, files,
-                    round(seconds, 1), mode, kind)
+                    seconds=round(seconds, 1), boot_mode=mode, accel=kind)

@@ -7,6 +7,7 @@ node ids pytest uses on the host (e.g. tests/vmlab/test_smoke.py::test_geneve).
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,19 @@ def _nodeid(classname: str, name: str, root: Path) -> str:
     return "::".join([classname.replace(".", "/") + ".py", name]) if classname else name
 
 
+_SECTION = re.compile(r"^-+ (Captured \w+) -+$", re.M)
+
+
+def _captured_sections(text: str) -> list[str]:
+    """Non-empty '---- Captured Out ----' style sections pytest writes into system-out/err."""
+    parts = _SECTION.split(text)
+    out = [f"[guest] {parts[0].strip()}"] if parts[0].strip() else []
+    for title, body in zip(parts[1::2], parts[2::2], strict=True):
+        if body.strip():
+            out.append(f"----- guest: {title.lower()} -----\n{body.strip()}")
+    return out
+
+
 def parse_junit(xml_text: str, root: Path) -> list[GuestTestResult]:
     """GuestTestResult per <testcase> in pytest's JUnit XML (pure function)."""
     tree = ET.fromstring(xml_text)
@@ -87,10 +101,9 @@ def parse_junit(xml_text: str, root: Path) -> list[GuestTestResult]:
                 message = el.get("message", "")
                 texts.append(el.text or message)
                 break
-        for tag, title in (("system-out", "stdout"), ("system-err", "stderr")):
+        for tag in ("system-out", "system-err"):
             for el in case.findall(tag):
-                if el.text and el.text.strip():
-                    texts.append(f"----- guest {title} -----\n{el.text.rstrip()}")
+                texts.extend(_captured_sections(el.text or ""))
         # a failing teardown after a passing call appears as an extra <error> in the same case
         out.append(GuestTestResult(nodeid, outcome, float(case.get("time", 0.0) or 0.0),
                                    "\n".join(texts), message.splitlines()[0] if message else ""))
