@@ -11,6 +11,7 @@ root), the tests skip with that one-line reason. TUNBENCH_VMLAB=0 skips the tier
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -33,6 +34,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "vmlab: runs in the full-kernel VM lab (qemu)")
 
 
+@functools.lru_cache(maxsize=1)
 def list_guest_tests() -> tuple[list[str], str]:
     """Node ids of the guest tests as pytest collects them (on the host, nothing is run)."""
     pythonpath = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH"))
@@ -76,7 +78,7 @@ def vmlab_tier(request: pytest.FixtureRequest) -> TierOutcome:
     selected = sorted({item.callspec.params[PARAM] for item in request.session.items
                        if hasattr(item, "callspec") and PARAM in item.callspec.params})
     selected = [s for s in selected if not s.startswith("<listing error>")]
-    all_ids, _ = list_guest_tests()
+    all_ids = list(list_guest_tests()[0])
     complete = set(selected) == set(all_ids)
     timeout = float(os.environ.get(TIMEOUT_ENV, "900"))
     try:

@@ -248,7 +248,8 @@ def _debootstrap(rootdir: Path, log_path: Path, timeout: float) -> None:
             "debootstrap", "--variant=minbase", f"--include={','.join(GUEST_PACKAGES)}",
             SUITE, str(rootdir), MIRROR]
     p = proc.spawn(argv, log_path=log_path, label="debootstrap",
-                   env={"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"})
+                   env={"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C",
+                        "INITRD": "No"})  # the Debian initrd is unused: skip making it
     try:
         rc = p.wait(timeout=timeout)
     finally:
