@@ -40,9 +40,15 @@ def list_guest_tests() -> tuple[list[str], str]:
     pythonpath = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH"))
                                  if p)
     r = proc.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
-                  "no:cacheprovider", f"--rootdir={ROOT}", GUEST_DIR], cwd=ROOT, check=False,
-                 env={"TUNBENCH_VMLAB_COLLECT": "1", "PYTHONPATH": pythonpath}, timeout=120)
-    ids = [line.strip() for line in r.stdout.splitlines() if "::" in line]
+                  "no:cacheprovider", "-p", "no:warnings", f"--rootdir={ROOT}", GUEST_DIR],
+                 cwd=ROOT, check=False, timeout=120,
+                 env={"TUNBENCH_VMLAB_COLLECT": "1", "PYTHONPATH": pythonpath})
+    ids = []
+    for line in r.stdout.splitlines():  # node ids come first, up to the first blank line
+        if not line.strip():
+            break
+        if line.startswith(GUEST_DIR + "/") and "::" in line and " " not in line.split("[")[0]:
+            ids.append(line.strip())
     if r.returncode not in (0, 5):
         last = (r.stdout.strip().splitlines() or r.stderr.strip().splitlines() or [""])[-1]
         return ids, f"listing the guest tests failed (exit {r.returncode}): {last}"
