@@ -36,5 +36,7 @@ bench: deps venv
 cleanup: venv
 	$(VENV)/bin/tunbench cleanup
 
+include mk/vmlab.mk
+
 clean:
 	rm -rf $(VENV) build src/*.egg-info

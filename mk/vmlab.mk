@@ -1,21 +1,20 @@
 # VM lab targets, for the project Makefile to `include mk/vmlab.mk`.
-# The host package list comes from tunbench.vmlab.image.HOST_PACKAGES (one source of truth).
-PYTHON ?= .venv/bin/python
-VMLAB_HOST_PACKAGES = $(shell PYTHONPATH=src python3 -m tunbench.vmlab host-packages)
+# Host packages are in deps/apt-vmlab.txt (installed by scripts/install-deps.sh).
+VMLAB_PY ?= .venv/bin/python
 
 .PHONY: vmlab-host-deps vmlab-image vmlab-test vmlab-info vmlab-prune
 
 vmlab-host-deps:
-	apt-get install -y --no-install-recommends $(VMLAB_HOST_PACKAGES)
+	@scripts/install-deps.sh
 
 vmlab-image: vmlab-host-deps
-	PYTHONPATH=src $(PYTHON) -m tunbench.vmlab build
+	PYTHONPATH=src $(VMLAB_PY) -m tunbench.vmlab build
 
 vmlab-test:
-	PYTHONPATH=src $(PYTHON) -m pytest -m vmlab tests/vmlab_bridge
+	PYTHONPATH=src $(VMLAB_PY) -m pytest -m vmlab tests/vmlab_bridge
 
 vmlab-info:
-	PYTHONPATH=src $(PYTHON) -m tunbench.vmlab info
+	PYTHONPATH=src $(VMLAB_PY) -m tunbench.vmlab info
 
 vmlab-prune:
-	PYTHONPATH=src $(PYTHON) -m tunbench.vmlab prune
+	PYTHONPATH=src $(VMLAB_PY) -m tunbench.vmlab prune

@@ -90,7 +90,7 @@ def kernel_missing(option: str, feature: str, module: str | None = None) -> Miss
                        f"modprobe {module or option.lower()} or install the kernel's modules")
     return Missing(f"kernel {option}", f"{feature} is not in this kernel ({platform.release()})",
                    "use a kernel built with it (e.g. Debian's linux-image-amd64), "
-                   "or the VM lab: make test-vmlab")
+                   "or prove it in the VM lab: make vmlab-test")
 
 
 def tool_missing(tool: str, purpose: str = "") -> Missing | None:

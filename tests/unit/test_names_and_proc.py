@@ -50,3 +50,12 @@ def test_spawn_and_stop_by_pid(tmp_path) -> None:
     assert not proc.pid_alive(p.pid, p.starttime)
     # a PID whose start time does not match is not ours: nothing is signalled
     assert proc.kill_pid(1, starttime=-1) is False
+
+
+def test_vmlab_host_packages_are_installed_by_make() -> None:
+    from pathlib import Path
+
+    from tunbench.vmlab.image import HOST_PACKAGES
+    listed = Path(__file__).parents[2] / "deps" / "apt-vmlab.txt"
+    pkgs = {line.split("#")[0].strip() for line in listed.read_text().splitlines()} - {""}
+    assert set(HOST_PACKAGES.values()) <= pkgs
