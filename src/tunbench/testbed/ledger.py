@@ -183,14 +183,14 @@ def _describe(entry: dict[str, Any]) -> str:
     return str(entry.get("name") or entry.get("label") or entry.get("path") or entry.get("argv"))
 
 
-def _block_signals() -> set[signal.Signals] | None:
+def _block_signals() -> set[int] | None:
     try:
         return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     except (ValueError, OSError):
         return None
 
 
-def _restore_signals(old: set[signal.Signals] | None) -> None:
+def _restore_signals(old: set[int] | None) -> None:
     if old is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 

@@ -62,7 +62,7 @@ class Vxlan(TunnelDriver):
         for site, peer, my4, my6 in ((tb.a, tb.b, a4, a6), (tb.b, tb.a, b4, b6)):
             ns = str(site.netns)
             local, remote = self.underlay_addr(site, fam), self.underlay_addr(peer, fam)
-            attrs = ({"vxlan_local": local, "vxlan_group": remote} if fam == 4 else
+            attrs: dict[str, str | int] = ({"vxlan_local": local, "vxlan_group": remote} if fam == 4 else
                      {"vxlan_local6": local, "vxlan_group6": remote,
                       "vxlan_udp_zero_csum6_tx": 0, "vxlan_udp_zero_csum6_rx": 0})
             with netlink.ipr(ns) as ip:
