@@ -188,6 +188,13 @@ class LossSearch(Workload):
                 out.metrics.update(rate_metrics(goal, key, r.rate_pps, mean_l3))
                 out.metrics.update(latency_metrics(f"{goal}_{key}", trial_at(r.trials, r.rate_pps)))
             ndr_base = ("ndr", found["ndr"].rate_pps)
+        at_max = [n for n, v in (("rfc2544", raw.get("rfc2544")),
+                                 *((g, r) for g, r in raw.get("mlrsearch", {}).items())) if v
+                  and v["upper_pps"] is None and v["rate_pps"] is not None]
+        if at_max:
+            out.notes.append(f"size {key}: {', '.join(at_max)} passed at the upper bound "
+                             f"{max_pps:.0f} pps: limited by the generator/host, not the tunnel")
+        raw["at_upper_bound"] = at_max
         raw["latency_base"] = {"name": ndr_base[0], "pps": ndr_base[1],
                                "source": "mlrsearch" if p.method != "rfc2544" else "rfc2544"}
         raw["latency_under_load"] = {}
