@@ -7,12 +7,12 @@ STAMP := $(VENV)/.installed
 TEST_ARGS ?=
 RUN_ARGS ?= --tunnels all --duration 5 --repeats 3
 
-.PHONY: run test deps venv lint typecheck bench cleanup clean
+.PHONY: run test deps venv loadgen lint typecheck bench cleanup clean
 
-run: deps venv
+run: deps venv loadgen
 	$(VENV)/bin/tunbench run $(RUN_ARGS)
 
-test: deps venv
+test: deps venv loadgen
 	$(PY) -m pytest $(TEST_ARGS)
 
 deps:
@@ -25,6 +25,14 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
+
+# The native UDP load generator (Rust, edition 2024: needs cargo >= 1.85). Without a suitable
+# cargo: one line, and the loss-search workload reports itself unavailable (tests skip).
+CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
+loadgen:
+	@if [ -x "$(CARGO)" ] && "$(CARGO)" --version 2>/dev/null | awk '{split($$2,v,"."); exit !(v[1]>1 || v[2]>=85)}'; then \
+		cd loadgen && "$(CARGO)" build --release --locked --quiet; \
+	else echo "loadgen: no cargo >= 1.85 found (install Rust: https://rustup.rs); loss-search will be unavailable"; fi
 
 lint: venv
 	$(VENV)/bin/ruff check src tests bench

@@ -1,0 +1,218 @@
+"""One trial of the native UDP load generator (loadgen/, binary `tunbench-loadgen`).
+
+A trial: start `recv` in site b, wait for its `ready` line on stderr, run `send` in site a, wait
+for both, parse both JSON objects. Building argv, running and parsing are separate; the parsers
+(`parse_send`, `parse_recv`, `trial_result`) are pure functions tested on captured real output
+in tests/data/loadgen/.
+
+Accounting decisions (see docs/loss-search.md):
+- loss = packets the sender's kernel accepted (END `total_sent`) minus unique packets received;
+  receiver socket drops (SO_RXQ_OVFL) are *counted as loss* - they are packets the far site
+  did not deliver at this load, so a search never reports a rate the receiving site cannot
+  absorb - and flagged per trial (`socket_drops`) so a reader can tell where the loss was.
+- a sender-limited trial (achieved < 98% of target) did not offer the load: a search treats it
+  as a failed trial (RFC 2544) or counts the unsent packets as bad (MLRsearch's loss ratio).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import proc
+from ..capabilities import Missing
+from ..errors import CommandFailed
+from ..testbed.base import Site, Testbed
+
+REPO = Path(__file__).resolve().parents[3]
+BINARY = "tunbench-loadgen"
+BUILD_FIX = ("build it: make loadgen (needs Rust >= 1.85: curl https://sh.rustup.rs | sh), "
+             "or point TUNBENCH_LOADGEN at the binary")
+
+
+def find_binary() -> str | None:
+    """$TUNBENCH_LOADGEN, else <repo>/loadgen/target/release/tunbench-loadgen, else PATH."""
+    env = os.environ.get("TUNBENCH_LOADGEN")
+    if env:
+        return env if os.path.isfile(env) and os.access(env, os.X_OK) else None
+    built = REPO / "loadgen" / "target" / "release" / BINARY
+    if built.is_file() and os.access(built, os.X_OK):
+        return str(built)
+    return proc.which(BINARY)
+
+
+def binary_missing() -> Missing | None:
+    if find_binary():
+        return None
+    env = os.environ.get("TUNBENCH_LOADGEN")
+    why = (f"TUNBENCH_LOADGEN={env} is not an executable file" if env else
+           f"{BINARY} not built (looked in $TUNBENCH_LOADGEN, loadgen/target/release, PATH)")
+    return Missing(f"tool {BINARY}", why, BUILD_FIX)
+
+
+def require_binary() -> str:
+    path = find_binary()
+    if path is None:
+        m = binary_missing()
+        from ..errors import UnavailableError
+        raise UnavailableError(m.one_line() if m else BINARY, BUILD_FIX)
+    return path
+
+
+@dataclass(frozen=True)
+class TrafficSpec:
+    """What one trial sends: a fixed IP size (bytes) or the simple IMIX, over N flows."""
+    size: str = "imix"          # "imix" or a decimal IP total length
+    flows: int = 100
+    port: int = 5301
+    src_port: int | None = None  # base source port (socket i uses base+i); None = kernel picks
+    seed: int = 1
+
+    def mix_args(self) -> list[str]:
+        return ["--imix", "simple"] if self.size == "imix" else ["--size", str(int(self.size))]
+
+
+def recv_argv(binary: str, bind: str, spec: TrafficSpec, duration: float,
+              per_flow: bool = False) -> list[str]:
+    argv = [binary, "recv", "--bind", bind, "--port", str(spec.port), "--timeout-idle", "5",
+            "--max-seconds", f"{duration + 30:g}"]
+    return argv + (["--per-flow"] if per_flow else [])
+
+
+def send_argv(binary: str, dst: str, spec: TrafficSpec, duration: float,
+              rate_pps: float | None) -> list[str]:
+    argv = [binary, "send", "--dst", dst, "--port", str(spec.port), "--flows", str(spec.flows),
+            *spec.mix_args(), "--duration", f"{duration:g}", "--seed", str(spec.seed)]
+    if spec.src_port is not None:
+        argv += ["--src-port", str(spec.src_port)]
+    if rate_pps is not None:
+        argv += ["--rate-pps", f"{rate_pps:.3f}"]
+    return argv
+
+
+def _json_object(text: str, role: str) -> dict[str, Any]:
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if data.get("tool") == BINARY and data.get("role") == role:
+                return data
+    raise CommandFailed(f"{BINARY} {role} printed no JSON result",
+                        "see the case's error_log for its stderr")
+
+
+def parse_send(text: str) -> dict[str, Any]:
+    """The sender's figures (pure)."""
+    d = _json_object(text, "send")
+    return {k: d.get(k) for k in (
+        "target_pps", "target_bps_l3", "rate_mode", "duration_s", "duration_target_s",
+        "sent_packets", "sent_bytes_l3", "sent_bytes_l2", "achieved_pps", "achieved_bps_l3",
+        "achieved_bps_l2", "sender_limited", "per_size_sent", "per_flow_sent", "send_errors",
+        "flows", "interrupted", "effective_batch")} | {"mean_size_l3": d["mix"]["mean_size_l3"],
+                                                       "mix_kind": d["mix"]["kind"]}
+
+
+def parse_recv(text: str) -> dict[str, Any]:
+    """The receiver's figures (pure)."""
+    d = _json_object(text, "recv")
+    return {k: d.get(k) for k in (
+        "received_packets", "unique_packets", "duplicates", "reordered", "expected_packets",
+        "lost", "loss_ratio", "per_size_received", "latency_us", "latency_source",
+        "flows_seen", "end_received", "socket_drops", "rx_pps", "rx_bps_l3",
+        "received_bytes_l3", "received_bytes_l2", "stop_reason", "per_flow")}
+
+
+@dataclass
+class TrialResult:
+    """One trial: what was asked, offered, received and lost, and the latency."""
+    intended_pps: float | None      # None = unpaced
+    duration_s: float               # measured data-phase length
+    offered: int                    # packets the sender's kernel accepted
+    offered_pps: float
+    offered_bps_l3: float
+    offered_bps_l2: float
+    received: int                   # unique packets received
+    lost: int
+    loss_ratio: float
+    sender_limited: bool
+    socket_drops: int               # counted in `lost`; flagged here
+    latency_us: dict[str, Any]
+    mean_size_l3: float
+    per_size_sent: dict[str, int] = field(default_factory=dict)
+    per_size_received: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0             # trial wall time incl. start/stop overhead
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def trial_result(send: dict[str, Any], recv: dict[str, Any],
+                 intended_pps: float | None) -> TrialResult:
+    """Combine the parsed sender and receiver figures (pure).
+
+    Without an END (recv.lost null) the expected count falls back to the sender's own count.
+    """
+    offered = int(send["sent_packets"])
+    received = int(recv["unique_packets"])
+    expected = recv["expected_packets"] if recv["expected_packets"] is not None else offered
+    lost = int(recv["lost"]) if recv["lost"] is not None else expected - received
+    ratio = lost / expected if expected else 0.0
+    return TrialResult(
+        intended_pps=intended_pps, duration_s=float(send["duration_s"]), offered=offered,
+        offered_pps=float(send["achieved_pps"]), offered_bps_l3=float(send["achieved_bps_l3"]),
+        offered_bps_l2=float(send["achieved_bps_l2"]), received=received, lost=lost,
+        loss_ratio=ratio, sender_limited=bool(send["sender_limited"]),
+        socket_drops=int(recv["socket_drops"] or 0), latency_us=dict(recv["latency_us"] or {}),
+        mean_size_l3=float(send["mean_size_l3"]),
+        per_size_sent=dict(send["per_size_sent"] or {}),
+        per_size_received=dict(recv["per_size_received"] or {}))
+
+
+def wait_ready(p: proc.Process, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if "ready" in p.errors().split():
+            return
+        if p.poll() is not None:
+            break
+        time.sleep(0.005)
+    raise CommandFailed(f"{BINARY} recv did not become ready within {timeout:g}s: "
+                        f"{p.log_tail(3) or 'no output'}", argv=p.argv)
+
+
+def run_trial(tb: Testbed, dst: str, spec: TrafficSpec, duration: float,
+              rate_pps: float | None, *, label: str = "loadgen", sender: Site | None = None,
+              receiver: Site | None = None, bind: str | None = None) -> TrialResult:
+    """One trial from site a to `dst` in site b; both processes are stopped by PID on any exit."""
+    binary = require_binary()
+    sender, receiver = sender or tb.a, receiver or tb.b
+    t0 = time.monotonic()
+    recv = tb.spawn(receiver, recv_argv(binary, bind or dst, spec, duration), f"{label}-recv",
+                    split_stderr=True, grace=1.0)
+    send = None
+    try:
+        wait_ready(recv)
+        send = tb.spawn(sender, send_argv(binary, dst, spec, duration, rate_pps),
+                        f"{label}-send", split_stderr=True, grace=1.0)
+        code = send.wait(timeout=duration + 20)
+        if code != 0:
+            raise CommandFailed(f"{BINARY} send exited with {code}: {send.log_tail(2)}",
+                                argv=send.argv)
+        rcode = recv.wait(timeout=15)
+        if rcode != 0:
+            raise CommandFailed(f"{BINARY} recv exited with {rcode}: {recv.log_tail(2)}",
+                                argv=recv.argv)
+        result = trial_result(parse_send(send.output()), parse_recv(recv.output()), rate_pps)
+    finally:
+        for p in (send, recv):
+            if p is not None:
+                p.stop(grace=1.0)
+    result.wall_s = time.monotonic() - t0
+    return result

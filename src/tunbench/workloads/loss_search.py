@@ -1,0 +1,214 @@
+"""loss-search: loss-threshold throughput (RFC 2544 binary search and/or MLRsearch NDR/PDR)
+with the native UDP generator, per packet size, then latency at 10/50/90% of the found NDR.
+
+Trial length: `trial_duration` (default 60 s, RFC 2544) capped by tunbench's --duration, so
+`--duration 60` gives the RFC's trials and `--duration 1` a quick look. Metric names and the
+byte accounting are documented in docs/loss-search.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..capabilities import Missing
+from ..errors import SpecError
+from . import loadgen
+from .base import Context, Metric, Output, Workload, WorkloadParams
+from .search import SearchResult, mlr_search, rfc2544_search
+
+L2_EXTRA = 18      # Ethernet header + FCS per packet (loadgen's *_l2 accounting)
+
+
+@dataclass(frozen=True)
+class LossSearchParams(WorkloadParams):
+    method: Literal["rfc2544", "mlrsearch", "both"] = "both"
+    sizes: tuple[str, ...] = ("361", "imix")    # IP total lengths and/or "imix" (7x40,4x576,1x1500)
+    flows: int = 100
+    trial_duration: float = 60.0      # seconds per trial (RFC 2544); capped by --duration
+    loss_threshold_pct: float = 0.1   # RFC 2544 acceptable frame loss rate, percent
+    resolution_pct: float = 0.01      # search stops at this width, percent of the max rate
+    max_rate_pps: float = 0.0         # upper bound; 0 = measure the generator's unpaced rate
+    min_rate_pps: float = 1000.0      # lower bound of both searches
+    ndr_loss_pct: float = 0.0         # MLRsearch goals
+    pdr_loss_pct: float = 0.5
+    latency_at_pct: tuple[float, ...] = (10.0, 50.0, 90.0)   # of the found NDR; () = skip
+    port: int = 5301
+
+    def validate(self) -> list[str]:
+        p: list[str] = []
+        if not self.sizes:
+            p.append("sizes is empty (give e.g. [\"361\", \"imix\"])")
+        for s in self.sizes:
+            if s != "imix" and not (s.isdigit() and 40 <= int(s) <= 9000):
+                p.append(f"size {s!r} must be \"imix\" or an IP total length 40..9000 bytes")
+        if len(set(self.sizes)) != len(self.sizes):
+            p.append("sizes has duplicates")
+        if not 1 <= self.flows <= 65535:
+            p.append(f"flows {self.flows} out of range (1..65535)")
+        if not 0.1 <= self.trial_duration <= 3600:
+            p.append(f"trial_duration {self.trial_duration:g} out of range (0.1..3600 s)")
+        if not 0 <= self.loss_threshold_pct < 100:
+            p.append(f"loss_threshold_pct {self.loss_threshold_pct:g} out of range (0..<100)")
+        if not 0 < self.resolution_pct < 50:
+            p.append(f"resolution_pct {self.resolution_pct:g} out of range (>0..<50)")
+        if self.max_rate_pps < 0 or (self.max_rate_pps and self.max_rate_pps <= self.min_rate_pps):
+            p.append("max_rate_pps must be 0 (measure it) or above min_rate_pps")
+        if self.min_rate_pps <= 0:
+            p.append("min_rate_pps must be > 0 (MLRsearch needs a positive minimum load)")
+        if not (0 <= self.ndr_loss_pct < 100 and 0 <= self.pdr_loss_pct < 100):
+            p.append("ndr_loss_pct and pdr_loss_pct must be in 0..<100")
+        if any(not 0 < x <= 100 for x in self.latency_at_pct):
+            p.append("latency_at_pct values must be in (0, 100]")
+        if not 1024 <= self.port <= 65535:
+            p.append(f"port {self.port} out of range (1024..65535)")
+        return p
+
+
+def size_key(size: str) -> str:
+    return "imix" if size == "imix" else str(int(size))
+
+
+def rate_metrics(prefix: str, key: str, pps: float | None, mean_l3: float) -> dict[str, Metric]:
+    """pps plus Mbit/s at L3 (IP total length) and L2 (Ethernet frame incl. FCS)."""
+    l3 = pps * mean_l3 * 8 / 1e6 if pps is not None else None
+    l2 = pps * (mean_l3 + L2_EXTRA) * 8 / 1e6 if pps is not None else None
+    return {f"{prefix}_pps_{key}": Metric(pps, "packets/s"),
+            f"{prefix}_mbps_l3_{key}": Metric(l3, "Mbit/s"),
+            f"{prefix}_mbps_l2_{key}": Metric(l2, "Mbit/s")}
+
+
+def latency_metrics(name: str, t: Any) -> dict[str, Metric]:
+    lat = (t.latency_us if t is not None else None) or {}
+    return {f"lat_{q}_us_at_{name}": Metric(lat.get(q), "us", False) for q in ("p50", "p99")}
+
+
+def trial_at(trials: list[Any], rate: float | None) -> Any:
+    """The last trial measured at `rate` (the search's relevant lower bound)."""
+    if rate is None:
+        return None
+    for t in reversed(trials):
+        if t.intended_pps is not None and abs(t.intended_pps - rate) <= 1e-6 * rate:
+            return t
+    return None
+
+
+def search_summary(res: SearchResult) -> dict[str, Any]:
+    return {"method": res.method, "rate_pps": res.rate_pps, "lower_pps": res.lower_pps,
+            "upper_pps": res.upper_pps, "trial_seconds": res.trial_seconds,
+            "trials": len(res.trials)}
+
+
+class LossSearch(Workload):
+    name = "loss-search"
+    summary = ("loss-threshold throughput: RFC 2544 binary search and MLRsearch NDR/PDR "
+               "(native UDP generator, 100 flows, fixed sizes and IMIX), latency under load")
+    Params = LossSearchParams
+    headline = ("ndr_pps_imix", "pdr_pps_imix", "ndr_pps_361", "pdr_pps_361",
+                "rfc2544_pps_imix", "rfc2544_pps_361")
+
+    @classmethod
+    def requirements(cls, params: WorkloadParams) -> list[Missing]:
+        missing = [m for m in (loadgen.binary_missing(),) if m]
+        assert isinstance(params, LossSearchParams)
+        if params.method in ("mlrsearch", "both"):
+            try:
+                import MLRsearch  # type: ignore[import-untyped]  # noqa: F401
+            except ImportError:
+                missing.append(Missing("python package MLRsearch", "not installed: method "
+                                       f"{params.method}", "make venv (pins MLRsearch==1.2.1)"))
+        return missing
+
+    @classmethod
+    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
+        assert isinstance(params, LossSearchParams)
+        t = min(params.trial_duration, duration) + 1.0
+        per_size = 1 + len(params.latency_at_pct)
+        per_size += 15 if params.method != "mlrsearch" else 0
+        per_size += 25 if params.method != "rfc2544" else 0
+        return t * per_size * len(params.sizes)
+
+    def run(self, ctx: Context, params: WorkloadParams) -> Output:
+        assert isinstance(params, LossSearchParams)
+        if ctx.family == 6 and "imix" in params.sizes:
+            raise SpecError("the simple IMIX has 40-byte packets, which IPv6 cannot carry",
+                            "use IPv4 (family 4) or leave \"imix\" out of sizes")
+        dst = ctx.server_addr()
+        duration = min(params.trial_duration, ctx.duration)
+        out = Output(raw={"trial_duration_s": duration, "accounting": {
+            "pps": "packets the generator sent per second (inner IP packets)",
+            "mbps_l3": "IP total length x 8 x pps", "mbps_l2": "(IP total length + 18) x 8 x pps",
+            "loss": "sent - unique received; receiver socket drops count as loss"},
+            "sizes": {}})
+        with ctx.measuring():
+            for size in params.sizes:
+                key = size_key(size)
+                out.raw["sizes"][key] = self._one_size(ctx, params, dst, size, key, duration, out)
+        return out
+
+    def _one_size(self, ctx: Context, p: LossSearchParams, dst: str, size: str, key: str,
+                  duration: float, out: Output) -> dict[str, Any]:
+        spec = loadgen.TrafficSpec(size=size, flows=p.flows, port=p.port)
+        trials: list[dict[str, Any]] = []
+
+        def measure(rate: float | None, dur: float, phase: str) -> loadgen.TrialResult:
+            t = loadgen.run_trial(ctx.tb, dst, spec, dur, rate, label=f"loadgen-{key}")
+            trials.append({"phase": phase, **t.to_dict()})
+            return t
+
+        raw: dict[str, Any] = {"trials": trials}
+        max_pps = p.max_rate_pps
+        if not max_pps:
+            t = measure(None, duration, "max-rate")
+            max_pps = t.offered_pps
+            raw["max_rate_trial_loss_ratio"] = t.loss_ratio
+        mean_l3 = (4084 / 12) if size == "imix" else float(int(size))
+        raw.update(max_pps=max_pps, mean_size_l3=mean_l3)
+        out.metrics[f"max_offered_pps_{key}"] = Metric(max_pps, "packets/s")
+        if max_pps <= p.min_rate_pps:
+            raise SpecError(f"the generator reached only {max_pps:.0f} pps at size {key}, not "
+                            f"above min_rate_pps {p.min_rate_pps:g}", "lower min_rate_pps")
+        ndr_base: tuple[str, float | None] = ("ndr", None)
+        if p.method in ("rfc2544", "both"):
+            r = rfc2544_search(lambda rate, d: measure(rate, d, "rfc2544"), max_pps,
+                               threshold=p.loss_threshold_pct / 100,
+                               resolution_pps=max_pps * p.resolution_pct / 100,
+                               duration=duration, min_pps=p.min_rate_pps)
+            raw["rfc2544"] = search_summary(r)
+            out.metrics.update(rate_metrics("rfc2544", key, r.rate_pps, mean_l3))
+            out.metrics.update(latency_metrics(f"rfc2544_{key}", trial_at(r.trials, r.rate_pps)))
+            ndr_base = ("ndr", r.rate_pps)
+        if p.method in ("mlrsearch", "both"):
+            found = mlr_search(lambda rate, d: measure(rate, d, "mlrsearch"), max_pps,
+                               goals={"ndr": p.ndr_loss_pct / 100, "pdr": p.pdr_loss_pct / 100},
+                               relative_width=p.resolution_pct / 100, duration=duration,
+                               min_pps=p.min_rate_pps)
+            raw["mlrsearch"] = {g: search_summary(r) for g, r in found.items()}
+            for goal, r in found.items():
+                out.metrics.update(rate_metrics(goal, key, r.rate_pps, mean_l3))
+                out.metrics.update(latency_metrics(f"{goal}_{key}", trial_at(r.trials, r.rate_pps)))
+            ndr_base = ("ndr", found["ndr"].rate_pps)
+        at_max = [n for n, v in (("rfc2544", raw.get("rfc2544")),
+                                 *((g, r) for g, r in raw.get("mlrsearch", {}).items())) if v
+                  and v["upper_pps"] is None and v["rate_pps"] is not None]
+        if at_max:
+            out.notes.append(f"size {key}: {', '.join(at_max)} passed at the upper bound "
+                             f"{max_pps:.0f} pps: limited by the generator/host, not the tunnel")
+        raw["at_upper_bound"] = at_max
+        raw["latency_base"] = {"name": ndr_base[0], "pps": ndr_base[1],
+                               "source": "mlrsearch" if p.method != "rfc2544" else "rfc2544"}
+        raw["latency_under_load"] = {}
+        if ndr_base[1]:
+            for pct in p.latency_at_pct:
+                t = measure(ndr_base[1] * pct / 100, duration, f"latency-{pct:g}pct")
+                raw["latency_under_load"][f"{pct:g}"] = {"rate_pps": t.intended_pps,
+                                                         "latency_us": t.latency_us,
+                                                         "loss_ratio": t.loss_ratio}
+                for q in ("p50", "p90", "p99"):
+                    out.metrics[f"lat_{q}_us_at_{pct:g}pct_ndr_{key}"] = Metric(
+                        t.latency_us.get(q), "us", False)
+        raw["trial_seconds_total"] = sum(t["duration_s"] for t in trials)
+        return raw
+
+
+WORKLOAD = LossSearch

@@ -1,0 +1,218 @@
+"""loss-search on a real testbed: generator accuracy through the underlay, exact loss counting
+on a real underlay drop, both searches converging on a tbf-shaped link, no leftovers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from tunbench.errors import CommandFailed
+from tunbench.testbed import local, names, netlink
+from tunbench.testbed.base import Testbed
+from tunbench.testbed.ledger import Ledger
+from tunbench.workloads import loadgen
+from tunbench.workloads.search import mlr_search, rfc2544_search
+
+pytestmark = pytest.mark.skipif(
+    loadgen.find_binary() is None,
+    reason=f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})")
+
+DST = local.UNDERLAY4[1]
+
+
+def loadgen_pids(tb: Testbed) -> list[int]:
+    pids = []
+    for site in tb.sites():
+        out = subprocess.run(["ip", "netns", "pids", str(site.netns)], capture_output=True,
+                             text=True, check=True).stdout.split()
+        for pid in out:
+            try:
+                exe = os.readlink(f"/proc/{pid}/exe")
+            except OSError:
+                continue
+            if exe.endswith(loadgen.BINARY):
+                pids.append(int(pid))
+    return pids
+
+
+def test_imix_proportions_over_100k_packets(testbed: Testbed) -> None:
+    spec = loadgen.TrafficSpec(size="imix", flows=100, port=5301)
+    t = loadgen.run_trial(testbed, DST, spec, 2.0, 50000)
+    sent, recv = t.per_size_sent, t.per_size_received
+    total = sum(sent.values())
+    if total < 100_000:  # the shared host could not keep 50k pps: top up with a second trial
+        t2 = loadgen.run_trial(testbed, DST, spec, 2.0, 50000)
+        for d, extra in ((sent, t2.per_size_sent), (recv, t2.per_size_received)):
+            for k, v in extra.items():
+                d[k] = d.get(k, 0) + v
+        total = sum(sent.values())
+    assert total >= 100_000, f"only {total} packets sent"
+    want = {"40": 7 / 12, "576": 4 / 12, "1500": 1 / 12}
+    for counts in (sent, recv):  # what the generator sent, and what crossed the underlay
+        n = sum(counts.values())
+        for size, frac in want.items():
+            assert abs(counts[size] / n - frac) < 0.01, (size, counts)
+
+
+def test_pacing_within_2pct_at_20kpps(testbed: Testbed) -> None:
+    spec = loadgen.TrafficSpec(size="64", flows=100, port=5302)
+    attempts = []
+    for _ in range(3):  # the host is shared: a sender-limited attempt is retried, and reported
+        t = loadgen.run_trial(testbed, DST, spec, 2.0, 20000)
+        attempts.append((t.offered_pps, t.sender_limited, t.loss_ratio))
+        if not t.sender_limited:
+            break
+    assert not t.sender_limited, f"every attempt was sender-limited: {attempts}"
+    assert abs(t.offered_pps / 20000 - 1) < 0.02, attempts
+    # receiver's view of the rate over the underlay
+    assert abs(t.received / t.duration_s / 20000 - 1) < 0.02, attempts
+
+
+def test_loss_counted_exactly_on_a_real_underlay_drop(testbed: Testbed) -> None:
+    """1 of 10 flows (source port 40000) is dropped on site a's underlay egress: 10% loss."""
+    ns, dev = str(testbed.a.netns), testbed.a.underlay_if
+    tc = [["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
+          ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
+           "rate", "10gbit"],
+          ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb",
+           "rate", "10gbit"],
+          ["tc", "qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "pfifo",
+           "limit", "0"],
+          ["tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+           "u32", "match", "ip", "sport", "40000", "0xffff", "flowid", "1:20"]]
+    testbed.ledger.command(["tc", "qdisc", "del", "dev", dev, "root"], ns)
+    for argv in tc:
+        testbed.a.run(argv, timeout=10)
+    spec = loadgen.TrafficSpec(size="200", flows=10, port=5303, src_port=40000)
+    t = loadgen.run_trial(testbed, DST, spec, 1.0, 10000)
+    stats = testbed.a.run(["tc", "-s", "-j", "qdisc", "show", "dev", dev]).stdout
+    assert '"drops"' in stats
+    assert t.socket_drops == 0 and not t.sender_limited
+    # the generator interleaves flows packet by packet: flow 0 got exactly a tenth, +-1 packet
+    assert t.lost == pytest.approx(t.offered / 10, abs=1)
+    assert t.loss_ratio == pytest.approx(0.1, abs=1e-3)
+
+
+RATE_BPS, BURST, LATENCY = 20_000_000, 4096, 0.025
+
+
+def tight_tbf(tb: Testbed) -> None:
+    """The testbed's tbf keeps a 256 KB burst for GSO frames: a 1 s trial would hide ~15% of
+    overload in it. For a sharp knee, re-shape site a's egress with a small bucket and a 25 ms
+    queue (enough to absorb the sender's scheduling hiccups on this shared host)."""
+    tb.a.run(["tc", "qdisc", "replace", "dev", tb.a.underlay_if, "root", "tbf",
+              "rate", str(RATE_BPS), "burst", str(BURST), "latency", f"{LATENCY * 1000:g}ms"],
+             timeout=10)
+
+
+def tbf_knee_pps(mean_l2: float, trial_s: float) -> float:
+    """Highest lossless offered rate of a trial through tbf: the token rate plus what the full
+    bucket (burst) and the queue (limit = rate x latency + burst, tc's formula) absorb and
+    deliver after the sender stops. tbf counts skb->len: on veth the IP packet + 14 bytes."""
+    rate_bytes = RATE_BPS / 8
+    limit = rate_bytes * LATENCY + BURST
+    return (rate_bytes * trial_s + BURST + limit) / mean_l2 / trial_s
+
+
+@pytest.fixture
+def shaped() -> Testbed:
+    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
+    rid = names.new_run_id(taken)
+    ledger = Ledger(rid)
+    try:
+        tb = local.build(rid, ledger, rate="20mbit")
+        tight_tbf(tb)
+        yield tb
+    finally:
+        errors = ledger.close()
+        local.sweep(rid)
+        assert not errors, errors
+
+
+@pytest.mark.parametrize("size", ["361", "imix"])
+def test_searches_converge_to_tbf_rate(shaped: Testbed, size: str) -> None:
+    mean_l3 = 4084 / 12 if size == "imix" else 361.0
+    expected = tbf_knee_pps(mean_l3 + 14, 1.0)
+    spec = loadgen.TrafficSpec(size=size, flows=100, port=5304)
+
+    def measure(rate: float, dur: float) -> loadgen.TrialResult:
+        return loadgen.run_trial(shaped, DST, spec, dur, rate)
+
+    def rfc() -> dict[str, float | None]:
+        r = rfc2544_search(measure, expected * 1.5, threshold=0.001,
+                           resolution_pps=expected * 0.005, duration=1.0, min_pps=100)
+        return {"rfc2544": r.rate_pps}
+
+    def mlr() -> dict[str, float | None]:
+        m = mlr_search(measure, expected * 1.5, goals={"ndr": 0.0, "pdr": 0.005},
+                       relative_width=0.005, duration=1.0, min_pps=100)
+        return {"ndr": m["ndr"].rate_pps, "pdr": m["pdr"].rate_pps}
+
+    # A 0%-loss goal on a loaded 2-core host can be tripped by one scheduling hiccup of the
+    # sender: a search whose result is off is run once more; both attempts are reported.
+    for search in (rfc, mlr):
+        attempts = []
+        for _ in range(2):
+            found = search()
+            attempts.append(found)
+            if all(v is not None and abs(v / expected - 1) < 0.02 for v in found.values()):
+                break
+            warnings.warn(f"{search.__name__} off on the first attempt: {found}, "
+                          f"expected {expected:.0f} pps", stacklevel=1)
+        assert all(v is not None and abs(v / expected - 1) < 0.02
+                   for v in attempts[-1].values()), (expected, attempts)
+    assert attempts[-1]["ndr"] <= attempts[-1]["pdr"]
+
+
+def test_generator_killed_mid_trial_leaves_nothing(testbed: Testbed) -> None:
+    spec = loadgen.TrafficSpec(size="100", flows=4, port=5305)
+    err: list[BaseException] = []
+
+    def trial() -> None:
+        try:
+            loadgen.run_trial(testbed, DST, spec, 30.0, 1000)
+        except BaseException as exc:  # noqa: BLE001
+            err.append(exc)
+
+    th = threading.Thread(target=trial)
+    th.start()
+    deadline = time.monotonic() + 10
+    while len(loadgen_pids(testbed)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = loadgen_pids(testbed)
+    assert len(pids) == 2, pids
+    sender = [p for p in pids
+              if "send" in Path(f"/proc/{p}/cmdline").read_text().split("\0")][0]
+    os.kill(sender, signal.SIGKILL)
+    th.join(timeout=20)
+    assert not th.is_alive()
+    assert err and isinstance(err[0], CommandFailed), err
+    assert "send exited with -9" in str(err[0])
+    assert loadgen_pids(testbed) == []
+
+
+@pytest.mark.parametrize("param,needle", [
+    ("method=\"fast\"", "parameter 'method' must be one of"),
+    ("sizes=[\"12\"]", "must be \"imix\" or an IP total length"),
+    ("flows=0", "flows 0 out of range"),
+    ("resolution_pct=0", "resolution_pct 0 out of range"),
+    ("bogus=1", "unknown parameter 'bogus'"),
+])
+def test_bad_parameters_one_line(tmp_path, param: str, needle: str) -> None:
+    exp = tmp_path / "e.toml"
+    exp.write_text(f"[experiment]\nrepeats = 1\n[[tunnel]]\nkind = \"native\"\n"
+                   f"[[workload]]\nname = \"loss-search\"\n{param}\n")
+    env = {**os.environ, "TUNBENCH_STATE_DIR": str(tmp_path / "state")}
+    r = subprocess.run([sys.executable, "-m", "tunbench", "run", "--experiment", str(exp)],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 2, r.stderr
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())

@@ -1,0 +1,102 @@
+"""Search logic on a deterministic link model; loadgen JSON parsers on captured real output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tunbench.workloads import loadgen
+from tunbench.workloads.search import mlr_search, rfc2544_search, trial_passes
+
+DATA = Path(__file__).parents[1] / "data" / "loadgen"
+
+
+@dataclass
+class FakeTrial:
+    intended_pps: float | None
+    offered: int
+    lost: int
+    loss_ratio: float
+    sender_limited: bool
+    duration_s: float
+
+
+def link(capacity_pps: float, sender_max: float = 1e9):
+    """A policer: everything above capacity is lost; the sender cannot exceed sender_max."""
+    def measure(rate: float, duration: float) -> FakeTrial:
+        offered_rate = min(rate, sender_max)
+        offered = int(offered_rate * duration)
+        lost = max(0, offered - int(capacity_pps * duration))
+        return FakeTrial(rate, offered, lost, lost / offered if offered else 0.0,
+                         offered_rate < 0.98 * rate, duration)
+    return measure
+
+
+def test_rfc2544_converges_within_resolution() -> None:
+    res = rfc2544_search(link(6667), 10000, threshold=0.001, resolution_pps=1.0, duration=1.0)
+    assert res.rate_pps is not None and res.upper_pps is not None
+    assert res.upper_pps - res.rate_pps <= 1.0
+    assert 6667 - 1 <= res.rate_pps <= 6667 * 1.001
+    # first trial at max, then bisection: log2(10000 / 1) ~ 14 trials
+    assert res.trials[0].intended_pps == 10000 and len(res.trials) <= 15
+    assert res.trial_seconds == len(res.trials)
+
+
+def test_rfc2544_max_passes_and_sender_limited_fails() -> None:
+    res = rfc2544_search(link(1e6), 5000, threshold=0.0, resolution_pps=10, duration=2.0)
+    assert res.rate_pps == 5000 and len(res.trials) == 1 and res.upper_pps is None
+    # lossless link but the sender cannot offer more than 3000: those trials fail
+    res = rfc2544_search(link(1e6, sender_max=3000), 5000, threshold=0.0, resolution_pps=10,
+                         duration=1.0)
+    assert res.rate_pps is not None and 2900 <= res.rate_pps <= 3000 / 0.98
+    assert not trial_passes(FakeTrial(1, 10, 0, 0.0, True, 1), 0.5)
+
+
+def test_rfc2544_nothing_passes() -> None:
+    res = rfc2544_search(link(0), 1000, threshold=0.0, resolution_pps=100, duration=1.0,
+                         min_pps=100)
+    assert res.rate_pps is None and res.upper_pps is not None
+
+
+def test_mlrsearch_two_goals_one_pass() -> None:
+    out = mlr_search(link(6667), 10000, goals={"ndr": 0.0, "pdr": 0.005},
+                     relative_width=0.005, duration=1.0, min_pps=100)
+    ndr, pdr = out["ndr"].rate_pps, out["pdr"].rate_pps
+    assert ndr is not None and pdr is not None
+    assert 6667 * 0.99 <= ndr <= 6667
+    assert ndr <= pdr <= 6667 / 0.995 * 1.001
+    assert out["ndr"].trials is out["pdr"].trials   # one pass, shared trials
+
+
+def test_parse_real_loadgen_output() -> None:
+    send = loadgen.parse_send((DATA / "send-imix-paced-loopback.json").read_text())
+    recv = loadgen.parse_recv((DATA / "recv-imix-paced-loopback.json").read_text())
+    t = loadgen.trial_result(send, recv, 20000.0)
+    assert t.offered == 100000 and t.received == 100000 and t.lost == 0
+    assert t.loss_ratio == 0.0 and not t.sender_limited and t.socket_drops == 0
+    assert t.latency_us["p50"] == pytest.approx(5.0715)
+    assert t.per_size_sent == {"1500": 8333, "40": 58334, "576": 33333}
+    assert t.mean_size_l3 == pytest.approx(4084 / 12)
+
+
+def test_parse_sender_limited_and_no_end() -> None:
+    send = loadgen.parse_send(
+        (DATA / "send-imix-paced-loopback-sender-limited.json").read_text())
+    recv = loadgen.parse_recv(
+        (DATA / "recv-imix-paced-loopback-sender-limited.json").read_text())
+    t = loadgen.trial_result(send, recv, send["target_pps"])
+    assert t.sender_limited is True
+    assert t.offered_pps < 0.98 * send["target_pps"]
+    noend = loadgen.parse_recv((DATA / "recv-noend-idle-perflow.json").read_text())
+    assert noend["lost"] is None and noend["end_received"] is False
+    t2 = loadgen.trial_result(loadgen.parse_send(
+        (DATA / "send-genome-noend.json").read_text()), noend, None)
+    assert t2.lost == t2.offered - t2.received
+
+
+def test_parse_garbage_is_one_clear_error() -> None:
+    from tunbench.errors import CommandFailed
+    with pytest.raises(CommandFailed, match="printed no JSON"):
+        loadgen.parse_send("tunbench-loadgen: --rate-pps: bad value (use e.g. 100k)\n")
