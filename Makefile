@@ -32,7 +32,7 @@ CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 loadgen:
 	@if [ -x "$(CARGO)" ] && "$(CARGO)" --version 2>/dev/null | awk '{split($$2,v,"."); exit !(v[1]>1 || v[2]>=85)}'; then \
 		cd loadgen && "$(CARGO)" build --release --locked --quiet; \
-	else echo "loadgen: no cargo >= 1.85 found (install Rust: https://rustup.rs); loss-search will be unavailable"; fi
+	else echo "loadgen: no cargo >= 1.85 found (install Rust >= 1.85, e.g. with rustup); loss-search will be unavailable"; fi
 
 lint: venv
 	$(VENV)/bin/ruff check src tests bench
