@@ -83,25 +83,7 @@ def test_sigint_mid_run_leaves_nothing(tmp_path: Path, root_unchanged: None) -> 
     # tunbench runs on this host at the same time cannot confuse the test.
     state = tmp_path / "state"
     env = {**os.environ, "TUNBENCH_STATE_DIR": str(state)}
-    p = subprocess.Popen(TB + ["run", "--duration", "20", "--repeats", "1",
-                               "--out", str(tmp_path / "c")], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    journals: list[Path] = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not journals:
-        journals = list(state.glob("*.jsonl")) if state.exists() else []
-        time.sleep(0.05)
-    assert journals, "the run never created its testbed"
-    rid = journals[0].stem
-    # wait until traffic runs (iperf3 client started in site a)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        pids = subprocess.run(["ip", "netns", "pids", f"tb-{rid}-a"], capture_output=True,
-                              text=True).stdout.split()
-        if pids:
-            break
-        time.sleep(0.05)
-    assert pids, "no traffic process started"
+    p, rid, pids = _start_and_wait_for_traffic(tmp_path, env)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=30)
     assert p.returncode == 130, err

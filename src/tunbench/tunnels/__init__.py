@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from ..errors import SpecError
+from ..registry import discover
 from .base import Endpoints, TunnelDriver, TunnelParams
 
 _REGISTRY: dict[str, type[TunnelDriver]] = {}
@@ -13,13 +11,7 @@ _REGISTRY: dict[str, type[TunnelDriver]] = {}
 
 def registry() -> dict[str, type[TunnelDriver]]:
     if not _REGISTRY:
-        for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-            if mod.name.startswith("_") or mod.name == "base":
-                continue
-            module = importlib.import_module(f"{__name__}.{mod.name}")
-            driver = getattr(module, "DRIVER", None)
-            if driver is not None:
-                _REGISTRY[driver.kind] = driver
+        _REGISTRY.update(discover(__name__, __path__, "DRIVER", "kind"))
     return _REGISTRY
 
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from ..errors import SpecError
+from ..registry import discover
 from .base import Context, Metric, Output, Workload, WorkloadParams
 
 _REGISTRY: dict[str, type[Workload]] = {}
@@ -13,13 +11,7 @@ _REGISTRY: dict[str, type[Workload]] = {}
 
 def registry() -> dict[str, type[Workload]]:
     if not _REGISTRY:
-        for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-            if mod.name.startswith("_") or mod.name == "base":
-                continue
-            module = importlib.import_module(f"{__name__}.{mod.name}")
-            wl = getattr(module, "WORKLOAD", None)
-            if wl is not None:
-                _REGISTRY[wl.name] = wl
+        _REGISTRY.update(discover(__name__, __path__, "WORKLOAD", "name"))
     return _REGISTRY
 
 
