@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import proc, tunnels, workloads
-from .capabilities import Missing, root_missing
+from .capabilities import Missing, kernel_missing, root_missing
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
 from .plan import Case, plan
 from .results import envinfo
@@ -54,7 +54,12 @@ def preflight(exp: Experiment) -> None:
     for w in exp.workloads:
         for m in workloads.get(w.name).requirements(w.params):
             missing.append(f"workload {w.name}: {m.one_line()}")
-    for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.rate else ()):
+    if exp.netem is not None:
+        m = kernel_missing("CONFIG_NET_SCH_NETEM", "netem WAN emulation (--delay, --jitter, "
+                           "--loss, --netem-rate)", "sch_netem")
+        if m:
+            missing.append(m.one_line())
+    for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.rate or exp.netem else ()):
         if not proc.which(tool):
             missing.append(f"tool {tool}: not installed (apt-get install "
                            f"{proc.TOOL_PACKAGES.get(tool, 'procps')})")
@@ -152,17 +157,22 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     counters: dict[str, Any] | None = None
     offloads: dict[str, Any] | None = None
     try:
-        tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate)
+        tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
         driver = tunnels.get(case.tunnel.kind)()
+        # a kind that carries one inner family only (sit: IPv6) is measured with that one
+        family = exp.family if exp.family in driver.inner_families else driver.inner_families[0]
+        if family != exp.family:
+            out.notes.append(f"{case.tunnel.kind} carries only IPv{family} inside: "
+                             f"measured with inner IPv{family}")
         ep = driver.up(tb, case.tunnel.params)
         if not ep.relay:
-            wait_reachable(tb, ep, exp.family)
+            wait_reachable(tb, ep, family)
         offloads = {"before": record_offloads(tb, ep)}
         if case.offloads.settings:
             apply_offloads(tb, ep, case.offloads.settings)
             offloads["applied"] = record_offloads(tb, ep)
         before = driver.counters(tb, ep)
-        ctx = Context(tb, ep, exp.duration, exp.warmup, exp.family,  # type: ignore[arg-type]
+        ctx = Context(tb, ep, exp.duration, exp.warmup, family,  # type: ignore[arg-type]
                       cpu_interval=exp.cpu_interval)
         wl = workloads.get(case.workload.name)()
         out = wl.run(ctx, case.workload.params)
