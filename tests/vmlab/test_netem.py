@@ -1,0 +1,77 @@
+"""netem WAN emulation on the underlay, inside the VM lab guest (the host kernel has no netem).
+
+delay 20ms on both underlay ends: the round trip rises by 2 x 20 ms (netem never delays less,
+so the minimum RTT is at least 40 ms; the average stays within a margin of base + 40 ms).
+loss 10% on both ends: a 200-packet ping at -i 0.01 loses 1 - 0.9^2 = 19 % on average; the
+band 5-40 % is more than 4 standard deviations wide on each side (binomial, n = 200).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tunbench.metrics.ping import parse_ping
+from tunbench.testbed import local, names
+from tunbench.testbed.base import Testbed
+from tunbench.testbed.ledger import Ledger
+from tunbench.testbed.netem import Netem
+
+
+@contextmanager
+def testbed(netem: Netem | None) -> Iterator[Testbed]:
+    rid = names.new_run_id()
+    ledger = Ledger(rid)
+    try:
+        yield local.build(rid, ledger, netem=netem)
+    finally:
+        assert not ledger.close()
+        assert not local.sweep(rid)
+
+
+def ping_stats(tb: Testbed, *args: str) -> dict:
+    r = tb.a.run(["ping", "-n", "-q", "-W", "2", *args, tb.b.underlay4], check=False,
+                 timeout=120)
+    return parse_ping(r.stdout)
+
+
+def test_netem_delay_adds_both_ends() -> None:
+    with testbed(None) as tb:
+        base = ping_stats(tb, "-c", "10", "-i", "0.05")
+    with testbed(Netem(delay="20ms")) as tb:
+        qd = tb.a.run(["tc", "qdisc", "show", "dev", tb.a.underlay_if]).stdout
+        assert "netem" in qd and "delay 20ms" in qd, qd
+        assert tb.describe()["netem"]["delay"] == "20ms"
+        shaped = ping_stats(tb, "-c", "10", "-i", "0.05")
+    print(f"rtt base {base}, with delay 20ms {shaped}")
+    assert base["received"] == 10 and shaped["received"] == 10
+    assert shaped["rtt_min_ms"] >= 40.0
+    assert shaped["rtt_avg_ms"] - base["rtt_avg_ms"] < 40.0 + 25.0
+
+
+def test_netem_loss_in_band() -> None:
+    with testbed(Netem(loss="10%")) as tb:
+        st = ping_stats(tb, "-c", "200", "-i", "0.01")
+    print(f"loss 10% on both ends: {st}")
+    assert st["transmitted"] == 200
+    assert 5.0 <= st["loss_pct"] <= 40.0, st
+
+
+def test_cli_run_geneve_with_netem(tmp_path) -> None:
+    """The whole path: flags -> preflight -> testbed with netem -> geneve -> result file."""
+    import json
+    import sys
+
+    from tunbench import proc
+    out = tmp_path / "res"
+    r = proc.run([sys.executable, "-m", "tunbench", "run", "--tunnels", "geneve", "--delay",
+                  "5ms", "--loss", "0%", "--duration", "1", "--warmup", "0", "--repeats", "1",
+                  "--json", "--out", str(out)], timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    (case,) = sorted((out / "cases").glob("*.json"))
+    doc = json.loads(case.read_text())
+    assert doc["status"] == "ok", doc.get("error")
+    assert doc["testbed"]["netem"]["delay"] == "5ms"
+    assert doc["tunnel"]["overhead"] == 50 and doc["tunnel"]["mtu"] == 1450
+    delta = doc["datapath_counters"]["delta"]
+    assert delta["b"]["rx_bytes"] >= doc["raw"]["iperf3"]["bytes_received"] > 0
