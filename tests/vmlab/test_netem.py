@@ -19,7 +19,7 @@ from tunbench.testbed.netem import Netem
 
 
 @contextmanager
-def testbed(netem: Netem | None) -> Iterator[Testbed]:
+def shaped_testbed(netem: Netem | None) -> Iterator[Testbed]:
     rid = names.new_run_id()
     ledger = Ledger(rid)
     try:
@@ -36,9 +36,9 @@ def ping_stats(tb: Testbed, *args: str) -> dict:
 
 
 def test_netem_delay_adds_both_ends() -> None:
-    with testbed(None) as tb:
+    with shaped_testbed(None) as tb:
         base = ping_stats(tb, "-c", "10", "-i", "0.05")
-    with testbed(Netem(delay="20ms")) as tb:
+    with shaped_testbed(Netem(delay="20ms")) as tb:
         qd = tb.a.run(["tc", "qdisc", "show", "dev", tb.a.underlay_if]).stdout
         assert "netem" in qd and "delay 20ms" in qd, qd
         assert tb.describe()["netem"]["delay"] == "20ms"
@@ -50,7 +50,7 @@ def test_netem_delay_adds_both_ends() -> None:
 
 
 def test_netem_loss_in_band() -> None:
-    with testbed(Netem(loss="10%")) as tb:
+    with shaped_testbed(Netem(loss="10%")) as tb:
         st = ping_stats(tb, "-c", "200", "-i", "0.01")
     print(f"loss 10% on both ends: {st}")
     assert st["transmitted"] == 200
