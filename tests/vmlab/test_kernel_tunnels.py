@@ -15,6 +15,7 @@ The guest is 25-30x slower than the host: correctness only, never figures.
 from __future__ import annotations
 
 import ipaddress
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -33,16 +34,16 @@ INNER = [ipaddress.ip_network("198.19.0.0/16"), ipaddress.ip_network("2001:2:0:1
 CASES: list[tuple[str, dict, Callable[[Packet], bool]]] = [
     ("geneve", {}, lambda p: p.version == 4 and p.udp_to(6081)),
     ("geneve", {"underlay": 6, "vni": 77}, lambda p: p.version == 6 and p.udp_to(6081)),
-    ("gre", {}, lambda p: p.proto == 47),
-    ("gre", {"key": 4242}, lambda p: p.proto == 47),
-    ("gretap", {}, lambda p: p.proto == 47),
-    ("gretap", {"key": 7}, lambda p: p.proto == 47),
+    ("gre", {}, lambda p: p.proto == 47),                    # 24: GRE without key
+    ("gretap", {"key": 7}, lambda p: p.proto == 47),         # 42: + Ethernet + key field
     ("ipip", {}, lambda p: p.version == 4 and p.proto == 4),
     ("sit", {}, lambda p: p.version == 4 and p.proto == 41),
     ("l2tp", {"encap": "udp"}, lambda p: p.udp_to(1701)),
-    ("l2tp", {"encap": "ip"}, lambda p: p.version == 4 and p.proto == 115),
-    ("l2tp", {"encap": "udp", "cookie": 8, "l2spec": "default"}, lambda p: p.udp_to(1701)),
+    ("l2tp", {"encap": "ip", "cookie": 8, "l2spec": "default"},
+     lambda p: p.version == 4 and p.proto == 115),
 ]
+# Kept short for the VM tier's budget: the key variants of gre/gretap and the other l2tp
+# combinations differ only in the computed overhead, which the unit tests cover.
 
 
 def case_id(case: tuple[str, dict, object]) -> str:
@@ -85,6 +86,7 @@ def wait_ping(tb: Testbed, addr: str) -> None:
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_kind_carries_traffic_encapsulated(guest_testbed: Testbed, case) -> None:
     kind, raw, encapsulated = case
+    t0 = time.monotonic()
     tb = guest_testbed
     drv = tunnels.get(kind)
     params = drv.parse_params(raw)
@@ -127,7 +129,7 @@ def test_kind_carries_traffic_encapsulated(guest_testbed: Testbed, case) -> None
     clear = [p for p in cap.packets if is_inner(p.src) or is_inner(p.dst)]
     assert not clear, f"inner traffic on the underlay in the clear: {clear[:3]}"
     print(f"{case_id(case)}: overhead {ep.overhead}, mtu {ep.mtu}, iperf3 {got} B, "
-          f"{len(to_b)}+{len(to_a)} encapsulated packets")
+          f"{len(to_b)}+{len(to_a)} encapsulated packets, {time.monotonic() - t0:.1f} s")
 
 
 def test_l2tp_objects_go_with_teardown() -> None:

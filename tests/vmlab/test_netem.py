@@ -1,7 +1,8 @@
 """netem WAN emulation on the underlay, inside the VM lab guest (the host kernel has no netem).
 
-delay 20ms on both underlay ends: the round trip rises by 2 x 20 ms (netem never delays less,
-so the minimum RTT is at least 40 ms; the average stays within a margin of base + 40 ms).
+delay 20ms on both underlay ends: the round trip rises by 2 x 20 ms. The minimum RTT is the
+measure (netem never delays less, and the minimum is what a loaded host disturbs least): at
+least 40 ms, and no more than 15 ms above base + 40 ms.
 loss 10% on both ends: a 200-packet ping at -i 0.01 loses 1 - 0.9^2 = 19 % on average; the
 band 5-40 % is more than 4 standard deviations wide on each side (binomial, n = 200).
 """
@@ -46,7 +47,7 @@ def test_netem_delay_adds_both_ends() -> None:
     print(f"rtt base {base}, with delay 20ms {shaped}")
     assert base["received"] == 10 and shaped["received"] == 10
     assert shaped["rtt_min_ms"] >= 40.0
-    assert shaped["rtt_avg_ms"] - base["rtt_avg_ms"] < 40.0 + 25.0
+    assert shaped["rtt_min_ms"] - base["rtt_min_ms"] <= 40.0 + 15.0
 
 
 def test_netem_loss_in_band() -> None:
