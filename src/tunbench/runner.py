@@ -55,10 +55,10 @@ def preflight(exp: Experiment) -> None:
         for m in workloads.get(w.name).requirements(w.params):
             missing.append(f"workload {w.name}: {m.one_line()}")
     if exp.netem is not None:
-        m = kernel_missing("CONFIG_NET_SCH_NETEM", "netem WAN emulation (--delay, --jitter, "
-                           "--loss, --netem-rate)", "sch_netem")
-        if m:
-            missing.append(m.one_line())
+        netem_missing = kernel_missing("CONFIG_NET_SCH_NETEM", "netem WAN emulation (--delay, "
+                                       "--jitter, --loss, --netem-rate)", "sch_netem")
+        if netem_missing:
+            missing.append(netem_missing.one_line())
     for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.rate or exp.netem else ()):
         if not proc.which(tool):
             missing.append(f"tool {tool}: not installed (apt-get install "
