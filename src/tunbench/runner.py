@@ -156,14 +156,15 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     status, error, error_log = "ok", None, None
     counters: dict[str, Any] | None = None
     offloads: dict[str, Any] | None = None
+    case_notes: list[str] = []
     try:
         tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
         driver = tunnels.get(case.tunnel.kind)()
         # a kind that carries one inner family only (sit: IPv6) is measured with that one
         family = exp.family if exp.family in driver.inner_families else driver.inner_families[0]
         if family != exp.family:
-            out.notes.append(f"{case.tunnel.kind} carries only IPv{family} inside: "
-                             f"measured with inner IPv{family}")
+            case_notes.append(f"{case.tunnel.kind} carries only IPv{family} inside: "
+                              f"measured with inner IPv{family}")
         ep = driver.up(tb, case.tunnel.params)
         if not ep.relay:
             wait_reachable(tb, ep, family)
@@ -192,7 +193,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         # Safety net: anything of this run id the ledger did not hear of (a signal landed
         # between creating an object and recording it).
         undo_errors += [f"swept leftover {x}" for x in local.sweep(run_id)]
-    notes = list(out.notes)
+    notes = case_notes + list(out.notes)
     if undo_errors:
         notes += [f"teardown: {e}" for e in undo_errors]
     metrics = {k: m.to_dict() for k, m in out.metrics.items()}

@@ -59,20 +59,26 @@ def test_netem_loss_in_band() -> None:
 
 
 def test_cli_run_geneve_with_netem(tmp_path) -> None:
-    """The whole path: flags -> preflight -> testbed with netem -> geneve -> result file."""
+    """The whole path: flags -> preflight -> testbed with netem -> tunnel -> result files.
+
+    sit carries only IPv6 inside: the runner measures it with inner IPv6 and says so."""
     import json
     import sys
 
     from tunbench import proc
     out = tmp_path / "res"
-    r = proc.run([sys.executable, "-m", "tunbench", "run", "--tunnels", "geneve", "--delay",
+    r = proc.run([sys.executable, "-m", "tunbench", "run", "--tunnels", "geneve,sit", "--delay",
                   "5ms", "--loss", "0%", "--duration", "1", "--warmup", "0", "--repeats", "1",
                   "--json", "--out", str(out)], timeout=300, check=False)
     assert r.returncode == 0, r.stderr
-    (case,) = sorted((out / "cases").glob("*.json"))
-    doc = json.loads(case.read_text())
-    assert doc["status"] == "ok", doc.get("error")
-    assert doc["testbed"]["netem"]["delay"] == "5ms"
-    assert doc["tunnel"]["overhead"] == 50 and doc["tunnel"]["mtu"] == 1450
-    delta = doc["datapath_counters"]["delta"]
-    assert delta["b"]["rx_bytes"] >= doc["raw"]["iperf3"]["bytes_received"] > 0
+    docs = {json.loads(c.read_text())["case"]["tunnel"]["kind"]: json.loads(c.read_text())
+            for c in (out / "cases").glob("*.json")}
+    assert sorted(docs) == ["geneve", "sit"]
+    for kind, doc in docs.items():
+        assert doc["status"] == "ok", (kind, doc.get("error"))
+        assert doc["testbed"]["netem"]["delay"] == "5ms"
+        delta = doc["datapath_counters"]["delta"]
+        assert delta["b"]["rx_bytes"] >= doc["raw"]["iperf3"]["bytes_received"] > 0
+    assert docs["geneve"]["tunnel"]["overhead"] == 50 and docs["geneve"]["tunnel"]["mtu"] == 1450
+    assert docs["sit"]["tunnel"]["mtu"] == 1480
+    assert any("inner IPv6" in n for n in docs["sit"]["notes"]), docs["sit"]["notes"]
