@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from tunbench.errors import UnavailableError
 from tunbench.vmlab import image, initramfs, qemu, tier
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "vmlab"
@@ -128,3 +131,11 @@ def test_parse_junit_outcomes(tmp_path: Path) -> None:
     assert [x.outcome for x in r] == ["passed", "failed", "skipped"]
     assert r[1].message == "assert 1 == 2" and "hello" in r[1].output
     assert r[2].message == "no module"
+
+
+def test_missing_host_tools_name_the_packages(monkeypatch) -> None:
+    monkeypatch.setattr(image.proc, "which",
+                        lambda tool: None if tool in ("debootstrap", "busybox") else "/x")
+    with pytest.raises(UnavailableError) as exc:
+        image.check_host()
+    assert "apt-get install busybox-static debootstrap" in exc.value.hint

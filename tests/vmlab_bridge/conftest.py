@@ -11,6 +11,7 @@ root), the tests skip with that one-line reason. TUNBENCH_VMLAB=0 skips the tier
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -33,14 +34,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "vmlab: runs in the full-kernel VM lab (qemu)")
 
 
+@functools.lru_cache(maxsize=1)
 def list_guest_tests() -> tuple[list[str], str]:
     """Node ids of the guest tests as pytest collects them (on the host, nothing is run)."""
     pythonpath = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH"))
                                  if p)
     r = proc.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
-                  "no:cacheprovider", f"--rootdir={ROOT}", GUEST_DIR], cwd=ROOT, check=False,
-                 env={"TUNBENCH_VMLAB_COLLECT": "1", "PYTHONPATH": pythonpath}, timeout=120)
-    ids = [line.strip() for line in r.stdout.splitlines() if "::" in line]
+                  "no:cacheprovider", "-p", "no:warnings", f"--rootdir={ROOT}", GUEST_DIR],
+                 cwd=ROOT, check=False, timeout=120,
+                 env={"TUNBENCH_VMLAB_COLLECT": "1", "PYTHONPATH": pythonpath})
+    ids = []
+    for line in r.stdout.splitlines():  # node ids come first, up to the first blank line
+        if not line.strip():
+            break
+        if line.startswith(GUEST_DIR + "/") and "::" in line and " " not in line.split("[")[0]:
+            ids.append(line.strip())
     if r.returncode not in (0, 5):
         last = (r.stdout.strip().splitlines() or r.stderr.strip().splitlines() or [""])[-1]
         return ids, f"listing the guest tests failed (exit {r.returncode}): {last}"
@@ -76,7 +84,9 @@ def vmlab_tier(request: pytest.FixtureRequest) -> TierOutcome:
     selected = sorted({item.callspec.params[PARAM] for item in request.session.items
                        if hasattr(item, "callspec") and PARAM in item.callspec.params})
     selected = [s for s in selected if not s.startswith("<listing error>")]
-    all_ids, _ = list_guest_tests()
+    if not selected:
+        return TierOutcome(skip="no guest test selected: nothing to boot for")
+    all_ids = list(list_guest_tests()[0])
     complete = set(selected) == set(all_ids)
     timeout = float(os.environ.get(TIMEOUT_ENV, "900"))
     try:

@@ -17,13 +17,13 @@ def test_guest(guest_nodeid: str, vmlab_tier) -> None:
     result = vmlab_tier.results.get(guest_nodeid)
     if result is None:
         pytest.fail(f"the guest did not report {guest_nodeid}", pytrace=False)
-    if result.output:
-        print(result.output)  # shown by pytest with the failure, or with -rA / -s
-    if result.outcome == "skipped":
-        pytest.skip(f"[guest] {result.message}")
     if result.outcome in ("failed", "error"):
         pytest.fail(f"[guest {result.outcome}] {result.message}\n{result.output}",
                     pytrace=False)
+    if result.output:
+        print(result.output)  # shown with -rA or -s
+    if result.outcome == "skipped":
+        pytest.skip(f"[guest] {result.message}")
     assert result.outcome == "passed", result.outcome
 
 

@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     except TunbenchError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted: the VM and its temp files were removed", file=sys.stderr)
+        return 130
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -50,9 +50,13 @@ HOST_PACKAGES: dict[str, str] = {
     "busybox": "busybox-static",
     "mkfs.ext4": "e2fsprogs",
     "unshare": "util-linux",
+    "setpriv": "util-linux",
 }
 
 BUILD_TIMEOUT = 1200.0
+# Prefix for long-lived children: they get SIGKILL when the process that started them dies,
+# so no build or VM outlives a killed test run. setpriv execs, so the PID stays the program's.
+PDEATHSIG = ("setpriv", "--pdeathsig", "KILL")
 CACHE_ENV = "TUNBENCH_VMLAB_CACHE"
 
 # PID 1 of the guest after switch_root: mount the basics and the 9p shares the host offers,
@@ -242,25 +246,35 @@ def _build(out: Path, rhash: str, tools: dict[str, str], timeout: float,
 
 def _debootstrap(rootdir: Path, log_path: Path, timeout: float) -> None:
     # Private mount + PID namespace: debootstrap's /proc, /sys mounts and any daemon a
-    # postinst starts die with it, even if it is killed half-way.
-    argv = ["unshare", "--mount", "--propagation", "private", "--pid", "--fork",
+    # postinst starts die with it, even if it is killed half-way. setpriv --pdeathsig: if
+    # this Python process dies (SIGTERM, SIGKILL), unshare gets SIGKILL, and with it the rest.
+    argv = [*PDEATHSIG, "unshare", "--mount", "--propagation", "private", "--pid", "--fork",
             "--kill-child", "--mount-proc",
             "debootstrap", "--variant=minbase", f"--include={','.join(GUEST_PACKAGES)}",
             SUITE, str(rootdir), MIRROR]
     p = proc.spawn(argv, log_path=log_path, label="debootstrap",
-                   env={"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"})
+                   env={"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C",
+                        "INITRD": "No"})  # the Debian initrd is unused: skip making it
     try:
         rc = p.wait(timeout=timeout)
     finally:
         p.stop()
     if rc != 0:
-        tail = p.log_tail(8)
-        hint = "check that Debian's mirror is reachable and the disk has ~3 GiB free"
-        if "conflict" in tail.lower() or "dependenc" in tail.lower():
-            hint = "a package in GUEST_PACKAGES cannot be installed; see the log excerpt"
-        raise CommandFailed(f"debootstrap of the VM lab rootfs failed (exit {rc}): "
-                            f"{(tail.splitlines() or [''])[-1]}", hint, argv=argv,
-                            returncode=rc, output=tail)
+        tail = p.log_tail(12)
+        inner = rootdir / "debootstrap" / "debootstrap.log"  # dpkg's own errors, if any
+        if inner.exists():
+            tail += "\n" + "\n".join(inner.read_text(errors="replace").splitlines()[-12:])
+        errors = [ln for ln in tail.splitlines() if ln.startswith("E:") or "conflict" in ln]
+        last = (errors or tail.splitlines() or [""])[-1]
+        if rc < 0:
+            what, hint = f"was killed by signal {-rc}", "a timeout or an outside kill; rerun"
+        elif "conflict" in tail or "Couldn't find" in tail or "Failure while installing" in tail:
+            what, hint = f"failed (exit {rc})", "a package in GUEST_PACKAGES cannot be installed"
+        else:
+            what, hint = (f"failed (exit {rc})",
+                          "check that Debian's mirror is reachable and ~3 GiB of disk is free")
+        raise CommandFailed(f"debootstrap of the VM lab rootfs {what}: {last}", hint,
+                            argv=argv, returncode=rc, output=tail)
 
 
 def _kernel_release(rootdir: Path) -> str:

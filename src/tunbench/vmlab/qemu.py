@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import CommandFailed, UnavailableError
-from .image import Image, cache_root
+from .image import PDEATHSIG, Image, cache_root
 
 ACCEL_ENV = "TUNBENCH_VMLAB_ACCEL"  # auto (default: KVM if it boots here, else TCG), tcg, kvm
 SITE_ENV = "TUNBENCH_VMLAB_SITE"  # host site-packages to share; empty string: share none
@@ -44,6 +44,7 @@ KERNEL_ARGS = ("console=ttyS0", "cryptomgr.notests", "panic=-1", "mitigations=of
 
 
 READY_MARK = "tunbench-vmlab: guest ready"
+TEMP_PREFIX = "tunbench-vmlab-"
 
 
 class GuestJobError(CommandFailed):
@@ -112,8 +113,10 @@ def boot(image: Image, command: list[str], *, timeout: float = 600.0,
     """
     qemu = proc.require("qemu-system-x86_64")
     root = project_root()
-    base = Path(tempfile.mkdtemp(prefix="tunbench-vmlab-"))
+    _sweep_orphan_tempdirs()
+    base = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
     try:
+        (base / "owner").write_text(f"{os.getpid()} {proc.proc_starttime(os.getpid())}\n")
         results = base / "results"
         results.mkdir()
         shares: dict[str, tuple[Path, bool]] = {"tbresults": (results, False),
@@ -145,6 +148,17 @@ def boot(image: Image, command: list[str], *, timeout: float = 600.0,
         return run
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _sweep_orphan_tempdirs() -> None:
+    """Remove per-boot temp dirs whose owning process is gone (it was SIGKILLed)."""
+    for d in Path(tempfile.gettempdir()).glob(TEMP_PREFIX + "*"):
+        try:
+            pid, start = (d / "owner").read_text().split()
+        except (OSError, ValueError):
+            continue  # not ours, or still being set up
+        if not proc.pid_alive(int(pid), None if start == "None" else int(start)):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _kvm_probe_file() -> Path:
@@ -179,7 +193,7 @@ def _run_qemu(argv: list[str], log: Path, console: Path, timeout: float,
               ready_timeout: float) -> tuple[int | None, str, float | None]:
     """Run qemu to its exit: (exit code, console, seconds to ready). Stopped early (exit None)
     if the guest is not ready within ready_timeout; CommandFailed/GuestJobError past timeout."""
-    p = proc.spawn(argv, log_path=log, label="qemu")
+    p = proc.spawn([*PDEATHSIG, *argv], log_path=log, label="qemu")
     start = time.monotonic()
     ready = False
     ready_s: float | None = None
