@@ -64,7 +64,7 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
         source = str(args.experiment)
     over: dict[str, Any] = {"experiment": {}}
     e = over["experiment"]
-    for key in ("duration", "warmup", "repeats", "rate", "seed"):
+    for key in ("duration", "warmup", "repeats", "rate", "seed") + spec.NETEM_KEYS:
         val = getattr(args, key)
         if val is not None:
             e[key] = val
@@ -153,8 +153,9 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
     """The spec dict that rebuilds a recorded experiment (for --resume)."""
     exp = {k: recorded[k] for k in ("repeats", "duration", "warmup", "mtus", "order", "seed",
                                     "family", "name", "cpu_interval")}
-    if recorded.get("rate"):
-        exp["rate"] = recorded["rate"]
+    for key in ("rate",) + spec.NETEM_KEYS:
+        if recorded.get(key):
+            exp[key] = recorded[key]
     return {
         "experiment": exp,
         "tunnel": [{"kind": t["kind"], "label": t["label"], **t["params"]}
@@ -218,6 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeats", type=int, help="repeats of every case (default 3)")
     r.add_argument("--mtu", help="underlay MTU(s), comma-separated (default 1500)")
     r.add_argument("--rate", help="shape the underlay with tbf, e.g. 500mbit")
+    r.add_argument("--delay", help="netem delay on both underlay ends, e.g. 25ms")
+    r.add_argument("--jitter", help="netem jitter (needs --delay), e.g. 5ms")
+    r.add_argument("--loss", help="netem random loss on both underlay ends, e.g. 0.1%%")
+    r.add_argument("--netem-rate", dest="netem_rate", help="netem rate limit, e.g. 100mbit")
     r.add_argument("--shuffle", action="store_true", help="shuffle case order within a round")
     r.add_argument("--seed", type=int, help="seed for --shuffle")
     r.add_argument("--out", help="result folder (default results/<timestamp>)")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import proc, tunnels, workloads
-from .capabilities import Missing, root_missing
+from .capabilities import Missing, kernel_missing, root_missing
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
 from .plan import Case, plan
 from .results import envinfo
@@ -55,7 +55,12 @@ def preflight(exp: Experiment) -> None:
     for w in exp.workloads:
         for m in workloads.get(w.name).requirements(w.params):
             missing.append(f"workload {w.name}: {m.one_line()}")
-    for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.rate else ()):
+    if exp.netem is not None:
+        netem_missing = kernel_missing("CONFIG_NET_SCH_NETEM", "netem WAN emulation (--delay, "
+                                       "--jitter, --loss, --netem-rate)", "sch_netem")
+        if netem_missing:
+            missing.append(netem_missing.one_line())
+    for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.rate or exp.netem else ()):
         if not proc.which(tool):
             missing.append(f"tool {tool}: not installed (apt-get install "
                            f"{proc.TOOL_PACKAGES.get(tool, 'procps')})")
@@ -153,18 +158,24 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     counters: dict[str, Any] | None = None
     offloads: dict[str, Any] | None = None
     watch: DatapathWatch | None = None
+    case_notes: list[str] = []
     try:
-        tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate)
+        tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
         driver = tunnels.get(case.tunnel.kind)()
+        # a kind that carries one inner family only (sit: IPv6) is measured with that one
+        family = exp.family if exp.family in driver.inner_families else driver.inner_families[0]
+        if family != exp.family:
+            case_notes.append(f"{case.tunnel.kind} carries only IPv{family} inside: "
+                              f"measured with inner IPv{family}")
         ep = driver.up(tb, case.tunnel.params)
         if not ep.relay:
-            wait_reachable(tb, ep, exp.family)
+            wait_reachable(tb, ep, family)
         offloads = {"before": record_offloads(tb, ep)}
         if case.offloads.settings:
             apply_offloads(tb, ep, case.offloads.settings)
             offloads["applied"] = record_offloads(tb, ep)
         before = driver.counters(tb, ep)
-        ctx = Context(tb, ep, exp.duration, exp.warmup, exp.family,  # type: ignore[arg-type]
+        ctx = Context(tb, ep, exp.duration, exp.warmup, family,  # type: ignore[arg-type]
                       cpu_interval=exp.cpu_interval)
         wl = workloads.get(case.workload.name)()
         watch = DatapathWatch(ep, ledger)
@@ -190,7 +201,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         # Safety net: anything of this run id the ledger did not hear of (a signal landed
         # between creating an object and recording it).
         undo_errors += [f"swept leftover {x}" for x in local.sweep(run_id)]
-    notes = list(out.notes)
+    notes = case_notes + list(out.notes)
     if undo_errors:
         notes += [f"teardown: {e}" for e in undo_errors]
     metrics = {k: m.to_dict() for k, m in out.metrics.items()}

@@ -9,6 +9,10 @@ them together before anything runs. The same dict shape is used for TOML files a
     warmup = 1                    # seconds excluded at the start (iperf3 -O)
     mtus = [1500, 9000]           # underlay MTUs; tunnel MTU = underlay MTU - overhead
     rate = "500mbit"              # shape the underlay with tbf
+    delay = "25ms"                # netem on both underlay ends: delay, jitter, loss, rate
+    jitter = "5ms"
+    loss = "0.1%"
+    netem_rate = "100mbit"
     order = "listed"              # or "shuffled" (with seed)
     seed = 1
 
@@ -36,6 +40,7 @@ from typing import Any
 
 from . import tunnels, workloads
 from .errors import SpecError
+from .testbed.netem import Netem
 from .tunnels.base import TunnelParams
 from .workloads.base import WorkloadParams
 
@@ -46,7 +51,8 @@ LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")
 OFFLOAD_FEATURES = ("tso", "gso", "gro", "lro", "rx", "tx", "sg", "tx-udp_tnl-segmentation",
                     "tx-udp_tnl-csum-segmentation", "rx-gro-hw", "rx-udp-gro-forwarding")
 EXPERIMENT_KEYS = {"repeats", "duration", "warmup", "mtus", "rate", "order", "seed", "family",
-                   "name", "cpu_interval"}
+                   "name", "cpu_interval", "delay", "jitter", "loss", "netem_rate"}
+NETEM_KEYS = ("delay", "jitter", "loss", "netem_rate")
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,7 @@ class Experiment:
     name: str = "campaign"
     source: str = "command line"
     extra: dict[str, Any] = field(default_factory=dict)
+    netem: Netem | None = None        # WAN emulation on the underlay (None: none)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +111,8 @@ class Experiment:
             "repeats": self.repeats, "duration": self.duration, "warmup": self.warmup,
             "rate": self.rate, "order": self.order, "seed": self.seed, "family": self.family,
             "cpu_interval": self.cpu_interval,
+            **({"delay": self.netem.delay, "jitter": self.netem.jitter, "loss": self.netem.loss,
+                "netem_rate": self.netem.rate} if self.netem else {}),
         }
 
 
@@ -184,6 +193,8 @@ def build(data: dict[str, Any], source: str = "command line",
     if order not in ("listed", "shuffled"):
         problems.append(f"{where}: experiment.order must be 'listed' or 'shuffled', got {order!r}")
     name = str(exp.get("name", "campaign"))
+    netem = Netem(exp.get("delay"), exp.get("jitter"), exp.get("loss"), exp.get("netem_rate"))
+    problems += [f"{where}: {p}" for p in netem.validate()]
 
     tunnel_specs = _tunnels(data.get("tunnel", [{"kind": k} for k in DEFAULT_TUNNELS]),
                             where, available, problems)
@@ -195,7 +206,8 @@ def build(data: dict[str, Any], source: str = "command line",
                         "fix the values named above; nothing was changed")
     return Experiment(tuple(tunnel_specs), tuple(workload_specs), tuple(mtus), tuple(offloads),
                       repeats, float(duration), float(warmup), rate, order, seed, family,
-                      float(cpu_interval), name, source)
+                      float(cpu_interval), name, source,
+                      netem=netem if netem.active else None)
 
 
 def _tables(raw: Any, what: str, where: str, problems: list[str]) -> list[dict[str, Any]]:

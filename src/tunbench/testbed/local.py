@@ -14,6 +14,7 @@ from .. import proc
 from . import names, netlink
 from .base import Site, Testbed
 from .ledger import STATE_DIR, Ledger, kill_netns_processes, owner_alive
+from .netem import Netem, qdisc_argvs
 
 UNDERLAY4 = ("198.18.0.1", "198.18.0.2")
 UNDERLAY6 = ("2001:2::1", "2001:2::2")
@@ -26,14 +27,17 @@ SITE_SYSCTLS = (
 )
 
 
-def tbf_argv(ifname: str, rate: str) -> list[str]:
+def tbf_args(rate: str) -> list[str]:
     """tbf shaping of an underlay end; burst sized for 64 KB GSO frames."""
-    return ["tc", "qdisc", "replace", "dev", ifname, "root", "tbf", "rate", rate,
-            "burst", "256kb", "latency", "50ms"]
+    return ["tbf", "rate", rate, "burst", "256kb", "latency", "50ms"]
+
+
+def tbf_argv(ifname: str, rate: str) -> list[str]:
+    return ["tc", "qdisc", "replace", "dev", ifname, "root", *tbf_args(rate)]
 
 
 def build(run_id: str, ledger: Ledger, *, mtu: int = 1500, rate: str | None = None,
-          workdir: Path | None = None) -> Testbed:
+          workdir: Path | None = None, netem: Netem | None = None) -> Testbed:
     """Create the two sites and their underlay. Every object enters the ledger as it is made."""
     sites = []
     for i, side in enumerate(("a", "b")):
@@ -54,14 +58,19 @@ def build(run_id: str, ledger: Ledger, *, mtu: int = 1500, rate: str | None = No
         netlink.add_addr(ns, site.underlay_if, f"{site.underlay4}/24")
         netlink.add_addr(ns, site.underlay_if, f"{site.underlay6}/64")
         netlink.set_link(ns, site.underlay_if, state="up")
-        if rate:
-            proc.run(tbf_argv(site.underlay_if, rate), netns=ns, timeout=10)
+        for argv in qdisc_argvs(site.underlay_if, netem, rate, tbf_args(rate) if rate else []):
+            proc.run(argv, netns=ns, timeout=10)
+        if netem is not None and netem.active:
+            ledger.command(["tc", "qdisc", "del", "dev", site.underlay_if, "root"], ns)
     if workdir is None:
         workdir = STATE_DIR / run_id
     workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(workdir, 0o700)
     ledger.path(workdir)
-    return Testbed("local-netns", run_id, a, b, mtu, ledger, workdir, rate=rate)
+    tb = Testbed("local-netns", run_id, a, b, mtu, ledger, workdir, rate=rate)
+    if netem is not None and netem.active:
+        tb.notes["netem"] = netem.describe()
+    return tb
 
 
 def sweep(run_id: str | None = None) -> list[str]:

@@ -76,6 +76,7 @@ class TunnelDriver(ABC):
     summary: ClassVar[str]
     Params: ClassVar[type[TunnelParams]] = TunnelParams
     underlay_family: ClassVar[int] = 4   # IP family the encapsulation runs over
+    inner_families: ClassVar[tuple[int, ...]] = (4, 6)  # inner IP families it carries
 
     # ---- parameters -------------------------------------------------------------------
     @classmethod

@@ -1,0 +1,138 @@
+"""Underlay captures: proof of which encapsulation carried the traffic, and its exact size.
+
+`capture()` runs tcpdump (through the testbed, so it is in the ledger and stopped by PID)
+writing a classic pcap file; `parse_pcap()` is a pure function over the file's bytes that
+returns the outer IP header facts of every frame: IP version, protocol, packet length,
+UDP ports, fragment bits. Tests count e.g. UDP/6081 packets for Geneve or protocol 47 for GRE
+and compare outer and inner lengths to check a kind's header overhead.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CommandFailed
+from .testbed.base import Site, Testbed
+
+LINKTYPE_ETHERNET = 1
+LINKTYPE_LINUX_SLL = 113
+ETH_P_IP, ETH_P_IPV6, ETH_P_8021Q = 0x0800, 0x86DD, 0x8100
+IPPROTO_UDP = 17
+
+
+@dataclass(frozen=True)
+class Packet:
+    version: int            # 4 or 6
+    proto: int              # IPv4 protocol / IPv6 next header
+    length: int             # IP packet length (header + payload), from the IP header
+    src: str
+    dst: str
+    sport: int | None = None  # UDP only
+    dport: int | None = None
+    fragment: bool = False  # IPv4 MF set or offset non-zero
+
+    def udp_to(self, port: int) -> bool:
+        return self.proto == IPPROTO_UDP and self.dport == port
+
+
+def _ip4(b: bytes) -> str:
+    return ".".join(str(x) for x in b)
+
+
+def _ip6(b: bytes) -> str:
+    import ipaddress
+    return str(ipaddress.IPv6Address(b))
+
+
+def _parse_ip(data: bytes) -> Packet | None:
+    if len(data) < 20:
+        return None
+    version = data[0] >> 4
+    if version == 4:
+        ihl = (data[0] & 0x0F) * 4
+        total, frag = struct.unpack("!H", data[2:4])[0], struct.unpack("!H", data[6:8])[0]
+        proto = data[9]
+        fragment = bool(frag & 0x2000) or (frag & 0x1FFF) != 0
+        sport = dport = None
+        if proto == IPPROTO_UDP and (frag & 0x1FFF) == 0 and len(data) >= ihl + 4:
+            sport, dport = struct.unpack("!HH", data[ihl:ihl + 4])
+        return Packet(4, proto, total, _ip4(data[12:16]), _ip4(data[16:20]), sport, dport,
+                      fragment)
+    if version == 6 and len(data) >= 40:
+        payload, nh = struct.unpack("!H", data[4:6])[0], data[6]
+        sport = dport = None
+        if nh == IPPROTO_UDP and len(data) >= 44:
+            sport, dport = struct.unpack("!HH", data[40:44])
+        return Packet(6, nh, 40 + payload, _ip6(data[8:24]), _ip6(data[24:40]), sport, dport,
+                      nh == 44)
+    return None
+
+
+def parse_pcap(raw: bytes) -> list[Packet]:
+    """Outer IP facts of every IPv4/IPv6 frame in a classic pcap file (other frames skipped)."""
+    if len(raw) < 24:
+        return []
+    magic = raw[:4]
+    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        endian = "<"
+    elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+        endian = ">"
+    else:
+        raise ValueError("not a classic pcap file (pcapng is not supported)")
+    linktype = struct.unpack(endian + "I", raw[20:24])[0]
+    out: list[Packet] = []
+    off = 24
+    while off + 16 <= len(raw):
+        incl = struct.unpack(endian + "I", raw[off + 8:off + 12])[0]
+        frame = raw[off + 16:off + 16 + incl]
+        off += 16 + incl
+        if linktype == LINKTYPE_ETHERNET:
+            ethertype, l3 = struct.unpack("!H", frame[12:14])[0], 14
+            if ethertype == ETH_P_8021Q:
+                ethertype, l3 = struct.unpack("!H", frame[16:18])[0], 18
+        elif linktype == LINKTYPE_LINUX_SLL:
+            ethertype, l3 = struct.unpack("!H", frame[14:16])[0], 16
+        else:
+            raise ValueError(f"unsupported pcap link type {linktype}")
+        if ethertype in (ETH_P_IP, ETH_P_IPV6):
+            pkt = _parse_ip(frame[l3:])
+            if pkt is not None:
+                out.append(pkt)
+    return out
+
+
+@dataclass
+class CaptureResult:
+    path: Path
+    packets: list[Packet]
+
+
+@contextmanager
+def capture(tb: Testbed, site: Site, ifname: str, label: str = "tcpdump",
+            snaplen: int = 128) -> Iterator[CaptureResult]:
+    """Capture on a site's interface while the block runs; packets are parsed at the end.
+
+    Only headers are kept (snaplen); the lengths come from the IP headers, not the frame.
+    """
+    path = tb.workdir / f"{label}.pcap"
+    tb.ledger.path(path)
+    p = tb.spawn(site, ["tcpdump", "-i", ifname, "-n", "-U", "--immediate-mode", "-Z", "root", "-s", str(snaplen), "-w",
+                        str(path)], label, split_stderr=True)
+    deadline = time.monotonic() + 10
+    while "listening on" not in p.errors():
+        if p.poll() is not None or time.monotonic() > deadline:
+            raise CommandFailed(f"tcpdump on {ifname} did not start: {p.log_tail(3)}",
+                                argv=p.argv)
+        time.sleep(0.02)
+    result = CaptureResult(path, [])
+    try:
+        yield result
+    finally:
+        time.sleep(0.2)  # let the last packets reach the capture
+        p.stop()
+    result.packets = parse_pcap(path.read_bytes()) if path.exists() else []

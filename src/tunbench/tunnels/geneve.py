@@ -1,0 +1,80 @@
+"""geneve: Linux kernel Geneve (RFC 8926), point to point between the two sites' underlays.
+
+Created with pyroute2 (kind "geneve": IFLA_GENEVE_ID / REMOTE / REMOTE6 / PORT). The kernel's
+Geneve device has no local-address attribute: it listens on the port on every address of the
+site and sends to `remote`. No options are sent, so the header is the fixed 8 bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..capabilities import Missing
+from ..testbed import names
+from ..testbed.base import Testbed
+from ._kernel import add_link, address_and_up, kernel_needs
+from .base import (
+    ETH_HEADER,
+    IPV4_HEADER,
+    IPV6_HEADER,
+    UDP_HEADER,
+    Endpoints,
+    TunnelDriver,
+    TunnelParams,
+    inner_addrs,
+)
+
+GENEVE_HEADER = 8  # without options
+
+
+@dataclass(frozen=True)
+class GeneveParams(TunnelParams):
+    vni: int = 42
+    port: int = 6081
+    underlay: Literal[4, 6] = 4
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not 0 <= self.vni < 2**24:
+            problems.append(f"vni {self.vni} out of range (0..16777215)")
+        if not 0 < self.port < 65536:
+            problems.append(f"port {self.port} out of range (1..65535)")
+        return problems
+
+
+class Geneve(TunnelDriver):
+    kind = "geneve"
+    summary = "kernel Geneve over UDP (RFC 8926), no options"
+    Params = GeneveParams
+
+    @classmethod
+    def requirements(cls, params: TunnelParams) -> list[Missing]:
+        return kernel_needs("Geneve tunnels", [("CONFIG_GENEVE", "geneve")])
+
+    @classmethod
+    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
+        outer = IPV4_HEADER if family == 4 else IPV6_HEADER
+        return ETH_HEADER + GENEVE_HEADER + UDP_HEADER + outer
+
+    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
+        assert isinstance(params, GeneveParams)
+        fam = params.underlay
+        mtu = self.tunnel_mtu(params, tb.underlay_mtu)
+        a4, b4, a6, b6 = inner_addrs(0)
+        ifname = names.link_name(tb.run_id, "gnv")
+        for site, peer, my4, my6 in ((tb.a, tb.b, a4, a6), (tb.b, tb.a, b4, b6)):
+            remote = self.underlay_addr(peer, fam)
+            attrs = ({"geneve_remote": remote} if fam == 4 else
+                     {"geneve_remote6": remote, "geneve_udp_zero_csum6_tx": 0,
+                      "geneve_udp_zero_csum6_rx": 0})
+            add_link(tb, site, ifname, "geneve", geneve_id=params.vni,
+                     geneve_port=params.port, **attrs)
+            address_and_up(site, ifname, mtu, my4, my6)
+        return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu,
+                         overhead=self.overhead(params, fam), a_ifname=ifname, b_ifname=ifname,
+                         info={"vni": params.vni, "port": params.port, "underlay": fam,
+                               "created_with": "pyroute2"})
+
+
+DRIVER = Geneve

@@ -1,0 +1,81 @@
+"""gre: Linux kernel GRE over IPv4 (RFC 2784/2890), L3 (IP in GRE), optional key.
+
+Created with pyroute2 (kind "gre": IFLA_GRE_LOCAL / REMOTE / LINK / TTL, and with a key
+IFLA_GRE_IKEY / OKEY with the KEY bit in IFLA_GRE_IFLAGS / OFLAGS). `gretap` (L2 GRE) reuses
+this module with kind "gretap", which adds an inner Ethernet header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..capabilities import Missing
+from ..testbed import names
+from ..testbed.base import Testbed
+from ._kernel import add_link, address_and_up, kernel_needs, underlay_index
+from .base import IPV4_HEADER, Endpoints, TunnelDriver, TunnelParams, inner_addrs
+
+GRE_HEADER = 4      # flags + protocol type
+GRE_KEY_FIELD = 4   # present when a key is set
+GRE_KEY_FLAG = 0x2000  # GRE_KEY in the flags word (pyroute2 encodes it big-endian)
+GRE_TTL = 64
+
+
+@dataclass(frozen=True)
+class GreParams(TunnelParams):
+    key: int | None = None   # GRE key (RFC 2890), 0..4294967295; None: no key field
+
+    def validate(self) -> list[str]:
+        if self.key is not None and not 0 <= self.key < 2**32:
+            return [f"key {self.key} out of range (0..4294967295)"]
+        return []
+
+
+def gre_overhead(params: GreParams) -> int:
+    return IPV4_HEADER + GRE_HEADER + (GRE_KEY_FIELD if params.key is not None else 0)
+
+
+class Gre(TunnelDriver):
+    kind = "gre"
+    summary = "kernel GRE over IPv4, L3 (IP in GRE), optional key"
+    Params = GreParams
+    link_kind: ClassVar[str] = "gre"
+    suffix: ClassVar[str] = "gre"
+    inner_eth: ClassVar[int] = 0
+    feature: ClassVar[str] = "GRE tunnels (ip_gre)"
+
+    @classmethod
+    def family(cls, params: TunnelParams) -> int:
+        return 4
+
+    @classmethod
+    def requirements(cls, params: TunnelParams) -> list[Missing]:
+        return kernel_needs(cls.feature, [("CONFIG_NET_IPGRE_DEMUX", "gre"),
+                                          ("CONFIG_NET_IPGRE", "ip_gre")])
+
+    @classmethod
+    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
+        assert isinstance(params, GreParams)
+        return cls.inner_eth + gre_overhead(params)
+
+    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
+        assert isinstance(params, GreParams)
+        mtu = self.tunnel_mtu(params, tb.underlay_mtu)
+        a4, b4, a6, b6 = inner_addrs(0)
+        ifname = names.link_name(tb.run_id, self.suffix)
+        for site, peer, my4, my6 in ((tb.a, tb.b, a4, a6), (tb.b, tb.a, b4, b6)):
+            attrs: dict[str, object] = {
+                "gre_local": site.underlay4, "gre_remote": peer.underlay4,
+                "gre_link": underlay_index(site), "gre_ttl": GRE_TTL}
+            if params.key is not None:
+                attrs.update(gre_ikey=params.key, gre_okey=params.key,
+                             gre_iflags=GRE_KEY_FLAG, gre_oflags=GRE_KEY_FLAG)
+            add_link(tb, site, ifname, self.link_kind, **attrs)
+            address_and_up(site, ifname, mtu, my4, my6)
+        return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
+                         a_ifname=ifname, b_ifname=ifname,
+                         info={"key": params.key, "underlay": 4, "created_with": "pyroute2"})
+
+
+DRIVER = Gre
