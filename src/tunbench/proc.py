@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -259,3 +260,40 @@ def spawn(argv: list[str], *, netns: str | None = None, log_path: Path | None = 
                 f.close()
     return Process(full, popen, log_path, label or Path(argv[0]).name,
                    proc_starttime(popen.pid))
+
+
+def wait_ready(p: Process, *, ready: Callable[[], bool] | None = None,
+               ready_text: str | None = None, timeout: float = 15.0,
+               exits_when_ready: bool = False) -> None:
+    """Return once a started process is ready: `ready_text` appeared in its output and/or the
+    `ready` check returned True. Raise CommandFailed (with its last log line) if it exits
+    first (unless `exits_when_ready` and it exited 0) or the timeout passes. Never a sleep
+    standing in for readiness: the poll interval backs off from 5 ms to 100 ms."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while time.monotonic() < deadline:
+        code = p.poll()
+        if code is not None and not (exits_when_ready and code == 0):
+            raise CommandFailed(f"{p.label} exited with code {code} while starting: "
+                                f"{_tail_line(p)}", "see the case's error_log",
+                                argv=p.argv, output=p.log_tail())
+        text_ok = ready_text is None or ready_text in p.output() + p.errors()
+        check_ok = ready is None or _safe(ready)
+        if text_ok and check_ok:
+            return
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.1)
+    raise CommandFailed(f"{p.label} not ready within {timeout:g}s: {_tail_line(p)}",
+                        "see the case's error_log", argv=p.argv, output=p.log_tail())
+
+
+def _safe(check: Callable[[], bool]) -> bool:
+    try:
+        return bool(check())
+    except Exception:
+        return False
+
+
+def _tail_line(p: Process) -> str:
+    tail = p.log_tail(3).strip().splitlines()
+    return tail[-1] if tail else "no output"

@@ -8,11 +8,9 @@ raise an error carrying the daemon's last log lines. Stopping is the ledger's jo
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 
-from ..errors import CommandFailed
-from ..proc import Process
+from ..proc import Process, wait_ready
 from ..testbed.base import Site, Testbed
 
 
@@ -45,36 +43,3 @@ def start(tb: Testbed, site: Site, argv: list[str], label: str, *,
     p = tb.spawn(site, argv, f"{label}-{site.name}", env=env, grace=grace)
     wait_ready(p, ready=ready, ready_text=ready_text, timeout=timeout)
     return p
-
-
-def wait_ready(p: Process, *, ready: Callable[[], bool] | None = None,
-               ready_text: str | None = None, timeout: float = 15.0,
-               exits_when_ready: bool = False) -> None:
-    deadline = time.monotonic() + timeout
-    delay = 0.01
-    while time.monotonic() < deadline:
-        code = p.poll()
-        if code is not None and not (exits_when_ready and code == 0):
-            raise CommandFailed(f"{p.label} exited with code {code} while starting: "
-                                f"{_tail_line(p)}", "see the case's error_log",
-                                argv=p.argv, output=p.log_tail())
-        text_ok = ready_text is None or ready_text in p.output()
-        check_ok = ready is None or _safe(ready)
-        if text_ok and check_ok:
-            return
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.2)
-    raise CommandFailed(f"{p.label} not ready within {timeout:g}s: {_tail_line(p)}",
-                        "see the case's error_log", argv=p.argv, output=p.log_tail())
-
-
-def _safe(check: Callable[[], bool]) -> bool:
-    try:
-        return bool(check())
-    except Exception:
-        return False
-
-
-def _tail_line(p: Process) -> str:
-    tail = p.log_tail(3).strip().splitlines()
-    return tail[-1] if tail else "no output"

@@ -9,7 +9,6 @@ into building argv, running, and a pure parse function tested on captured real o
 from __future__ import annotations
 
 import dataclasses
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from ..capabilities import Missing, tool_missing
-from ..errors import CommandFailed, SpecError
+from ..errors import SpecError
 from ..metrics.cpu import CpuRecord, CpuSampler
 from ..params import coerce_fields
-from ..proc import Process
+from ..proc import Process, wait_ready
 from ..testbed.base import Site, Testbed
 from ..tunnels.base import Endpoints
 
@@ -98,15 +97,7 @@ class Context:
 
 def wait_for_output(p: Process, needle: str, timeout: float = 5.0) -> None:
     """Readiness by what a server prints, not by sleeping."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if needle in p.output():
-            return
-        if p.poll() is not None:
-            break
-        time.sleep(0.01)
-    raise CommandFailed(f"{p.label} did not become ready within {timeout:g}s: "
-                        f"{p.log_tail(3) or 'no output'}", argv=p.argv)
+    wait_ready(p, ready_text=needle, timeout=timeout)
 
 
 class Workload(ABC):

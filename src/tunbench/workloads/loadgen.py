@@ -176,15 +176,8 @@ def trial_result(send: dict[str, Any], recv: dict[str, Any],
 
 
 def wait_ready(p: proc.Process, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if "ready" in p.errors().split():
-            return
-        if p.poll() is not None:
-            break
-        time.sleep(0.005)
-    raise CommandFailed(f"{BINARY} recv did not become ready within {timeout:g}s: "
-                        f"{p.log_tail(3) or 'no output'}", argv=p.argv)
+    """The receiver prints `ready` on stderr once its sockets are bound."""
+    proc.wait_ready(p, ready=lambda: "ready" in p.errors().split(), timeout=timeout)
 
 
 def run_trial(tb: Testbed, dst: str, spec: TrafficSpec, duration: float,
