@@ -47,7 +47,7 @@ def test_warmup_window_drops_early_samples(data_dir: Path) -> None:
     full = latency.rtt_stats(tx, rtt, 0.0, 1e9)
     cut = latency.rtt_stats(tx, rtt, 0.2, 0.3)
     assert cut["samples"] < full["samples"]
-    assert cut["dropped_warmup"] == full["samples"] - cut["samples"]
+    assert cut["dropped_outside_window"] == full["samples"] - cut["samples"]
     kept_first = tx[tx >= tx[0] + 0.2][0]
     assert kept_first - tx[0] >= 0.2 and cut["seconds"] <= 0.3
 

@@ -121,7 +121,7 @@ def rtt_stats(tx: np.ndarray, rtt: np.ndarray, skip: float, duration: float) -> 
             out[name] = nearest_rank(vals, float(pct))   # type: ignore[arg-type]
     out["std"] = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
     out["samples"] = int(len(vals))
-    out["dropped_warmup"] = int(len(rtt) - len(vals))
+    out["dropped_outside_window"] = int(len(rtt) - len(vals))
     out["seconds"] = float(tx[keep][-1] - tx[keep][0]) if len(vals) > 1 else 0.0
     out["rate"] = out["samples"] / out["seconds"] if out["seconds"] else None
     out["cdf"] = {"pct": list(CDF_LEVELS),
@@ -203,7 +203,7 @@ class Latency(Workload):
         port = ctx.port_base + PORT_OFFSET
         out = Output()
         skip = max(0.0, ctx.warmup - SOCKPERF_WARMUP)
-        seconds = math.ceil(ctx.duration + ctx.warmup) + 1
+        seconds = math.ceil(ctx.duration + ctx.warmup + 0.1)   # sockperf measures t - ~0.45 s
         with ctx.measuring() as cpu:
             for proto in params.protocols():
                 server = ctx.tb.spawn(ctx.server, server_argv(proto, addr, port),
