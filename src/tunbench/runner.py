@@ -256,8 +256,22 @@ def _ifaces(tb: Testbed, ep: Endpoints) -> list[tuple[str | None, str]]:
     return out
 
 
+def read_offloads(ns: str | None, ifn: str, tries: int = 3) -> dict[str, str]:
+    """`ethtool -k` of one device; retried, since a busy host sometimes fails a read. A device
+    that still cannot be read is recorded with the error instead of features."""
+    msg = ""
+    for attempt in range(tries):
+        r = proc.run(["ethtool", "-k", ifn], netns=ns, timeout=10, check=False)
+        feats = envinfo.parse_ethtool_k(r.stdout) if r.ok else {}
+        if feats:
+            return feats
+        msg = (r.stderr or r.stdout).strip()[-200:] or f"exit {r.returncode}"
+        time.sleep(0.05 * (attempt + 1))
+    return {"error": f"ethtool -k failed: {msg}"}
+
+
 def record_offloads(tb: Testbed, ep: Endpoints) -> dict[str, dict[str, str]]:
-    return {f"{ns}/{ifn}": envinfo.offloads(ns, ifn) for ns, ifn in _ifaces(tb, ep)}
+    return {f"{ns}/{ifn}": read_offloads(ns, ifn) for ns, ifn in _ifaces(tb, ep)}
 
 
 def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], ...],
@@ -269,7 +283,9 @@ def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], 
     result: dict[str, dict[str, str]] = {}
     for ns, ifn in _ifaces(tb, ep):
         dev = f"{ns}/{ifn}"
-        have = before.get(dev, {})
+        have = before.get(dev) or {}
+        if "error" in have:
+            have = read_offloads(ns, ifn)
         res = result.setdefault(dev, {})
         for feat, val in settings:
             cur = have.get(OFFLOAD_LONG_NAMES.get(feat, feat))
@@ -283,7 +299,7 @@ def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], 
                 res[feat] = "fixed"
                 continue
             r = proc.run(["ethtool", "-K", ifn, feat, val], netns=ns, check=False, timeout=10)
-            now = envinfo.offloads(ns, ifn).get(OFFLOAD_LONG_NAMES.get(feat, feat), "")
+            now = read_offloads(ns, ifn).get(OFFLOAD_LONG_NAMES.get(feat, feat), "")
             if now.split()[:1] == [val]:
                 res[feat] = "set"
             else:
