@@ -141,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
     """The spec dict that rebuilds a recorded experiment (for --resume)."""
-    exp = {k: recorded[k] for k in ("repeats", "duration", "warmup", "mtus", "order", "seed",
+    exp: dict[str, Any] = {k: recorded[k] for k in ("repeats", "duration", "warmup", "mtus", "order", "seed",
                                     "family", "name", "cpu_interval", "noisy_cv")
            if k in recorded}
     if recorded.get("rate"):

@@ -96,11 +96,12 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
     store = CampaignStore(out_dir)
     done: dict[str, str] = {}
     if resume:
-        index = store.read_index()
-        if index.get("experiment") != exp.to_dict():
+        recorded = store.read_index()
+        if recorded.get("experiment") != exp.to_dict():
             raise SpecError(f"{out_dir} was recorded with a different experiment",
                             "resume with the same options, or start a new --out folder")
-        done = {c["id"]: c["status"] for c in index["cases"] if c["status"] in ("ok", "failed")}
+        done = {c["id"]: c["status"] for c in recorded["cases"]
+                if c["status"] in ("ok", "failed")}
     elif store.index_path.exists():
         raise SpecError(f"{out_dir} already holds a campaign",
                         "use --resume to continue it, or choose another --out folder")
@@ -242,8 +243,7 @@ def wait_reachable(tb: Testbed, ep: Endpoints, family: int, timeout: float = 15.
         r = tb.a.run(["ping", "-c", "1", "-W", "1", "-n", str(addr)], check=False, timeout=5)
         if r.ok:
             return
-        last = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
-        last = last[0]
+        last = ((r.stdout + r.stderr).strip().splitlines()[-1:] or [""])[0]
     raise CommandFailed(f"tunnel is up but {addr} does not answer ping through it within "
                         f"{timeout:g}s ({last})", "see the case's error_log")
 

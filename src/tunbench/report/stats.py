@@ -90,7 +90,7 @@ def _sweep_value(wl: dict[str, Any]) -> Any:
 
 def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
     """Aggregate the ok cases of a campaign into rows, in the campaign's tunnel order."""
-    Key = tuple[str, str, str, str, int, str, str]
+    Key = tuple[str, str, str, str, str, int, str]
     groups: dict[Key, list[float]] = {}
     meta: dict[Key, tuple[str, bool, Any]] = {}
     rates: dict[Key, str] = {}

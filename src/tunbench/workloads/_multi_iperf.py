@@ -151,6 +151,6 @@ def run_pairs(ctx: Context, layout: list[int], base: StreamParams) -> PairsResul
             s.stop()
     offsets = [t - starts[0] for t in starts]
     agg = common_sum([p["intervals"] for p in parsed], offsets)
-    for i, p in enumerate(parsed):
-        p["port"] = ctx.port_base + i
+    for i, res in enumerate(parsed):
+        res["port"] = ctx.port_base + i
     return PairsResult(layout, parsed, agg, offsets)

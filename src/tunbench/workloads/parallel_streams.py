@@ -74,7 +74,8 @@ def _version() -> str | None:
     if not path:
         return None
     r = proc.run([path, "--version"], check=False, timeout=5)
-    return (r.stdout.splitlines() or [None])[0]
+    lines = r.stdout.splitlines()
+    return lines[0] if lines else None
 
 
 WORKLOAD = ParallelStreams
