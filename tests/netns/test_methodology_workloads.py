@@ -95,7 +95,13 @@ def test_512_streams_aggregate_is_sum_over_common_interval(campaign: dict[str, A
         sum(sum(p["common_series_mbps"]) / len(p["common_series_mbps"]) for p in procs))
     # and it agrees with the sum of the processes' own whole-run figures
     assert agg["mbps"] == pytest.approx(raw["sum_of_process_throughputs_mbps"], rel=0.15)
-    assert agg["window_s"][1] - agg["window_s"][0] > 1.5
+    # the window is exactly what every process measured: the latest first start and the
+    # earliest last end, each process shifted by its start offset
+    offs = raw["start_offsets_s"]
+    lo = max(o + p["intervals"][0][0] for o, p in zip(offs, procs))
+    hi = min(o + p["intervals"][-1][1] for o, p in zip(offs, procs))
+    assert agg["window_s"] == pytest.approx([lo, hi], abs=1e-3)
+    assert hi - lo > 1.0
     moved = sum(p["bytes_received"] for p in procs)
     assert _tunnel_bytes(doc) >= moved
     assert {"cpu_busy", "cpu_busy_min", "cpu_busy_max"} <= set(doc["metrics"])
