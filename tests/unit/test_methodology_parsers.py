@@ -42,6 +42,14 @@ def test_full_log_matches_sockperf_summary(data_dir: Path, proto: str, kind: str
     assert all(a <= b for a, b in zip(cdf["rtt_us"][:1001], cdf["rtt_us"][1:1001]))
 
 
+def test_full_log_chunk_boundaries(data_dir: Path) -> None:
+    path = data_dir / "sockperf/full-udp-vxlan.csv"
+    tx, rtt = latency.read_full_log(path)
+    tx2, rtt2 = latency.read_full_log(path, chunk_bytes=997)   # cuts lines everywhere
+    assert np.array_equal(tx, tx2) and np.array_equal(rtt, rtt2)
+    assert np.all(np.diff(tx) > 0)
+
+
 def test_warmup_window_drops_early_samples(data_dir: Path) -> None:
     tx, rtt = latency.read_full_log(data_dir / "sockperf/full-tcp-native.csv")
     full = latency.rtt_stats(tx, rtt, 0.0, 1e9)

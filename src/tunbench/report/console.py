@@ -246,6 +246,9 @@ def print_list(kinds: dict[str, list[str]], show_params: bool = False) -> None:
         text = wl.summary
         if show_params:
             text += "\n" + ", ".join(f"{k}={v!r}" for k, v in wl.Params().to_dict().items())
+            if wl.sweep:
+                text += (f"\n{wl.sweep} may be a list (one case per value); left out: "
+                         f"{', '.join(map(str, wl.sweep_default))}")
         missing = wl.requirements(wl.Params())
         if missing:
             text += "\n[red]" + "; ".join(m.one_line() for m in missing) + "[/red]"

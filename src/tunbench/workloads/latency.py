@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +26,7 @@ from ..errors import CommandFailed
 from ..proc import Process
 from .base import Context, Metric, Output, Workload, WorkloadParams
 
+LOG_DIR = "/var/tmp"           # disk-backed by convention (FHS), unlike /run
 PORT_OFFSET = 6000            # sockperf port = ctx.port_base + this
 SOCKPERF_WARMUP = 0.4         # sockperf's own warm-up, already excluded from its full log
 STATS = (("min", None), ("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99_9", 99.9),
@@ -65,29 +67,36 @@ def client_argv(proto: str, addr: str, port: int, seconds: int, p: LatencyParams
     return argv
 
 
-_LINE = re.compile(r"^\s*\d+,\s*([\d.]+),\s*([\d.]+),\s*([\d.]+)\s*$")
+def _parse_rows(block: bytes) -> np.ndarray:
+    """Sample lines 'i, tx, rx, rtt' (only those) -> an (n, 4) array."""
+    lines = [ln for ln in block.split(b"\n") if ln[:1].isdigit() and ln.count(b",") == 3]
+    if not lines:
+        return np.zeros((0, 4))
+    vals = np.fromstring(b" ".join(lines).replace(b",", b" ").decode("ascii"),  # noqa: NPY201
+                         dtype=float, sep=" ")
+    return vals.reshape(-1, 4)
 
 
-def read_full_log(path: Path, chunk_lines: int = 200_000) -> tuple[np.ndarray, np.ndarray]:
-    """sockperf --full-log CSV -> (tx times in s, RTTs in µs), read in bounded chunks."""
+def read_full_log(path: Path, chunk_bytes: int = 8 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """sockperf --full-log CSV -> (tx times in s, RTTs in µs), read in bounded chunks (a 100 s
+    run logs millions of samples; memory stays at the arrays plus one chunk)."""
     txs: list[np.ndarray] = []
     rtts: list[np.ndarray] = []
-    buf: list[str] = []
-
-    def flush() -> None:
-        if buf:
-            arr = np.array(" ".join(buf).replace(",", " ").split(), dtype=float).reshape(-1, 4)
-            txs.append(arr[:, 1])
-            rtts.append(arr[:, 3])
-            buf.clear()
-
-    with open(path, encoding="ascii", errors="replace") as f:
-        for line in f:
-            if line[:1].isdigit() and _LINE.match(line):
-                buf.append(line)
-                if len(buf) >= chunk_lines:
-                    flush()
-    flush()
+    rest = b""
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(chunk_bytes)
+            if not chunk:
+                break
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1
+            rows, rest = _parse_rows(data[:cut]), data[cut:]
+            txs.append(rows[:, 1])
+            rtts.append(rows[:, 3])
+    if rest:
+        rows = _parse_rows(rest)
+        txs.append(rows[:, 1])
+        rtts.append(rows[:, 3])
     if not rtts:
         return np.zeros(0), np.zeros(0)
     return np.concatenate(txs), np.concatenate(rtts)
@@ -204,6 +213,10 @@ class Latency(Workload):
         out = Output()
         skip = max(0.0, ctx.warmup - SOCKPERF_WARMUP)
         seconds = math.ceil(ctx.duration + ctx.warmup + 0.1)   # sockperf measures t - ~0.45 s
+        # A 100 s run logs millions of samples (~40 bytes each): keep the log off /run (often
+        # a small tmpfs) in a private directory on disk, removed right after it is read.
+        logdir = Path(tempfile.mkdtemp(prefix=f"tunbench-{ctx.tb.run_id}-", dir=LOG_DIR))
+        ctx.tb.ledger.path(logdir)
         with ctx.measuring() as cpu:
             for proto in params.protocols():
                 server = ctx.tb.spawn(ctx.server, server_argv(proto, addr, port),
@@ -211,8 +224,7 @@ class Latency(Workload):
                 try:
                     wait_bound(ctx, server, proto, port)
                     cpu.track(server.pid, f"sockperf-server-{proto}")
-                    log = ctx.tb.workdir / f"sockperf-{proto}.csv"
-                    ctx.tb.ledger.path(log)
+                    log = logdir / f"sockperf-{proto}.csv"
                     client = ctx.tb.spawn(ctx.client, client_argv(proto, addr, port, seconds,
                                                                   params, log),
                                           f"sockperf-client-{proto}")
