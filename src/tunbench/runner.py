@@ -175,7 +175,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     except Interrupted:
         raise
     except TunbenchError as exc:
-        status, error = "failed", exc.one_line()
+        status, error = "failed", exc.one_line() + _vanished(tb)
         error_log = _log_tails(tb)
     except (OSError, RuntimeError, ValueError, KeyError) as exc:  # netlink and friends
         status, error = "failed", f"{type(exc).__name__}: {exc}"
@@ -215,6 +215,17 @@ def cpu_summary(record: CpuRecord, warmup: float) -> dict[str, Any]:
     summary["warmup_excluded_samples"] = excluded
     summary["shared_by_sites"] = record.shared_by_sites
     return summary
+
+
+def _vanished(tb: Testbed | None) -> str:
+    """A note when the case's namespaces were removed under it (by another process, e.g. a
+    `tunbench cleanup` elsewhere): the failure is then not the tunnel's or the workload's."""
+    if tb is None:
+        return ""
+    present = set(netlink.list_netns())
+    gone = [str(s.netns) for s in tb.sites() if s.netns and s.netns not in present]
+    return (f" (the testbed's namespaces {', '.join(gone)} were removed during the case by "
+            "another process)") if gone else ""
 
 
 def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, Any]:
