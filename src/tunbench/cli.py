@@ -24,14 +24,29 @@ DEFAULT_OUT = Path("results")
 
 
 _MAIN_PID = 0
+_LAST_SIGNUM = signal.SIGINT
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
+    global _LAST_SIGNUM
     if os.getpid() != _MAIN_PID:
         # A forked helper (pyroute2 opens namespace sockets from a child) inherits this
         # handler; it must die as by default, never run tunbench's code on.
         os._exit(128 + signum)
-    raise Interrupted(signal.Signals(signum).name)
+    if signum != signal.SIGALRM:
+        _LAST_SIGNUM = signal.Signals(signum)
+    raise Interrupted(_LAST_SIGNUM.name)
+
+
+def _unraisable(u: Any) -> None:
+    """A signal that lands while Python runs an at-fork callback (logging registers one; the
+    pyroute2 netns helpers fork often) raises Interrupted where Python can only print and
+    ignore it: the campaign would go on. Deliver it again a moment later, from a one-shot
+    timer, when the main code runs."""
+    if isinstance(u.exc_value, Interrupted) and os.getpid() == _MAIN_PID:
+        signal.setitimer(signal.ITIMER_REAL, 0.005)
+        return
+    sys.__unraisablehook__(u)
 
 
 def install_signal_handlers() -> None:
@@ -39,6 +54,8 @@ def install_signal_handlers() -> None:
     _MAIN_PID = os.getpid()
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGALRM, _interrupt)
+    sys.unraisablehook = _unraisable
 
 
 def available_kinds() -> dict[str, list[str]]:
@@ -57,13 +74,27 @@ def _csv(text: str) -> list[str]:
 
 
 def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
+    from . import presets
     data: dict[str, Any] = {}
     source = "command line"
+    if args.experiment and args.preset:
+        raise SpecError("--experiment and --preset are exclusive",
+                        "copy the preset (tunbench list shows its path) and edit it")
     if args.experiment:
         data = spec.load_toml(Path(args.experiment))
         source = str(args.experiment)
+    elif args.preset:
+        data = presets.load(args.preset)
+        source = f"preset {args.preset}"
+    if args.scale is not None:
+        data = presets.scale(data, args.scale)
+        source += f" (scale {args.scale:g})"
     over: dict[str, Any] = {"experiment": {}}
     e = over["experiment"]
+    if args.noisy_cv is not None:
+        e["noisy_cv"] = args.noisy_cv
+    if args.offloads:
+        over["offloads"] = spec.offload_tables(args.offloads)
     for key in ("duration", "warmup", "repeats", "rate", "seed") + spec.NETEM_KEYS:
         val = getattr(args, key)
         if val is not None:
@@ -102,9 +133,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     cases = outcome.store.read_cases()
     from .report import stats
     if args.json:
-        print(json.dumps(stats.summary_json(cases, str(out)), indent=1))
+        print(json.dumps(stats.summary_json(cases, str(out), exp.noisy_cv), indent=1))
     else:
-        console.print_summary(cases, str(out))
+        console.print_summary(cases, str(out), noisy_cv=exp.noisy_cv)
     if not args.no_report:
         _report_after_run(out, quiet=args.quiet)
     return 1 if outcome.failed and len(outcome.failed) == len(outcome.statuses) else 0
@@ -151,8 +182,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
     """The spec dict that rebuilds a recorded experiment (for --resume)."""
-    exp = {k: recorded[k] for k in ("repeats", "duration", "warmup", "mtus", "order", "seed",
-                                    "family", "name", "cpu_interval")}
+    exp: dict[str, Any] = {k: recorded[k] for k in (
+        "repeats", "duration", "warmup", "mtus", "order", "seed", "family", "name",
+        "cpu_interval", "noisy_cv") if k in recorded}
     for key in ("rate",) + spec.NETEM_KEYS:
         if recorded.get(key):
             exp[key] = recorded[key]
@@ -160,12 +192,15 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
         "experiment": exp,
         "tunnel": [{"kind": t["kind"], "label": t["label"], **t["params"]}
                    for t in recorded["tunnels"]],
-        "workload": [{"name": w["name"], **w["params"]} for w in recorded["workloads"]],
+        "workload": [{"name": w["name"], "label": w.get("label") or w["name"], **w["params"],
+                      **({"mtus": w["mtus"]} if w.get("mtus") else {})}
+                     for w in recorded["workloads"]],
         "offloads": [{"name": o["name"], **o["settings"]} for o in recorded["offloads"]],
     }
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from . import presets
     kinds = available_kinds()
     if args.json:
         print(json.dumps({
@@ -175,9 +210,14 @@ def cmd_list(args: argparse.Namespace) -> int:
                         for k, why in kinds.items()},
             "workloads": {n: {"summary": w.summary, "params": w.Params().to_dict(),
                               "missing": [m.one_line() for m in w.requirements(w.Params())]}
-                          for n, w in sorted(workloads.registry().items())}}, indent=1))
+                          for n, w in sorted(workloads.registry().items())},
+            "presets": {n: {"summary": presets.describe(n), "path": presets.path(n)}
+                        for n in presets.names()},
+            "offload_variants": spec.OFFLOAD_PRESETS}, indent=1))
         return 0
     console.print_list(kinds, show_params=args.params)
+    console.print_presets({n: (presets.describe(n), presets.path(n)) for n in presets.names()},
+                          spec.OFFLOAD_PRESETS)
     return 0
 
 
@@ -214,6 +254,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "here); default: native,vxlan")
     r.add_argument("--workloads", help="comma-separated workloads; default: stream")
     r.add_argument("--experiment", metavar="FILE", help="TOML experiment file (flags override)")
+    r.add_argument("--preset", metavar="NAME", help="a shipped experiment (tunbench list shows "
+                   "them): single-stream, latency, parallel-streams, line-rate-processes, "
+                   "jumbo, study")
+    r.add_argument("--scale", type=float, metavar="F", help="multiply the preset's/file's "
+                   "durations and repeats by F for a quick run (e.g. 0.05; minimum 2 s, 1 repeat)")
+    r.add_argument("--offloads", metavar="VARIANTS", help="offload variants, comma-separated "
+                   "(default, no-tso-gro, no-gso-gro, no-tnl-seg, gro-on, all-off): every case "
+                   "runs once per variant, ethtool -K on underlay and tunnel devices")
+    r.add_argument("--noisy-cv", type=float, metavar="CV", help="flag figures whose coefficient "
+                   "of variation exceeds CV (default 0.10)")
     r.add_argument("--duration", type=float, help="seconds per measurement (default 10)")
     r.add_argument("--warmup", type=float, help="seconds excluded at the start (default 1)")
     r.add_argument("--repeats", type=int, help="repeats of every case (default 3)")

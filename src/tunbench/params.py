@@ -66,7 +66,7 @@ def _coerce(val: Any, want: Any) -> tuple[bool, Any]:
             return False, None
         try:
             return True, int(str(val), 0) if isinstance(val, str) else int(val)
-        except ValueError:
+        except (TypeError, ValueError):
             return False, None
     if want is float:
         try:

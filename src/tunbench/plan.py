@@ -1,5 +1,9 @@
 """Experiment -> ordered list of cases (tunnel x MTU x offloads x workload x repeat).
 
+A workload with its own `mtus` runs only at those underlay MTUs; the others at the
+experiment's. A swept workload (parallel-streams with a list of stream counts) is already one
+spec per value here, each with its own label.
+
 Repeats are the outer loop, so every tunnel is measured once per round and slow drift of the
 host affects all tunnels alike; within a round the native baseline comes first. With
 order = "shuffled" each round is shuffled with the seed (native still first).
@@ -35,14 +39,14 @@ def plan(exp: Experiment) -> list[Case]:
     cases: list[Case] = []
     for rep in range(exp.repeats):
         round_: list[tuple[TunnelSpec, WorkloadSpec, int, OffloadVariant]] = [
-            (t, w, m, o) for m in exp.mtus for o in exp.offloads for t in exp.tunnels
-            for w in exp.workloads]
+            (t, w, m, o) for m in exp.all_mtus() for o in exp.offloads for t in exp.tunnels
+            for w in exp.workloads if m in (w.mtus or exp.mtus)]
         if exp.order == "shuffled":
             rng.shuffle(round_)
             round_.sort(key=lambda c: c[0].kind != "native")  # stable: native first
         for t, w, m, o in round_:
             i = len(cases)
             variant = "" if o.name == "default" else f"-{o.name}"
-            cid = f"{i:04d}-{t.label}-{w.name}-mtu{m}{variant}-r{rep + 1}"
+            cid = f"{i:04d}-{t.label}-{w.label}-mtu{m}{variant}-r{rep + 1}"
             cases.append(Case(i, cid, t, w, m, o, rep + 1))
     return cases

@@ -16,11 +16,12 @@ from typing import Any, Protocol
 from . import proc, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
+from .metrics.cpu import CpuRecord
 from .plan import Case, plan
 from .results import envinfo
 from .results.model import case_document
 from .results.store import CampaignStore
-from .spec import Experiment
+from .spec import OFFLOAD_LONG_NAMES, Experiment
 from .testbed import local, names, netlink
 from .testbed.base import Testbed
 from .testbed.ledger import Ledger
@@ -65,7 +66,7 @@ def preflight(exp: Experiment) -> None:
             missing.append(f"tool {tool}: not installed (apt-get install "
                            f"{proc.TOOL_PACKAGES.get(tool, 'procps')})")
     for t in exp.tunnels:
-        for mtu in exp.mtus:
+        for mtu in exp.all_mtus():
             inner = tunnels.get(t.kind).tunnel_mtu(t.params, mtu)
             if inner < 1280 and exp.family == 6 or inner < 576:
                 missing.append(f"tunnel {t.label}: underlay MTU {mtu} leaves only {inner} bytes "
@@ -101,11 +102,12 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
     store = CampaignStore(out_dir)
     done: dict[str, str] = {}
     if resume:
-        index = store.read_index()
-        if index.get("experiment") != exp.to_dict():
+        recorded = store.read_index()
+        if recorded.get("experiment") != exp.to_dict():
             raise SpecError(f"{out_dir} was recorded with a different experiment",
                             "resume with the same options, or start a new --out folder")
-        done = {c["id"]: c["status"] for c in index["cases"] if c["status"] in ("ok", "failed")}
+        done = {c["id"]: c["status"] for c in recorded["cases"]
+                if c["status"] in ("ok", "failed")}
     elif store.index_path.exists():
         raise SpecError(f"{out_dir} already holds a campaign",
                         "use --resume to continue it, or choose another --out folder")
@@ -141,7 +143,7 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
 
 def _case_keys(c: Case) -> dict[str, Any]:
     return {"tunnel": c.tunnel.label, "kind": c.tunnel.kind, "workload": c.workload.name,
-            "mtu": c.mtu, "offloads": c.offloads.name, "repeat": c.repeat}
+            "workload_label": c.workload.label, "mtu": c.mtu, "offloads": c.offloads.name, "repeat": c.repeat}
 
 
 def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
@@ -172,7 +174,8 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
             wait_reachable(tb, ep, family)
         offloads = {"before": record_offloads(tb, ep)}
         if case.offloads.settings:
-            apply_offloads(tb, ep, case.offloads.settings)
+            offloads["requested"] = apply_offloads(tb, ep, case.offloads.settings,
+                                                   offloads["before"])
             offloads["applied"] = record_offloads(tb, ep)
         before = driver.counters(tb, ep)
         ctx = Context(tb, ep, exp.duration, exp.warmup, family,  # type: ignore[arg-type]
@@ -189,7 +192,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     except Interrupted:
         raise
     except TunbenchError as exc:
-        status, error = "failed", exc.one_line()
+        status, error = "failed", exc.one_line() + _vanished(tb)
         if watch is not None and watch.problem:   # the cause, not the workload's symptom
             error = f"{watch.problem} (see the case's error_log)"
         error_log = _log_tails(tb)
@@ -207,9 +210,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     metrics = {k: m.to_dict() for k, m in out.metrics.items()}
     cpu = None
     if ctx is not None and ctx.cpu_record is not None:
-        cpu = ctx.cpu_record.summary()
-        cpu["samples"] = ctx.cpu_record.samples
-        cpu["shared_by_sites"] = ctx.cpu_record.shared_by_sites
+        cpu = cpu_summary(ctx.cpu_record, ctx.warmup)
         metrics.update(_cpu_metrics(cpu, out))
     return case_document(
         case={**case.to_dict(), "run_id": run_id}, status=status, started=started,
@@ -219,8 +220,37 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         error_log=error_log, offloads=offloads)
 
 
+def cpu_summary(record: CpuRecord, warmup: float) -> dict[str, Any]:
+    """The CPU figures of a case, the warm-up excluded: samples ending within the first
+    `warmup` seconds of the measurement window are left out of min/avg/max (they stay in
+    `samples`). A window too short to have any other sample keeps them all, and says so."""
+    kept = [s for s in record.samples if s["t"] > warmup + 0.05]
+    excluded = len(record.samples) - len(kept)
+    if not kept:
+        kept, excluded = record.samples, 0
+    summary = CpuRecord(record.interval_s, kept, record.processes,
+                        record.shared_by_sites).summary()
+    summary["samples"] = record.samples
+    summary["warmup_excluded_samples"] = excluded
+    summary["shared_by_sites"] = record.shared_by_sites
+    return summary
+
+
+def _vanished(tb: Testbed | None) -> str:
+    """A note when the case's namespaces were removed under it (by another process, e.g. a
+    `tunbench cleanup` elsewhere): the failure is then not the tunnel's or the workload's."""
+    if tb is None:
+        return ""
+    present = set(netlink.list_netns())
+    gone = [str(s.netns) for s in tb.sites() if s.netns and s.netns not in present]
+    return (f" (the testbed's namespaces {', '.join(gone)} were removed during the case by "
+            "another process)") if gone else ""
+
+
 def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, Any]:
-    res = {"cpu_busy": Metric(cpu["busy_avg"], "%", False).to_dict()}
+    res = {"cpu_busy": Metric(cpu["busy_avg"], "%", False).to_dict(),
+           "cpu_busy_min": Metric(cpu["busy_min"], "%", False).to_dict(),
+           "cpu_busy_max": Metric(cpu["busy_max"], "%", False).to_dict()}
     tput = out.metrics.get("throughput")
     if tput and tput.value:
         cpu_pct_total = cpu["busy_avg"] * max(len(cpu["cores"]) - 1, 1)  # % of one core
@@ -243,8 +273,7 @@ def wait_reachable(tb: Testbed, ep: Endpoints, family: int, timeout: float = 15.
         r = tb.a.run(["ping", "-c", "1", "-W", "1", "-n", str(addr)], check=False, timeout=5)
         if r.ok:
             return
-        last = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
-        last = last[0]
+        last = ((r.stdout + r.stderr).strip().splitlines()[-1:] or [""])[0]
     raise CommandFailed(f"tunnel is up but {addr} does not answer ping through it within "
                         f"{timeout:g}s ({last})", "see the case's error_log")
 
@@ -257,17 +286,56 @@ def _ifaces(tb: Testbed, ep: Endpoints) -> list[tuple[str | None, str]]:
     return out
 
 
+def read_offloads(ns: str | None, ifn: str, tries: int = 3) -> dict[str, str]:
+    """`ethtool -k` of one device; retried, since a busy host sometimes fails a read. A device
+    that still cannot be read is recorded with the error instead of features."""
+    msg = ""
+    for attempt in range(tries):
+        r = proc.run(["ethtool", "-k", ifn], netns=ns, timeout=10, check=False)
+        feats = envinfo.parse_ethtool_k(r.stdout) if r.ok else {}
+        if feats:
+            return feats
+        msg = (r.stderr or r.stdout).strip()[-200:] or f"exit {r.returncode}"
+        time.sleep(0.05 * (attempt + 1))
+    return {"error": f"ethtool -k failed: {msg}"}
+
+
 def record_offloads(tb: Testbed, ep: Endpoints) -> dict[str, dict[str, str]]:
-    return {f"{ns}/{ifn}": envinfo.offloads(ns, ifn) for ns, ifn in _ifaces(tb, ep)}
+    return {f"{ns}/{ifn}": read_offloads(ns, ifn) for ns, ifn in _ifaces(tb, ep)}
 
 
-def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], ...]) -> None:
+def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], ...],
+                   before: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """ethtool -K each feature on each involved device, one feature at a time, so a feature
+    that is fixed or absent on one device does not stop the others. Returns, per device and
+    feature, what happened: set, unchanged (already so), fixed (the device cannot change it),
+    absent (the device has no such feature) or failed (ethtool's message)."""
+    result: dict[str, dict[str, str]] = {}
     for ns, ifn in _ifaces(tb, ep):
-        argv = ["ethtool", "-K", ifn]
+        dev = f"{ns}/{ifn}"
+        have = before.get(dev) or {}
+        if "error" in have:
+            have = read_offloads(ns, ifn)
+        res = result.setdefault(dev, {})
         for feat, val in settings:
-            argv += [feat, val]
-        # ethtool exits non-zero when a feature is fixed on this device; that is recorded
-        proc.run(argv, netns=ns, check=False, timeout=10)
+            cur = have.get(OFFLOAD_LONG_NAMES.get(feat, feat))
+            if cur is None:
+                res[feat] = "absent"
+                continue
+            if cur.split()[0] == val:
+                res[feat] = "unchanged"
+                continue
+            if cur.endswith("[fixed]"):
+                res[feat] = "fixed"
+                continue
+            r = proc.run(["ethtool", "-K", ifn, feat, val], netns=ns, check=False, timeout=10)
+            now = read_offloads(ns, ifn).get(OFFLOAD_LONG_NAMES.get(feat, feat), "")
+            if now.split()[:1] == [val]:
+                res[feat] = "set"
+            else:
+                msg = (r.stdout + r.stderr).strip().replace("\n", " ")
+                res[feat] = f"failed: {msg or 'value stayed ' + now}"
+    return result
 
 
 def _log_tails(tb: Testbed | None, lines: int = 20) -> str | None:

@@ -24,6 +24,12 @@ them together before anything runs. The same dict shape is used for TOML files a
     [[workload]]
     name = "stream"
     streams = 1
+    mtus = [1500, 9000]           # optional: underlay MTUs for this workload only
+    label = "stream-p1"           # optional; defaults to the name
+
+    [[workload]]
+    name = "parallel-streams"
+    streams = [1, 8, 64, 512]     # a list for the workload's sweep parameter: one case each
 
     [[offloads]]                  # optional variants; each is applied with ethtool -K
     name = "no-gro"
@@ -51,8 +57,24 @@ LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")
 OFFLOAD_FEATURES = ("tso", "gso", "gro", "lro", "rx", "tx", "sg", "tx-udp_tnl-segmentation",
                     "tx-udp_tnl-csum-segmentation", "rx-gro-hw", "rx-udp-gro-forwarding")
 EXPERIMENT_KEYS = {"repeats", "duration", "warmup", "mtus", "rate", "order", "seed", "family",
-                   "name", "cpu_interval", "delay", "jitter", "loss", "netem_rate"}
+                   "name", "cpu_interval", "noisy_cv", "delay", "jitter", "loss", "netem_rate"}
 NETEM_KEYS = ("delay", "jitter", "loss", "netem_rate")
+WORKLOAD_SPEC_KEYS = ("name", "label", "mtus")   # keys of a [[workload]] table that are not params
+
+# ethtool -K names -> the long names `ethtool -k` prints
+OFFLOAD_LONG_NAMES = {"tso": "tcp-segmentation-offload", "gso": "generic-segmentation-offload",
+                      "gro": "generic-receive-offload", "lro": "large-receive-offload",
+                      "rx": "rx-checksumming", "tx": "tx-checksumming", "sg": "scatter-gather"}
+# Named offload variants for --offloads (a [[offloads]] table may use any name).
+OFFLOAD_PRESETS: dict[str, dict[str, str]] = {
+    "default": {},
+    "no-tso-gro": {"tso": "off", "gro": "off"},
+    "no-gso-gro": {"tso": "off", "gso": "off", "gro": "off"},
+    "no-tnl-seg": {"tx-udp_tnl-segmentation": "off", "tx-udp_tnl-csum-segmentation": "off"},
+    "gro-on": {"gro": "on", "rx-udp-gro-forwarding": "on"},
+    "all-off": {"tso": "off", "gso": "off", "gro": "off", "tx-udp_tnl-segmentation": "off",
+                "tx-udp_tnl-csum-segmentation": "off", "rx-gro-hw": "off"},
+}
 
 
 @dataclass(frozen=True)
@@ -69,9 +91,16 @@ class TunnelSpec:
 class WorkloadSpec:
     name: str
     params: WorkloadParams
+    label: str = ""                     # unique per experiment; defaults to the name
+    mtus: tuple[int, ...] | None = None  # underlay MTUs for this workload (None: experiment's)
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "params": self.params.to_dict()}
+        return {"name": self.name, "label": self.label, "params": self.params.to_dict(),
+                "mtus": list(self.mtus) if self.mtus else None}
 
 
 @dataclass(frozen=True)
@@ -97,6 +126,7 @@ class Experiment:
     seed: int = 1
     family: int = 4
     cpu_interval: float = 1.0
+    noisy_cv: float = 0.10
     name: str = "campaign"
     source: str = "command line"
     extra: dict[str, Any] = field(default_factory=dict)
@@ -110,10 +140,17 @@ class Experiment:
             "mtus": list(self.mtus), "offloads": [o.to_dict() for o in self.offloads],
             "repeats": self.repeats, "duration": self.duration, "warmup": self.warmup,
             "rate": self.rate, "order": self.order, "seed": self.seed, "family": self.family,
-            "cpu_interval": self.cpu_interval,
+            "cpu_interval": self.cpu_interval, "noisy_cv": self.noisy_cv,
             **({"delay": self.netem.delay, "jitter": self.netem.jitter, "loss": self.netem.loss,
                 "netem_rate": self.netem.rate} if self.netem else {}),
         }
+
+    def all_mtus(self) -> tuple[int, ...]:
+        """Every underlay MTU some workload runs at, in first-seen order."""
+        seen = list(self.mtus)
+        for w in self.workloads:
+            seen += list(w.mtus or ())
+        return tuple(dict.fromkeys(seen))
 
 
 def load_toml(path: Path) -> dict[str, Any]:
@@ -174,18 +211,10 @@ def build(data: dict[str, Any], source: str = "command line",
     seed = _num(problems, where, exp, "seed", 1, 0, 2**32, integer=True)
     family = _num(problems, where, exp, "family", 4, 4, 6, integer=True)
     cpu_interval = _num(problems, where, exp, "cpu_interval", 1.0, 0.1, 60)
+    noisy_cv = _num(problems, where, exp, "noisy_cv", 0.10, 0, 10)
     if family not in (4, 6):
         problems.append(f"{where}: experiment.family must be 4 or 6, got {family}")
-    mtus_raw = exp.get("mtus", [1500])
-    mtus: list[int] = []
-    if not isinstance(mtus_raw, list) or not mtus_raw:
-        problems.append(f"{where}: experiment.mtus must be a non-empty list of integers")
-    else:
-        for m in mtus_raw:
-            if isinstance(m, bool) or not isinstance(m, int) or not 1280 <= m <= 65535:
-                problems.append(f"{where}: experiment.mtus: {m!r} is not an MTU from 1280 to 65535")
-            else:
-                mtus.append(m)
+    mtus = _mtus(exp.get("mtus", [1500]), f"{where}: experiment.mtus", problems)
     rate = exp.get("rate")
     if rate is not None and (not isinstance(rate, str) or not RATE_RE.match(rate)):
         problems.append(f"{where}: experiment.rate {rate!r} is not a rate like 500mbit or 1gbit")
@@ -206,8 +235,21 @@ def build(data: dict[str, Any], source: str = "command line",
                         "fix the values named above; nothing was changed")
     return Experiment(tuple(tunnel_specs), tuple(workload_specs), tuple(mtus), tuple(offloads),
                       repeats, float(duration), float(warmup), rate, order, seed, family,
-                      float(cpu_interval), name, source,
+                      float(cpu_interval), float(noisy_cv), name, source,
                       netem=netem if netem.active else None)
+
+
+def _mtus(raw: Any, spot: str, problems: list[str]) -> list[int]:
+    out: list[int] = []
+    if not isinstance(raw, list) or not raw:
+        problems.append(f"{spot} must be a non-empty list of integers")
+        return out
+    for m in raw:
+        if isinstance(m, bool) or not isinstance(m, int) or not 1280 <= m <= 65535:
+            problems.append(f"{spot}: {m!r} is not an MTU from 1280 to 65535")
+        else:
+            out.append(m)
+    return out
 
 
 def _tables(raw: Any, what: str, where: str, problems: list[str]) -> list[dict[str, Any]]:
@@ -257,7 +299,11 @@ def _tunnels(raw: Any, where: str, available: set[str] | None,
 
 
 def _workloads(raw: Any, where: str, problems: list[str]) -> list[WorkloadSpec]:
+    """[[workload]] tables -> specs. A list given for the workload's sweep parameter (e.g.
+    parallel-streams' `streams`) expands into one spec per value, labelled NAME-VALUE; an
+    absent sweep parameter takes the workload's default sweep."""
     out: list[WorkloadSpec] = []
+    labels: set[str] = set()
     for i, w in enumerate(_tables(raw, "workload", where, problems)):
         spot = f"{where}: workload[{i}]"
         name = w.get("name")
@@ -269,11 +315,47 @@ def _workloads(raw: Any, where: str, problems: list[str]) -> list[WorkloadSpec]:
         except SpecError as exc:
             problems.append(f"{spot}: {exc.one_line()}")
             continue
-        params = {k: v for k, v in w.items() if k != "name"}
-        try:
-            out.append(WorkloadSpec(name, wl.parse_params(params, f"{spot}: ")))
-        except SpecError as exc:
-            problems.append(exc.message)
+        mtus = None
+        if "mtus" in w:
+            mtus = tuple(_mtus(w["mtus"], f"{spot}: mtus", problems))
+        label = w.get("label", name)
+        if not isinstance(label, str) or not LABEL_RE.match(label):
+            problems.append(f"{spot}: label {label!r} must be 1-40 letters, digits, . _ + -")
+            continue
+        params = {k: v for k, v in w.items() if k not in WORKLOAD_SPEC_KEYS}
+        variants: list[tuple[str, dict[str, Any]]] = [(label, params)]
+        sweep = wl.sweep
+        if sweep:
+            values = params.get(sweep, list(wl.sweep_default) or None)
+            if isinstance(values, list):
+                if not values:
+                    problems.append(f"{spot}: {sweep} must not be an empty list")
+                    continue
+                variants = [(f"{label}-{v}", {**params, sweep: v}) for v in values]
+        for lab, p in variants:
+            if lab in labels:
+                problems.append(f"{spot}: workload label {lab!r} is used twice; give each "
+                                "[[workload]] its own label")
+                continue
+            labels.add(lab)
+            try:
+                out.append(WorkloadSpec(name, wl.parse_params(p, f"{spot}: "), lab, mtus))
+            except SpecError as exc:
+                problems.append(exc.message)
+    return out
+
+
+def offload_tables(names_csv: str) -> list[dict[str, Any]]:
+    """--offloads default,no-tso-gro -> [[offloads]] tables (SpecError names the presets)."""
+    out = []
+    for name in [n.strip() for n in names_csv.split(",") if n.strip()]:
+        if name not in OFFLOAD_PRESETS:
+            raise SpecError(f"unknown offload variant '{name}'",
+                            f"known: {', '.join(OFFLOAD_PRESETS)}; or define [[offloads]] in an "
+                            "experiment file")
+        out.append({"name": name, **OFFLOAD_PRESETS[name]})
+    if not out:
+        raise SpecError("--offloads needs at least one variant", "e.g. --offloads default,all-off")
     return out
 
 
@@ -281,12 +363,17 @@ def _offloads(raw: Any, where: str, problems: list[str]) -> list[OffloadVariant]
     if raw is None:
         return [OffloadVariant("default")]
     out = []
+    seen: set[str] = set()
     for i, o in enumerate(_tables(raw, "offloads", where, problems)):
         spot = f"{where}: offloads[{i}]"
         name = o.get("name")
         if not isinstance(name, str) or not LABEL_RE.match(name):
             problems.append(f"{spot}: needs a 'name' of letters, digits, . _ + -")
             continue
+        if name in seen:
+            problems.append(f"{spot}: offload variant name {name!r} is used twice")
+            continue
+        seen.add(name)
         settings = []
         for feat, val in o.items():
             if feat == "name":

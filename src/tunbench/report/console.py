@@ -79,7 +79,8 @@ class ProgressReporter:
 def _headline(doc: dict[str, Any]) -> str:
     wl = workloads.get(doc["case"]["workload"]["name"])
     parts = []
-    for name in wl.headline[:1] + CPU_METRICS[:1]:
+    first = next((m for m in wl.headline if m in doc["metrics"]), None)
+    for name in ([first] if first else []) + list(CPU_METRICS[:1]):
         m = doc["metrics"].get(name)
         if m and m.get("value") is not None:
             parts.append(f"{name} {m['value']:.4g} {m['unit']}")
@@ -105,52 +106,123 @@ def _fmt(r: stats.Row) -> str:
 PCT_OF_NATIVE = ("throughput", "cpu_per_gbit")
 
 
-def print_summary(cases: list[dict[str, Any]], out_dir: str) -> None:
+def _cpu_cell(by: dict[tuple[str, str], stats.Row], t: str) -> str:
+    """CPU busy as the study reports it: average (min-max) over the measurement."""
+    avg, lo, hi = (by.get((t, m)) for m in ("cpu_busy", "cpu_busy_min", "cpu_busy_max"))
+    if avg is None:
+        return "-"
+    txt = f"{num(avg.stats.mean)}"
+    if lo is not None and hi is not None:
+        txt += f" ({num(lo.stats.mean)}-{num(hi.stats.mean)})"
+    return txt
+
+
+def print_summary(cases: list[dict[str, Any]], out_dir: str,
+                  noisy_cv: float = stats.NOISY_CV) -> None:
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)
-    rows = stats.rows(cases)
+    rows = stats.rows(cases, noisy_cv)
+    swept: dict[tuple[str, int, str], list[stats.Row]] = {}
     groups: dict[tuple[str, int, str], list[stats.Row]] = {}
     for r in rows:
-        groups.setdefault((r.workload, r.mtu, r.offloads), []).append(r)
-    for (wl_name, mtu, off), grp in groups.items():
-        wl = workloads.get(wl_name)
-        metrics = [m for m in wl.headline + CPU_METRICS if any(r.metric == m for r in grp)]
-        if not metrics:
-            metrics = sorted({r.metric for r in grp})
-        title = f"{wl_name} - underlay MTU {mtu}" + ("" if off == "default" else f" - offloads {off}")
-        pct_cols = {m for m in metrics if m in PCT_OF_NATIVE or m in wl.headline[:1]}
-        table = Table(title=title)
-        table.add_column("tunnel")
-        table.add_column("n", justify="right")
-        by: dict[tuple[str, str], stats.Row] = {(r.tunnel, r.metric): r for r in grp}
-        for m in metrics:
-            unit = next(r.unit for r in grp if r.metric == m)
-            table.add_column(f"{m}\n({unit})", justify="right")
-            if m in pct_cols:
-                table.add_column("% of\nnative", justify="right")
-        tunnels_in_order = list(dict.fromkeys(r.tunnel for r in grp))
-        for t in tunnels_in_order:
-            cells = [t, str(max((by[(t, m)].stats.n for m in metrics if (t, m) in by),
-                                default=0))]
-            for m in metrics:
-                r = by.get((t, m))
-                cells.append(_fmt(r) if r else "-")
-                if m in pct_cols:
-                    cells.append(f"{r.pct_of_native:.1f}%" if r and r.pct_of_native is not None
-                                 else "-")
-            table.add_row(*cells)
-        console.print(table)
+        if r.sweep is not None:
+            swept.setdefault((r.workload, r.mtu, r.offloads), []).append(r)
+        else:
+            groups.setdefault((r.label or r.workload, r.mtu, r.offloads), []).append(r)
+    for (wl_label, mtu, off), grp in groups.items():
+        _print_group(console, wl_label, mtu, off, grp)
+    for (wl_name, mtu, off), grp in swept.items():
+        _print_sweep(console, wl_name, mtu, off, grp)
     failed = [d for d in cases if d.get("status") != "ok"]
     for d in failed:
         console.print(f"[red]failed[/red] {d['case']['id']}: {d.get('error')}", highlight=False)
     if any(r.noisy for r in rows):
-        console.print(f"* noisy: coefficient of variation above {stats.NOISY_CV:.0%}")
+        console.print(f"* noisy: coefficient of variation above {noisy_cv:.0%}")
+    sources = sorted({r.line_rate_source for r in rows if r.line_rate_source})
+    for src in sources:
+        console.print(f"line rate: {src}")
     shared = any((d.get("testbed") or {}).get("shares_cpus") for d in cases)
     if shared:
-        console.print("CPU: % of all cores, both sites together (they share this host's CPUs); "
-                      "cpu_per_gbit in % of one core per Gbit/s.")
+        console.print("CPU: % of all cores, both sites together (they share this host's CPUs), "
+                      "average (min-max) over the measurement, warm-up excluded; cpu_per_gbit "
+                      "in % of one core per Gbit/s.")
     console.print(f"results: {out_dir}  ({len(cases) - len(failed)} ok, {len(failed)} failed)")
+
+
+def _print_group(console: Console, wl_label: str, mtu: int, off: str,
+                 grp: list[stats.Row]) -> None:
+    wl = workloads.get(grp[0].workload)
+    metrics = [m for m in wl.headline + CPU_METRICS if any(r.metric == m for r in grp)]
+    if not metrics:
+        metrics = sorted({r.metric for r in grp})
+    title = f"{wl_label} - underlay MTU {mtu}" + ("" if off == "default" else f" - offloads {off}")
+    pct_cols = {m for m in metrics if m in PCT_OF_NATIVE or m in wl.headline[:1]}
+    line_rate = any(r.pct_of_line_rate is not None for r in grp)
+    table = Table(title=title)
+    table.add_column("tunnel")
+    table.add_column("n", justify="right")
+    by: dict[tuple[str, str], stats.Row] = {(r.tunnel, r.metric): r for r in grp}
+    for m in metrics:
+        unit = next(r.unit for r in grp if r.metric == m)
+        label = "cpu_busy avg (min-max)" if m == "cpu_busy" else m
+        table.add_column(f"{label}\n({unit})", justify="right")
+        if m in pct_cols:
+            table.add_column("% of\nnative", justify="right")
+        if m == "throughput" and line_rate:
+            table.add_column("% of\nline rate", justify="right")
+    for t in dict.fromkeys(r.tunnel for r in grp):
+        cells = [t, str(max((by[(t, m)].stats.n for m in metrics if (t, m) in by), default=0))]
+        for m in metrics:
+            r = by.get((t, m))
+            cells.append(_cpu_cell(by, t) if m == "cpu_busy" else (_fmt(r) if r else "-"))
+            if m in pct_cols:
+                cells.append(f"{r.pct_of_native:.1f}%" if r and r.pct_of_native is not None
+                             else "-")
+            if m == "throughput" and line_rate:
+                cells.append(f"{r.pct_of_line_rate:.1f}%" if r and r.pct_of_line_rate
+                             is not None else "-")
+        table.add_row(*cells)
+    console.print(table)
+
+
+def _print_sweep(console: Console, wl_name: str, mtu: int, off: str,
+                 grp: list[stats.Row]) -> None:
+    """One row per swept value (e.g. stream count): throughput and CPU of every tunnel."""
+    key = workloads.get(wl_name).sweep or "value"
+    title = f"{wl_name} - underlay MTU {mtu}" + ("" if off == "default" else f" - offloads {off}")
+    table = Table(title=title)
+    table.add_column(key, justify="right")
+    tunnels = list(dict.fromkeys(r.tunnel for r in grp))
+    for t in tunnels:
+        table.add_column(f"{t}\nthroughput\n(Mbit/s)", justify="right")
+        table.add_column(f"{t}\n% of\nnative", justify="right")
+        table.add_column(f"{t}\nCPU % avg\n(min-max)", justify="right")
+    values = sorted({r.sweep for r in grp}, key=lambda v: (str(type(v)), v))
+    for v in values:
+        by = {(r.tunnel, r.metric): r for r in grp if r.sweep == v}
+        cells = [str(v)]
+        for t in tunnels:
+            tp = by.get((t, "throughput"))
+            cells.append(_fmt(tp) if tp else "-")
+            cells.append(f"{tp.pct_of_native:.1f}%" if tp and tp.pct_of_native is not None
+                         else "-")
+            cells.append(_cpu_cell(by, t))
+        table.add_row(*cells)
+    console.print(table)
+
+
+def print_presets(presets: dict[str, tuple[str, str]], offloads: dict[str, dict[str, str]]) -> None:
+    console = Console()
+    table = Table(title="presets (tunbench run --preset NAME [--scale 0.05])")
+    table.add_column("preset")
+    table.add_column("what (file to copy and edit)")
+    for name, (summary, path) in presets.items():
+        table.add_row(name, f"{summary}\n[dim]{path}[/dim]")
+    console.print(table)
+    console.print("offload variants (--offloads): " + "; ".join(
+        f"{n}: " + (", ".join(f"{k} {v}" for k, v in s.items()) or "as the kernel set them")
+        for n, s in offloads.items()), highlight=False)
 
 
 def print_list(kinds: dict[str, list[str]], show_params: bool = False) -> None:
@@ -174,6 +246,9 @@ def print_list(kinds: dict[str, list[str]], show_params: bool = False) -> None:
         text = wl.summary
         if show_params:
             text += "\n" + ", ".join(f"{k}={v!r}" for k, v in wl.Params().to_dict().items())
+            if wl.sweep:
+                text += (f"\n{wl.sweep} may be a list (one case per value); left out: "
+                         f"{', '.join(map(str, wl.sweep_default))}")
         missing = wl.requirements(wl.Params())
         if missing:
             text += "\n[red]" + "; ".join(m.one_line() for m in missing) + "[/red]"

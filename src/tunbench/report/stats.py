@@ -1,8 +1,14 @@
 """Statistics over repeats, and ratios against the native baseline of the same campaign.
 
-One row per (tunnel, workload, metric, MTU, offload variant) with n, mean, median, std,
+One row per (tunnel, workload label, metric, MTU, offload variant) with n, mean, median, std,
 95% confidence interval of the mean (Student's t), coefficient of variation, and percent of
-native measured in the same campaign. Pure functions over case documents.
+native measured in the same campaign. A workload label is the workload name, or NAME-VALUE for
+one value of a swept parameter (parallel-streams-64); `sweep` holds that value.
+
+Throughput rows also carry percent of line rate: the shaped underlay rate when the campaign
+was shaped (--rate), else, for the line-rate-processes workload, the native throughput of the
+same campaign (the study's "percentage of line-rate"); `line_rate_source` says which.
+Pure functions over case documents.
 """
 
 from __future__ import annotations
@@ -14,7 +20,11 @@ from typing import Any
 
 from scipy import stats as sps
 
-NOISY_CV = 0.10  # flag a figure whose coefficient of variation exceeds 10%
+from ..rates import rate_mbps
+
+NOISY_CV = 0.10  # default: flag a figure whose coefficient of variation exceeds 10%
+LINE_RATE_WORKLOADS = ("line-rate-processes",)
+
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,10 @@ class Row:
     stats: Summary
     pct_of_native: float | None
     noisy: bool
+    label: str = ""                    # workload label (NAME or NAME-VALUE of a sweep)
+    sweep: Any = None                  # the swept parameter's value, if any
+    pct_of_line_rate: float | None = None
+    line_rate_source: str | None = None  # "shaped underlay rate 500mbit" | "native (same campaign)"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -65,39 +79,64 @@ class Row:
         return d
 
 
-def rows(cases: list[dict[str, Any]]) -> list[Row]:
+def _sweep_value(wl: dict[str, Any]) -> Any:
+    from .. import workloads
+    try:
+        key = workloads.get(wl["name"]).sweep
+    except Exception:
+        return None
+    return wl.get("params", {}).get(key) if key else None
+
+
+def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
     """Aggregate the ok cases of a campaign into rows, in the campaign's tunnel order."""
-    groups: dict[tuple[str, str, str, str, int, str], list[float]] = {}
-    meta: dict[tuple[str, str, str, str, int, str], tuple[str, bool]] = {}
+    Key = tuple[str, str, str, str, str, int, str]
+    groups: dict[Key, list[float]] = {}
+    meta: dict[Key, tuple[str, bool, Any]] = {}
+    rates: dict[Key, str] = {}
     order: list[str] = []
     for doc in cases:
         if doc.get("status") != "ok":
             continue
         c = doc["case"]
         label, kind = c["tunnel"]["label"], c["tunnel"]["kind"]
+        wl = c["workload"]
         if label not in order:
             order.append(label)
+        rate = (doc.get("testbed") or {}).get("rate")
         for name, m in doc.get("metrics", {}).items():
             if m.get("value") is None:
                 continue
-            key = (label, kind, c["workload"]["name"], name, c["mtu"], c["offloads"]["name"])
+            key = (label, kind, wl["name"], wl.get("label") or wl["name"], name, c["mtu"],
+                   c["offloads"]["name"])
             groups.setdefault(key, []).append(float(m["value"]))
-            meta[key] = (m["unit"], bool(m.get("higher_is_better", True)))
+            meta[key] = (m["unit"], bool(m.get("higher_is_better", True)), _sweep_value(wl))
+            if rate:
+                rates[key] = rate
     summaries = {k: summarize(v) for k, v in groups.items()}
     out = []
     for key, s in summaries.items():
-        label, kind, wl, metric, mtu, off = key
+        label, kind, wl, wlabel, metric, mtu, off = key
         base = next((summaries[k] for k in summaries if k[1] == "native" and k[2:] == key[2:]),
                     None)
         pct = 100.0 * s.mean / base.mean if base and base.mean else None
-        unit, hib = meta[key]
+        unit, hib, sweep = meta[key]
+        line_pct, line_src = None, None
+        if metric == "throughput" and key in rates:
+            line_pct = 100.0 * s.mean / rate_mbps(rates[key])
+            line_src = f"shaped underlay rate {rates[key]}"
+        elif metric == "throughput" and wl in LINE_RATE_WORKLOADS and pct is not None:
+            line_pct, line_src = pct, "native throughput measured in the same campaign"
         out.append(Row(label, kind, wl, metric, unit, mtu, off, hib, s, pct,
-                       s.cv is not None and s.cv > NOISY_CV))
-    out.sort(key=lambda r: (r.workload, r.mtu, r.offloads, r.metric, order.index(r.tunnel)))
+                       s.cv is not None and s.cv > noisy_cv, wlabel, sweep, line_pct, line_src))
+    out.sort(key=lambda r: (r.workload, r.sweep if isinstance(r.sweep, (int, float)) else 0,
+                            r.label, r.mtu, r.offloads, r.metric, order.index(r.tunnel)))
     return out
 
 
-def summary_json(cases: list[dict[str, Any]], campaign: str) -> dict[str, Any]:
+def summary_json(cases: list[dict[str, Any]], campaign: str,
+                 noisy_cv: float = NOISY_CV) -> dict[str, Any]:
     return {"format": "tunbench-summary", "format_version": 1, "campaign": campaign,
+            "noisy_cv": noisy_cv,
             "failed_cases": [d["case"]["id"] for d in cases if d.get("status") != "ok"],
-            "entries": [r.to_dict() for r in rows(cases)]}
+            "entries": [r.to_dict() for r in rows(cases, noisy_cv)]}

@@ -106,6 +106,9 @@ class Workload(ABC):
     Params: ClassVar[type[WorkloadParams]] = WorkloadParams
     tools: ClassVar[tuple[str, ...]] = ()
     headline: ClassVar[tuple[str, ...]] = ()   # metrics the console summary shows first
+    # A parameter that an experiment may give as a list: one case per value (e.g. streams).
+    sweep: ClassVar[str | None] = None
+    sweep_default: ClassVar[tuple[Any, ...]] = ()   # the values used when it is left out
 
     @classmethod
     def parse_params(cls, raw: dict[str, Any], where: str = "") -> WorkloadParams:

@@ -1,0 +1,57 @@
+"""Experiment presets shipped with tunbench: TOML files reproducing the study's figures.
+
+`tunbench run --preset NAME [--scale F]`; `tunbench list` shows them; copy one (its path is in
+`tunbench list --json`) and edit it to make your own experiment file. `--scale` shrinks the
+study's durations and repeats for a quick run, with sane minimums.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import tomllib
+from importlib import resources
+from typing import Any
+
+from ..errors import SpecError
+
+MIN_DURATION = 2.0    # seconds per measurement after scaling
+MIN_REPEATS = 1
+
+
+def names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files(__name__).iterdir()
+                  if p.name.endswith(".toml"))
+
+
+def path(name: str) -> str:
+    return str(resources.files(__name__) / f"{name}.toml")
+
+
+def describe(name: str) -> str:
+    """The preset's first comment line."""
+    text = (resources.files(__name__) / f"{name}.toml").read_text()
+    first = next((ln for ln in text.splitlines() if ln.startswith("#")), "# ")
+    return first.lstrip("# ").strip()
+
+
+def load(name: str) -> dict[str, Any]:
+    if name not in names():
+        raise SpecError(f"unknown preset '{name}'", f"known presets: {', '.join(names())}")
+    return tomllib.loads((resources.files(__name__) / f"{name}.toml").read_text())
+
+
+def scale(data: dict[str, Any], factor: float) -> dict[str, Any]:
+    """Durations and repeats times `factor` (duration >= 2 s, repeats >= 1; the warm-up stays
+    but never exceeds half the measurement)."""
+    if not (isinstance(factor, (int, float)) and 0 < factor <= 10):
+        raise SpecError(f"--scale {factor!r} must be a number above 0 and at most 10",
+                        "e.g. --scale 0.05 for a quick run, 1 for the study's full durations")
+    out = copy.deepcopy(data)
+    exp = out.setdefault("experiment", {})
+    dur = float(exp.get("duration", 10.0))
+    exp["duration"] = max(MIN_DURATION, round(dur * factor, 1))
+    exp["repeats"] = max(MIN_REPEATS, int(round(int(exp.get("repeats", 3)) * factor)))
+    warm = float(exp.get("warmup", 1.0))
+    exp["warmup"] = float(min(warm, math.floor(exp["duration"] / 2)))
+    return out

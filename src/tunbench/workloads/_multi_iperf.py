@@ -1,0 +1,156 @@
+"""Several iperf3 client/server pairs at once, each on its own port, and their sum.
+
+iperf3 (3.12 here) is single-threaded and takes at most 128 streams per process, so the study
+ran several processes side by side past that (and 4 single-stream processes for line rate).
+The aggregate is the sum over the *common* measured interval: every process's non-omitted
+per-second intervals are placed on one time axis (each process shifted by when it was
+started), the window that all of them cover is cut into ~1 s bins, each process's rate in a bin
+is the time-weighted mean of its intervals there, and the bins are summed across processes.
+The aggregate throughput is the mean of those summed bins. Pure parts are tested on captures.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CommandFailed
+from ..proc import Process
+from .base import Context, wait_for_output
+from .stream import StreamParams, client_argv, server_argv
+
+MAX_PER_PROCESS = 128
+
+
+def split_streams(total: int, per_process: int = MAX_PER_PROCESS) -> list[int]:
+    """Streams per process: as few processes as allowed, streams spread evenly (512 -> 4x128)."""
+    if total < 1 or per_process < 1:
+        raise ValueError("stream counts must be >= 1")
+    n = -(-total // per_process)
+    base, extra = divmod(total, n)
+    return [base + (1 if i < extra else 0) for i in range(n)]
+
+
+def parse_intervals(text: str) -> dict[str, Any]:
+    """One iperf3 -J client run -> its non-omitted intervals (start, end, Mbit/s) and totals."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandFailed(f"iperf3 printed no valid JSON ({exc.msg})",
+                            "run the same iperf3 command by hand to see why") from None
+    if data.get("error"):
+        raise CommandFailed(f"iperf3: {data['error']}")
+    end = data.get("end") or {}
+    ivs = [(float(iv["sum"]["start"]), float(iv["sum"]["end"]),
+            iv["sum"]["bits_per_second"] / 1e6)
+           for iv in data.get("intervals", []) if not iv["sum"].get("omitted")]
+    recv, sent = end.get("sum_received", {}), end.get("sum_sent", {})
+    return {"intervals": ivs, "throughput_mbps": recv.get("bits_per_second", 0.0) / 1e6,
+            "bytes_received": recv.get("bytes", 0), "retransmits": sent.get("retransmits"),
+            "streams": data.get("start", {}).get("test_start", {}).get("num_streams"),
+            "cpu_client_pct": end.get("cpu_utilization_percent", {}).get("host_total"),
+            "cpu_server_pct": end.get("cpu_utilization_percent", {}).get("remote_total")}
+
+
+def _rate_in(ivs: list[tuple[float, float, float]], lo: float, hi: float) -> float:
+    """Time-weighted mean rate of intervals over [lo, hi]."""
+    acc = 0.0
+    for s, e, v in ivs:
+        overlap = min(e, hi) - max(s, lo)
+        if overlap > 0:
+            acc += v * overlap
+    return acc / (hi - lo)
+
+
+def common_sum(procs: list[list[tuple[float, float, float]]], offsets: list[float],
+               step: float = 1.0) -> dict[str, Any]:
+    """Sum of several processes' rates over the window all of them measured (see module doc).
+
+    Returns the window, the bins, each process's per-bin rate and the per-bin sum.
+    """
+    if not procs or any(not p for p in procs):
+        raise CommandFailed("an iperf3 process reported no measured interval",
+                            "raise the duration")
+    spans = [[(off + s, off + e, v) for s, e, v in p] for p, off in zip(procs, offsets)]
+    lo = max(sp[0][0] for sp in spans)
+    hi = min(sp[-1][1] for sp in spans)
+    if hi - lo < 0.2 * step:
+        raise CommandFailed(f"the iperf3 processes measured no common interval "
+                            f"(window {hi - lo:.2f}s)", "raise the duration")
+    k = max(1, round((hi - lo) / step))
+    width = (hi - lo) / k
+    bins = [(lo + j * width, lo + (j + 1) * width) for j in range(k)]
+    per = [[_rate_in(sp, b0, b1) for b0, b1 in bins] for sp in spans]
+    total = [sum(col) for col in zip(*per)]
+    return {"window": (lo, hi), "bins": bins, "per_process": per, "sum": total,
+            "mean": sum(total) / len(total)}
+
+
+@dataclass
+class PairsResult:
+    layout: list[int]
+    processes: list[dict[str, Any]]
+    aggregate: dict[str, Any]
+    start_offsets: list[float]
+
+    @property
+    def throughput(self) -> float:
+        return float(self.aggregate["mean"])
+
+    def retransmits(self) -> int | None:
+        vals = [p["retransmits"] for p in self.processes]
+        return None if any(v is None for v in vals) else int(sum(vals))
+
+    def raw(self) -> dict[str, Any]:
+        agg = self.aggregate
+        return {
+            "layout": self.layout, "start_offsets_s": [round(o, 4) for o in self.start_offsets],
+            "aggregate": {"mbps": agg["mean"], "series_mbps": agg["sum"],
+                          "window_s": [round(x, 4) for x in agg["window"]],
+                          "bins": len(agg["bins"])},
+            "sum_of_process_throughputs_mbps": sum(p["throughput_mbps"]
+                                                   for p in self.processes),
+            "processes": [{**{k: v for k, v in p.items() if k != "intervals"},
+                           "intervals": [list(iv) for iv in p["intervals"]],
+                           "common_series_mbps": agg["per_process"][i]}
+                          for i, p in enumerate(self.processes)],
+        }
+
+
+def run_pairs(ctx: Context, layout: list[int], base: StreamParams) -> PairsResult:
+    """Start one iperf3 server per process in site b, then all clients at once in site a."""
+    addr = ctx.server_addr()
+    servers: list[Process] = []
+    clients: list[Process] = []
+    try:
+        for i in range(len(layout)):
+            servers.append(ctx.tb.spawn(ctx.server, server_argv(addr, ctx.port_base + i),
+                                        f"iperf3-server-{i}"))
+        for s in servers:
+            wait_for_output(s, "Server listening")
+        with ctx.measuring() as cpu:
+            for i, s in enumerate(servers):
+                cpu.track(s.pid, f"iperf3-server-{i}")
+            starts = []
+            for i, n in enumerate(layout):
+                p = StreamParams(streams=n, reverse=base.reverse, length=base.length,
+                                 congestion=base.congestion)
+                starts.append(time.monotonic())
+                c = ctx.tb.spawn(ctx.client, client_argv(addr, ctx.port_base + i, ctx.duration,
+                                                         ctx.warmup, p),
+                                 f"iperf3-client-{i}", split_stderr=True)
+                clients.append(c)
+                cpu.track(c.pid, f"iperf3-client-{i}")
+            for c in clients:
+                c.wait(timeout=ctx.duration + ctx.warmup + 60)
+        parsed = [parse_intervals(c.output()) for c in clients]
+    finally:
+        for s in servers:
+            s.stop()
+    offsets = [t - starts[0] for t in starts]
+    agg = common_sum([p["intervals"] for p in parsed], offsets)
+    for i, res in enumerate(parsed):
+        res["port"] = ctx.port_base + i
+    return PairsResult(layout, parsed, agg, offsets)

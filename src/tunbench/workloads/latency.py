@@ -1,0 +1,253 @@
+"""latency: request/response round-trip times with sockperf ping-pong, over TCP and/or UDP.
+
+The study measured RTT with netperf TCP_RR (min, p50, p90, p99, max) and plotted the CDF of
+every RTT (Fig. 2, 7, 16). Here sockperf ping-pong runs with --full-rtt (sockperf otherwise
+reports half the round trip) and --full-log, which dumps every sample: tunbench reads them
+all, drops the warm-up, computes min/p50/p90/p99/p99.9/max/mean itself (nearest rank, as
+sockperf does) and keeps the distribution as 1001+ quantiles (a bounded CDF) in raw.cdf.
+sockperf's own printed summary is parsed too and kept next to it (it covers its own window).
+
+The sockperf server runs in site b for this measurement only (`sockperf sr`), is ready when
+its socket is bound (checked with ss, not by sleeping), and is stopped by PID.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ..errors import CommandFailed
+from ..proc import Process
+from .base import Context, Metric, Output, Workload, WorkloadParams
+
+LOG_DIR = "/var/tmp"           # disk-backed by convention (FHS), unlike /run
+PORT_OFFSET = 6000            # sockperf port = ctx.port_base + this
+SOCKPERF_WARMUP = 0.4         # sockperf's own warm-up, already excluded from its full log
+STATS = (("min", None), ("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99_9", 99.9),
+         ("max", None), ("mean", None))
+CDF_LEVELS = tuple(i / 10 for i in range(1001)) + (99.95, 99.99, 99.995, 99.999)
+
+
+@dataclass(frozen=True)
+class LatencyParams(WorkloadParams):
+    protocol: Literal["tcp", "udp", "both"] = "both"
+    msg_size: int = 64          # bytes per request and per reply (sockperf -m)
+    mps: int = 0                # messages per second; 0 = as fast as replies come (like TCP_RR)
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not 14 <= self.msg_size <= 65000:
+            problems.append(f"msg_size {self.msg_size} out of range (14..65000, sockperf's)")
+        if self.mps < 0:
+            problems.append("mps must be >= 0 (0 = max)")
+        return problems
+
+    def protocols(self) -> tuple[str, ...]:
+        return ("tcp", "udp") if self.protocol == "both" else (self.protocol,)
+
+
+def server_argv(proto: str, addr: str, port: int) -> list[str]:
+    return ["sockperf", "sr", *(["--tcp"] if proto == "tcp" else []), "-i", addr,
+            "-p", str(port)]
+
+
+def client_argv(proto: str, addr: str, port: int, seconds: int, p: LatencyParams,
+                log: Path) -> list[str]:
+    argv = ["sockperf", "pp", *(["--tcp"] if proto == "tcp" else []), "-i", addr,
+            "-p", str(port), "-t", str(seconds), "-m", str(p.msg_size), "--full-rtt",
+            "--full-log", str(log)]
+    if p.mps:
+        argv.append(f"--mps={p.mps}")
+    return argv
+
+
+def _parse_rows(block: bytes) -> np.ndarray:
+    """Sample lines 'i, tx, rx, rtt' (only those) -> an (n, 4) array."""
+    lines = [ln for ln in block.split(b"\n") if ln[:1].isdigit() and ln.count(b",") == 3]
+    if not lines:
+        return np.zeros((0, 4))
+    vals = np.fromstring(b" ".join(lines).replace(b",", b" ").decode("ascii"),  # noqa: NPY201
+                         dtype=float, sep=" ")
+    return vals.reshape(-1, 4)
+
+
+def read_full_log(path: Path, chunk_bytes: int = 8 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """sockperf --full-log CSV -> (tx times in s, RTTs in µs), read in bounded chunks (a 100 s
+    run logs millions of samples; memory stays at the arrays plus one chunk)."""
+    txs: list[np.ndarray] = []
+    rtts: list[np.ndarray] = []
+    rest = b""
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(chunk_bytes)
+            if not chunk:
+                break
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1
+            rows, rest = _parse_rows(data[:cut]), data[cut:]
+            txs.append(rows[:, 1])
+            rtts.append(rows[:, 3])
+    if rest:
+        rows = _parse_rows(rest)
+        txs.append(rows[:, 1])
+        rtts.append(rows[:, 3])
+    if not rtts:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate(txs), np.concatenate(rtts)
+
+
+def nearest_rank(sorted_vals: np.ndarray, pct: float) -> float:
+    """Nearest-rank percentile of sorted values (the smallest value with >= pct% at or below)."""
+    n = len(sorted_vals)
+    k = max(1, math.ceil(pct / 100.0 * n))
+    return float(sorted_vals[min(k, n) - 1])
+
+
+def rtt_stats(tx: np.ndarray, rtt: np.ndarray, skip: float, duration: float) -> dict[str, Any]:
+    """Figures of the samples sent in [first + skip, first + skip + duration]."""
+    if len(rtt) == 0:
+        raise CommandFailed("sockperf logged no round trip", "see the case's error_log")
+    t0 = float(tx[0]) + skip
+    keep = (tx >= t0) & (tx <= t0 + duration)
+    if not keep.any():
+        keep = np.ones(len(rtt), dtype=bool)
+    vals = np.sort(rtt[keep])
+    out: dict[str, Any] = {}
+    for name, pct in STATS:
+        if name == "min":
+            out[name] = float(vals[0])
+        elif name == "max":
+            out[name] = float(vals[-1])
+        elif name == "mean":
+            out[name] = float(vals.mean())
+        else:
+            out[name] = nearest_rank(vals, float(pct))   # type: ignore[arg-type]
+    out["std"] = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
+    out["samples"] = int(len(vals))
+    out["dropped_outside_window"] = int(len(rtt) - len(vals))
+    out["seconds"] = float(tx[keep][-1] - tx[keep][0]) if len(vals) > 1 else 0.0
+    out["rate"] = out["samples"] / out["seconds"] if out["seconds"] else None
+    out["cdf"] = {"pct": list(CDF_LEVELS),
+                  "rtt_us": [nearest_rank(vals, p) if p > 0 else float(vals[0])
+                             for p in CDF_LEVELS]}
+    # per-second median, for a series
+    sec = np.floor(tx[keep] - t0).astype(int)
+    kept = rtt[keep]
+    out["series_p50"] = [float(np.median(kept[sec == s])) for s in range(int(sec.max()) + 1)
+                         if (sec == s).any()]
+    return out
+
+
+_SUMMARY = re.compile(r"---> (?:percentile (?P<pct>[\d.]+)|<(?P<ext>MAX|MIN)> observation)"
+                      r"\s*=\s*(?P<v>[\d.]+)")
+
+
+def parse_sockperf(text: str) -> dict[str, Any]:
+    """sockperf pp's printed summary (first block) -> figures (µs); pure, tested on captures."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    out: dict[str, Any] = {}
+    m = re.search(r"avg-(rtt|lat)=([\d.]+) \(std-dev=([\d.]+)\)", text)
+    if not m:
+        raise CommandFailed("sockperf printed no results", "run sockperf by hand to see why")
+    out["full_rtt"] = m.group(1) == "rtt"
+    out["mean"], out["std"] = float(m.group(2)), float(m.group(3))
+    block = text[m.start():].split("------------------------------")[0]
+    for g in _SUMMARY.finditer(block):
+        key = g.group("ext").lower() if g.group("ext") else f"p{g.group('pct')}"
+        out.setdefault(key, float(g.group("v")))
+    m = re.search(r"\[Valid Duration\] RunTime=([\d.]+) sec; SentMessages=(\d+); "
+                  r"ReceivedMessages=(\d+)", text)
+    if m:
+        out["seconds"], out["sent"], out["received"] = (float(m.group(1)), int(m.group(2)),
+                                                        int(m.group(3)))
+    m = re.search(r"# dropped messages = (\d+); # duplicated messages = (\d+); "
+                  r"# out-of-order messages = (\d+)", text)
+    if m:
+        out["dropped"], out["duplicated"], out["out_of_order"] = map(int, m.groups())
+    m = re.search(r"Total (\d+) observations", text)
+    if m:
+        out["observations"] = int(m.group(1))
+    return out
+
+
+def wait_bound(ctx: Context, server: Process, proto: str, port: int,
+               timeout: float = 5.0) -> None:
+    """Ready when site b has a socket bound to the port (ss), not after a sleep."""
+    import time
+    flag = "-t" if proto == "tcp" else "-u"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = ctx.server.run(["ss", "-Hln", flag, "sport", "=", f":{port}"], check=False,
+                           timeout=5)
+        if r.ok and r.stdout.strip():
+            return
+        if server.poll() is not None:
+            break
+        time.sleep(0.02)
+    raise CommandFailed(f"sockperf server ({proto}) did not bind port {port} within "
+                        f"{timeout:g}s: {server.log_tail(3) or 'no output'}", argv=server.argv)
+
+
+class Latency(Workload):
+    name = "latency"
+    summary = "request/response RTT distribution (sockperf ping-pong, --full-rtt), TCP and UDP"
+    Params = LatencyParams
+    tools = ("sockperf",)   # and ss, from iproute2 like ip
+    headline = ("tcp_rtt_p50", "udp_rtt_p50", "tcp_rtt_p99", "udp_rtt_p99")
+
+    @classmethod
+    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
+        assert isinstance(params, LatencyParams)
+        return len(params.protocols()) * (math.ceil(duration + warmup) + 2.0)
+
+    def run(self, ctx: Context, params: WorkloadParams) -> Output:
+        assert isinstance(params, LatencyParams)
+        addr = ctx.server_addr()
+        port = ctx.port_base + PORT_OFFSET
+        out = Output()
+        skip = max(0.0, ctx.warmup - SOCKPERF_WARMUP)
+        seconds = math.ceil(ctx.duration + ctx.warmup + 0.1)   # sockperf measures t - ~0.45 s
+        # A 100 s run logs millions of samples (~40 bytes each): keep the log off /run (often
+        # a small tmpfs) in a private directory on disk, removed right after it is read.
+        logdir = Path(tempfile.mkdtemp(prefix=f"tunbench-{ctx.tb.run_id}-", dir=LOG_DIR))
+        ctx.tb.ledger.path(logdir)
+        with ctx.measuring() as cpu:
+            for proto in params.protocols():
+                server = ctx.tb.spawn(ctx.server, server_argv(proto, addr, port),
+                                      f"sockperf-server-{proto}")
+                try:
+                    wait_bound(ctx, server, proto, port)
+                    cpu.track(server.pid, f"sockperf-server-{proto}")
+                    log = logdir / f"sockperf-{proto}.csv"
+                    client = ctx.tb.spawn(ctx.client, client_argv(proto, addr, port, seconds,
+                                                                  params, log),
+                                          f"sockperf-client-{proto}")
+                    cpu.track(client.pid, f"sockperf-client-{proto}")
+                    rc = client.wait(timeout=seconds + 60)
+                    if rc != 0:
+                        raise CommandFailed(f"sockperf client ({proto}) exited {rc}: "
+                                            f"{client.log_tail(2)}", argv=client.argv)
+                    printed = parse_sockperf(client.output())
+                    tx, rtt = read_full_log(log)
+                    log.unlink(missing_ok=True)
+                finally:
+                    server.stop()
+                st = rtt_stats(tx, rtt, skip, ctx.duration)
+                for name, _ in STATS:
+                    out.metrics[f"{proto}_rtt_{name}"] = Metric(st[name], "µs", False)
+                out.metrics[f"{proto}_rate"] = Metric(st["rate"], "transactions/s")
+                out.series[f"{proto}_rtt_p50"] = st.pop("series_p50")
+                out.raw[proto] = {"stats": {k: v for k, v in st.items() if k != "cdf"},
+                                  "cdf": st["cdf"], "sockperf_summary": printed}
+        out.raw["params"] = {"msg_size": params.msg_size, "full_rtt": True,
+                             "warmup_skipped_s": skip + SOCKPERF_WARMUP}
+        return out
+
+
+WORKLOAD = Latency

@@ -1,0 +1,81 @@
+"""parallel-streams: aggregate TCP throughput of N parallel streams (the study's Fig. 6/14/23).
+
+One case per stream count: an experiment gives `streams` as a list (default 1, 2, 4, ... 512)
+and each value becomes its own case, labelled parallel-streams-N. Past 128 streams (iperf3's
+limit per process) several iperf3 client/server pairs run together on separate ports, streams
+spread evenly (256 = 2 x 128, 512 = 4 x 128). The aggregate is the sum over the common
+measured interval (see _multi_iperf); each process's own result is kept in raw.processes.
+CPU (min/avg/max of all cores, warm-up excluded) comes from the runner's sampler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import proc
+from ._multi_iperf import MAX_PER_PROCESS, run_pairs, split_streams
+from .base import Context, Metric, Output, Workload, WorkloadParams
+from .stream import StreamParams
+
+STUDY_STREAMS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+@dataclass(frozen=True)
+class ParallelStreamsParams(WorkloadParams):
+    streams: int = 1            # total parallel TCP streams (a list in an experiment = a sweep)
+    per_process: int = MAX_PER_PROCESS   # at most this many streams per iperf3 process
+    reverse: bool = False
+    length: int = 0
+    congestion: str = ""
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not 1 <= self.streams <= 4096:
+            problems.append(f"streams {self.streams} out of range (1..4096)")
+        if not 1 <= self.per_process <= MAX_PER_PROCESS:
+            problems.append(f"per_process {self.per_process} out of range (1..128, iperf3's limit)")
+        if self.length < 0:
+            problems.append("length must be >= 0")
+        return problems
+
+
+class ParallelStreams(Workload):
+    name = "parallel-streams"
+    summary = ("aggregate TCP throughput and CPU for N parallel streams (iperf3, several "
+               "processes past 128); streams is swept, default 1..512")
+    Params = ParallelStreamsParams
+    tools = ("iperf3",)
+    headline = ("throughput", "retransmits")
+    sweep = "streams"
+    sweep_default = STUDY_STREAMS
+
+    @classmethod
+    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
+        assert isinstance(params, ParallelStreamsParams)
+        return duration + warmup + 1.0 + 0.5 * len(split_streams(params.streams,
+                                                                 params.per_process))
+
+    def run(self, ctx: Context, params: WorkloadParams) -> Output:
+        assert isinstance(params, ParallelStreamsParams)
+        layout = split_streams(params.streams, params.per_process)
+        res = run_pairs(ctx, layout, StreamParams(1, params.reverse, params.length,
+                                                  params.congestion))
+        return Output(
+            metrics={"throughput": Metric(res.throughput, "Mbit/s"),
+                     "retransmits": Metric(res.retransmits(), "segments", False),
+                     "processes": Metric(len(layout), "iperf3 pairs")},
+            series={"throughput": res.aggregate["sum"]},
+            raw={"iperf3": res.raw(), "iperf3_version": _version()},
+        )
+
+
+def _version() -> str | None:
+    path = proc.which("iperf3")
+    if not path:
+        return None
+    r = proc.run([path, "--version"], check=False, timeout=5)
+    lines = r.stdout.splitlines()
+    return lines[0] if lines else None
+
+
+WORKLOAD = ParallelStreams

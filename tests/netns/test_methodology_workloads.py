@@ -1,0 +1,155 @@
+"""Every methodology workload for real, at small scale, through VXLAN with native alongside:
+figures make sense and the tunnel device carried the traffic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tunbench import spec
+from tunbench.runner import run_campaign
+from tunbench.testbed import names, netlink
+from tunbench.testbed.base import Testbed
+from tunbench.tunnels.base import Endpoints
+from tunbench.workloads.base import Context
+from tunbench.workloads.ping import Ping, PingParams
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """One small real campaign: every new workload over native and vxlan (~70 s)."""
+    exp = spec.build({
+        "experiment": {"repeats": 1, "duration": 2, "warmup": 1},
+        "tunnel": [{"kind": "native"}, {"kind": "vxlan"}],
+        "workload": [{"name": "latency", "protocol": "both"},
+                     {"name": "ping"},
+                     {"name": "parallel-streams", "streams": [512]},
+                     {"name": "line-rate-processes", "processes": 4}],
+    }, "test")
+    out = tmp_path_factory.mktemp("camp")
+    outcome = run_campaign(exp, out)
+    docs = {f"{d['case']['tunnel']['kind']}/{d['case']['workload']['label']}": d
+            for d in outcome.store.read_cases()}
+    bad = {k: d["error"] for k, d in docs.items() if d["status"] != "ok"}
+    assert not bad, bad
+    return docs
+
+
+def _tunnel_bytes(doc: dict[str, Any]) -> int:
+    delta = doc["datapath_counters"]["delta"]
+    return min(delta["b"]["rx_bytes"] + delta["b"]["tx_bytes"],
+               delta["a"]["rx_bytes"] + delta["a"]["tx_bytes"])
+
+
+@pytest.mark.parametrize("kind", ["native", "vxlan"])
+def test_latency_percentiles_ordered_full_rtt(campaign: dict[str, Any], kind: str) -> None:
+    doc = campaign[f"{kind}/latency"]
+    m = {k: v["value"] for k, v in doc["metrics"].items()}
+    for proto in ("tcp", "udp"):
+        vals = [m[f"{proto}_rtt_{s}"] for s in ("min", "p50", "p90", "p99", "p99_9", "max")]
+        assert vals == sorted(vals) and vals[0] > 0, (proto, vals)
+        assert vals[0] <= m[f"{proto}_rtt_mean"] <= vals[-1]
+        raw = doc["raw"][proto]
+        assert raw["sockperf_summary"]["full_rtt"] is True     # round trips, not half
+        st = raw["stats"]
+        assert st["samples"] > 1000 and 1.5 < st["seconds"] <= 2.01   # warm-up excluded
+        cdf = raw["cdf"]["rtt_us"]
+        assert cdf[0] == vals[0] and cdf[500] == m[f"{proto}_rtt_p50"]
+        # every request and reply of the kept samples crossed the tunnel device
+        assert _tunnel_bytes(doc) >= 2 * st["samples"] * 64
+    assert doc["cpu"]["warmup_excluded_samples"] >= 1
+
+
+def test_vxlan_latency_not_below_native(campaign: dict[str, Any]) -> None:
+    nat = campaign["native/latency"]["metrics"]["tcp_rtt_min"]["value"]
+    vx = campaign["vxlan/latency"]["metrics"]["tcp_rtt_min"]["value"]
+    assert vx > 0.8 * nat    # encapsulation never makes the fastest round trip much faster
+
+
+@pytest.mark.parametrize("kind", ["native", "vxlan"])
+def test_ping_figures_and_hops(campaign: dict[str, Any], kind: str) -> None:
+    doc = campaign[f"{kind}/ping"]
+    m = {k: v["value"] for k, v in doc["metrics"].items()}
+    assert m["rtt_min"] <= m["rtt_avg"] <= m["rtt_max"] and m["loss"] == 0
+    assert m["ttl"] == 64 and m["hops"] == 0     # site b is the next hop (VXLAN is L2)
+    assert len(doc["series"]["rtt"]) == 10       # 2 s at 0.2 s, the warm-up's 5 left out
+    assert doc["raw"]["warmup_replies_skipped"] == 5
+
+
+@pytest.mark.parametrize("kind", ["native", "vxlan"])
+def test_512_streams_aggregate_is_sum_over_common_interval(campaign: dict[str, Any],
+                                                           kind: str) -> None:
+    doc = campaign[f"{kind}/parallel-streams-512"]
+    raw = doc["raw"]["iperf3"]
+    assert raw["layout"] == [128, 128, 128, 128]
+    procs = raw["processes"]
+    assert [p["streams"] for p in procs] == [128] * 4
+    assert len({p["port"] for p in procs}) == 4
+    agg = raw["aggregate"]
+    # the aggregate series is, bin by bin, the sum of the processes' series
+    for j, total in enumerate(agg["series_mbps"]):
+        assert total == pytest.approx(sum(p["common_series_mbps"][j] for p in procs))
+    assert doc["metrics"]["throughput"]["value"] == pytest.approx(
+        sum(sum(p["common_series_mbps"]) / len(p["common_series_mbps"]) for p in procs))
+    # and it agrees with the sum of the processes' own whole-run figures
+    assert agg["mbps"] == pytest.approx(raw["sum_of_process_throughputs_mbps"], rel=0.15)
+    # the window is exactly what every process measured: the latest first start and the
+    # earliest last end, each process shifted by its start offset
+    offs = raw["start_offsets_s"]
+    lo = max(o + p["intervals"][0][0] for o, p in zip(offs, procs))
+    hi = min(o + p["intervals"][-1][1] for o, p in zip(offs, procs))
+    assert agg["window_s"] == pytest.approx([lo, hi], abs=1e-3)
+    assert hi - lo > 1.0
+    moved = sum(p["bytes_received"] for p in procs)
+    assert _tunnel_bytes(doc) >= moved
+    assert {"cpu_busy", "cpu_busy_min", "cpu_busy_max"} <= set(doc["metrics"])
+    m = doc["metrics"]
+    assert m["cpu_busy_min"]["value"] <= m["cpu_busy"]["value"] <= m["cpu_busy_max"]["value"]
+
+
+def test_line_rate_processes(campaign: dict[str, Any]) -> None:
+    doc = campaign["vxlan/line-rate-processes"]
+    raw = doc["raw"]["iperf3"]
+    assert raw["layout"] == [1, 1, 1, 1]
+    assert "native" in doc["raw"]["line_rate"]["source"]
+    assert _tunnel_bytes(doc) >= sum(p["bytes_received"] for p in raw["processes"])
+    from tunbench.report import stats
+    rows = {(r.tunnel, r.metric): r for r in stats.rows(list(campaign.values()))
+            if r.workload == "line-rate-processes"}
+    vx = rows[("vxlan", "throughput")]
+    assert vx.pct_of_line_rate == pytest.approx(vx.pct_of_native)
+    assert vx.line_rate_source == "native throughput measured in the same campaign"
+
+
+def add_routed_hop(tb: Testbed) -> str:
+    """A third namespace c behind site b (b forwards): a -> b -> c is one router hop."""
+    ns_c = names.netns_name(tb.run_id, "c")
+    netlink.create_netns(ns_c)
+    tb.ledger.netns(ns_c)
+    bc, cb = names.link_name(tb.run_id, "bc"), names.link_name(tb.run_id, "cb")
+    netlink.add_veth(bc, str(tb.b.netns), cb, ns_c)
+    netlink.add_addr(str(tb.b.netns), bc, "198.18.1.1/24")
+    netlink.add_addr(ns_c, cb, "198.18.1.2/24")
+    for ns, ifn in ((str(tb.b.netns), bc), (ns_c, cb), (ns_c, "lo")):
+        netlink.set_link(ns, ifn, state="up")
+    netlink.add_route(str(tb.a.netns), "198.18.1.0/24", gateway=tb.b.underlay4)
+    netlink.add_route(ns_c, "0.0.0.0/0", gateway="198.18.1.1")
+    return "198.18.1.2"
+
+
+def test_ping_counts_a_routed_hop(testbed: Testbed) -> None:
+    far = add_routed_hop(testbed)
+    ep = Endpoints(a4=testbed.a.underlay4, b4=far, mtu=1500, overhead=0)
+    out = Ping().run(Context(testbed, ep, duration=1, warmup=0), PingParams(interval=0.1))
+    assert out.metrics["ttl"].value == 63 and out.metrics["hops"].value == 1
+    near = Endpoints(a4=testbed.a.underlay4, b4=testbed.b.underlay4, mtu=1500, overhead=0)
+    out = Ping().run(Context(testbed, near, duration=1, warmup=0), PingParams(interval=0.1))
+    assert out.metrics["hops"].value == 0
+
+
+def test_nothing_left(campaign: dict[str, Any], tmp_path: Path) -> None:
+    rids = {d["case"]["run_id"] for d in campaign.values()}
+    assert not [n for n in netlink.list_netns() if n.split("-")[1:2] and
+                n.split("-")[1] in rids]
