@@ -94,7 +94,7 @@ def test_failing_case_recorded_campaign_goes_on(tmp_path: Path) -> None:
         reg.pop("no-server")
     docs = {d["case"]["workload"]["name"]: d for d in outcome.store.read_cases()}
     bad = docs["no-server"]
-    assert bad["status"] == "failed" and "did not become ready" in bad["error"]
+    assert bad["status"] == "failed" and "iperf3-server exited with code 1 while starting" in bad["error"]
     assert "Cannot assign requested address" in (bad["error_log"] or "") + bad["error"]
     assert docs["ping"]["status"] == "ok"
     assert outcome.failed == [bad["case"]["id"]]
