@@ -87,3 +87,9 @@ def _type_name(want: Any) -> str:
     if origin is not None:
         return " or ".join(_type_name(a) for a in typing.get_args(want))
     return getattr(want, "__name__", str(want))
+
+
+def out_of_range(**checks: tuple[int, int, int]) -> list[str]:
+    """Problems for integer parameters outside their ranges: name=(value, low, high)."""
+    return [f"{name} {val} out of range ({lo}..{hi})"
+            for name, (val, lo, hi) in checks.items() if not lo <= val <= hi]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..capabilities import Missing
+from ..params import out_of_range
 from ..testbed import names
 from ..testbed.base import Testbed
 from ._kernel import add_link, address_and_up, kernel_needs
@@ -35,12 +36,7 @@ class GeneveParams(TunnelParams):
     underlay: Literal[4, 6] = 4
 
     def validate(self) -> list[str]:
-        problems = []
-        if not 0 <= self.vni < 2**24:
-            problems.append(f"vni {self.vni} out of range (0..16777215)")
-        if not 0 < self.port < 65536:
-            problems.append(f"port {self.port} out of range (1..65535)")
-        return problems
+        return out_of_range(vni=(self.vni, 0, 2**24 - 1), port=(self.port, 1, 65535))
 
 
 class Geneve(TunnelDriver):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..capabilities import Missing, kernel_missing
+from ..params import out_of_range
 from ..testbed import names, netlink
 from ..testbed.base import Testbed
 from .base import (
@@ -30,12 +31,7 @@ class VxlanParams(TunnelParams):
     udp_csum: bool = False
 
     def validate(self) -> list[str]:
-        problems = []
-        if not 0 < self.vni < 2**24:
-            problems.append(f"vni {self.vni} out of range (1..16777215)")
-        if not 0 < self.port < 65536:
-            problems.append(f"port {self.port} out of range (1..65535)")
-        return problems
+        return out_of_range(vni=(self.vni, 1, 2**24 - 1), port=(self.port, 1, 65535))
 
 
 class Vxlan(TunnelDriver):

@@ -11,7 +11,6 @@ The aggregate throughput is the mean of those summed bins. Pure parts are tested
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from ..errors import CommandFailed
 from ..proc import Process
 from .base import Context, wait_for_output
-from .stream import StreamParams, client_argv, server_argv
+from .stream import StreamParams, client_argv, parse_iperf3, server_argv
 
 MAX_PER_PROCESS = 128
 
@@ -35,23 +34,7 @@ def split_streams(total: int, per_process: int = MAX_PER_PROCESS) -> list[int]:
 
 def parse_intervals(text: str) -> dict[str, Any]:
     """One iperf3 -J client run -> its non-omitted intervals (start, end, Mbit/s) and totals."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CommandFailed(f"iperf3 printed no valid JSON ({exc.msg})",
-                            "run the same iperf3 command by hand to see why") from None
-    if data.get("error"):
-        raise CommandFailed(f"iperf3: {data['error']}")
-    end = data.get("end") or {}
-    ivs = [(float(iv["sum"]["start"]), float(iv["sum"]["end"]),
-            iv["sum"]["bits_per_second"] / 1e6)
-           for iv in data.get("intervals", []) if not iv["sum"].get("omitted")]
-    recv, sent = end.get("sum_received", {}), end.get("sum_sent", {})
-    return {"intervals": ivs, "throughput_mbps": recv.get("bits_per_second", 0.0) / 1e6,
-            "bytes_received": recv.get("bytes", 0), "retransmits": sent.get("retransmits"),
-            "streams": data.get("start", {}).get("test_start", {}).get("num_streams"),
-            "cpu_client_pct": end.get("cpu_utilization_percent", {}).get("host_total"),
-            "cpu_server_pct": end.get("cpu_utilization_percent", {}).get("remote_total")}
+    return parse_iperf3(text)
 
 
 def _rate_in(ivs: list[tuple[float, float, float]], lo: float, hi: float) -> float:

@@ -59,8 +59,9 @@ def parse_iperf3(text: str) -> dict[str, Any]:
     if data.get("error"):
         raise CommandFailed(f"iperf3: {data['error']}")
     end = data.get("end") or {}
-    series = [iv["sum"]["bits_per_second"] / 1e6 for iv in data.get("intervals", [])
-              if not iv["sum"].get("omitted")]
+    intervals = [(float(iv["sum"]["start"]), float(iv["sum"]["end"]),
+                  iv["sum"]["bits_per_second"] / 1e6)
+                 for iv in data.get("intervals", []) if not iv["sum"].get("omitted")]
     sent, recv = end.get("sum_sent", {}), end.get("sum_received", {})
     cpu = end.get("cpu_utilization_percent", {})
     test = data.get("start", {}).get("test_start", {})
@@ -70,7 +71,8 @@ def parse_iperf3(text: str) -> dict[str, Any]:
         "bytes_received": recv.get("bytes", 0),
         "retransmits": sent.get("retransmits"),
         "seconds": recv.get("seconds"),
-        "series_mbps": series,
+        "series_mbps": [mbps for _, _, mbps in intervals],
+        "intervals": intervals,                 # (start s, end s, Mbit/s), warm-up excluded
         "cpu_client_pct": cpu.get("host_total"),
         "cpu_server_pct": cpu.get("remote_total"),
         "streams": test.get("num_streams"),
