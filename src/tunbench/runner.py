@@ -73,8 +73,11 @@ def preflight(exp: Experiment) -> None:
                                "inside the tunnel (raise the MTU)")
     if missing:
         uniq = list(dict.fromkeys(missing))
+        if len(uniq) == 1:  # one problem: one line
+            raise UnavailableError(f"cannot run this experiment here: {uniq[0]}",
+                                   "nothing was changed")
         raise UnavailableError("cannot run this experiment here:\n  " + "\n  ".join(uniq),
-                               "fix the above or leave those tunnels out; nothing was changed")
+                               "fix the above or leave those out; nothing was changed")
 
 
 def estimate_seconds(exp: Experiment, cases: list[Case]) -> float:

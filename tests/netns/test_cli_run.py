@@ -148,3 +148,17 @@ def test_cleanup_after_sigkill_removes_only_the_dead_run(tmp_path: Path,
         assert f"-{rid}-" not in again.stdout
     finally:
         live.close()
+
+
+def test_missing_tool_named_before_anything(tmp_path: Path) -> None:
+    """A host without iperf3 (PATH without /usr/bin, where it lives): one line naming the
+    tool and the package, exit 3, nothing created."""
+    state = tmp_path / "state"
+    env = {**os.environ, "TUNBENCH_STATE_DIR": str(state), "PATH": "/usr/sbin:/sbin"}
+    r = subprocess.run(TB + ["run", "--out", str(tmp_path / "m")], capture_output=True,
+                       text=True, timeout=60, env=env)
+    assert r.returncode == 3, r.stderr
+    assert "tool iperf3: not installed" in r.stderr and "apt-get install iperf3" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not state.exists() or not any(state.iterdir())
+    assert not (tmp_path / "m").exists()
