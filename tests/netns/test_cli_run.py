@@ -78,16 +78,18 @@ def test_not_root_refused_before_anything(tmp_path: Path) -> None:
     assert "root" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_sigint_mid_run_leaves_nothing(tmp_path: Path, root_unchanged: None) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_mid_run_leaves_nothing(tmp_path: Path, root_unchanged: None,
+                                       sig: signal.Signals) -> None:
     # The run's ledger journal (in a private state directory) tells its run id, so other
     # tunbench runs on this host at the same time cannot confuse the test.
     state = tmp_path / "state"
     env = {**os.environ, "TUNBENCH_STATE_DIR": str(state)}
     p, rid, pids = _start_and_wait_for_traffic(tmp_path, env)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     _, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
-    assert "interrupted by SIGINT" in err
+    assert f"interrupted by {sig.name}" in err
     assert not [n for n in netlink.list_netns() if f"-{rid}-" in n]
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "iperf3" not in \
