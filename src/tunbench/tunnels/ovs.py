@@ -59,22 +59,26 @@ class OvsKind:
     kernel_option: str     # kernel config the system datapath needs for this vport
     summary: str
     netdev_ok: bool = True
+    kernel_module: str = ""  # module behind kernel_option (vport-<type>.ko)
 
 
 KINDS: dict[str, OvsKind] = {
     # UDP 8 + VXLAN 8
     "vxlan": OvsKind("vxlan", UDP_HEADER + 8, "CONFIG_OPENVSWITCH_VXLAN",
-                     "Open vSwitch VXLAN tunnel port (L2 over UDP 4789)"),
+                     "Open vSwitch VXLAN tunnel port (L2 over UDP 4789)",
+                     kernel_module="vport_vxlan"),
     # UDP 8 + Geneve base 8 (no options: OVS adds TLVs only when flows set them)
     "geneve": OvsKind("geneve", UDP_HEADER + 8, "CONFIG_OPENVSWITCH_GENEVE",
-                      "Open vSwitch Geneve tunnel port (L2 over UDP 6081)"),
+                      "Open vSwitch Geneve tunnel port (L2 over UDP 6081)",
+                     kernel_module="vport_geneve"),
     # GRE base 4 + key 4 (options:key is always set); OVS GRE carries Ethernet (gretap-like)
     "gre": OvsKind("gre", 4 + 4, "CONFIG_OPENVSWITCH_GRE",
-                   "Open vSwitch GRE tunnel port (L2 over GRE with key, gretap-like)"),
+                   "Open vSwitch GRE tunnel port (L2 over GRE with key, gretap-like)",
+                   kernel_module="vport_gre"),
     # TCP-like header 20 + STT frame header 18 + 2 pad
     "stt": OvsKind("stt", 20 + 18 + 2, "CONFIG_OPENVSWITCH_STT",
                    "Open vSwitch STT tunnel port (L2 over a TCP-like header)",
-                   netdev_ok=False),
+                   netdev_ok=False, kernel_module="vport_stt"),
 }
 
 
@@ -243,7 +247,7 @@ class OvsTunnel(TunnelDriver):
             for opt, what in (("CONFIG_OPENVSWITCH", "the OVS kernel datapath"),
                               (spec.kernel_option, f"OVS {spec.ovs_type} vports")):
                 m = kernel_missing(opt, what, "openvswitch" if opt == "CONFIG_OPENVSWITCH"
-                                   else None)
+                                   else spec.kernel_module)
                 if m:
                     missing.append(Missing(m.what, m.why, m.fix + "; or datapath=netdev"))
         if dp == "netdev" and not os.path.exists("/dev/net/tun"):
