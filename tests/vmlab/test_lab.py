@@ -13,7 +13,8 @@ def test_guest_has_no_physical_network_device() -> None:
 
 
 def test_tunnel_modules_loaded() -> None:
-    for mod in ("geneve", "ip_gre", "wireguard", "esp4", "sch_netem", "openvswitch"):
+    for mod in ("geneve", "ip_gre", "wireguard", "esp4", "chacha20poly1305", "sch_netem",
+                "openvswitch", "vport_vxlan"):
         assert Path(f"/sys/module/{mod}").is_dir(), mod
 
 

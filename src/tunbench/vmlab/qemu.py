@@ -34,7 +34,8 @@ READY_TIMEOUT = {"tcg": 180.0, "kvm": 45.0}  # boot to "guest ready", else the a
 DEFAULT_MODULES: tuple[str, ...] = (
     "veth", "dummy", "tun", "vxlan", "geneve", "ip_gre", "ip6_gre", "ipip", "sit", "ip6_tunnel",
     "fou", "l2tp_core", "l2tp_eth", "l2tp_ip", "l2tp_ip6", "l2tp_netlink", "wireguard",
-    "aesni_intel", "gcm", "ghash_clmulni_intel", "esp4", "esp6", "xfrm_user", "xfrm_interface",
+    "aesni_intel", "gcm", "ghash_clmulni_intel", "seqiv", "echainiv", "chacha20poly1305",
+    "esp4", "esp6", "xfrm_user", "xfrm_interface",
     "sch_netem", "sch_fq", "sch_tbf", "sch_htb", "ifb", "act_mirred", "cls_bpf",
     "openvswitch", "vport_vxlan", "vport_geneve", "vport_gre",
 )

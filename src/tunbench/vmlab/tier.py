@@ -2,7 +2,7 @@
 
 The guest runs `python3 -m pytest <targets> --junitxml=/results/junit.xml`; the JUnit XML is
 parsed here (a pure function, `parse_junit`) into GuestTestResult records keyed by the same
-node ids pytest uses on the host (e.g. tests/vmlab/test_smoke.py::test_geneve).
+node ids pytest uses on the host (e.g. tests/vmlab/test_lab.py::test_tunnel_modules_loaded).
 """
 
 from __future__ import annotations
