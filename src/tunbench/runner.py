@@ -30,6 +30,10 @@ from .watch import DatapathWatch
 from .workloads.base import Context, Metric, Output
 
 
+class CaseSkipped(Exception):
+    """The workload cannot run over this tunnel (e.g. UDP over a TCP stream relay)."""
+
+
 class Reporter(Protocol):
     def campaign_start(self, cases: list[Case], eta_seconds: float) -> None: ...
     def case_start(self, case: Case) -> None: ...
@@ -110,7 +114,7 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
             raise SpecError(f"{out_dir} was recorded with a different experiment",
                             "resume with the same options, or start a new --out folder")
         done = {c["id"]: c["status"] for c in recorded["cases"]
-                if c["status"] in ("ok", "failed")}
+                if c["status"] in ("ok", "failed", "skipped")}
     elif store.index_path.exists():
         raise SpecError(f"{out_dir} already holds a campaign",
                         "use --resume to continue it, or choose another --out folder")
@@ -184,6 +188,9 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         ctx = Context(tb, ep, exp.duration, exp.warmup, family,  # type: ignore[arg-type]
                       cpu_interval=exp.cpu_interval)
         wl = workloads.get(case.workload.name)()
+        why = wl.unsupported(ctx, case.workload.params)
+        if why:
+            raise CaseSkipped(f"{case.workload.name} over {case.tunnel.kind}: {why}")
         watch = DatapathWatch(ep, ledger)
         with watch:
             out = wl.run(ctx, case.workload.params)
@@ -194,6 +201,8 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         offloads["after"] = record_offloads(tb, ep)
     except Interrupted:
         raise
+    except CaseSkipped as exc:
+        status, error = "skipped", str(exc)
     except TunbenchError as exc:
         status, error = "failed", exc.one_line() + _vanished(tb)
         if watch is not None and watch.problem:   # the cause, not the workload's symptom

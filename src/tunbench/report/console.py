@@ -134,9 +134,13 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
         _print_group(console, wl_label, mtu, off, grp)
     for (wl_name, mtu, off), grp in swept.items():
         _print_sweep(console, wl_name, mtu, off, grp)
-    failed = [d for d in cases if d.get("status") != "ok"]
+    failed = [d for d in cases if d.get("status") == "failed"]
+    skipped = [d for d in cases if d.get("status") == "skipped"]
     for d in failed:
         console.print(f"[red]failed[/red] {d['case']['id']}: {d.get('error')}", highlight=False)
+    for d in skipped:
+        console.print(f"[yellow]skipped[/yellow] {d['case']['id']}: {d.get('error')}",
+                      highlight=False)
     if any(r.noisy for r in rows):
         console.print(f"* noisy: coefficient of variation above {noisy_cv:.0%}")
     sources = sorted({r.line_rate_source for r in rows if r.line_rate_source})
@@ -147,7 +151,9 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
         console.print("CPU: % of all cores, both sites together (they share this host's CPUs), "
                       "average (min-max) over the measurement, warm-up excluded; cpu_per_gbit "
                       "in % of one core per Gbit/s.")
-    console.print(f"results: {out_dir}  ({len(cases) - len(failed)} ok, {len(failed)} failed)")
+    ok = len(cases) - len(failed) - len(skipped)
+    console.print(f"results: {out_dir}  ({ok} ok, {len(failed)} failed"
+                  + (f", {len(skipped)} skipped" if skipped else "") + ")")
 
 
 def _print_group(console: Console, wl_label: str, mtu: int, off: str,

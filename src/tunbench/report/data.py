@@ -51,6 +51,8 @@ class Campaign:
 
     @property
     def failed(self) -> list[dict[str, Any]]:
+        """Cases that did not measure: failed, and skipped (the workload cannot run over that
+        tunnel); each carries its reason in `error`."""
         return [d for d in self.cases if d.get("status") != "ok"]
 
     @property

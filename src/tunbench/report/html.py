@@ -220,7 +220,7 @@ def render(c: Campaign, figs: list[Figure], takes: list[Takeaway], out: Path) ->
 <title>{esc(title)}</title><style>{STYLE}</style></head>
 <body><main>
 <h1>{esc(title)}</h1>
-<p class=meta>{esc(exp.get('name', 'campaign'))}: {ok} case(s) ok, {failed} failed;
+<p class=meta>{esc(exp.get('name', 'campaign'))}: {ok} case(s) ok, {failed} failed or skipped;
 state {esc(c.index.get('state', '?'))}; started {esc(_when(c.index.get('created')))},
 finished {esc(_when(c.index.get('finished')))}. Tunnels: {esc(', '.join(c.tunnels()))}.
 Workloads: {esc(', '.join(c.workloads()))}.</p>
@@ -232,7 +232,7 @@ Workloads: {esc(', '.join(c.workloads()))}.</p>
 {summary_tables(c)}
 <h2 id=figures>Figures</h2>
 {''.join(figure_html(f) for f in figs) or '<p>No figure: no ok case.</p>'}
-<h2 id=failed>Failed cases ({failed})</h2>
+<h2 id=failed>Failed or skipped cases ({failed})</h2>
 {failed_html(c)}
 <h2 id=cases>All cases</h2>
 {cases_html(c)}

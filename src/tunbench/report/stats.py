@@ -138,5 +138,6 @@ def summary_json(cases: list[dict[str, Any]], campaign: str,
                  noisy_cv: float = NOISY_CV) -> dict[str, Any]:
     return {"format": "tunbench-summary", "format_version": 1, "campaign": campaign,
             "noisy_cv": noisy_cv,
-            "failed_cases": [d["case"]["id"] for d in cases if d.get("status") != "ok"],
+            "failed_cases": [d["case"]["id"] for d in cases if d.get("status") == "failed"],
+            "skipped_cases": [d["case"]["id"] for d in cases if d.get("status") == "skipped"],
             "entries": [r.to_dict() for r in rows(cases, noisy_cv)]}

@@ -64,6 +64,7 @@ class Endpoints:
     a_ifname: str | None = None      # device carrying inner traffic in site a (counters, ethtool)
     b_ifname: str | None = None
     relay: bool = False              # a stream relay (e.g. SSH -L), not a packet tunnel
+    relay_ports: tuple[int, ...] = ()  # TCP ports a relay carries (only with relay=True)
     datapath_pids: dict[str, list[int]] = field(default_factory=dict)  # site -> daemon PIDs
     info: dict[str, Any] = field(default_factory=dict)
 

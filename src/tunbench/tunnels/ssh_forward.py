@@ -28,7 +28,7 @@ from .base import Endpoints, TunnelDriver, TunnelParams
 @dataclass(frozen=True)
 class SshForwardParams(_ssh.SshParams):
     forward_port: int = 5201   # first forwarded port (the stream workload's port_base)
-    ports: int = 1             # how many consecutive ports are forwarded
+    ports: int = 4             # consecutive ports forwarded (4: 512 streams / 4 processes)
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -88,7 +88,7 @@ class SshForward(TunnelDriver):
         sessions = _ssh.register_sessions(tb, sshd)
         mtu = netlink.link_mtu(tb.a.netns, "lo")
         return Endpoints(a4="127.0.0.1", b4="127.0.0.1", a6="::1", b6="::1", mtu=mtu,
-                         overhead=0, relay=True,
+                         overhead=0, relay=True, relay_ports=tuple(ports),
                          datapath_pids={"a": [client.pid], "b": [sshd.pid, *sessions]},
                          info={"cipher": params.cipher, "port": params.port,
                                "forwarded_ports": list(ports),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -95,6 +95,23 @@ class Context:
             self.cpu_record.shared_by_sites = self.tb.shares_cpus
 
 
+def relay_problem(ctx: Context, *, tcp_ports: Iterable[int] = (),
+                  not_tcp: str = "") -> str | None:
+    """Over a stream relay (ssh -L) only the forwarded TCP ports get through: the reason a
+    workload needing `not_tcp` traffic (e.g. "UDP") or other ports cannot run, else None."""
+    if not ctx.ep.relay:
+        return None
+    if not_tcp:
+        return (f"{not_tcp} cannot cross a stream relay, which forwards TCP ports only "
+                f"({', '.join(map(str, ctx.ep.relay_ports)) or 'none'})")
+    missing = [p for p in tcp_ports if p not in ctx.ep.relay_ports]
+    if missing:
+        return (f"needs TCP port(s) {', '.join(map(str, missing))} forwarded, the relay "
+                f"forwards {', '.join(map(str, ctx.ep.relay_ports)) or 'none'} "
+                "(raise the tunnel's ports parameter)")
+    return None
+
+
 def wait_for_output(p: Process, needle: str, timeout: float = 5.0) -> None:
     """Readiness by what a server prints, not by sleeping."""
     wait_ready(p, ready_text=needle, timeout=timeout)
@@ -128,6 +145,11 @@ class Workload(ABC):
     def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
         """Rough wall time of one case, for the ETA."""
         return duration + warmup + 1.0
+
+    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+        """Why this workload cannot run over these endpoints (None: it can). The runner then
+        records the case as skipped with this reason instead of running it."""
+        return None
 
     @abstractmethod
     def run(self, ctx: Context, params: WorkloadParams) -> Output:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import CommandFailed
 from ..proc import Process
-from .base import Context, Metric, Output, Workload, WorkloadParams
+from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 
 LOG_DIR = "/var/tmp"           # disk-backed by convention (FHS), unlike /run
 PORT_OFFSET = 6000            # sockperf port = ctx.port_base + this
@@ -205,6 +205,12 @@ class Latency(Workload):
     def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
         assert isinstance(params, LatencyParams)
         return len(params.protocols()) * (math.ceil(duration + warmup) + 2.0)
+
+    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+        assert isinstance(params, LatencyParams)
+        if "udp" in params.protocols():
+            return relay_problem(ctx, not_tcp="UDP (sockperf)")
+        return relay_problem(ctx, tcp_ports=[ctx.port_base + PORT_OFFSET])
 
     def run(self, ctx: Context, params: WorkloadParams) -> Output:
         assert isinstance(params, LatencyParams)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..rates import rate_mbps
 from ._multi_iperf import run_pairs
-from .base import Context, Metric, Output, Workload, WorkloadParams
+from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 from .stream import StreamParams
 
 
@@ -48,6 +48,10 @@ class LineRateProcesses(Workload):
     def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
         assert isinstance(params, LineRateParams)
         return duration + warmup + 1.0 + 0.3 * params.processes
+
+    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+        assert isinstance(params, LineRateParams)
+        return relay_problem(ctx, tcp_ports=range(ctx.port_base, ctx.port_base + params.processes))
 
     def run(self, ctx: Context, params: WorkloadParams) -> Output:
         assert isinstance(params, LineRateParams)

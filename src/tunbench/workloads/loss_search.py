@@ -14,7 +14,7 @@ from typing import Any, Literal
 from ..capabilities import Missing
 from ..errors import SpecError
 from . import loadgen
-from .base import Context, Metric, Output, Workload, WorkloadParams
+from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 from .search import SearchResult, mlr_search, rfc2544_search
 
 L2_EXTRA = 18      # Ethernet header + FCS per packet (loadgen's *_l2 accounting)
@@ -127,6 +127,9 @@ class LossSearch(Workload):
         per_size += 15 if params.method != "mlrsearch" else 0
         per_size += 25 if params.method != "rfc2544" else 0
         return t * per_size * len(params.sizes)
+
+    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+        return relay_problem(ctx, not_tcp="UDP (the load generator)")
 
     def run(self, ctx: Context, params: WorkloadParams) -> Output:
         assert isinstance(params, LossSearchParams)

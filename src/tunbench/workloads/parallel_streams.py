@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .. import proc
 from ._multi_iperf import MAX_PER_PROCESS, run_pairs, split_streams
-from .base import Context, Metric, Output, Workload, WorkloadParams
+from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 from .stream import StreamParams
 
 STUDY_STREAMS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -54,6 +54,11 @@ class ParallelStreams(Workload):
         assert isinstance(params, ParallelStreamsParams)
         return duration + warmup + 1.0 + 0.5 * len(split_streams(params.streams,
                                                                  params.per_process))
+
+    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+        assert isinstance(params, ParallelStreamsParams)
+        n = len(split_streams(params.streams, params.per_process))
+        return relay_problem(ctx, tcp_ports=range(ctx.port_base, ctx.port_base + n))
 
     def run(self, ctx: Context, params: WorkloadParams) -> Output:
         assert isinstance(params, ParallelStreamsParams)

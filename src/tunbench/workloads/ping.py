@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CommandFailed
-from .base import Context, Metric, Output, Workload, WorkloadParams
+from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,9 @@ class Ping(Workload):
         assert isinstance(params, PingParams)
         n = params.count or math.ceil((duration + warmup) / params.interval)
         return n * params.interval + 1.0
+
+    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+        return relay_problem(ctx, not_tcp="ICMP (ping)")
 
     def run(self, ctx: Context, params: WorkloadParams) -> Output:
         assert isinstance(params, PingParams)

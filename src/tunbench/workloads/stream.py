@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CommandFailed
-from .base import Context, Metric, Output, Workload, WorkloadParams, wait_for_output
+from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem, wait_for_output
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,9 @@ class Stream(Workload):
     Params = StreamParams
     tools = ("iperf3",)
     headline = ("throughput", "retransmits")
+
+    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+        return relay_problem(ctx, tcp_ports=[ctx.port_base])
 
     def run(self, ctx: Context, params: WorkloadParams) -> Output:
         assert isinstance(params, StreamParams)

@@ -1,0 +1,34 @@
+"""A workload that cannot cross a tunnel is recorded as skipped with the reason, not run and
+not failed: over ssh-forward (a TCP stream relay) ICMP, UDP and unforwarded ports cannot pass,
+while iperf3 on a forwarded port does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tunbench import spec
+from tunbench.report import stats
+from tunbench.runner import run_campaign
+
+
+def test_relay_skips_what_cannot_cross_and_runs_the_rest(tmp_path: Path) -> None:
+    exp = spec.build({
+        "experiment": {"repeats": 1, "duration": 1, "warmup": 0},
+        "tunnel": [{"kind": "ssh-forward", "ports": 1}],
+        "workload": [{"name": "ping", "interval": 0.1},
+                     {"name": "latency", "protocol": "udp"},
+                     {"name": "line-rate-processes", "processes": 2},
+                     {"name": "stream"}]}, "test")
+    outcome = run_campaign(exp, tmp_path / "c")
+    docs = {d["case"]["workload"]["name"]: d for d in outcome.store.read_cases()}
+    assert docs["ping"]["status"] == "skipped"
+    assert "ICMP (ping) cannot cross a stream relay" in docs["ping"]["error"]
+    assert docs["latency"]["status"] == "skipped" and "UDP" in docs["latency"]["error"]
+    assert docs["line-rate-processes"]["status"] == "skipped"
+    assert "5202" in docs["line-rate-processes"]["error"]
+    assert "raise the tunnel's ports parameter" in docs["line-rate-processes"]["error"]
+    assert docs["stream"]["status"] == "ok"
+    assert docs["stream"]["metrics"]["throughput"]["value"] > 0
+    assert outcome.failed == []
+    summary = stats.summary_json(outcome.store.read_cases(), "c")
+    assert summary["failed_cases"] == [] and len(summary["skipped_cases"]) == 3
