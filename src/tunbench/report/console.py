@@ -194,28 +194,37 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
 
 def _print_sweep(console: Console, wl_name: str, mtu: int, off: str,
                  grp: list[stats.Row]) -> None:
-    """One row per swept value (e.g. stream count): throughput and CPU of every tunnel."""
+    """A sweep (e.g. 1..512 streams): one row per tunnel, one column per swept value; first
+    throughput with % of native below it, then CPU, so ten tunnels still fit a terminal."""
     key = workloads.get(wl_name).sweep or "value"
-    title = f"{wl_name} - underlay MTU {mtu}" + ("" if off == "default" else f" - offloads {off}")
-    table = Table(title=title)
-    table.add_column(key, justify="right")
+    where = f"underlay MTU {mtu}" + ("" if off == "default" else f", offloads {off}")
     tunnels = list(dict.fromkeys(r.tunnel for r in grp))
-    for t in tunnels:
-        table.add_column(f"{t}\nthroughput\n(Mbit/s)", justify="right")
-        table.add_column(f"{t}\n% of\nnative", justify="right")
-        table.add_column(f"{t}\nCPU % avg\n(min-max)", justify="right")
     values = sorted({r.sweep for r in grp}, key=lambda v: (str(type(v)), v))
-    for v in values:
-        by = {(r.tunnel, r.metric): r for r in grp if r.sweep == v}
-        cells = [str(v)]
+    by = {(r.tunnel, r.metric, r.sweep): r for r in grp}
+    for title, cell in (
+        ("aggregate throughput, Mbit/s (% of native)", _sweep_throughput),
+        ("CPU busy, % of all cores (average; min-max in the report)", _sweep_cpu),
+    ):
+        table = Table(title=f"{wl_name} - {title} - {where}")
+        table.add_column(f"tunnel \\ {key}")
+        for v in values:
+            table.add_column(str(v), justify="right")
         for t in tunnels:
-            tp = by.get((t, "throughput"))
-            cells.append(_fmt(tp) if tp else "-")
-            cells.append(f"{tp.pct_of_native:.1f}%" if tp and tp.pct_of_native is not None
-                         else "-")
-            cells.append(_cpu_cell(by, t))
-        table.add_row(*cells)
-    console.print(table)
+            table.add_row(t, *[cell(by, t, v) for v in values])
+        console.print(table)
+
+
+def _sweep_throughput(by: dict[tuple[str, str, Any], stats.Row], t: str, v: Any) -> str:
+    tp = by.get((t, "throughput", v))
+    if tp is None:
+        return "-"
+    pct = f"\n({tp.pct_of_native:.0f}%)" if tp.pct_of_native is not None else ""
+    return num(tp.stats.mean) + ("*" if tp.noisy else "") + pct
+
+
+def _sweep_cpu(by: dict[tuple[str, str, Any], stats.Row], t: str, v: Any) -> str:
+    cpu = by.get((t, "cpu_busy", v))
+    return num(cpu.stats.mean) if cpu else "-"
 
 
 def print_presets(presets: dict[str, tuple[str, str]], offloads: dict[str, dict[str, str]]) -> None:
