@@ -19,6 +19,12 @@ class Takeaway:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
+def _single(a: Any, b: Any) -> bool:
+    """A single run on either side: no confidence interval, so nothing can be called
+    (in)distinguishable; sentences then give the numbers and say so."""
+    return bool(a.n < 2 or b.n < 2)
+
+
 def num(v: float) -> str:
     a = abs(v)
     if a >= 100:
@@ -51,25 +57,32 @@ def share_of_native(c: Campaign) -> list[Takeaway]:
         pct = 100.0 * best.stats.mean / base.stats.mean
         facts = {"scenario": scen, "metric": metric, "best": best.tunnel, "pct": pct,
                  "best_mean": best.stats.mean, "native_mean": base.stats.mean}
-        verb = "keeps" if best.higher_is_better else "costs"
-        if len(others) > 1:
-            head = f"{verb} the highest share of native {metric}: {pct:.1f}%"
-        else:
-            head = f"{verb} {pct:.1f}% of native {metric}"
+        if best.higher_is_better:
+            head = (f"keeps the highest share of native {metric}: {pct:.1f}%"
+                    if len(others) > 1 else f"keeps {pct:.1f}% of native {metric}")
+        else:  # lower is better (latency): the best is the one closest to native
+            head = (f"comes closest to native {metric}: {pct:.1f}% of native"
+                    if len(others) > 1 else f"is at {pct:.1f}% of native {metric}")
         text = (f"In {where(c, scen)}, {best.tunnel} {head} "
                 f"({num(best.stats.mean)} vs {num(base.stats.mean)} {best.unit})")
         if len(others) > 1:
             second = others[1]
             p2 = 100.0 * second.stats.mean / base.stats.mean
             facts.update(second=second.tunnel, second_pct=p2)
-            if data.overlap(best.stats, second.stats):
+            if _single(best.stats, second.stats):
+                text += f", then {second.tunnel} ({p2:.1f}%)"
+                facts["distinct_from_second"] = None
+            elif data.overlap(best.stats, second.stats):
                 text += (f", but it is indistinguishable from {second.tunnel} ({p2:.1f}%): "
                          "their 95% confidence intervals overlap")
                 facts["distinct_from_second"] = False
             else:
                 text += f", ahead of {second.tunnel} ({p2:.1f}%)"
                 facts["distinct_from_second"] = True
-        if data.overlap(best.stats, base.stats):
+        if _single(best.stats, base.stats):
+            text += "; one run each: no confidence interval, significance not tested."
+            facts["distinct_from_native"] = None
+        elif data.overlap(best.stats, base.stats):
             text += f"; {best.tunnel} and native are indistinguishable (overlapping 95% CIs)."
             facts["distinct_from_native"] = False
         else:
@@ -80,28 +93,42 @@ def share_of_native(c: Campaign) -> list[Takeaway]:
 
 
 def cpu_per_gbit(c: Campaign) -> list[Takeaway]:
+    """One sentence per scenario: each tunnel's CPU per Gbit/s as a multiple of native's,
+    most expensive first; those whose 95% CIs overlap native's are named together."""
     out = []
     for scen in c.scenarios():
         base = c.native_row(scen, "cpu_per_gbit")
         if base is None or not base.stats.mean:
             continue
-        for tun in c.tunnels():
-            r = c.row(tun, scen, "cpu_per_gbit")
-            if r is None or r.kind == "native":
-                continue
+        rows = [r for r in (c.row(t, scen, "cpu_per_gbit") for t in c.tunnels())
+                if r is not None and r.kind != "native"]
+        if not rows:
+            continue
+        rows.sort(key=lambda r: -r.stats.mean)
+        differ, same, single = [], [], False
+        facts: dict[str, Any] = {"scenario": scen, "native_mean": base.stats.mean, "ratios": {}}
+        for r in rows:
             ratio = r.stats.mean / base.stats.mean
-            facts = {"scenario": scen, "tunnel": tun, "ratio": ratio, "mean": r.stats.mean,
-                     "native_mean": base.stats.mean}
-            nums = f"{num(r.stats.mean)} vs {num(base.stats.mean)} {r.unit}"
-            if data.overlap(r.stats, base.stats):
-                text = (f"In {where(c, scen)}, the CPU {tun} spends per Gbit/s is "
-                        f"indistinguishable from native's ({nums}; 95% CIs overlap).")
-                facts["significant"] = False
+            facts["ratios"][r.tunnel] = ratio
+            if r.stats.n < 2 or base.stats.n < 2:
+                single = True
+                differ.append(f"{r.tunnel} needs {ratio:.2f}× native's CPU")
+            elif data.overlap(r.stats, base.stats):
+                same.append(r.tunnel)
             else:
-                text = (f"In {where(c, scen)}, {tun} needs {ratio:.2f}× native's CPU per "
-                        f"Gbit/s ({nums}).")
-                facts["significant"] = True
-            out.append(Takeaway("cpu-per-gbit", text, facts))
+                differ.append(f"{r.tunnel} needs {ratio:.2f}× native's CPU")
+        parts = []
+        if differ:
+            parts.append(", ".join(differ))
+        if same:
+            parts.append(f"{' and '.join(same)} {'is' if len(same) == 1 else 'are'} "
+                         "indistinguishable from native's (95% CIs overlap)")
+        text = (f"In {where(c, scen)}, per Gbit/s (native: {num(base.stats.mean)} {base.unit}): "
+                + "; ".join(parts) + ".")
+        if single:
+            text += " One run each: no confidence interval, significance not tested."
+        facts["significant"] = [t for t in facts["ratios"] if t not in same]
+        out.append(Takeaway("cpu-per-gbit", text, facts))
     return out
 
 
@@ -157,11 +184,12 @@ def jumbo(c: Campaign) -> list[Takeaway]:
                 if na and nb and na.stats.mean and nb.stats.mean:
                     pa = 100 * a[t].stats.mean / na.stats.mean
                     pb = 100 * b[t].stats.mean / nb.stats.mean
-                    shares.append(f"{t} keeps {pa:.1f}% of native at MTU {lo} and {pb:.1f}% "
+                    verb = "keeps" if a[t].higher_is_better else "is at"
+                    shares.append(f"{t} {verb} {pa:.1f}% of native at MTU {lo} and {pb:.1f}% "
                                   f"at MTU {hi}")
                     facts.setdefault("shares", {})[t] = (pa, pb)
             if shares:
-                text += " Share of native: " + "; ".join(shares) + "."
+                text += " Against native: " + "; ".join(shares) + "."
             out.append(Takeaway("jumbo", text, facts))
     return out
 
@@ -204,6 +232,8 @@ def scaling(c: Campaign) -> list[Takeaway]:
 
 
 def latency(c: Campaign) -> list[Takeaway]:
+    """One sentence per scenario: what each tunnel adds to the median latency over native,
+    largest first; those whose 95% CIs overlap native's are named together."""
     out = []
     for scen in c.scenarios():
         names = [m for m in dict.fromkeys(r.metric for r in c.rows if r.workload == scen[0])
@@ -212,20 +242,34 @@ def latency(c: Campaign) -> list[Takeaway]:
             base = c.native_row(scen, metric)
             if base is None:
                 continue
-            for tun in c.tunnels():
-                r = c.row(tun, scen, metric)
-                if r is None or r.kind == "native":
-                    continue
+            rows = [r for r in (c.row(t, scen, metric) for t in c.tunnels())
+                    if r is not None and r.kind != "native"]
+            if not rows:
+                continue
+            rows.sort(key=lambda r: -r.stats.mean)
+            differ, same, single = [], [], False
+            deltas: dict[str, float] = {}
+            for r in rows:
                 d = r.stats.mean - base.stats.mean
-                facts = {"scenario": scen, "tunnel": tun, "delta": d, "metric": metric}
-                if data.overlap(r.stats, base.stats):
-                    text = (f"In {where(c, scen)}, {tun}'s {metric} is indistinguishable from "
-                            f"native's ({num(r.stats.mean)} vs {num(base.stats.mean)} {r.unit}).")
-                else:
-                    text = (f"In {where(c, scen)}, {tun} {'adds' if d > 0 else 'saves'} "
-                            f"{num(abs(d))} {r.unit} of {metric} over native "
-                            f"({num(r.stats.mean)} vs {num(base.stats.mean)} {r.unit}).")
-                out.append(Takeaway("latency", text, facts))
+                deltas[r.tunnel] = d
+                if _single(r.stats, base.stats):
+                    single = True
+                elif data.overlap(r.stats, base.stats):
+                    same.append(r.tunnel)
+                    continue
+                differ.append(f"{r.tunnel} {'adds' if d > 0 else 'saves'} {num(abs(d))}")
+            parts = []
+            if differ:
+                parts.append(", ".join(differ) + f" {base.unit}")
+            if same:
+                parts.append(f"{' and '.join(same)} {'is' if len(same) == 1 else 'are'} "
+                             "indistinguishable from native (95% CIs overlap)")
+            text = (f"In {where(c, scen)}, {metric} against native's "
+                    f"{num(base.stats.mean)} {base.unit}: " + "; ".join(parts) + ".")
+            if single:
+                text += " One run each: no confidence interval, significance not tested."
+            out.append(Takeaway("latency", text, {"scenario": scen, "metric": metric,
+                                                  "deltas": deltas, "same": same}))
     return out
 
 
