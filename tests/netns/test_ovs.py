@@ -39,15 +39,19 @@ def _db_stamp() -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-def _ovs_pids() -> set[int]:
+def _ovs_pids(under: list[Path] | None = None) -> set[int]:
+    """PIDs of OVS daemons; with `under`, only those whose command line names one of these
+    directories (this test's own daemons, whatever other runs do on the host meanwhile)."""
     out = set()
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
                 comm = (d / "comm").read_text().strip()
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
-            if comm in ("ovs-vswitchd", "ovsdb-server"):
+            if comm in ("ovs-vswitchd", "ovsdb-server") and (
+                    under is None or any(str(u) in cmd for u in under)):
                 out.add(int(d.name))
     return out
 
@@ -118,7 +122,7 @@ def test_ovs_tunnel_carries_iperf3_through_the_datapath(testbed: Testbed, kind: 
     # teardown leaves nothing: daemons, sockets, db files; the system OVS db is untouched
     dirs = [Path(d) for d in ep.info["ovs_dirs"].values()]
     assert all((d / "db.sock").exists() for d in dirs)
-    mine = _ovs_pids() - others
+    mine = _ovs_pids(dirs)
     assert len(mine) == 4   # ovsdb-server + ovs-vswitchd per site
     assert not testbed.ledger.close()
     assert not (_ovs_pids() & mine)
