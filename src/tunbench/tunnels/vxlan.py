@@ -7,8 +7,9 @@ from typing import Literal
 
 from ..capabilities import Missing, kernel_missing
 from ..params import out_of_range
-from ..testbed import names, netlink
+from ..testbed import names
 from ..testbed.base import Testbed
+from ._kernel import add_link, address_and_up, underlay_index
 from .base import (
     ETH_HEADER,
     IPV4_HEADER,
@@ -56,20 +57,15 @@ class Vxlan(TunnelDriver):
         a4, b4, a6, b6 = inner_addrs(0)
         ifname = names.link_name(tb.run_id, "vx")
         for site, peer, my4, my6 in ((tb.a, tb.b, a4, a6), (tb.b, tb.a, b4, b6)):
-            ns = str(site.netns)
             local, remote = self.underlay_addr(site, fam), self.underlay_addr(peer, fam)
-            attrs: dict[str, str | int] = ({"vxlan_local": local, "vxlan_group": remote} if fam == 4 else
-                     {"vxlan_local6": local, "vxlan_group6": remote,
-                      "vxlan_udp_zero_csum6_tx": 0, "vxlan_udp_zero_csum6_rx": 0})
-            with netlink.ipr(ns) as ip:
-                attrs["vxlan_link"] = netlink.index(ip, site.underlay_if)
-            netlink.add_link(ns, ifname, "vxlan", vxlan_id=params.vni, vxlan_port=params.port,
-                             vxlan_udp_csum=int(params.udp_csum), **attrs)
-            tb.ledger.link(ifname, ns)
-            netlink.set_link(ns, ifname, mtu=mtu)
-            netlink.add_addr(ns, ifname, f"{my4}/24")
-            netlink.add_addr(ns, ifname, f"{my6}/64")
-            netlink.set_link(ns, ifname, state="up")
+            attrs: dict[str, str | int] = (
+                {"vxlan_local": local, "vxlan_group": remote} if fam == 4 else
+                {"vxlan_local6": local, "vxlan_group6": remote,
+                 "vxlan_udp_zero_csum6_tx": 0, "vxlan_udp_zero_csum6_rx": 0})
+            add_link(tb, site, ifname, "vxlan", vxlan_id=params.vni, vxlan_port=params.port,
+                     vxlan_udp_csum=int(params.udp_csum), vxlan_link=underlay_index(site),
+                     **attrs)
+            address_and_up(site, ifname, mtu, my4, my6)
         return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu,
                          overhead=self.overhead(params, fam), a_ifname=ifname, b_ifname=ifname,
                          info={"vni": params.vni, "port": params.port, "underlay": fam})
