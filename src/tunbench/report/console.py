@@ -83,7 +83,7 @@ def _headline(doc: dict[str, Any]) -> str:
     for name in ([first] if first else []) + list(CPU_METRICS[:1]):
         m = doc["metrics"].get(name)
         if m and m.get("value") is not None:
-            parts.append(f"{name} {m['value']:.4g} {m['unit']}")
+            parts.append(f"{name} {num(m['value'])} {m['unit']}")
     return ", ".join(parts)
 
 

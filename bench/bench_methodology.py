@@ -8,7 +8,7 @@
    warm-up of every case), with where the rest goes (testbed, tunnel, checks, teardown).
    Target: <= 10 %.
 
-usage: bench/methodology_overhead.py [--duration S] [--repeats N]   (root; ~2-3 min)
+usage: bench/bench_methodology.py [--duration S] [--repeats N]   (root; ~2-3 min)
 """
 
 from __future__ import annotations
