@@ -205,3 +205,37 @@ def test_streams_sweep_figure_and_scaling_takeaway(campaign: Callable[[str], Pat
     page = rep.html.read_text()
     for n in (1, 4, 16):
         assert f"stream streams={n} — underlay MTU 1500" in page
+
+
+def test_loss_search_report_marks_lower_bounds(campaign: Callable[[str], Path],
+                                               browser: Callable) -> None:
+    """tests/data/campaigns/loss: `tunbench run --tunnels native,vxlan --workloads loss-search
+    --duration 2 --repeats 1`. Searches that reached the generator's top rate recorded their
+    figures as lower bounds: the table prints them with ≥ and the take-away says what the
+    ratio then means; dozens of metrics make a table with one row per metric."""
+    root = campaign("loss")
+    rep = build.build(root)
+    assert "ndr-loss-search-1500" in {f.name for f in rep.figures}
+    docs = {d["case"]["tunnel"]["label"]: d for d in
+            (json.loads(p.read_text()) for p in (root / "cases").glob("*.json"))}
+    share = next(t for t in rep.takeaways if t.topic == "share-of-native")
+    metric = share.facts["metric"]
+    bounded = [t for t in ("native", share.facts["best"])
+               if docs[t]["metrics"][metric].get("bound") == "lower"]
+    assert bounded, "the recorded native run reached the generator's top rate"
+    assert share.facts["lower_bounds"] == bounded
+    caveat = ("Both figures are lower bounds" if len(bounded) == 2 else
+              "Native's figure is a lower bound" if bounded == ["native"] else
+              f"{bounded[0]}'s figure is a lower bound")
+    assert caveat in share.text
+    page = rep.html.read_text()
+    assert f"<td class=l>{metric} ↑</td>" in page   # one row per metric
+    for tun, d in docs.items():
+        for name, m in d["metrics"].items():
+            if m.get("bound") == "lower":
+                assert name.split("_")[0] in ("rfc2544", "ndr", "pdr")
+                assert f"≥{m['value']:,.0f} (n=1)" in page, (tun, name)
+    load = browser(rep.html)
+    assert load.console_errors == [] and load.requests == []
+    assert share.text in load.text
+    _not_blank(load.screenshot)

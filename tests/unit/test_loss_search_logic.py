@@ -70,6 +70,29 @@ def test_mlrsearch_two_goals_one_pass() -> None:
     assert out["ndr"].trials is out["pdr"].trials   # one pass, shared trials
 
 
+def test_a_rate_at_the_generators_limit_is_a_lower_bound_not_a_threshold() -> None:
+    """Passing at max, or failing only within the generator's 2% margin below it, finds the
+    generator's limit; a link that drops packets well below max gives a real threshold."""
+    res = rfc2544_search(link(1e6), 5000, threshold=0.0, resolution_pps=10, duration=1.0)
+    assert res.upper_pps is None and res.at_upper_bound
+    # MLRsearch on a lossless link whose sender tops out 2.4% below the max it was given: its
+    # answer sits just under max with a failing (sender-limited) rate above it
+    out = mlr_search(link(1e6, sender_max=4880), 5000, goals={"ndr": 0.0},
+                     relative_width=0.001, duration=1.0, min_pps=100)
+    ndr = out["ndr"]
+    assert ndr.rate_pps is not None and ndr.rate_pps >= 0.98 * 5000 and ndr.upper_pps is not None
+    assert ndr.at_upper_bound
+    for res in (rfc2544_search(link(3000), 5000, threshold=0.0, resolution_pps=10,
+                               duration=1.0),
+                mlr_search(link(3000), 5000, goals={"ndr": 0.0}, relative_width=0.005,
+                           duration=1.0, min_pps=100)["ndr"]):
+        assert res.rate_pps is not None and res.rate_pps <= 3000
+        assert res.upper_pps is not None and not res.at_upper_bound
+    nothing = rfc2544_search(link(0), 1000, threshold=0.0, resolution_pps=100, duration=1.0,
+                             min_pps=100)
+    assert not nothing.at_upper_bound
+
+
 def test_parse_real_loadgen_output() -> None:
     send = loadgen.parse_send((DATA / "send-imix-paced-loopback.json").read_text())
     recv = loadgen.parse_recv((DATA / "recv-imix-paced-loopback.json").read_text())

@@ -47,3 +47,14 @@ def test_rows_percent_of_native_and_noise() -> None:
     for key in ("tunnel", "workload", "metric", "unit", "n", "mean", "median", "std",
                 "ci95_low", "ci95_high", "pct_of_native"):
         assert key in e
+
+
+def test_a_lower_bound_in_any_repeat_marks_the_row() -> None:
+    cases = [_case("native", "native", v) for v in (100.0, 100.0)]
+    cases[1]["metrics"]["throughput"]["bound"] = "lower"
+    cases += [_case("vxlan", "vxlan", v) for v in (60.0, 70.0)]
+    native, vx = stats.rows(cases)
+    assert native.bound == "lower" and vx.bound is None
+    assert stats.bound_mark(native) == "≥" and stats.bound_mark(vx) == ""
+    entries = stats.summary_json(cases, "x")["entries"]
+    assert [e["bound"] for e in entries] == ["lower", None]

@@ -83,7 +83,7 @@ def _headline(doc: dict[str, Any]) -> str:
     for name in ([first] if first else []) + list(CPU_METRICS[:1]):
         m = doc["metrics"].get(name)
         if m and m.get("value") is not None:
-            parts.append(f"{name} {num(m['value'])} {m['unit']}")
+            parts.append(f"{name} {'≥' if m.get('bound') else ''}{num(m['value'])} {m['unit']}")
     return ", ".join(parts)
 
 
@@ -100,7 +100,7 @@ def num(v: float) -> str:
 def _fmt(r: stats.Row) -> str:
     s = r.stats
     txt = f"{num(s.mean)} ± {num(s.std)}" if s.n > 1 else num(s.mean)
-    return txt + ("*" if r.noisy else "")
+    return stats.bound_mark(r) + txt + ("*" if r.noisy else "")
 
 
 PCT_OF_NATIVE = ("throughput", "cpu_per_gbit")
@@ -143,6 +143,8 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
                       highlight=False)
     if any(r.noisy for r in rows):
         console.print(f"* noisy: coefficient of variation above {noisy_cv:.0%}")
+    if any(r.bound for r in rows):
+        console.print(stats.BOUND_NOTE)
     sources = sorted({r.line_rate_source for r in rows if r.line_rate_source})
     for src in sources:
         console.print(f"line rate: {src}")

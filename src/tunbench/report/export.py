@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 COLUMNS = ("case_id", "tunnel", "kind", "workload", "workload_params", "mtu", "offloads",
-           "repeat", "metric", "unit", "value", "higher_is_better", "status")
+           "repeat", "metric", "unit", "value", "higher_is_better", "bound", "status")
 
 
 def tidy_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -27,12 +27,13 @@ def tidy_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         metrics = d.get("metrics") or {}
         if not metrics:
             out.append({**base, "metric": None, "unit": None, "value": None,
-                        "higher_is_better": None})
+                        "higher_is_better": None, "bound": None})
         for name, m in metrics.items():
             v = m.get("value")
             out.append({**base, "metric": name, "unit": m.get("unit"),
                         "value": None if v is None else float(v),
-                        "higher_is_better": bool(m.get("higher_is_better", True))})
+                        "higher_is_better": bool(m.get("higher_is_better", True)),
+                        "bound": m.get("bound")})
     return out
 
 
@@ -60,7 +61,7 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
                         ("mtu", pa.int32()), ("offloads", pa.string()), ("repeat", pa.int32()),
                         ("metric", pa.string()), ("unit", pa.string()),
                         ("value", pa.float64()), ("higher_is_better", pa.bool_()),
-                        ("status", pa.string())])
+                        ("bound", pa.string()), ("status", pa.string())])
     table = pa.Table.from_pylist([{k: r[k] for k in COLUMNS} for r in rows], schema=schema)
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)

@@ -18,6 +18,7 @@ from .data import Campaign, Scenario
 from .figures import Figure
 from .takeaways import Takeaway, num
 
+WIDE_TABLE = 12  # more metrics than this: one row per metric instead of one column
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 OFFLOAD_KEYS = ("tcp-segmentation-offload", "generic-segmentation-offload",
                 "generic-receive-offload", "rx-gro-list", "rx-udp-gro-forwarding",
@@ -61,8 +62,8 @@ def _when(ts: float | None) -> str:
 def _ci(r: stats.Row) -> str:
     s = r.stats
     if s.n < 2:
-        return f"{num(s.mean)} (n=1)"
-    return f"{num(s.mean)} ± {num(s.ci95_high - s.mean)}"
+        return f"{stats.bound_mark(r)}{num(s.mean)} (n=1)"
+    return f"{stats.bound_mark(r)}{num(s.mean)} ± {num(s.ci95_high - s.mean)}"
 
 
 def scenario_title(scen: Scenario) -> str:
@@ -78,6 +79,9 @@ def summary_tables(c: Campaign) -> str:
         metrics = list(dict.fromkeys(r.metric for r in rows))
         metrics.sort(key=lambda m: (m != head, m != "cpu_busy", m != "cpu_per_gbit"))
         pct_cols = {m for m in metrics if m in (head, "cpu_per_gbit")}
+        if len(metrics) > WIDE_TABLE:
+            parts.append(_metric_rows_table(c, scen, rows, metrics, pct_cols))
+            continue
         out = [f"<h3>{esc(scenario_title(scen))}</h3><table><tr><th class=l>tunnel</th>"
                "<th>n</th>"]
         for m in metrics:
@@ -112,7 +116,39 @@ def summary_tables(c: Campaign) -> str:
         parts.append(f"<p class=meta>⚠ noisy: coefficient of variation above "
                      f"{stats.NOISY_CV:.0%} over the repeats. ↑ higher is better, ↓ lower is "
                      "better.</p>")
+    if any(r.bound for r in c.rows):
+        parts.append(f"<p class=meta>{esc(stats.BOUND_NOTE)}.</p>")
     return "\n".join(parts)
+
+
+def _metric_rows_table(c: Campaign, scen: Scenario, rows: list[stats.Row], metrics: list[str],
+                       pct_cols: set[str]) -> str:
+    """A scenario with many metrics (loss-search has dozens): one row per metric and one
+    column per tunnel, so the table grows downwards instead of off the page."""
+    tuns = [t for t in c.tunnels() if any(r.tunnel == t for r in rows)]
+    by = {(r.tunnel, r.metric): r for r in rows}
+    out = [f"<h3>{esc(scenario_title(scen))}</h3><table><tr><th class=l>metric</th>"
+           "<th class=l>unit</th>"]
+    out += [f"<th>{esc(t)}<br><small>n={max(r.stats.n for r in rows if r.tunnel == t)}"
+            "</small></th>" for t in tuns]
+    out.append("</tr>")
+    for m in metrics:
+        first = next(r for r in rows if r.metric == m)
+        arrow = "↑" if first.higher_is_better else "↓"
+        out.append(f"<tr><td class=l>{esc(m)} {arrow}</td><td class=l>{esc(first.unit)}</td>")
+        for t in tuns:
+            r = by.get((t, m))
+            if r is None:
+                out.append("<td>–</td>")
+                continue
+            flag = (f' class=noisy title="noisy: CV {100 * (r.stats.cv or 0):.0f}%"'
+                    if r.noisy else "")
+            pct = (f"<br><small>{r.pct_of_native:.1f}% of native</small>"
+                   if m in pct_cols and r.pct_of_native is not None else "")
+            out.append(f"<td{flag}>{esc(_ci(r))}{' ⚠' if r.noisy else ''}{pct}</td>")
+        out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
 
 
 def figure_html(f: Figure) -> str:

@@ -23,6 +23,8 @@ from scipy import stats as sps
 from ..rates import rate_mbps
 
 NOISY_CV = 0.10  # default: flag a figure whose coefficient of variation exceeds 10%
+BOUND_NOTE = ("≥ lower bound: the measurement reached its tool's limit on this host (e.g. the "
+              "load generator's top rate passed without loss), not the tunnel's")
 LINE_RATE_WORKLOADS = ("line-rate-processes",)
 
 
@@ -72,6 +74,7 @@ class Row:
     sweep: Any = None                  # the swept parameter's value, if any
     pct_of_line_rate: float | None = None
     line_rate_source: str | None = None  # "shaped underlay rate 500mbit" | "native (same campaign)"
+    bound: str | None = None           # "lower": some repeat hit its tool's limit (value >= mean)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -94,6 +97,7 @@ def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
     groups: dict[Key, list[float]] = {}
     meta: dict[Key, tuple[str, bool, Any]] = {}
     rates: dict[Key, str] = {}
+    bounds: dict[Key, str] = {}
     order: list[str] = []
     for doc in cases:
         if doc.get("status") != "ok":
@@ -113,6 +117,8 @@ def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
             meta[key] = (m["unit"], bool(m.get("higher_is_better", True)), _sweep_value(wl))
             if rate:
                 rates[key] = rate
+            if m.get("bound"):
+                bounds[key] = m["bound"]
     summaries = {k: summarize(v) for k, v in groups.items()}
     out = []
     for key, s in summaries.items():
@@ -128,10 +134,16 @@ def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
         elif metric == "throughput" and wl in LINE_RATE_WORKLOADS and pct is not None:
             line_pct, line_src = pct, "native throughput measured in the same campaign"
         out.append(Row(label, kind, wl, metric, unit, mtu, off, hib, s, pct,
-                       s.cv is not None and s.cv > noisy_cv, wlabel, sweep, line_pct, line_src))
+                       s.cv is not None and s.cv > noisy_cv, wlabel, sweep, line_pct, line_src,
+                       bounds.get(key)))
     out.sort(key=lambda r: (r.workload, r.sweep if isinstance(r.sweep, (int, float)) else 0,
                             r.label, r.mtu, r.offloads, r.metric, order.index(r.tunnel)))
     return out
+
+
+def bound_mark(r: Row) -> str:
+    """'≥' before a figure that is a lower bound, else nothing."""
+    return "≥" if r.bound == "lower" else ""
 
 
 def summary_json(cases: list[dict[str, Any]], campaign: str,

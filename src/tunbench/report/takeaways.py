@@ -40,6 +40,22 @@ def where(c: Campaign, scen: Scenario) -> str:
     return txt + ("" if off == "default" else f" with offloads {off}")
 
 
+def _bounds_caveat(base: Any, best: Any, pct: float) -> str:
+    """What a ratio means when one or both figures are lower bounds (tool limit reached)."""
+    b_base, b_best = base.bound == "lower", best.bound == "lower"
+    if b_base and b_best:
+        return (" Both figures are lower bounds (the load generator's top rate passed "
+                "without loss on this host): the ratio compares how fast this host can send "
+                "through each, not their loss thresholds.")
+    if b_best:
+        return (f" {best.tunnel}'s figure is a lower bound (the generator's top rate passed): "
+                f"it keeps at least {pct:.1f}%.")
+    if b_base:
+        return (f" Native's figure is a lower bound (the generator's top rate passed): "
+                f"{best.tunnel}'s true share is at most {pct:.1f}%.")
+    return ""
+
+
 def share_of_native(c: Campaign) -> list[Takeaway]:
     out = []
     for scen in c.scenarios():
@@ -88,6 +104,8 @@ def share_of_native(c: Campaign) -> list[Takeaway]:
         else:
             text += "; the difference from native is significant (95% CIs do not overlap)."
             facts["distinct_from_native"] = True
+        text += _bounds_caveat(base, best, pct)
+        facts["lower_bounds"] = [r.tunnel for r in (base, best) if r.bound == "lower"]
         out.append(Takeaway("share-of-native", text, facts))
     return out
 

@@ -159,6 +159,8 @@ def up(drv: Ipsec, tb: Testbed, p: IpsecParams, impl: str) -> Endpoints:
                 _static(drv, tb, p, i, i + 1)
         if impl == "kernel":
             _load_and_initiate(tb, run, per_site, "")
+    a6: str | None  # the inner IPv6 of the service addresses may be absent (tunnels=N)
+    b6: str | None
     for i in range(p.tunnels):
         a4, b4, a6, b6 = _inner_addrs(i)
         hops["a"].append(_spread.Hop(devices["a"][i], b4, b6))

@@ -5,16 +5,21 @@ Not a driver itself (the leading underscore keeps it out of the registry). It ho
   absent option, so `tunbench list` / `run` say exactly which option this kernel lacks;
 - `add_link`: create a link with pyroute2 in a site's namespace and register it in the ledger
   at once;
-- `address_and_up`: MTU, inner addresses and link up, the same for every kind.
+- `address_and_up`: MTU, inner addresses and link up, the same for every kind;
+- `link_pair`: the whole `up` of a point-to-point kind whose tunnel is one kernel link per
+  site (vxlan, geneve, gre, gretap, ipip, sit): the driver only says which attributes a site's
+  link gets towards its peer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..capabilities import Missing, kernel_missing
-from ..testbed import netlink
+from ..testbed import names, netlink
 from ..testbed.base import Site, Testbed
+from .base import Endpoints, inner_addrs
 
 
 def kernel_needs(feature: str, options: list[tuple[str, str | None]]) -> list[Missing]:
@@ -53,3 +58,21 @@ def address_and_up(site: Site, ifname: str, mtu: int, addr4: str | None,
     if addr6:
         netlink.add_addr(ns, ifname, f"{addr6}/64")
     netlink.set_link(ns, ifname, state="up")
+
+
+def link_pair(tb: Testbed, kind: str, suffix: str, *, mtu: int, overhead: int,
+              attrs: Callable[[Site, Site], dict[str, Any]], families: tuple[int, ...] = (4, 6),
+              info: dict[str, Any] | None = None) -> Endpoints:
+    """One `kind` link named tb-<run>-<suffix> in each site, `attrs(site, peer)` its netlink
+    attributes; MTU, inner addresses of `families` and up. Returns the endpoints (an inner
+    family left out has empty addresses)."""
+    a4, b4, a6, b6 = inner_addrs(0)
+    has4, has6 = 4 in families, 6 in families
+    ifname = names.link_name(tb.run_id, suffix)
+    for site, peer, my4, my6 in ((tb.a, tb.b, a4, a6), (tb.b, tb.a, b4, b6)):
+        add_link(tb, site, ifname, kind, **attrs(site, peer))
+        address_and_up(site, ifname, mtu, my4 if has4 else None, my6 if has6 else None)
+    return Endpoints(a4=a4 if has4 else "", b4=b4 if has4 else "",
+                     a6=a6 if has6 else None, b6=b6 if has6 else None, mtu=mtu,
+                     overhead=overhead, a_ifname=ifname, b_ifname=ifname,
+                     info={**(info or {}), "created_with": "pyroute2"})

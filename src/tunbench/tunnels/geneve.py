@@ -12,9 +12,8 @@ from typing import Literal
 
 from ..capabilities import Missing
 from ..params import out_of_range
-from ..testbed import names
-from ..testbed.base import Testbed
-from ._kernel import add_link, address_and_up, kernel_needs
+from ..testbed.base import Site, Testbed
+from ._kernel import kernel_needs, link_pair
 from .base import (
     ETH_HEADER,
     IPV4_HEADER,
@@ -23,7 +22,6 @@ from .base import (
     Endpoints,
     TunnelDriver,
     TunnelParams,
-    inner_addrs,
 )
 
 GENEVE_HEADER = 8  # without options
@@ -56,21 +54,18 @@ class Geneve(TunnelDriver):
     def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
         assert isinstance(params, GeneveParams)
         fam = params.underlay
-        mtu = self.tunnel_mtu(params, tb.underlay_mtu)
-        a4, b4, a6, b6 = inner_addrs(0)
-        ifname = names.link_name(tb.run_id, "gnv")
-        for site, peer, my4, my6 in ((tb.a, tb.b, a4, a6), (tb.b, tb.a, b4, b6)):
+
+        def attrs(site: Site, peer: Site) -> dict[str, str | int]:
             remote = self.underlay_addr(peer, fam)
-            attrs = ({"geneve_remote": remote} if fam == 4 else
-                     {"geneve_remote6": remote, "geneve_udp_zero_csum6_tx": 0,
-                      "geneve_udp_zero_csum6_rx": 0})
-            add_link(tb, site, ifname, "geneve", geneve_id=params.vni,
-                     geneve_port=params.port, **attrs)
-            address_and_up(site, ifname, mtu, my4, my6)
-        return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu,
-                         overhead=self.overhead(params, fam), a_ifname=ifname, b_ifname=ifname,
-                         info={"vni": params.vni, "port": params.port, "underlay": fam,
-                               "created_with": "pyroute2"})
+            ends: dict[str, str | int] = (
+                {"geneve_remote": remote} if fam == 4 else
+                {"geneve_remote6": remote, "geneve_udp_zero_csum6_tx": 0,
+                 "geneve_udp_zero_csum6_rx": 0})
+            return {"geneve_id": params.vni, "geneve_port": params.port, **ends}
+
+        return link_pair(tb, "geneve", "gnv", mtu=self.tunnel_mtu(params, tb.underlay_mtu),
+                         overhead=self.overhead(params, fam), attrs=attrs,
+                         info={"vni": params.vni, "port": params.port, "underlay": fam})
 
 
 DRIVER = Geneve

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..capabilities import Missing
-from ..testbed import names
-from ..testbed.base import Testbed
-from ._kernel import add_link, address_and_up, kernel_needs, underlay_index
-from .base import IPV4_HEADER, Endpoints, TunnelDriver, TunnelParams, inner_addrs
+from ..testbed.base import Site, Testbed
+from ._kernel import kernel_needs, link_pair, underlay_index
+from .base import IPV4_HEADER, Endpoints, TunnelDriver, TunnelParams
 
 GRE_HEADER = 4      # flags + protocol type
 GRE_KEY_FIELD = 4   # present when a key is set
@@ -61,21 +60,21 @@ class Gre(TunnelDriver):
 
     def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
         assert isinstance(params, GreParams)
-        mtu = self.tunnel_mtu(params, tb.underlay_mtu)
-        a4, b4, a6, b6 = inner_addrs(0)
-        ifname = names.link_name(tb.run_id, self.suffix)
-        for site, peer, my4, my6 in ((tb.a, tb.b, a4, a6), (tb.b, tb.a, b4, b6)):
-            attrs: dict[str, object] = {
+        key = params.key
+
+        def attrs(site: Site, peer: Site) -> dict[str, object]:
+            out: dict[str, object] = {
                 "gre_local": site.underlay4, "gre_remote": peer.underlay4,
                 "gre_link": underlay_index(site), "gre_ttl": GRE_TTL}
-            if params.key is not None:
-                attrs.update(gre_ikey=params.key, gre_okey=params.key,
-                             gre_iflags=GRE_KEY_FLAG, gre_oflags=GRE_KEY_FLAG)
-            add_link(tb, site, ifname, self.link_kind, **attrs)
-            address_and_up(site, ifname, mtu, my4, my6)
-        return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
-                         a_ifname=ifname, b_ifname=ifname,
-                         info={"key": params.key, "underlay": 4, "created_with": "pyroute2"})
+            if key is not None:
+                out.update(gre_ikey=key, gre_okey=key,
+                           gre_iflags=GRE_KEY_FLAG, gre_oflags=GRE_KEY_FLAG)
+            return out
+
+        return link_pair(tb, self.link_kind, self.suffix,
+                         mtu=self.tunnel_mtu(params, tb.underlay_mtu),
+                         overhead=self.overhead(params), attrs=attrs,
+                         info={"key": key, "underlay": 4})
 
 
 DRIVER = Gre

@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..capabilities import Missing
-from ..testbed import names
-from ..testbed.base import Testbed
-from ._kernel import add_link, address_and_up, kernel_needs, underlay_index
-from .base import IPV4_HEADER, Endpoints, TunnelDriver, TunnelParams, inner_addrs
+from ..testbed.base import Site, Testbed
+from ._kernel import kernel_needs, link_pair, underlay_index
+from .base import IPV4_HEADER, Endpoints, TunnelDriver, TunnelParams
 
 TTL = 64
 
@@ -39,24 +38,16 @@ class Ipip(TunnelDriver):
         return IPV4_HEADER
 
     def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
-        mtu = self.tunnel_mtu(params, tb.underlay_mtu)
-        a4, b4, a6, b6 = inner_addrs(0)
-        ifname = names.link_name(tb.run_id, self.suffix)
         k = self.link_kind
-        for site, peer, my4, my6 in ((tb.a, tb.b, a4, a6), (tb.b, tb.a, b4, b6)):
-            add_link(tb, site, ifname, k, **{f"{k}_local": site.underlay4,
-                                             f"{k}_remote": peer.underlay4,
-                                             f"{k}_link": underlay_index(site), f"{k}_ttl": TTL})
-            address_and_up(site, ifname, mtu, my4 if 4 in self.inner_families else None,
-                           my6 if 6 in self.inner_families else None)
-        if 4 in self.inner_families:
-            return Endpoints(a4=a4, b4=b4, mtu=mtu, overhead=IPV4_HEADER, a_ifname=ifname,
-                             b_ifname=ifname, info={"underlay": 4, "inner": [4],
-                                                    "created_with": "pyroute2"})
-        # IPv6 inside only: no inner IPv4 addresses (a4/b4 empty); runs use inner family 6
-        return Endpoints(a4="", b4="", a6=a6, b6=b6, mtu=mtu, overhead=IPV4_HEADER,
-                         a_ifname=ifname, b_ifname=ifname,
-                         info={"underlay": 4, "inner": [6], "created_with": "pyroute2"})
+
+        def attrs(site: Site, peer: Site) -> dict[str, object]:
+            return {f"{k}_local": site.underlay4, f"{k}_remote": peer.underlay4,
+                    f"{k}_link": underlay_index(site), f"{k}_ttl": TTL}
+
+        # one inner family only (ipip: IPv4, sit: IPv6); the other's addresses stay empty
+        return link_pair(tb, k, self.suffix, mtu=self.tunnel_mtu(params, tb.underlay_mtu),
+                         overhead=IPV4_HEADER, attrs=attrs, families=self.inner_families,
+                         info={"underlay": 4, "inner": list(self.inner_families)})
 
 
 DRIVER = Ipip

@@ -7,9 +7,8 @@ from typing import Literal
 
 from ..capabilities import Missing, kernel_missing
 from ..params import out_of_range
-from ..testbed import names
-from ..testbed.base import Testbed
-from ._kernel import add_link, address_and_up, underlay_index
+from ..testbed.base import Site, Testbed
+from ._kernel import link_pair, underlay_index
 from .base import (
     ETH_HEADER,
     IPV4_HEADER,
@@ -18,7 +17,6 @@ from .base import (
     Endpoints,
     TunnelDriver,
     TunnelParams,
-    inner_addrs,
 )
 
 VXLAN_HEADER = 8
@@ -53,21 +51,19 @@ class Vxlan(TunnelDriver):
     def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
         assert isinstance(params, VxlanParams)
         fam = params.underlay
-        mtu = self.tunnel_mtu(params, tb.underlay_mtu)
-        a4, b4, a6, b6 = inner_addrs(0)
-        ifname = names.link_name(tb.run_id, "vx")
-        for site, peer, my4, my6 in ((tb.a, tb.b, a4, a6), (tb.b, tb.a, b4, b6)):
+
+        def attrs(site: Site, peer: Site) -> dict[str, str | int]:
             local, remote = self.underlay_addr(site, fam), self.underlay_addr(peer, fam)
-            attrs: dict[str, str | int] = (
+            ends: dict[str, str | int] = (
                 {"vxlan_local": local, "vxlan_group": remote} if fam == 4 else
                 {"vxlan_local6": local, "vxlan_group6": remote,
                  "vxlan_udp_zero_csum6_tx": 0, "vxlan_udp_zero_csum6_rx": 0})
-            add_link(tb, site, ifname, "vxlan", vxlan_id=params.vni, vxlan_port=params.port,
-                     vxlan_udp_csum=int(params.udp_csum), vxlan_link=underlay_index(site),
-                     **attrs)
-            address_and_up(site, ifname, mtu, my4, my6)
-        return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu,
-                         overhead=self.overhead(params, fam), a_ifname=ifname, b_ifname=ifname,
+            return {"vxlan_id": params.vni, "vxlan_port": params.port,
+                    "vxlan_udp_csum": int(params.udp_csum), "vxlan_link": underlay_index(site),
+                    **ends}
+
+        return link_pair(tb, "vxlan", "vx", mtu=self.tunnel_mtu(params, tb.underlay_mtu),
+                         overhead=self.overhead(params, fam), attrs=attrs,
                          info={"vni": params.vni, "port": params.port, "underlay": fam})
 
 

@@ -110,6 +110,8 @@ class Wireguard(TunnelDriver):
         pids: dict[str, list[int]] = {tb.a.name: [], tb.b.name: []}
         hops: dict[str, list[_spread.Hop]] = {tb.a.name: [], tb.b.name: []}
         devices: dict[str, list[str]] = {tb.a.name: [], tb.b.name: []}
+        a6: str | None  # the inner IPv6 of the service addresses may be absent (tunnels=N)
+        b6: str | None
         for i in range(params.tunnels):
             a4, b4, a6, b6 = _inner_addrs(i)
             keys = {s.name: self._keypair(tb, f"wg{i}-{s.name}") for s in tb.sites()}

@@ -38,6 +38,9 @@ class Metric:
     value: float | None
     unit: str
     higher_is_better: bool = True
+    # "lower": the measurement reached its tool's limit (e.g. the load generator's top rate
+    # passed without loss), so the true value is at least `value`; None: a measured value
+    bound: Literal["lower"] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -69,13 +69,17 @@ def size_key(size: str) -> str:
     return "imix" if size == "imix" else str(int(size))
 
 
-def rate_metrics(prefix: str, key: str, pps: float | None, mean_l3: float) -> dict[str, Metric]:
-    """pps plus Mbit/s at L3 (IP total length) and L2 (Ethernet frame incl. FCS)."""
+def rate_metrics(prefix: str, key: str, pps: float | None, mean_l3: float,
+                 at_upper_bound: bool = False) -> dict[str, Metric]:
+    """pps plus Mbit/s at L3 (IP total length) and L2 (Ethernet frame incl. FCS). A search
+    that passed at its upper bound found no loss threshold: its figures are lower bounds."""
     l3 = pps * mean_l3 * 8 / 1e6 if pps is not None else None
     l2 = pps * (mean_l3 + L2_EXTRA) * 8 / 1e6 if pps is not None else None
-    return {f"{prefix}_pps_{key}": Metric(pps, "packets/s"),
-            f"{prefix}_mbps_l3_{key}": Metric(l3, "Mbit/s"),
-            f"{prefix}_mbps_l2_{key}": Metric(l2, "Mbit/s")}
+    bound: Literal["lower"] | None = "lower" if at_upper_bound else None
+    return {f"{prefix}_pps_{key}": Metric(pps, "packets/s", bound=bound),
+            f"{prefix}_mbps_l3_{key}": Metric(l3, "Mbit/s", bound=bound),
+            f"{prefix}_mbps_l2_{key}": Metric(l2, "Mbit/s", bound=bound)}
+
 
 
 def latency_metrics(name: str, t: Any) -> dict[str, Metric]:
@@ -172,13 +176,16 @@ class LossSearch(Workload):
             raise SpecError(f"the generator reached only {max_pps:.0f} pps at size {key}, not "
                             f"above min_rate_pps {p.min_rate_pps:g}", "lower min_rate_pps")
         ndr_base: tuple[str, float | None] = ("ndr", None)
+        searches: dict[str, SearchResult] = {}
         if p.method in ("rfc2544", "both"):
             r = rfc2544_search(lambda rate, d: measure(rate, d, "rfc2544"), max_pps,
                                threshold=p.loss_threshold_pct / 100,
                                resolution_pps=max_pps * p.resolution_pct / 100,
                                duration=duration, min_pps=p.min_rate_pps)
             raw["rfc2544"] = search_summary(r)
-            out.metrics.update(rate_metrics("rfc2544", key, r.rate_pps, mean_l3))
+            searches["rfc2544"] = r
+            out.metrics.update(rate_metrics("rfc2544", key, r.rate_pps, mean_l3,
+                                            r.at_upper_bound))
             out.metrics.update(latency_metrics(f"rfc2544_{key}", trial_at(r.trials, r.rate_pps)))
             ndr_base = ("ndr", r.rate_pps)
         if p.method in ("mlrsearch", "both"):
@@ -188,15 +195,16 @@ class LossSearch(Workload):
                                min_pps=p.min_rate_pps)
             raw["mlrsearch"] = {g: search_summary(r) for g, r in found.items()}
             for goal, r in found.items():
-                out.metrics.update(rate_metrics(goal, key, r.rate_pps, mean_l3))
+                searches[goal] = r
+                out.metrics.update(rate_metrics(goal, key, r.rate_pps, mean_l3,
+                                                r.at_upper_bound))
                 out.metrics.update(latency_metrics(f"{goal}_{key}", trial_at(r.trials, r.rate_pps)))
             ndr_base = ("ndr", found["ndr"].rate_pps)
-        at_max = [n for n, v in (("rfc2544", raw.get("rfc2544")),
-                                 *((g, r) for g, r in raw.get("mlrsearch", {}).items())) if v
-                  and v["upper_pps"] is None and v["rate_pps"] is not None]
+        at_max = [name for name, res in searches.items() if res.at_upper_bound]
         if at_max:
-            out.notes.append(f"size {key}: {', '.join(at_max)} passed at the upper bound "
-                             f"{max_pps:.0f} pps: limited by the generator/host, not the tunnel")
+            out.notes.append(f"size {key}: {', '.join(at_max)} reached the upper bound "
+                             f"{max_pps:.0f} pps (within 2%): limited by the generator/host, "
+                             "not the tunnel; their figures are lower bounds")
         raw["at_upper_bound"] = at_max
         raw["latency_base"] = {"name": ndr_base[0], "pps": ndr_base[1],
                                "source": "mlrsearch" if p.method != "rfc2544" else "rfc2544"}

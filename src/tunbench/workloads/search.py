@@ -33,6 +33,11 @@ def trial_passes(t: Trial, threshold: float) -> bool:
     return not t.sender_limited and t.loss_ratio <= threshold
 
 
+# A rate within 2% of what the generator can offer cannot be told from the generator's own limit
+# (the generator calls a trial sender-limited below 98% of its target, loadgen/src/send.rs).
+GENERATOR_MARGIN = 0.02
+
+
 @dataclass
 class SearchResult:
     method: str
@@ -41,6 +46,18 @@ class SearchResult:
     upper_pps: float | None           # lowest failing rate (None: max passed)
     trials: list[Any] = field(default_factory=list)
     trial_seconds: float = 0.0        # sum of intended trial durations
+    max_pps: float | None = None      # the upper bound the search was given
+
+    @property
+    def at_upper_bound(self) -> bool:
+        """The rate found is (within the generator's own margin) the upper bound the search was
+        given: no loss threshold was found below what the generator can offer, so the figure
+        is a lower bound of the tunnel's, not its loss threshold."""
+        if self.rate_pps is None:
+            return False
+        if self.upper_pps is None:
+            return True
+        return self.max_pps is not None and self.rate_pps >= (1 - GENERATOR_MARGIN) * self.max_pps
 
     @property
     def width_pps(self) -> float | None:
@@ -58,7 +75,7 @@ def rfc2544_search(measure: Measure, max_pps: float, *, threshold: float, resolu
     """
     if not 0 <= min_pps < max_pps or resolution_pps <= 0:
         raise ValueError("need 0 <= min_pps < max_pps and resolution_pps > 0")
-    res = SearchResult("rfc2544", None, None, None)
+    res = SearchResult("rfc2544", None, None, None, max_pps=max_pps)
 
     def run(rate: float) -> bool:
         t = measure(rate, duration)
@@ -136,5 +153,5 @@ def mlr_search(measure: Measure, max_pps: float, *, goals: dict[str, float],
         upper = gr.relevant_upper_bound
         lo = float(lower) if lower is not None else None
         hi = float(upper) if upper is not None else None
-        out[name] = SearchResult("mlrsearch", lo, lo, hi, trials, seconds[0])
+        out[name] = SearchResult("mlrsearch", lo, lo, hi, trials, seconds[0], max_pps)
     return out
