@@ -17,23 +17,10 @@ from tunbench.testbed import local, names, netlink
 from tunbench.testbed.ledger import Ledger
 
 
-def add_routed_hop(tb) -> str:  # type: ignore[no-untyped-def]
-    """A third namespace c behind site b (b routes): a -> b -> c is one router hop."""
-    ns_c = names.netns_name(tb.run_id, "c")
-    netlink.create_netns(ns_c)
-    tb.ledger.netns(ns_c)
-    bc, cb = names.link_name(tb.run_id, "bc"), names.link_name(tb.run_id, "cb")
-    netlink.add_veth(bc, str(tb.b.netns), cb, ns_c)
-    netlink.add_addr(str(tb.b.netns), bc, "198.18.1.1/24")
-    netlink.add_addr(ns_c, cb, "198.18.1.2/24")
-    for ns, ifn in ((str(tb.b.netns), bc), (ns_c, cb), (ns_c, "lo")):
-        netlink.set_link(ns, ifn, state="up")
-    netlink.add_route(str(tb.a.netns), "198.18.1.0/24", gateway=tb.b.underlay4)
-    netlink.add_route(ns_c, "0.0.0.0/0", gateway="198.18.1.1")
-    return "198.18.1.2"
-
-
 def main() -> int:
+    if len(sys.argv) < 2:
+        print("usage: capture_tool_output.py OUTDIR [vxlan]  (root)", file=sys.stderr)
+        return 2
     out = Path(sys.argv[1])
     kind = sys.argv[2] if len(sys.argv) > 2 else "native"
     out.mkdir(parents=True, exist_ok=True)
@@ -62,7 +49,7 @@ def main() -> int:
         r = tb.a.run(["ping", "-c", "3", "-i", "0.2", "-n", "-W", "1", "198.19.250.9"],
                      check=False, timeout=30)
         (out / f"ping-unreachable-{kind}.txt").write_text(r.stdout + r.stderr)
-        c4 = add_routed_hop(tb)
+        c4 = local.add_routed_hop(tb)
         r = tb.a.run(["ping", "-c", "5", "-i", "0.2", "-n", c4], timeout=30)
         (out / f"ping-1hop-{kind}.txt").write_text(r.stdout)
         if ep.b6:

@@ -10,7 +10,7 @@ import pytest
 
 from tunbench import spec
 from tunbench.runner import run_campaign
-from tunbench.testbed import names, netlink
+from tunbench.testbed import local, netlink
 from tunbench.testbed.base import Testbed
 from tunbench.tunnels.base import Endpoints
 from tunbench.workloads.base import Context
@@ -123,24 +123,8 @@ def test_line_rate_processes(campaign: dict[str, Any]) -> None:
     assert vx.line_rate_source == "native throughput measured in the same campaign"
 
 
-def add_routed_hop(tb: Testbed) -> str:
-    """A third namespace c behind site b (b forwards): a -> b -> c is one router hop."""
-    ns_c = names.netns_name(tb.run_id, "c")
-    netlink.create_netns(ns_c)
-    tb.ledger.netns(ns_c)
-    bc, cb = names.link_name(tb.run_id, "bc"), names.link_name(tb.run_id, "cb")
-    netlink.add_veth(bc, str(tb.b.netns), cb, ns_c)
-    netlink.add_addr(str(tb.b.netns), bc, "198.18.1.1/24")
-    netlink.add_addr(ns_c, cb, "198.18.1.2/24")
-    for ns, ifn in ((str(tb.b.netns), bc), (ns_c, cb), (ns_c, "lo")):
-        netlink.set_link(ns, ifn, state="up")
-    netlink.add_route(str(tb.a.netns), "198.18.1.0/24", gateway=tb.b.underlay4)
-    netlink.add_route(ns_c, "0.0.0.0/0", gateway="198.18.1.1")
-    return "198.18.1.2"
-
-
 def test_ping_counts_a_routed_hop(testbed: Testbed) -> None:
-    far = add_routed_hop(testbed)
+    far = local.add_routed_hop(testbed)
     ep = Endpoints(a4=testbed.a.underlay4, b4=far, mtu=1500, overhead=0)
     out = Ping().run(Context(testbed, ep, duration=1, warmup=0), PingParams(interval=0.1))
     assert out.metrics["ttl"].value == 63 and out.metrics["hops"].value == 1

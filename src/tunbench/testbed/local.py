@@ -95,3 +95,22 @@ def sweep(run_id: str | None = None) -> list[str]:
             netlink.delete_link(link, None)
             removed.append(f"link {link}")
     return removed
+
+
+def add_routed_hop(tb: Testbed) -> str:
+    """A third namespace c behind site b, which forwards: a -> b -> c is one router hop (for
+    hop-count and routed-path checks). Registered in the testbed's ledger; returns c's
+    address."""
+    ns_c = names.netns_name(tb.run_id, "c")
+    netlink.create_netns(ns_c)
+    tb.ledger.netns(ns_c)
+    bc, cb = names.link_name(tb.run_id, "bc"), names.link_name(tb.run_id, "cb")
+    netlink.add_veth(bc, str(tb.b.netns), cb, ns_c)
+    tb.ledger.link(bc, str(tb.b.netns))
+    netlink.add_addr(str(tb.b.netns), bc, "198.18.1.1/24")
+    netlink.add_addr(ns_c, cb, "198.18.1.2/24")
+    for ns, ifn in ((str(tb.b.netns), bc), (ns_c, cb), (ns_c, "lo")):
+        netlink.set_link(ns, ifn, state="up")
+    netlink.add_route(str(tb.a.netns), "198.18.1.0/24", gateway=tb.b.underlay4)
+    netlink.add_route(ns_c, "0.0.0.0/0", gateway="198.18.1.1")
+    return "198.18.1.2"
