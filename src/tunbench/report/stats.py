@@ -24,7 +24,7 @@ from ..rates import rate_mbps
 
 NOISY_CV = 0.10  # default: flag a figure whose coefficient of variation exceeds 10%
 BOUND_NOTE = ("≥ lower bound: the measurement reached its tool's limit on this host (e.g. the "
-              "load generator's top rate passed without loss), not the tunnel's")
+              "load generator's top rate), not the tunnel's")
 LINE_RATE_WORKLOADS = ("line-rate-processes",)
 
 

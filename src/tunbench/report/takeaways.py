@@ -44,14 +44,14 @@ def _bounds_caveat(base: Any, best: Any, pct: float) -> str:
     """What a ratio means when one or both figures are lower bounds (tool limit reached)."""
     b_base, b_best = base.bound == "lower", best.bound == "lower"
     if b_base and b_best:
-        return (" Both figures are lower bounds (the load generator's top rate passed "
-                "without loss on this host): the ratio compares how fast this host can send "
-                "through each, not their loss thresholds.")
+        return (" Both figures are lower bounds (each reached its measuring tool's limit on "
+                "this host, e.g. the load generator's top rate): the ratio compares how fast "
+                "this host can drive traffic through each, not the tunnels' own limits.")
     if b_best:
-        return (f" {best.tunnel}'s figure is a lower bound (the generator's top rate passed): "
-                f"it keeps at least {pct:.1f}%.")
+        return (f" {best.tunnel}'s figure is a lower bound (it reached the measuring tool's "
+                f"limit): it keeps at least {pct:.1f}%.")
     if b_base:
-        return (f" Native's figure is a lower bound (the generator's top rate passed): "
+        return (" Native's figure is a lower bound (it reached the measuring tool's limit): "
                 f"{best.tunnel}'s true share is at most {pct:.1f}%.")
     return ""
 

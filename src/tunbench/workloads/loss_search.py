@@ -81,7 +81,6 @@ def rate_metrics(prefix: str, key: str, pps: float | None, mean_l3: float,
             f"{prefix}_mbps_l2_{key}": Metric(l2, "Mbit/s", bound=bound)}
 
 
-
 def latency_metrics(name: str, t: Any) -> dict[str, Metric]:
     lat = (t.latency_us if t is not None else None) or {}
     return {f"lat_{q}_us_at_{name}": Metric(lat.get(q), "us", False) for q in ("p50", "p99")}
