@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
@@ -239,3 +240,49 @@ def test_loss_search_report_marks_lower_bounds(campaign: Callable[[str], Path],
     assert load.console_errors == [] and load.requests == []
     assert share.text in load.text
     _not_blank(load.screenshot)
+
+
+def test_a_sweep_gets_one_sentence_per_topic(campaign: Callable[[str], Path]) -> None:
+    """Share of native and CPU per Gbit/s over 1, 4 and 16 streams: one sentence each for the
+    whole sweep (not one per stream count), with every count's winner and every tunnel's
+    range of CPU multiples taken from the recorded numbers."""
+    root = campaign("sweep")
+    rep = build.build(root)
+    by: dict[tuple[str, int, str], list[float]] = {}
+    for p in (root / "cases").glob("*.json"):
+        d = json.loads(p.read_text())
+        for m in ("throughput", "cpu_per_gbit"):
+            by.setdefault((d["case"]["tunnel"]["label"],
+                           d["case"]["workload"]["params"]["streams"], m),
+                          []).append(d["metrics"][m]["value"])
+    mean = {k: statistics.fmean(v) for k, v in by.items()}
+    share = [t for t in rep.takeaways if t.topic == "share-of-native"]
+    cpu = [t for t in rep.takeaways if t.topic == "cpu-per-gbit"]
+    assert len(share) == 1 and len(cpu) == 1
+    assert share[0].facts["sweep"] == "streams" and set(share[0].facts["by_value"]) == {1, 4, 16}
+    for n in (1, 4, 16):   # vxlan is the only tunnel: it is each count's best
+        pct = 100 * mean[("vxlan", n, "throughput")] / mean[("native", n, "throughput")]
+        assert f"{n}: vxlan {pct:.1f}%" in share[0].text
+    ratios = [mean[("vxlan", n, "cpu_per_gbit")] / mean[("native", n, "cpu_per_gbit")]
+              for n in (1, 4, 16)]
+    assert f"vxlan {min(ratios):.2f}-{max(ratios):.2f}×" in cpu[0].text
+    page = rep.html.read_text()
+    assert all(html.escape(t.text, quote=True) in page for t in share + cpu)
+
+
+def test_single_runs_are_never_called_indistinguishable(campaign: Callable[[str], Path]) -> None:
+    """The sweep campaign cut to its first repeat: a tunnel that does not peak at the last
+    stream count is described with its numbers and 'significance not tested', never as
+    indistinguishable (one run has no confidence interval)."""
+    root = campaign("sweep")
+    for p in (root / "cases").glob("*.json"):
+        if json.loads(p.read_text())["case"]["repeat"] != 1:
+            p.unlink()
+    rep = build.build(root)
+    scaling = [t for t in rep.takeaways if t.topic == "scaling"]
+    assert scaling
+    for t in scaling:
+        assert "indistinguishable" not in t.text
+        if t.facts["peak_x"] != t.facts["last_x"]:
+            assert t.facts["stops"] is None and "significance not tested" in t.text
+            assert f"{100 * t.facts['last'] / t.facts['peak']:.0f}% of its peak" in t.text

@@ -235,6 +235,12 @@ def scaling(c: Campaign) -> list[Takeaway]:
                 text = (f"{what} keeps scaling up to {last} {sw.param}: {metric} grows from "
                         f"{num(summ[xs[0]].mean)} to {num(summ[last].mean)} {unit}.")
                 facts["stops"] = False
+            elif _single(summ[peak], summ[last]):
+                text = (f"{what} peaks at {peak} {sw.param} ({num(summ[peak].mean)} {unit}) "
+                        f"and is at {num(summ[last].mean)} {unit} at {last} "
+                        f"({100 * summ[last].mean / summ[peak].mean:.0f}% of its peak); one run "
+                        "each: no confidence interval, significance not tested.")
+                facts["stops"] = None
             elif data.overlap(summ[peak], summ[last]):
                 text = (f"{what} levels off after {peak} {sw.param} ({num(summ[peak].mean)} "
                         f"{unit}); at {last} it is indistinguishable "
@@ -304,6 +310,63 @@ def noisy(c: Campaign) -> list[Takeaway]:
                      {"count": len(rows), "total": len(c.rows)})]
 
 
+def _swept(label: str) -> tuple[str, str, int] | None:
+    """('parallel-streams', 'streams', 64) for the scenario label 'parallel-streams streams=64'
+    (one value of a swept parameter, see data._split_sweeps), else None."""
+    base, _, rest = label.partition(" ")
+    param, eq, value = rest.partition("=")
+    return (base, param, int(value)) if eq and value.isdigit() and " " not in rest else None
+
+
+def _merged(topic: str, group: list[tuple[int, Takeaway]], where_txt: str,
+            param: str) -> Takeaway:
+    """One sentence for a topic over every value of a sweep, from the per-value facts."""
+    by_value = {x: t.facts for x, t in sorted(group, key=lambda g: g[0])}
+    single = any("One run each" in t.text or "one run each" in t.text for _, t in group)
+    if topic == "share-of-native":
+        metric = next(iter(by_value.values()))["metric"]
+        items = ", ".join(f"{x}: {f['best']} {f['pct']:.1f}%" for x, f in by_value.items())
+        text = (f"In {where_txt}, the tunnel keeping the highest share of native {metric}, "
+                f"by {param}: {items}.")
+    else:  # cpu-per-gbit: each tunnel's range of multiples of native's CPU per Gbit/s
+        ranges: dict[str, list[float]] = {}
+        for f in by_value.values():
+            for tun, ratio in f["ratios"].items():
+                ranges.setdefault(tun, []).append(ratio)
+        items = ", ".join(f"{tun} {min(r):.2f}-{max(r):.2f}×" for tun, r in
+                          sorted(ranges.items(), key=lambda kv: -max(kv[1])))
+        xs = list(by_value)
+        text = (f"In {where_txt}, CPU per Gbit/s as a multiple of native's over {param} "
+                f"{xs[0]}..{xs[-1]} (lowest-highest): {items}.")
+    if single:
+        text += " One run each: no confidence interval, significance not tested."
+    return Takeaway(topic, text, {"sweep": param, "by_value": by_value})
+
+
+def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
+    """A swept workload (parallel-streams at 1..512 streams) gets one share-of-native and one
+    CPU sentence for the whole sweep instead of one per value; the per-value facts stay."""
+    groups: dict[tuple[str, str, str, int, str], list[tuple[int, Takeaway]]] = {}
+    for t in takes:
+        scen = t.facts.get("scenario")
+        if scen is None or t.topic not in ("share-of-native", "cpu-per-gbit"):
+            continue
+        sw = _swept(scen[0])
+        if sw:
+            groups.setdefault((t.topic, sw[0], sw[1], scen[1], scen[2]), []).append((sw[2], t))
+    out: list[Takeaway] = []
+    done: set[int] = set()
+    for t in takes:
+        key = next((k for k, g in groups.items() if any(m is t for _, m in g)), None)
+        if key is None or len(groups[key]) < 2:
+            out.append(t)
+        elif id(groups[key]) not in done:
+            done.add(id(groups[key]))
+            topic, base, param, mtu, off = key
+            out.append(_merged(topic, groups[key], where(c, (base, mtu, off)), param))
+    return out
+
+
 def compute(c: Campaign) -> list[Takeaway]:
-    return (share_of_native(c) + cpu_per_gbit(c) + jumbo(c) + scaling(c) + latency(c)
-            + noisy(c))
+    return merge_sweeps(c, share_of_native(c) + cpu_per_gbit(c) + jumbo(c) + scaling(c)
+                        + latency(c) + noisy(c))
