@@ -58,3 +58,16 @@ def test_a_lower_bound_in_any_repeat_marks_the_row() -> None:
     assert stats.bound_mark(native) == "≥" and stats.bound_mark(vx) == ""
     entries = stats.summary_json(cases, "x")["entries"]
     assert [e["bound"] for e in entries] == ["lower", None]
+
+
+def test_against_native_a_share_for_throughput_a_multiple_for_costs() -> None:
+    def case(label: str, kind: str, tput: float, cost: float) -> dict:
+        d = _case(label, kind, tput)
+        d["metrics"]["cpu_per_gbit"] = {"value": cost, "unit": "% of a core per Gbit/s",
+                                        "higher_is_better": False}
+        return d
+    cases = [case("native", "native", 1000.0, 8.0), case("wg", "wireguard", 250.0, 424.0)]
+    by = {(r.tunnel, r.metric): r for r in stats.rows(cases)}
+    assert stats.vs_native(by[("wg", "throughput")]) == "25.0%"
+    assert stats.vs_native(by[("wg", "cpu_per_gbit")]) == "53.00×"
+    assert stats.vs_native(by[("native", "cpu_per_gbit")]) == "1.00×"

@@ -176,7 +176,8 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
         label = "cpu_busy avg (min-max)" if m == "cpu_busy" else m
         table.add_column(f"{label}\n({unit})", justify="right")
         if m in pct_cols:
-            table.add_column("% of\nnative", justify="right")
+            hib = next(r.higher_is_better for r in grp if r.metric == m)
+            table.add_column("% of\nnative" if hib else "× native", justify="right")
         if m == "throughput" and line_rate:
             table.add_column("% of\nline rate", justify="right")
     for t in dict.fromkeys(r.tunnel for r in grp):
@@ -185,8 +186,7 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
             r = by.get((t, m))
             cells.append(_cpu_cell(by, t) if m == "cpu_busy" else (_fmt(r) if r else "-"))
             if m in pct_cols:
-                cells.append(f"{r.pct_of_native:.1f}%" if r and r.pct_of_native is not None
-                             else "-")
+                cells.append(stats.vs_native(r) if r else "-")
             if m == "throughput" and line_rate:
                 cells.append(f"{r.pct_of_line_rate:.1f}%" if r and r.pct_of_line_rate
                              is not None else "-")

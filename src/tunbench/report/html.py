@@ -86,10 +86,11 @@ def summary_tables(c: Campaign) -> str:
                "<th>n</th>"]
         for m in metrics:
             unit = next(r.unit for r in rows if r.metric == m)
-            arrow = "↑" if next(r.higher_is_better for r in rows if r.metric == m) else "↓"
+            hib = next(r.higher_is_better for r in rows if r.metric == m)
+            arrow = "↑" if hib else "↓"
             out.append(f"<th>{esc(m)} {arrow}<br><small>{esc(unit)}, mean ± 95% CI</small></th>")
             if m in pct_cols:
-                out.append("<th>% of<br>native</th>")
+                out.append("<th>% of<br>native</th>" if hib else "<th>×<br>native</th>")
         out.append("</tr>")
         for tun in c.tunnels():
             trs = {r.metric: r for r in rows if r.tunnel == tun}
@@ -107,8 +108,7 @@ def summary_tables(c: Campaign) -> str:
                         if r.noisy else "")
                 out.append(f"<td{flag}>{esc(_ci(r))}{' ⚠' if r.noisy else ''}</td>")
                 if m in pct_cols:
-                    pct = f"{r.pct_of_native:.1f}%" if r.pct_of_native is not None else "–"
-                    out.append(f"<td>{pct}</td>")
+                    out.append(f"<td>{esc(stats.vs_native(r))}</td>")
             out.append("</tr>")
         out.append("</table>")
         parts.append("".join(out))
@@ -143,7 +143,8 @@ def _metric_rows_table(c: Campaign, scen: Scenario, rows: list[stats.Row], metri
                 continue
             flag = (f' class=noisy title="noisy: CV {100 * (r.stats.cv or 0):.0f}%"'
                     if r.noisy else "")
-            pct = (f"<br><small>{r.pct_of_native:.1f}% of native</small>"
+            rel = stats.vs_native(r)
+            pct = (f"<br><small>{esc(rel)} {'of ' if rel.endswith('%') else ''}native</small>"
                    if m in pct_cols and r.pct_of_native is not None else "")
             out.append(f"<td{flag}>{esc(_ci(r))}{' ⚠' if r.noisy else ''}{pct}</td>")
         out.append("</tr>")

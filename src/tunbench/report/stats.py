@@ -141,6 +141,17 @@ def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
     return out
 
 
+def vs_native(r: Row) -> str:
+    """A figure against native's in the same campaign: a share for what should be high
+    (throughput: '90.3%'), a multiple for a cost or a delay ('53.0×' native's CPU per Gbit/s,
+    not '5304.0%'); '-' without a native baseline."""
+    if r.pct_of_native is None:
+        return "-"
+    if r.higher_is_better:
+        return f"{r.pct_of_native:.1f}%"
+    return f"{r.pct_of_native / 100:.2f}×"
+
+
 def bound_mark(r: Row) -> str:
     """'≥' before a figure that is a lower bound, else nothing."""
     return "≥" if r.bound == "lower" else ""
