@@ -266,6 +266,8 @@ def test_a_sweep_gets_one_sentence_per_topic(campaign: Callable[[str], Path]) ->
     ratios = [mean[("vxlan", n, "cpu_per_gbit")] / mean[("native", n, "cpu_per_gbit")]
               for n in (1, 4, 16)]
     assert f"vxlan {min(ratios):.2f}-{max(ratios):.2f}×" in cpu[0].text
+    # two repeats per count: the merged sentences do not claim single runs
+    assert not any("One run each" in t.text for t in share + cpu)
     page = rep.html.read_text()
     assert all(html.escape(t.text, quote=True) in page for t in share + cpu)
 

@@ -104,6 +104,8 @@ def share_of_native(c: Campaign) -> list[Takeaway]:
         else:
             text += "; the difference from native is significant (95% CIs do not overlap)."
             facts["distinct_from_native"] = True
+        facts["single"] = _single(best.stats, base.stats) or (
+            len(others) > 1 and _single(best.stats, others[1].stats))
         text += _bounds_caveat(base, best, pct)
         facts["lower_bounds"] = [r.tunnel for r in (base, best) if r.bound == "lower"]
         out.append(Takeaway("share-of-native", text, facts))
@@ -146,6 +148,7 @@ def cpu_per_gbit(c: Campaign) -> list[Takeaway]:
         if single:
             text += " One run each: no confidence interval, significance not tested."
         facts["significant"] = [t for t in facts["ratios"] if t not in same]
+        facts["single"] = single
         out.append(Takeaway("cpu-per-gbit", text, facts))
     return out
 
@@ -322,7 +325,7 @@ def _merged(topic: str, group: list[tuple[int, Takeaway]], where_txt: str,
             param: str) -> Takeaway:
     """One sentence for a topic over every value of a sweep, from the per-value facts."""
     by_value = {x: t.facts for x, t in sorted(group, key=lambda g: g[0])}
-    single = any("One run each" in t.text or "one run each" in t.text for _, t in group)
+    single = any(t.facts.get("single") for _, t in group)
     if topic == "share-of-native":
         metric = next(iter(by_value.values()))["metric"]
         items = ", ".join(f"{x}: {f['best']} {f['pct']:.1f}%" for x, f in by_value.items())
