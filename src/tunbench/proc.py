@@ -169,8 +169,10 @@ def kill_pid(pid: int, starttime: int | None = None, *, grace: float = 3.0) -> b
         while time.monotonic() < deadline:
             _reap(pid)
             if not pid_alive(pid, starttime):
+                _reap(pid)  # a child that died after the reap above is a zombie until now
                 return True
             time.sleep(0.02)
+    _reap(pid)
     return not pid_alive(pid, starttime)
 
 

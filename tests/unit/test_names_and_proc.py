@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tunbench import proc
@@ -50,6 +52,15 @@ def test_spawn_and_stop_by_pid(tmp_path) -> None:
     assert not proc.pid_alive(p.pid, p.starttime)
     # a PID whose start time does not match is not ours: nothing is signalled
     assert proc.kill_pid(1, starttime=-1) is False
+
+
+def test_kill_pid_leaves_no_zombie_of_a_child() -> None:
+    """The ledger stops daemons with kill_pid: a child it killed must be reaped, not left as
+    a zombie whose /proc entry (comm included) still looks like the daemon."""
+    for _ in range(20):
+        p = proc.spawn(["sleep", "30"], label="sleeper")
+        assert proc.kill_pid(p.pid, p.starttime, grace=2.0)
+        assert not Path(f"/proc/{p.pid}").exists()
 
 
 def test_vmlab_host_packages_are_installed_by_make() -> None:
