@@ -87,6 +87,17 @@ class Campaign:
     def workloads(self) -> list[str]:
         return list(dict.fromkeys(r.workload for r in self.rows))
 
+    def sweep_point(self, label: str) -> tuple[str, str, int] | None:
+        """(base workload, parameter, value) when the workload label is one value of a sweep
+        of a single integer parameter ('parallel-streams streams=64'), else None."""
+        for d in self.cases:
+            w = d["case"]["workload"]
+            point = w.get("sweep") or {}
+            if w["name"] == label and len(point) == 1:
+                (param, value), = point.items()
+                return (w["base"], param, value) if isinstance(value, int) else None
+        return None
+
 
 def _is_native_label(c: Campaign, label: str) -> bool:
     return any(tunnel(d) == label and d["case"]["tunnel"]["kind"] == "native" for d in c.cases)
@@ -115,8 +126,10 @@ def _split_sweeps(cases: list[dict[str, Any]]) -> None:
             (d["case"]["workload"].get("params") or {}).get(p)) for d in docs}) > 1]
         for d in docs if varying else ():
             w = d["case"]["workload"]
-            label = wl + " " + " ".join(f"{p}={w['params'][p]}" for p in varying)
-            d["case"] = {**d["case"], "workload": {**w, "name": label, "base": wl}}
+            point = {p: w["params"][p] for p in varying}
+            label = wl + " " + " ".join(f"{p}={v}" for p, v in point.items())
+            d["case"] = {**d["case"], "workload": {**w, "name": label, "base": wl,
+                                                   "sweep": point}}
 
 
 def load(root: Path) -> Campaign:

@@ -66,6 +66,14 @@ def _ci(r: stats.Row) -> str:
     return f"{stats.bound_mark(r)}{num(s.mean)} ± {num(s.ci95_high - s.mean)}"
 
 
+def _value_cell(r: stats.Row, extra: str = "") -> str:
+    """A table cell: mean ± CI (≥ for a lower bound), flagged ⚠ when noisy; `extra` is HTML
+    appended inside the cell."""
+    flag = (f' class=noisy title="noisy: CV {100 * (r.stats.cv or 0):.0f}%"'
+            if r.noisy else "")
+    return f"<td{flag}>{esc(_ci(r))}{' ⚠' if r.noisy else ''}{extra}</td>"
+
+
 def scenario_title(scen: Scenario) -> str:
     wl, mtu, off = scen
     return f"{wl} — underlay MTU {mtu}" + ("" if off == "default" else f" — offloads {off}")
@@ -104,9 +112,7 @@ def summary_tables(c: Campaign) -> str:
                 if r is None:
                     out.append("<td>–</td>" + ("<td>–</td>" if m in pct_cols else ""))
                     continue
-                flag = (f' class=noisy title="noisy: CV {100 * (r.stats.cv or 0):.0f}%"'
-                        if r.noisy else "")
-                out.append(f"<td{flag}>{esc(_ci(r))}{' ⚠' if r.noisy else ''}</td>")
+                out.append(_value_cell(r))
                 if m in pct_cols:
                     out.append(f"<td>{esc(stats.vs_native(r))}</td>")
             out.append("</tr>")
@@ -141,12 +147,10 @@ def _metric_rows_table(c: Campaign, scen: Scenario, rows: list[stats.Row], metri
             if r is None:
                 out.append("<td>–</td>")
                 continue
-            flag = (f' class=noisy title="noisy: CV {100 * (r.stats.cv or 0):.0f}%"'
-                    if r.noisy else "")
             rel = stats.vs_native(r)
             pct = (f"<br><small>{esc(rel)} {'of ' if rel.endswith('%') else ''}native</small>"
                    if m in pct_cols and r.pct_of_native is not None else "")
-            out.append(f"<td{flag}>{esc(_ci(r))}{' ⚠' if r.noisy else ''}{pct}</td>")
+            out.append(_value_cell(r, pct))
         out.append("</tr>")
     out.append("</table>")
     return "".join(out)

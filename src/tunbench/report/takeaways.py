@@ -313,14 +313,6 @@ def noisy(c: Campaign) -> list[Takeaway]:
                      {"count": len(rows), "total": len(c.rows)})]
 
 
-def _swept(label: str) -> tuple[str, str, int] | None:
-    """('parallel-streams', 'streams', 64) for the scenario label 'parallel-streams streams=64'
-    (one value of a swept parameter, see data._split_sweeps), else None."""
-    base, _, rest = label.partition(" ")
-    param, eq, value = rest.partition("=")
-    return (base, param, int(value)) if eq and value.isdigit() and " " not in rest else None
-
-
 def _merged(topic: str, group: list[tuple[int, Takeaway]], where_txt: str,
             param: str) -> Takeaway:
     """One sentence for a topic over every value of a sweep, from the per-value facts."""
@@ -349,24 +341,26 @@ def _merged(topic: str, group: list[tuple[int, Takeaway]], where_txt: str,
 def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
     """A swept workload (parallel-streams at 1..512 streams) gets one share-of-native and one
     CPU sentence for the whole sweep instead of one per value; the per-value facts stay."""
-    groups: dict[tuple[str, str, str, int, str], list[tuple[int, Takeaway]]] = {}
+    Key = tuple[str, str, str, int, str]   # topic, base workload, parameter, MTU, offloads
+    groups: dict[Key, list[tuple[int, Takeaway]]] = {}
+    key_of: dict[int, Key] = {}
     for t in takes:
         scen = t.facts.get("scenario")
         if scen is None or t.topic not in ("share-of-native", "cpu-per-gbit"):
             continue
-        sw = _swept(scen[0])
-        if sw:
-            groups.setdefault((t.topic, sw[0], sw[1], scen[1], scen[2]), []).append((sw[2], t))
+        point = c.sweep_point(scen[0])
+        if point:
+            k: Key = (t.topic, point[0], point[1], scen[1], scen[2])
+            groups.setdefault(k, []).append((point[2], t))
+            key_of[id(t)] = k
     out: list[Takeaway] = []
-    done: set[int] = set()
     for t in takes:
-        key = next((k for k, g in groups.items() if any(m is t for _, m in g)), None)
-        if key is None or len(groups[key]) < 2:
+        found = key_of.get(id(t))
+        if found is None or len(groups[found]) < 2:
             out.append(t)
-        elif id(groups[key]) not in done:
-            done.add(id(groups[key]))
-            topic, base, param, mtu, off = key
-            out.append(_merged(topic, groups[key], where(c, (base, mtu, off)), param))
+        elif groups[found][0][1] is t:   # the sweep's sentence stands where its first value was
+            topic, base, param, mtu, off = found
+            out.append(_merged(topic, groups[found], where(c, (base, mtu, off)), param))
     return out
 
 

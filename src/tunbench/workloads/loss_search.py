@@ -15,7 +15,7 @@ from ..capabilities import Missing
 from ..errors import SpecError
 from . import loadgen
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
-from .search import SearchResult, mlr_search, rfc2544_search
+from .search import GENERATOR_MARGIN, SearchResult, mlr_search, rfc2544_search
 
 L2_EXTRA = 18      # Ethernet header + FCS per packet (loadgen's *_l2 accounting)
 
@@ -202,7 +202,8 @@ class LossSearch(Workload):
         at_max = [name for name, res in searches.items() if res.at_upper_bound]
         if at_max:
             out.notes.append(f"size {key}: {', '.join(at_max)} reached the upper bound "
-                             f"{max_pps:.0f} pps (within 2%): limited by the generator/host, "
+                             f"{max_pps:.0f} pps (within {GENERATOR_MARGIN:.0%}): limited by "
+                             "the generator/host, "
                              "not the tunnel; their figures are lower bounds")
         raw["at_upper_bound"] = at_max
         raw["latency_base"] = {"name": ndr_base[0], "pps": ndr_base[1],
