@@ -156,9 +156,12 @@ def kill_pid(pid: int, starttime: int | None = None, *, grace: float = 3.0) -> b
     """SIGTERM then SIGKILL one process we started, identified by PID and start time.
 
     Returns True if the process was ours and is gone now; False if it was already gone or the
-    PID now belongs to someone else (then nothing is signalled).
+    PID now belongs to someone else (then nothing is signalled). A child of ours that is gone
+    is reaped either way, so no zombie of it is left.
     """
     if not pid_alive(pid, starttime):
+        if starttime is None or proc_starttime(pid) in (None, starttime):
+            _collect(pid)  # it exited on its own: collect it (never another process's status)
         return False
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
         try:
@@ -169,11 +172,13 @@ def kill_pid(pid: int, starttime: int | None = None, *, grace: float = 3.0) -> b
         while time.monotonic() < deadline:
             _reap(pid)
             if not pid_alive(pid, starttime):
-                _reap(pid)  # a child that died after the reap above is a zombie until now
+                _collect(pid)  # a child that died after the reap above is a zombie until now
                 return True
             time.sleep(0.02)
-    _reap(pid)
-    return not pid_alive(pid, starttime)
+    gone = not pid_alive(pid, starttime)
+    if gone:
+        _collect(pid)
+    return gone
 
 
 def _reap(pid: int) -> None:
@@ -181,6 +186,21 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+def _collect(pid: int, timeout: float = 2.0) -> None:
+    """Reap a child of ours that is dead. A multi-threaded one (ovs-vswitchd) shows as a zombie
+    while its other threads still exit and can be reaped only after them, so poll briefly."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:
+            return   # not our child, or reaped already
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.005)
 
 
 @dataclass

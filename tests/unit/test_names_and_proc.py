@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,13 @@ def test_kill_pid_leaves_no_zombie_of_a_child() -> None:
         p = proc.spawn(["sleep", "30"], label="sleeper")
         assert proc.kill_pid(p.pid, p.starttime, grace=2.0)
         assert not Path(f"/proc/{p.pid}").exists()
+    # a child that exited on its own before teardown (a daemon that died) is reaped too
+    p = proc.spawn(["true"], label="quitter")
+    while proc.pid_alive(p.pid, p.starttime):
+        time.sleep(0.01)
+    assert Path(f"/proc/{p.pid}").exists()   # a zombie now
+    assert proc.kill_pid(p.pid, p.starttime) is False
+    assert not Path(f"/proc/{p.pid}").exists()
 
 
 def test_vmlab_host_packages_are_installed_by_make() -> None:
