@@ -2,6 +2,8 @@
 //! See README.md for the CLI, JSON schema, wire format and methodology.
 #![recursion_limit = "256"]
 
+mod acct;
+mod capture;
 mod hist;
 mod mix;
 mod proto;
@@ -38,10 +40,12 @@ usage:
   tunbench-loadgen recv --bind ADDR --port P [--ports-count K] [--timeout-idle SECS]
                         [--max-seconds S] [--drain-ms MS] [--batch B] [--rcvbuf BYTES]
                         [--clock monotonic|realtime] [--per-flow] [--busy-poll-us US] [--idle-sleep-us US] [--cpu N]
+                        [--capture [--ring-mb MB]]
   tunbench-loadgen send --dst ADDR --port P [--ports-count K] [--src ADDR] [--src-port BASE]
                         [--flows N] [--size BYTES | --imix simple | --mix SIZE:WEIGHT,... | --genome LETTERS]
                         [--rate-pps R | --rate-bps R] [--duration SECS] [--batch B] [--seed S]
                         [--clock monotonic|realtime] [--sndbuf BYTES] [--end-rounds N] [--end-gap-ms MS] [--cpu N] [--gso]
+                        [--threads N [--cpus C0,C1,...]]
   sizes are IP total lengths; rates accept k/M/G suffixes (decimal); bps counts L3 bytes";
 
 /// Minimal `--key value` / `--key=value` parser.
@@ -49,7 +53,7 @@ struct Args {
     items: Vec<(String, Option<String>)>,
 }
 
-const FLAGS: &[&str] = &["--per-flow", "--gso", "--help", "-h"];
+const FLAGS: &[&str] = &["--per-flow", "--gso", "--capture", "--help", "-h"];
 
 impl Args {
     fn parse(raw: &[String]) -> Result<Args, CliError> {
@@ -174,6 +178,17 @@ fn apply_cpu(a: &Args) -> Result<(), CliError> {
     Ok(())
 }
 
+fn parse_cpus(a: &Args) -> Result<Vec<usize>, CliError> {
+    match a.get("--cpus") {
+        None => Ok(Vec::new()),
+        Some(v) => v
+            .split(',')
+            .map(|c| c.trim().parse::<usize>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| CliError::new(format!("invalid --cpus '{v}'"), "--cpus takes CPU numbers like 0,1")),
+    }
+}
+
 fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
     a.check_known(&[
         "--dst",
@@ -197,6 +212,8 @@ fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
         "--end-gap-ms",
         "--cpu",
         "--gso",
+        "--threads",
+        "--cpus",
     ])?;
     apply_cpu(a)?;
     let dst: IpAddr = a.required("--dst", "an IPv4 or IPv6 address")?;
@@ -259,7 +276,12 @@ fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
         end_rounds: a.parse_or::<u32>("--end-rounds", 3, "a count 0-10")?.min(10),
         end_gap_ms: a.parse_or("--end-gap-ms", 20, "milliseconds")?,
         gso: a.has("--gso"),
+        threads: a.parse_or("--threads", 1, "a count 1-64")?,
+        cpus: parse_cpus(a)?,
     };
+    if !(1..=64).contains(&cfg.threads) {
+        return Err(CliError::new(format!("invalid --threads {}", cfg.threads), "use 1..64"));
+    }
     send::run(&cfg)
 }
 
@@ -278,6 +300,8 @@ fn cmd_recv(a: &Args) -> Result<serde_json::Value, CliError> {
         "--idle-sleep-us",
         "--cpu",
         "--per-flow",
+        "--capture",
+        "--ring-mb",
     ])?;
     apply_cpu(a)?;
     let bind: IpAddr = a.required("--bind", "an IPv4 or IPv6 address (0.0.0.0 / :: for any)")?;
@@ -306,6 +330,8 @@ fn cmd_recv(a: &Args) -> Result<serde_json::Value, CliError> {
         per_flow: a.has("--per-flow"),
         busy_poll_us: a.parse_or("--busy-poll-us", 0, "microseconds")?,
         idle_sleep_us: a.parse_or("--idle-sleep-us", 200, "microseconds")?,
+        capture: a.has("--capture"),
+        ring_mb: a.parse_or("--ring-mb", 64, "MiB 1-1024")?,
     };
     recv::run(&cfg)
 }

@@ -43,6 +43,10 @@ pub struct SendCfg {
     pub end_rounds: u32,
     pub end_gap_ms: u64,
     pub gso: bool,
+    /// sender threads; flows (sockets) are dealt out round-robin
+    pub threads: usize,
+    /// CPUs to pin thread i to (cpus[i % len]); empty = no pinning
+    pub cpus: Vec<usize>,
 }
 
 /// Per-packet L3 overhead of IP + UDP headers for the family.
@@ -51,7 +55,8 @@ pub fn l3_overhead(v6: bool) -> u32 {
 }
 
 struct Flow {
-    sock: usize,
+    index: u32, // global flow number (END packets carry it)
+    sock: usize, // index into its worker's sockets
     dst: SocketAddr,
     dst_ss: libc::sockaddr_storage,
     dst_len: libc::socklen_t,
@@ -128,7 +133,9 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
     } else {
         IpAddr::V4(Ipv4Addr::UNSPECIFIED)
     });
-    let mut socks: Vec<Sock> = Vec::with_capacity(nsock);
+    // socket s carries flows s*k .. s*k+k-1; thread t owns sockets t, t+T, ...
+    let nthreads = cfg.threads.clamp(1, nsock.min(64));
+    let mut parts: Vec<(Vec<Sock>, Vec<Flow>)> = (0..nthreads).map(|_| (Vec::new(), Vec::new())).collect();
     for s in 0..nsock {
         let port = cfg.src_port.map(|b| b + s as u16).unwrap_or(0);
         let addr = SocketAddr::new(bind_ip, port);
@@ -139,37 +146,237 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
             )
         })?;
         sys::set_buf(sock.as_raw_fd(), false, cfg.sndbuf);
-        socks.push(Sock {
+        let (socks, flows) = &mut parts[s % nthreads];
+        let mut sk = Sock {
             sock,
             flows: Vec::new(),
             rr: 0,
             connected: false,
-        });
-    }
-    let mut flows: Vec<Flow> = Vec::with_capacity(n as usize);
-    for f in 0..n {
-        let s = (f / k) as usize;
-        let dst = SocketAddr::new(cfg.dst, cfg.port + (f % k) as u16);
-        let (dst_ss, dst_len) = sys::to_sockaddr(&dst);
-        socks[s].flows.push(f as usize);
-        flows.push(Flow {
-            sock: s,
-            dst,
-            dst_ss,
-            dst_len,
-            next_seq: 0,
-            sent: 0,
-        });
-    }
-    for s in socks.iter_mut() {
-        if s.flows.len() == 1 {
+        };
+        for f in (s as u32 * k)..((s as u32 + 1) * k).min(n) {
+            let dst = SocketAddr::new(cfg.dst, cfg.port + (f % k) as u16);
+            let (dst_ss, dst_len) = sys::to_sockaddr(&dst);
+            sk.flows.push(flows.len());
+            flows.push(Flow {
+                index: f,
+                sock: socks.len(),
+                dst,
+                dst_ss,
+                dst_len,
+                next_seq: 0,
+                sent: 0,
+            });
+        }
+        if sk.flows.len() == 1 {
             // a connected socket skips the per-packet route lookup
-            let d = flows[s.flows[0]].dst;
-            s.connected = s.sock.connect(d).is_ok();
+            sk.connected = sk.sock.connect(flows[sk.flows[0]].dst).is_ok();
+        }
+        socks.push(sk);
+    }
+    let mut src_ports: Vec<u16> = vec![0; nsock];
+    for (t, (socks, _)) in parts.iter().enumerate() {
+        for (j, sk) in socks.iter().enumerate() {
+            src_ports[t + j * nthreads] = sk.sock.local_addr().map(|a| a.port()).unwrap_or(0);
         }
     }
-    let src_ports: Vec<u16> = socks.iter().map(|s| s.sock.local_addr().map(|a| a.port()).unwrap_or(0)).collect();
 
+    // --- data phase: one worker per thread, each with its share of the rate --
+    let mean = cfg.mix.mean_size();
+    sys::set_min_timer_slack();
+    let start_clock_ns = sys::now_ns(cfg.clock);
+    let t0 = sys::mono_ns() + if nthreads > 1 { 2_000_000 } else { 0 };
+    let outs: Vec<WorkerOut> = if nthreads == 1 {
+        let (socks, flows) = parts.pop().unwrap();
+        vec![worker(cfg, socks, flows, 1.0, cfg.seed, t0)]
+    } else {
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = parts
+                .into_iter()
+                .enumerate()
+                .map(|(t, (socks, flows))| {
+                    let share = flows.len() as f64 / n as f64;
+                    let seed = cfg.seed.wrapping_add(t as u64 * 0x9e37_79b9_7f4a_7c15);
+                    let cpu = cfg.cpus.get(t % cfg.cpus.len().max(1)).copied();
+                    sc.spawn(move || {
+                        if let Some(c) = cpu {
+                            let _ = sys::pin_cpu(c);
+                        }
+                        worker(cfg, socks, flows, share, seed, t0)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("sender thread panicked")).collect()
+        })
+    };
+    let interrupted = sys::stop_requested();
+    let t_stop = outs.iter().map(|o| o.t_stop).max().unwrap_or(t0);
+    let end_clock_ns = sys::now_ns(cfg.clock);
+    let elapsed = (t_stop.saturating_sub(t0)) as f64 / 1e9;
+    let mut size_counts = vec![0u64; 65536 + 64];
+    let (mut sent_packets, mut sent_bytes_l3, mut send_errors, mut batches) = (0u64, 0u64, 0u64, 0u64);
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let mut seq_exhausted = false;
+    let mut eff_batch = 0usize;
+    let mut flows: Vec<(Flow, usize)> = Vec::with_capacity(n as usize); // (flow, owner)
+    let mut socks: Vec<Vec<Sock>> = Vec::with_capacity(outs.len());
+    for (t, o) in outs.into_iter().enumerate() {
+        for (i, c) in o.size_counts.iter().enumerate() {
+            size_counts[i] += c;
+        }
+        sent_packets += o.sent_packets;
+        sent_bytes_l3 += o.sent_bytes_l3;
+        send_errors += o.send_errors;
+        batches += o.batches;
+        seq_exhausted |= o.seq_exhausted;
+        eff_batch = eff_batch.max(o.eff_batch);
+        for (k_, v) in o.errors {
+            *errors.entry(k_).or_default() += v;
+        }
+        flows.extend(o.flows.into_iter().map(|f| (f, t)));
+        socks.push(o.socks);
+    }
+    flows.sort_by_key(|(f, _)| f.index);
+
+    // --- END packets -------------------------------------------------------
+    let session = Rng::new(t0 ^ (std::process::id() as u64) << 32).next_u64();
+    let mut end_sent = 0u64;
+    let mut end_errors = 0u64;
+    let mut endbuf = [0u8; proto::END_LEN];
+    for round in 0..cfg.end_rounds {
+        for (fl, owner) in flows.iter() {
+            let info = EndInfo {
+                session,
+                flow_index: fl.index,
+                flows: n,
+                flow_sent: fl.sent,
+                total_sent: sent_packets,
+                clock: cfg.clock.code(),
+                round: round as u8,
+            };
+            proto::encode_end(&mut endbuf, sys::now_ns(cfg.clock), &info);
+            let fd = socks[*owner][fl.sock].sock.as_raw_fd();
+            // SAFETY: valid buffer and sockaddr.
+            let r = unsafe {
+                libc::sendto(
+                    fd,
+                    endbuf.as_ptr() as *const libc::c_void,
+                    endbuf.len(),
+                    0,
+                    &fl.dst_ss as *const _ as *const libc::sockaddr,
+                    fl.dst_len,
+                )
+            };
+            if r < 0 { end_errors += 1 } else { end_sent += 1 }
+        }
+        if round + 1 < cfg.end_rounds {
+            // growing gaps (g, 2g, 4g, ...): a receive queue that is full at
+            // the end of the data has time to drain before the next round
+            std::thread::sleep(std::time::Duration::from_millis(cfg.end_gap_ms << round.min(4)));
+        }
+    }
+
+    // --- report ------------------------------------------------------------
+    let mut per_size: BTreeMap<u32, u64> = BTreeMap::new();
+    for (sz, &c) in size_counts.iter().enumerate() {
+        if c > 0 {
+            per_size.insert(sz as u32, c);
+        }
+    }
+    let achieved_pps = if elapsed > 0.0 { sent_packets as f64 / elapsed } else { 0.0 };
+    let achieved_bps_l3 = if elapsed > 0.0 { sent_bytes_l3 as f64 * 8.0 / elapsed } else { 0.0 };
+    let l2 = sent_bytes_l3 + 18 * sent_packets;
+    let wire = sent_bytes_l3 + 38 * sent_packets;
+    let (target_pps, target_bps) = match cfg.rate {
+        Rate::Unpaced => (None, None),
+        Rate::Pps(r) => (Some(r), Some(r * mean * 8.0)),
+        Rate::BpsL3(b) => (Some(b / (8.0 * mean)), Some(b)),
+    };
+    let sender_limited = match cfg.rate {
+        Rate::Unpaced => None,
+        Rate::Pps(r) => Some(achieved_pps < 0.98 * r),
+        Rate::BpsL3(b) => Some(achieved_bps_l3 < 0.98 * b),
+    };
+    let mix_json = json!({
+        "kind": cfg.mix.kind,
+        "spec": cfg.mix.spec,
+        "weights": cfg.mix.weights.iter().map(|&(s, w)| json!({"size": s, "weight": w})).collect::<Vec<_>>(),
+        "cycle_len": cfg.mix.cycle.len(),
+        "shuffled": cfg.mix.shuffle,
+        "mean_size_l3": mean,
+    });
+    Ok(json!({
+        "tool": "tunbench-loadgen",
+        "role": "send",
+        "schema_version": 1,
+        "dst": cfg.dst.to_string(),
+        "port": cfg.port,
+        "ports_count": k,
+        "src": cfg.src.map(|s| s.to_string()),
+        "src_ports": src_ports,
+        "family": if v6 { "ipv6" } else { "ipv4" },
+        "flows": n,
+        "sockets": nsock,
+        "mix": mix_json,
+        "seed": cfg.seed,
+        "clock": cfg.clock.name(),
+        "rate_mode": match cfg.rate { Rate::Unpaced => "unpaced", Rate::Pps(_) => "pps", Rate::BpsL3(_) => "bps" },
+        "rate_basis": "l3",
+        "target_pps": target_pps,
+        "target_bps_l3": target_bps,
+        "batch": cfg.batch.clamp(1, 1024),
+        "effective_batch": eff_batch,
+        "batches": batches,
+        "gso": cfg.gso,
+        "duration_target_s": cfg.duration_s,
+        "duration_s": elapsed,
+        "start_ns": start_clock_ns,
+        "end_ns": end_clock_ns,
+        "sent_packets": sent_packets,
+        "sent_bytes_l3": sent_bytes_l3,
+        "sent_bytes_udp_payload": sent_bytes_l3 - ovh as u64 * sent_packets,
+        "sent_bytes_l2": l2,
+        "sent_bytes_wire": wire,
+        "achieved_pps": achieved_pps,
+        "achieved_bps_l3": achieved_bps_l3,
+        "achieved_bps_l2": if elapsed > 0.0 { l2 as f64 * 8.0 / elapsed } else { 0.0 },
+        "achieved_bps_wire": if elapsed > 0.0 { wire as f64 * 8.0 / elapsed } else { 0.0 },
+        "sender_limited": sender_limited,
+        "per_size_sent": per_size.iter().map(|(s, c)| (s.to_string(), json!(c))).collect::<serde_json::Map<_, _>>(),
+        "per_flow_sent": flows.iter().map(|(f, _)| f.sent).collect::<Vec<_>>(),
+        "threads": nthreads,
+        "send_errors": send_errors,
+        "send_errors_by_errno": errors,
+        "end_session": format!("{session:016x}"),
+        "end_packets_sent": end_sent,
+        "end_send_errors": end_errors,
+        "seq_exhausted": seq_exhausted,
+        "cpu_user_s": sys::cpu_times().0,
+        "cpu_sys_s": sys::cpu_times().1,
+        "interrupted": interrupted,
+        "stop_signal": sys::stop_signal_name(),
+    }))
+}
+
+/// What one sender thread did (its sockets are kept for the END packets).
+struct WorkerOut {
+    t_stop: u64,
+    socks: Vec<Sock>,
+    flows: Vec<Flow>,
+    size_counts: Vec<u64>,
+    sent_packets: u64,
+    sent_bytes_l3: u64,
+    errors: BTreeMap<String, u64>,
+    send_errors: u64,
+    seq_exhausted: bool,
+    batches: u64,
+    eff_batch: usize,
+}
+
+/// The data phase of one thread: its sockets and flows, `share` of the
+/// configured rate, from the common start time `t0` to t0 + duration.
+fn worker(cfg: &SendCfg, mut socks: Vec<Sock>, mut flows: Vec<Flow>, share: f64, seed: u64, t0: u64) -> WorkerOut {
+    let v6 = cfg.dst.is_ipv6();
+    let ovh = l3_overhead(v6);
     // --- buffers -----------------------------------------------------------
     let batch = cfg.batch.clamp(1, 1024);
     let slot = (cfg.mix.max_size() - ovh) as usize;
@@ -187,8 +394,7 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
     let mut msg_size: Vec<u32> = vec![0; batch];
     let mut msg_segs: Vec<u32> = vec![0; batch];
 
-    let mut sizes = SizeSeq::new(&cfg.mix, cfg.seed);
-    let mut per_size: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut sizes = SizeSeq::new(&cfg.mix, seed);
     let mut size_counts = vec![0u64; 65536 + 64];
     let mut sent_packets: u64 = 0;
     let mut sent_bytes_l3: u64 = 0;
@@ -200,8 +406,8 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
     let mean = cfg.mix.mean_size();
     let (rate_cost, pps_est) = match cfg.rate {
         Rate::Unpaced => (0.0, f64::INFINITY),
-        Rate::Pps(r) => (r, r),
-        Rate::BpsL3(b) => (b, b / (8.0 * mean)),
+        Rate::Pps(r) => (r * share, r * share),
+        Rate::BpsL3(b) => (b * share, b * share / (8.0 * mean)),
     };
     let paced = cfg.rate != Rate::Unpaced;
     // aim for ~100 us between batches when paced, but never more than --batch
@@ -213,8 +419,8 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
     let dur_ns = (cfg.duration_s * 1e9) as u64;
 
     sys::set_min_timer_slack();
-    let start_clock_ns = sys::now_ns(cfg.clock);
-    let t0 = sys::mono_ns();
+    // all workers start together at t0 (a few ms ahead when there are several)
+    sys::sleep_until_mono(t0);
     let t_end = t0 + dur_ns;
     let mut cum_cost: f64 = 0.0; // packets (pps) or L3 bits (bps) scheduled so far
     let mut sock_rr = 0usize;
@@ -383,131 +589,24 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
         }
     }
     // paced runs end at the scheduled end time, not at the last batch
-    let interrupted = sys::stop_requested();
-    if paced && !interrupted && !seq_exhausted {
+    if paced && !sys::stop_requested() && !seq_exhausted {
         let now = sys::mono_ns();
         if now < t_end {
             sys::sleep_until_mono(t_end);
         }
     }
-    let t_stop = sys::mono_ns();
-    let end_clock_ns = sys::now_ns(cfg.clock);
-    let elapsed = (t_stop - t0) as f64 / 1e9;
-
-    // --- END packets -------------------------------------------------------
-    let session = Rng::new(t0 ^ (std::process::id() as u64) << 32).next_u64();
-    let mut end_sent = 0u64;
-    let mut end_errors = 0u64;
-    let mut endbuf = [0u8; proto::END_LEN];
-    for round in 0..cfg.end_rounds {
-        for (fi, fl) in flows.iter().enumerate() {
-            let info = EndInfo {
-                session,
-                flow_index: fi as u32,
-                flows: n,
-                flow_sent: fl.sent,
-                total_sent: sent_packets,
-                clock: cfg.clock.code(),
-                round: round as u8,
-            };
-            proto::encode_end(&mut endbuf, sys::now_ns(cfg.clock), &info);
-            let fd = socks[fl.sock].sock.as_raw_fd();
-            // SAFETY: valid buffer and sockaddr.
-            let r = unsafe {
-                libc::sendto(
-                    fd,
-                    endbuf.as_ptr() as *const libc::c_void,
-                    endbuf.len(),
-                    0,
-                    &fl.dst_ss as *const _ as *const libc::sockaddr,
-                    fl.dst_len,
-                )
-            };
-            if r < 0 { end_errors += 1 } else { end_sent += 1 }
-        }
-        if round + 1 < cfg.end_rounds {
-            // growing gaps (g, 2g, 4g, ...): a receive queue that is full at
-            // the end of the data has time to drain before the next round
-            std::thread::sleep(std::time::Duration::from_millis(cfg.end_gap_ms << round.min(4)));
-        }
+    WorkerOut {
+        t_stop: sys::mono_ns(),
+        socks,
+        flows,
+        size_counts,
+        sent_packets,
+        sent_bytes_l3,
+        errors,
+        send_errors,
+        seq_exhausted,
+        batches,
+        eff_batch,
     }
-
-    // --- report ------------------------------------------------------------
-    for (s, &c) in size_counts.iter().enumerate() {
-        if c > 0 {
-            per_size.insert(s as u32, c);
-        }
-    }
-    let achieved_pps = if elapsed > 0.0 { sent_packets as f64 / elapsed } else { 0.0 };
-    let achieved_bps_l3 = if elapsed > 0.0 { sent_bytes_l3 as f64 * 8.0 / elapsed } else { 0.0 };
-    let l2 = sent_bytes_l3 + 18 * sent_packets;
-    let wire = sent_bytes_l3 + 38 * sent_packets;
-    let (target_pps, target_bps) = match cfg.rate {
-        Rate::Unpaced => (None, None),
-        Rate::Pps(r) => (Some(r), Some(r * mean * 8.0)),
-        Rate::BpsL3(b) => (Some(b / (8.0 * mean)), Some(b)),
-    };
-    let sender_limited = match cfg.rate {
-        Rate::Unpaced => None,
-        Rate::Pps(r) => Some(achieved_pps < 0.98 * r),
-        Rate::BpsL3(b) => Some(achieved_bps_l3 < 0.98 * b),
-    };
-    let mix_json = json!({
-        "kind": cfg.mix.kind,
-        "spec": cfg.mix.spec,
-        "weights": cfg.mix.weights.iter().map(|&(s, w)| json!({"size": s, "weight": w})).collect::<Vec<_>>(),
-        "cycle_len": cfg.mix.cycle.len(),
-        "shuffled": cfg.mix.shuffle,
-        "mean_size_l3": mean,
-    });
-    Ok(json!({
-        "tool": "tunbench-loadgen",
-        "role": "send",
-        "schema_version": 1,
-        "dst": cfg.dst.to_string(),
-        "port": cfg.port,
-        "ports_count": k,
-        "src": cfg.src.map(|s| s.to_string()),
-        "src_ports": src_ports,
-        "family": if v6 { "ipv6" } else { "ipv4" },
-        "flows": n,
-        "sockets": nsock,
-        "mix": mix_json,
-        "seed": cfg.seed,
-        "clock": cfg.clock.name(),
-        "rate_mode": match cfg.rate { Rate::Unpaced => "unpaced", Rate::Pps(_) => "pps", Rate::BpsL3(_) => "bps" },
-        "rate_basis": "l3",
-        "target_pps": target_pps,
-        "target_bps_l3": target_bps,
-        "batch": batch,
-        "effective_batch": eff_batch,
-        "batches": batches,
-        "gso": cfg.gso,
-        "duration_target_s": cfg.duration_s,
-        "duration_s": elapsed,
-        "start_ns": start_clock_ns,
-        "end_ns": end_clock_ns,
-        "sent_packets": sent_packets,
-        "sent_bytes_l3": sent_bytes_l3,
-        "sent_bytes_udp_payload": sent_bytes_l3 - ovh as u64 * sent_packets,
-        "sent_bytes_l2": l2,
-        "sent_bytes_wire": wire,
-        "achieved_pps": achieved_pps,
-        "achieved_bps_l3": achieved_bps_l3,
-        "achieved_bps_l2": if elapsed > 0.0 { l2 as f64 * 8.0 / elapsed } else { 0.0 },
-        "achieved_bps_wire": if elapsed > 0.0 { wire as f64 * 8.0 / elapsed } else { 0.0 },
-        "sender_limited": sender_limited,
-        "per_size_sent": per_size.iter().map(|(s, c)| (s.to_string(), json!(c))).collect::<serde_json::Map<_, _>>(),
-        "per_flow_sent": flows.iter().map(|f| f.sent).collect::<Vec<_>>(),
-        "send_errors": send_errors,
-        "send_errors_by_errno": errors,
-        "end_session": format!("{session:016x}"),
-        "end_packets_sent": end_sent,
-        "end_send_errors": end_errors,
-        "seq_exhausted": seq_exhausted,
-        "cpu_user_s": sys::cpu_times().0,
-        "cpu_sys_s": sys::cpu_times().1,
-        "interrupted": interrupted,
-        "stop_signal": sys::stop_signal_name(),
-    }))
 }
+

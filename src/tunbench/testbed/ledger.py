@@ -97,6 +97,13 @@ def _undo_path(e: dict[str, Any]) -> None:
         p.unlink(missing_ok=True)
 
 
+@register_undo("bpfdrop")
+def _undo_bpfdrop(e: dict[str, Any]) -> None:
+    """A tc ingress drop filter of the capture receiver (testbed/bpfdrop.py)."""
+    from . import bpfdrop
+    bpfdrop.detach(e)
+
+
 @register_undo("command")
 def _undo_command(e: dict[str, Any]) -> None:
     """An argv that undoes something (e.g. `ip route del ...`); failure is reported."""

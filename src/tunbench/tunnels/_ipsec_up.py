@@ -171,7 +171,7 @@ def up(drv: Ipsec, tb: Testbed, p: IpsecParams, impl: str) -> Endpoints:
         a4, b4, a6, b6 = _inner_addrs(0)
     return Endpoints(
         a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=drv.overhead(p, p.underlay, tb.underlay_mtu),
-        a_ifname=devices["a"][0], b_ifname=devices["b"][0],
+        a_ifname=devices["a"][0], b_ifname=devices["b"][0], rx_ifnames=tuple(devices["b"]),
         datapath_pids={k: v for k, v in pids.items() if v and impl == "libipsec"},
         info=_info(p, impl, devices, charons))
 

@@ -74,5 +74,5 @@ def link_pair(tb: Testbed, kind: str, suffix: str, *, mtu: int, overhead: int,
         address_and_up(site, ifname, mtu, my4 if has4 else None, my6 if has6 else None)
     return Endpoints(a4=a4 if has4 else "", b4=b4 if has4 else "",
                      a6=a6 if has6 else None, b6=b6 if has6 else None, mtu=mtu,
-                     overhead=overhead, a_ifname=ifname, b_ifname=ifname,
+                     overhead=overhead, a_ifname=ifname, b_ifname=ifname, rx_ifnames=(ifname,),
                      info={**(info or {}), "created_with": "pyroute2"})

@@ -63,6 +63,10 @@ class Endpoints:
     b6: str | None = None
     a_ifname: str | None = None      # device carrying inner traffic in site a (counters, ethtool)
     b_ifname: str | None = None
+    # devices in site b on which decapsulated inner packets are *received* (a capture receiver
+    # counts there, a tc filter drops there); empty when inner packets reach the stack without
+    # a device receive (SRv6 End.DX4/DT6, transport-mode ESP): loss-search then uses sockets
+    rx_ifnames: tuple[str, ...] = ()
     relay: bool = False              # a stream relay (e.g. SSH -L), not a packet tunnel
     relay_ports: tuple[int, ...] = ()  # TCP ports a relay carries (only with relay=True)
     datapath_pids: dict[str, list[int]] = field(default_factory=dict)  # site -> daemon PIDs

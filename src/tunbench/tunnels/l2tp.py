@@ -112,7 +112,7 @@ class L2tp(TunnelDriver):
                                "session_id", sid], ns)
             address_and_up(site, ifname, mtu, my4, my6)
         return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
-                         a_ifname=ifname, b_ifname=ifname,
+                         a_ifname=ifname, b_ifname=ifname, rx_ifnames=(ifname,),
                          info={"encap": params.encap, "port": params.port,
                                "tunnel_id": params.tunnel_id, "session_id": params.session_id,
                                "cookie": params.cookie, "l2spec": params.l2spec,

@@ -22,7 +22,8 @@ class Native(TunnelDriver):
     def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
         return Endpoints(a4=tb.a.underlay4, b4=tb.b.underlay4, a6=tb.a.underlay6,
                          b6=tb.b.underlay6, mtu=tb.underlay_mtu, overhead=0,
-                         a_ifname=tb.a.underlay_if, b_ifname=tb.b.underlay_if)
+                         a_ifname=tb.a.underlay_if, b_ifname=tb.b.underlay_if,
+                         rx_ifnames=(tb.b.underlay_if,))
 
 
 DRIVER = Native

@@ -303,7 +303,7 @@ class OvsTunnel(TunnelDriver):
             netlink.set_link(ns, inner, state="up")
         return Endpoints(
             a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params, fam),
-            a_ifname=inner, b_ifname=inner,
+            a_ifname=inner, b_ifname=inner, rx_ifnames=(inner,),
             datapath_pids={n: [o.vswitchd_pid] for n, o in sites.items()},
             info={"datapath": dp, "ovs_type": self.spec().ovs_type, "vni": params.vni,
                   "underlay": fam, "tunnel_port": tun, "bridge": inner,

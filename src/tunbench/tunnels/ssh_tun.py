@@ -72,7 +72,7 @@ class SshTun(TunnelDriver):
                                 "see the case's error_log") from None
         a4, b4, a6, b6 = inner_addrs(0)
         return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
-                         a_ifname=ifname, b_ifname=ifname,
+                         a_ifname=ifname, b_ifname=ifname, rx_ifnames=(ifname,),
                          datapath_pids={"a": [client.pid], "b": [sshd.pid, *sessions]},
                          info={"cipher": params.cipher, "port": params.port,
                                "transport": "TCP (stream): overhead is per-packet framing "

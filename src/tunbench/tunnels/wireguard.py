@@ -147,6 +147,7 @@ class Wireguard(TunnelDriver):
         return Endpoints(
             a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params, fam),
             a_ifname=devices[tb.a.name][0], b_ifname=devices[tb.b.name][0],
+            rx_ifnames=tuple(devices[tb.b.name]),
             datapath_pids={k: v for k, v in pids.items() if v},
             info={"impl": impl, "port": params.port, "underlay": fam, "devices": devices,
                   "keepalive": params.keepalive, **_spread.describe(params.tunnels)})

@@ -77,16 +77,18 @@ class TrafficSpec:
 
 
 def recv_argv(binary: str, bind: str, spec: TrafficSpec, duration: float,
-              per_flow: bool = False) -> list[str]:
+              per_flow: bool = False, capture: bool = False) -> list[str]:
     argv = [binary, "recv", "--bind", bind, "--port", str(spec.port), "--timeout-idle", "5",
             "--max-seconds", f"{duration + 30:g}"]
-    return argv + (["--per-flow"] if per_flow else [])
+    return argv + (["--per-flow"] if per_flow else []) + (["--capture"] if capture else [])
 
 
 def send_argv(binary: str, dst: str, spec: TrafficSpec, duration: float,
-              rate_pps: float | None) -> list[str]:
+              rate_pps: float | None, threads: int = 1) -> list[str]:
     argv = [binary, "send", "--dst", dst, "--port", str(spec.port), "--flows", str(spec.flows),
             *spec.mix_args(), "--duration", f"{duration:g}", "--seed", str(spec.seed)]
+    if threads > 1:
+        argv += ["--threads", str(threads)]
     if spec.src_port is not None:
         argv += ["--src-port", str(spec.src_port)]
     if rate_pps is not None:
@@ -126,7 +128,7 @@ def parse_recv(text: str) -> dict[str, Any]:
         "received_packets", "unique_packets", "duplicates", "reordered", "expected_packets",
         "lost", "loss_ratio", "per_size_received", "latency_us", "latency_source",
         "flows_seen", "end_received", "socket_drops", "rx_pps", "rx_bps_l3",
-        "received_bytes_l3", "received_bytes_l2", "stop_reason", "per_flow")}
+        "received_bytes_l3", "received_bytes_l2", "stop_reason", "per_flow", "capture")}
 
 
 @dataclass
@@ -180,19 +182,28 @@ def wait_ready(p: proc.Process, timeout: float = 10.0) -> None:
     proc.wait_ready(p, ready=lambda: "ready" in p.errors().split(), timeout=timeout)
 
 
+def sender_threads(requested: int = 0) -> int:
+    """Sender threads: `requested`, or 0 = one per CPU this process may use (at most 4)."""
+    return requested if requested > 0 else max(1, min(4, len(os.sched_getaffinity(0))))
+
+
 def run_trial(tb: Testbed, dst: str, spec: TrafficSpec, duration: float,
               rate_pps: float | None, *, label: str = "loadgen", sender: Site | None = None,
-              receiver: Site | None = None, bind: str | None = None) -> TrialResult:
-    """One trial from site a to `dst` in site b; both processes are stopped by PID on any exit."""
+              receiver: Site | None = None, bind: str | None = None, capture: bool = False,
+              threads: int = 1) -> TrialResult:
+    """One trial from site a to `dst` in site b; both processes are stopped by PID on any exit.
+    `capture`: the receiver counts at site b's devices (AF_PACKET ring) instead of sockets; the
+    caller has installed the drop filter (testbed/bpfdrop.py). `threads`: sender threads."""
     binary = require_binary()
     sender, receiver = sender or tb.a, receiver or tb.b
     t0 = time.monotonic()
-    recv = tb.spawn(receiver, recv_argv(binary, bind or dst, spec, duration), f"{label}-recv",
+    recv = tb.spawn(receiver, recv_argv(binary, bind or dst, spec, duration, capture=capture),
+                    f"{label}-recv",
                     split_stderr=True, grace=1.0)
     send = None
     try:
         wait_ready(recv)
-        send = tb.spawn(sender, send_argv(binary, dst, spec, duration, rate_pps),
+        send = tb.spawn(sender, send_argv(binary, dst, spec, duration, rate_pps, threads),
                         f"{label}-send", split_stderr=True, grace=1.0)
         code = send.wait(timeout=duration + 20)
         if code != 0:

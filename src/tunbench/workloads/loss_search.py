@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..capabilities import Missing
-from ..errors import SpecError
+from ..errors import CommandFailed, SpecError
+from ..testbed import bpfdrop
 from . import loadgen
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 from .search import GENERATOR_MARGIN, SearchResult, mlr_search, rfc2544_search
@@ -34,6 +35,11 @@ class LossSearchParams(WorkloadParams):
     pdr_loss_pct: float = 0.5
     latency_at_pct: tuple[float, ...] = (10.0, 50.0, 90.0)   # of the found NDR; () = skip
     port: int = 5301
+    # where loss is counted: "capture" = at site b's tunnel device (AF_PACKET ring; the far
+    # stack is bypassed by a tc drop), "socket" = UDP sockets in site b, "auto" = capture when
+    # the tunnel delivers inner packets on a device and a short probe confirms it
+    receiver: Literal["auto", "capture", "socket"] = "auto"
+    sender_threads: int = 0           # generator threads; 0 = one per CPU (at most 4)
 
     def validate(self) -> list[str]:
         p: list[str] = []
@@ -60,9 +66,25 @@ class LossSearchParams(WorkloadParams):
             p.append("ndr_loss_pct and pdr_loss_pct must be in 0..<100")
         if any(not 0 < x <= 100 for x in self.latency_at_pct):
             p.append("latency_at_pct values must be in (0, 100]")
+        if self.receiver not in ("auto", "capture", "socket"):
+            p.append(f"receiver {self.receiver!r} must be auto, capture or socket")
+        if not 0 <= self.sender_threads <= 64:
+            p.append(f"sender_threads {self.sender_threads} out of range (0 = one per CPU, "
+                     "else 1..64)")
         if not 1024 <= self.port <= 65535:
             p.append(f"port {self.port} out of range (1024..65535)")
         return p
+
+
+def accounting(capture: bool) -> dict[str, str]:
+    """How the figures are counted (stored with every loss-search result)."""
+    where = ("unique packets captured where site b's tunnel device receives them (AF_PACKET "
+             "ring, like a tester's receive port; site b's IP stack is bypassed by a tc drop "
+             "filter); ring drops count as loss" if capture else
+             "unique packets received by site b's UDP sockets; socket drops count as loss")
+    return {"pps": "packets the generator sent per second (inner IP packets)",
+            "mbps_l3": "IP total length x 8 x pps", "mbps_l2": "(IP total length + 18) x 8 x pps",
+            "loss": f"sent - {where}"}
 
 
 def size_key(size: str) -> str:
@@ -132,6 +154,10 @@ class LossSearch(Workload):
         return t * per_size * len(params.sizes)
 
     def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+        assert isinstance(params, LossSearchParams)
+        if params.receiver == "capture" and not ctx.ep.rx_ifnames:
+            return ("receiver=capture needs a tunnel whose inner packets arrive on a device in "
+                    "site b, and this one delivers them without one; use receiver=auto or socket")
         return relay_problem(ctx, not_tcp="UDP (the load generator)")
 
     def run(self, ctx: Context, params: WorkloadParams) -> Output:
@@ -141,24 +167,53 @@ class LossSearch(Workload):
                             "use IPv4 (family 4) or leave \"imix\" out of sizes")
         dst = ctx.server_addr()
         duration = min(params.trial_duration, ctx.duration)
-        out = Output(raw={"trial_duration_s": duration, "accounting": {
-            "pps": "packets the generator sent per second (inner IP packets)",
-            "mbps_l3": "IP total length x 8 x pps", "mbps_l2": "(IP total length + 18) x 8 x pps",
-            "loss": "sent - unique received; receiver socket drops count as loss"},
-            "sizes": {}})
-        with ctx.measuring():
+        threads = loadgen.sender_threads(params.sender_threads)
+        out = Output(raw={"trial_duration_s": duration, "sizes": {}})
+        ifnames = ctx.ep.rx_ifnames if params.receiver != "socket" else ()
+        with bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns, ifnames, params.port,
+                              params.port):
+            capture = bool(ifnames) and self._capture_works(ctx, params, dst, threads, out)
+        out.raw["receiver"] = {"mode": "capture" if capture else "socket",
+                               "rx_ifnames": list(ifnames) if capture else [],
+                               "sender_threads": threads, **out.raw.get("receiver", {})}
+        out.raw["accounting"] = accounting(capture)
+        with ctx.measuring(), bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns,
+                                               ifnames if capture else (), params.port,
+                                               params.port):
             for size in params.sizes:
                 key = size_key(size)
-                out.raw["sizes"][key] = self._one_size(ctx, params, dst, size, key, duration, out)
+                out.raw["sizes"][key] = self._one_size(ctx, params, dst, size, key, duration,
+                                                       out, capture, threads)
         return out
 
+    @staticmethod
+    def _capture_works(ctx: Context, p: LossSearchParams, dst: str, threads: int,
+                       out: Output) -> bool:
+        """A 0.5 s probe at 2,000 pps: does the capture receiver see the traffic? If it does not
+        (or p.receiver is "capture" and it does), say why in the output."""
+        spec = loadgen.TrafficSpec(size="128", flows=min(p.flows, 10), port=p.port)
+        t = loadgen.run_trial(ctx.tb, dst, spec, 0.5, 2000.0, label="loadgen-probe",
+                              capture=True, threads=1)
+        ok = t.offered > 0 and t.received >= 0.99 * t.offered
+        probe: dict[str, Any] = {"probe_sent": t.offered, "probe_captured": t.received}
+        if not ok:
+            why = (f"the capture probe saw {t.received} of {t.offered} packets on "
+                   f"{', '.join(ctx.ep.rx_ifnames)}")
+            if p.receiver == "capture":
+                raise CommandFailed(why, "use receiver=auto or receiver=socket")
+            out.notes.append(why + ": loss counted with UDP sockets instead")
+            probe["fallback"] = why
+        out.raw["receiver"] = probe
+        return ok
+
     def _one_size(self, ctx: Context, p: LossSearchParams, dst: str, size: str, key: str,
-                  duration: float, out: Output) -> dict[str, Any]:
+                  duration: float, out: Output, capture: bool, threads: int) -> dict[str, Any]:
         spec = loadgen.TrafficSpec(size=size, flows=p.flows, port=p.port)
         trials: list[dict[str, Any]] = []
 
         def measure(rate: float | None, dur: float, phase: str) -> loadgen.TrialResult:
-            t = loadgen.run_trial(ctx.tb, dst, spec, dur, rate, label=f"loadgen-{key}")
+            t = loadgen.run_trial(ctx.tb, dst, spec, dur, rate, label=f"loadgen-{key}",
+                                  capture=capture, threads=threads)
             trials.append({"phase": phase, **t.to_dict()})
             return t
 
