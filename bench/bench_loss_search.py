@@ -1,7 +1,11 @@
 """loss-search benchmarks, side by side in one sitting (ratios, not timed tests).
 
 1. Generator packets/s vs `iperf3 -u -b 0` between the two namespaces, 64 B and IMIX
-   (iperf3 has no IMIX: it sends the IMIX mean size, 340 B), alternating, 2 s each.
+   (iperf3 has no IMIX: it sends the IMIX mean size, 340 B), alternating, 2 s each. The
+   generator runs as loss-search runs it (capture receiver behind the tc drop filter, one
+   sender thread per CPU) and, for reference, in its socket mode with one thread. Each line
+   also gives the loss each tool measured at that rate: a rate is only useful to a search if
+   the receiving side keeps up with it.
 2. Trial-seconds MLRsearch vs RFC 2544 bisection to reach the same relative width (0.5%) on the
    same tbf-shaped link (20 Mbit/s, small bucket), 1 s trials.
 Run as root: .venv/bin/python bench/bench_loss_search.py
@@ -16,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "netns"))
 
-from tunbench.testbed import local, names, netlink  # noqa: E402
+from tunbench.testbed import bpfdrop, local, names, netlink  # noqa: E402
 from tunbench.testbed.ledger import Ledger  # noqa: E402
 from tunbench.workloads import loadgen  # noqa: E402
 from tunbench.workloads.search import mlr_search, rfc2544_search  # noqa: E402
@@ -31,7 +35,7 @@ def new_tb(rate: str | None = None):
     return local.build(rid, ledger, rate=rate), ledger
 
 
-def iperf3_pps(tb, l3: int) -> float:
+def iperf3_pps(tb, l3: int) -> tuple[float, float]:
     srv = tb.spawn(tb.b, ["iperf3", "-s", "-1", "--forceflush", "-B", DST, "-p", "5401"], "iperf3-s")
     try:
         from tunbench.workloads.base import wait_for_output
@@ -39,24 +43,36 @@ def iperf3_pps(tb, l3: int) -> float:
         r = tb.a.run(["iperf3", "-c", DST, "-p", "5401", "-u", "-b", "0", "-l", str(l3 - 28),
                       "-t", "2", "-J"], timeout=30)
         end = json.loads(r.stdout)["end"]["sum"]
-        return end["packets"] / end["seconds"]
+        return end["packets"] / end["seconds"], end["lost_percent"] / 100
     finally:
         srv.stop()
 
 
 def bench_pps(rounds: int = 3) -> None:
     tb, ledger = new_tb()
+    threads = loadgen.sender_threads()
     try:
-        for size, l3 in (("64", 64), ("imix", 340)):
-            lg, ip = [], []
-            for _ in range(rounds):
-                t = loadgen.run_trial(tb, DST, loadgen.TrafficSpec(size=size, flows=100,
-                                                                   port=5402), 2.0, None)
-                lg.append(t.offered_pps)
-                ip.append(iperf3_pps(tb, l3))
-            a, b = statistics.median(lg), statistics.median(ip)
-            print(f"sent pps, size {size}: loadgen {a:,.0f} vs iperf3 -u {b:,.0f} "
-                  f"(median of {rounds}) -> ratio {a / b:.2f}x")
+        with bpfdrop.dropping(ledger, tb.b.netns, (tb.b.underlay_if,), 5402, 5402):
+            for size, l3 in (("64", 64), ("imix", 340)):
+                runs: dict[str, list[tuple[float, float]]] = {"cap": [], "sock": [], "ip": []}
+                spec = loadgen.TrafficSpec(size=size, flows=100, port=5402)
+                sock_spec = loadgen.TrafficSpec(size=size, flows=100, port=5404)
+                for _ in range(rounds):
+                    t = loadgen.run_trial(tb, DST, spec, 2.0, None, capture=True,
+                                          threads=threads)
+                    runs["cap"].append((t.offered_pps, t.loss_ratio))
+                    t = loadgen.run_trial(tb, DST, sock_spec, 2.0, None)
+                    runs["sock"].append((t.offered_pps, t.loss_ratio))
+                    runs["ip"].append(iperf3_pps(tb, l3))
+                med = {k: (statistics.median(p for p, _ in v), max(x for _, x in v))
+                       for k, v in runs.items()}
+                (cap, cap_loss), (sock, sock_loss), (ip, ip_loss) = (med["cap"], med["sock"],
+                                                                     med["ip"])
+                print(f"sent pps, size {size} (median of {rounds}; worst loss): "
+                      f"loadgen capture x{threads} threads {cap:,.0f} ({cap_loss:.2%} loss), "
+                      f"loadgen socket x1 {sock:,.0f} ({sock_loss:.2%}), "
+                      f"iperf3 -u {ip:,.0f} ({ip_loss:.2%}) -> ratio {cap / ip:.2f}x "
+                      f"(socket mode {sock / ip:.2f}x)", flush=True)
     finally:
         ledger.close()
 

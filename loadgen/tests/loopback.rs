@@ -182,3 +182,44 @@ fn unreachable_rate_is_flagged_and_keeps_duration() {
     let r = wait_json(recv);
     assert_eq!(r["expected_packets"], s["sent_packets"]);
 }
+
+#[test]
+fn threaded_sender_splits_flows_and_rate_and_reports_one_end() {
+    let port = free_ports(1);
+    let recv = start_recv(port, &["--per-flow"]);
+    let target = 20_000.0;
+    let s = run_json(Command::new(BIN).args([
+        "send",
+        "--dst",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--flows",
+        "10",
+        "--size",
+        "100",
+        "--rate-pps",
+        "20k",
+        "--duration",
+        "1",
+        "--threads",
+        "3",
+    ]));
+    let r = wait_json(recv);
+    assert_eq!(s["threads"], 3);
+    let sent = s["sent_packets"].as_u64().unwrap();
+    let achieved = s["achieved_pps"].as_f64().unwrap();
+    assert!((achieved / target - 1.0).abs() < 0.02, "achieved {achieved}");
+    // every flow sent its equal share: the threads split the rate by their flows (4/3/3)
+    let per_flow: Vec<u64> = s["per_flow_sent"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(per_flow.len(), 10);
+    let (lo, hi) = (*per_flow.iter().min().unwrap(), *per_flow.iter().max().unwrap());
+    assert!(hi - lo <= hi / 50 + 2, "uneven flows {per_flow:?}");
+    assert_eq!(per_flow.iter().sum::<u64>(), sent);
+    // one sender session, its END carries the total of all threads
+    assert_eq!(r["end_sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(r["expected_packets"].as_u64().unwrap(), sent);
+    assert_eq!(r["end_flows_reported"], 10);
+    assert_eq!(r["lost"], 0);
+    assert_eq!(r["flows_seen"], 10);
+}
