@@ -30,6 +30,8 @@ KERNEL_OPTIONS = (
     "CONFIG_IPV6_SEG6_BPF", "CONFIG_LWTUNNEL", "CONFIG_LWTUNNEL_BPF", "CONFIG_BPF_SYSCALL",
     "CONFIG_NET_CLS_BPF", "CONFIG_NET_SCH_TBF", "CONFIG_NET_SCH_HTB", "CONFIG_NET_SCH_NETEM",
     "CONFIG_NET_SCH_FQ", "CONFIG_IFB", "CONFIG_NET_ACT_MIRRED", "CONFIG_MODULES",
+    # loss-search's capture receiver: AF_PACKET ring + clsact with a bpf drop filter
+    "CONFIG_PACKET", "CONFIG_NET_SCH_INGRESS",
 )
 DOCTOR_TOOLS = ("ip", "tc", "ethtool", "iperf3", "ping", "ss", "sysctl", "ssh", "sshd",
                 "wg", "wireguard-go", "swanctl", "ovs-vswitchd", "sockperf")

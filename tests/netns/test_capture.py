@@ -12,6 +12,7 @@ import pytest
 from test_loss_search import DST, shaped, tbf_knee_pps  # noqa: F401
 
 from tunbench import tunnels
+from tunbench.errors import CommandFailed
 from tunbench.testbed import bpfdrop, local
 from tunbench.testbed.base import Testbed
 from tunbench.workloads import loadgen
@@ -191,3 +192,19 @@ def test_loss_search_uses_sockets_where_nothing_is_received_on_a_device(
     assert any("loss counted with UDP sockets instead" in n for n in out.notes)
     assert out.metrics["rfc2544_pps_361"].value > 1_000
     assert bpfdrop.filters(testbed.b.netns, testbed.b.underlay_if) == []
+
+
+def test_loss_search_falls_back_when_the_filter_cannot_be_installed(testbed: Testbed) -> None:
+    """A device that is not there (as on a host without clsact or bpf, the attach fails):
+    auto counts with sockets and says why; receiver=capture stops with that reason."""
+    drv = tunnels.get("native")
+    ep = dataclasses.replace(drv().up(testbed, drv.parse_params({})),
+                             rx_ifnames=("tb-nosuchdev",))
+    out = _run_loss_search(testbed, ep)
+    assert out.raw["receiver"]["mode"] == "socket"
+    assert "could not be installed" in out.raw["receiver"]["fallback"]
+    assert any("tb-nosuchdev" in n and "UDP sockets instead" in n for n in out.notes)
+    assert out.metrics["rfc2544_pps_361"].value > 10_000
+    assert not [e for e in testbed.ledger.entries if e["kind"] == "bpfdrop"]
+    with pytest.raises(CommandFailed, match="could not be installed"):
+        _run_loss_search(testbed, ep, receiver="capture")

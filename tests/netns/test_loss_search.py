@@ -205,6 +205,8 @@ def test_generator_killed_mid_trial_leaves_nothing(testbed: Testbed) -> None:
     ("flows=0", "flows 0 out of range"),
     ("resolution_pct=0", "resolution_pct 0 out of range"),
     ("bogus=1", "unknown parameter 'bogus'"),
+    ("receiver=\"tap\"", "parameter 'receiver' must be one of"),
+    ("sender_threads=-1", "sender_threads -1 out of range"),
 ])
 def test_bad_parameters_one_line(tmp_path, param: str, needle: str) -> None:
     exp = tmp_path / "e.toml"

@@ -38,6 +38,10 @@ FILTER_NAME = "tunbench-drop"
 FILTER_PRIO = 0xDB               # our filter's priority, so it can be removed on its own
 
 
+class DropUnavailable(OSError):
+    """The filter could not be loaded or attached here (no bpf, no clsact, no privilege)."""
+
+
 def _insn(code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> bytes:
     return struct.pack("<BBhi", code, (src << 4) | dst, off, imm)
 
@@ -125,7 +129,10 @@ def attach(ledger: Ledger, netns: str | None, ifname: str, lo: int, hi: int) -> 
     """A direct-action filter on `ifname` ingress dropping UDP ports lo..hi, under a clsact
     qdisc (created if missing). Recorded in the ledger first, so teardown removes it: the
     qdisc if this call created it, else only the filter."""
-    fd = load(program(lo, hi))
+    try:
+        fd = load(program(lo, hi))
+    except OSError as exc:
+        raise DropUnavailable(exc.errno, str(exc)) from exc
     try:
         with netlink.ipr(netns) as ip:
             idx = netlink.index(ip, ifname)
@@ -139,6 +146,8 @@ def attach(ledger: Ledger, netns: str | None, ifname: str, lo: int, hi: int) -> 
             ledger.add("bpfdrop", netns=netns, name=ifname, qdisc=created)
             ip.tc("add-filter", "bpf", idx, ":1", fd=fd, name=FILTER_NAME,
                   parent=CLSACT_PARENT, classid=1, direct_action=True, prio=FILTER_PRIO)
+    except netlink.NetlinkError as exc:
+        raise DropUnavailable(exc.code, f"tc clsact/bpf filter on {ifname}: {exc}") from exc
     finally:
         os.close(fd)
 

@@ -148,10 +148,10 @@ class LossSearch(Workload):
     def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
         assert isinstance(params, LossSearchParams)
         t = min(params.trial_duration, duration) + 1.0
-        per_size = 1 + len(params.latency_at_pct)
+        per_size = 1 + len(params.latency_at_pct)   # the max-rate trial and latency trials
         per_size += 15 if params.method != "mlrsearch" else 0
         per_size += 25 if params.method != "rfc2544" else 0
-        return t * per_size * len(params.sizes)
+        return t * per_size * len(params.sizes) + 1.5   # + the capture probe
 
     def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
         assert isinstance(params, LossSearchParams)
@@ -170,9 +170,19 @@ class LossSearch(Workload):
         threads = loadgen.sender_threads(params.sender_threads)
         out = Output(raw={"trial_duration_s": duration, "sizes": {}})
         ifnames = ctx.ep.rx_ifnames if params.receiver != "socket" else ()
-        with bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns, ifnames, params.port,
-                              params.port):
-            capture = bool(ifnames) and self._capture_works(ctx, params, dst, threads, out)
+        try:
+            with bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns, ifnames, params.port,
+                                  params.port):
+                capture = bool(ifnames) and self._capture_works(ctx, params, dst, out)
+        except bpfdrop.DropUnavailable as exc:   # no bpf or clsact on this host
+            why = f"the capture receiver's drop filter could not be installed: {exc}"
+            if params.receiver == "capture":
+                raise CommandFailed(why, "use receiver=auto or receiver=socket (tunbench "
+                                    "doctor lists CONFIG_NET_CLS_BPF, CONFIG_NET_SCH_INGRESS, "
+                                    "CONFIG_PACKET)") from exc
+            out.notes.append(why + "; loss counted with UDP sockets instead")
+            out.raw["receiver"] = {"fallback": why}
+            capture = False
         out.raw["receiver"] = {"mode": "capture" if capture else "socket",
                                "rx_ifnames": list(ifnames) if capture else [],
                                "sender_threads": threads, **out.raw.get("receiver", {})}
@@ -187,8 +197,7 @@ class LossSearch(Workload):
         return out
 
     @staticmethod
-    def _capture_works(ctx: Context, p: LossSearchParams, dst: str, threads: int,
-                       out: Output) -> bool:
+    def _capture_works(ctx: Context, p: LossSearchParams, dst: str, out: Output) -> bool:
         """A 0.5 s probe at 2,000 pps: does the capture receiver see the traffic? If it does not
         (or p.receiver is "capture" and it does), say why in the output."""
         spec = loadgen.TrafficSpec(size="128", flows=min(p.flows, 10), port=p.port)
