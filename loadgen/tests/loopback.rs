@@ -188,23 +188,8 @@ fn threaded_sender_splits_flows_and_rate_and_reports_one_end() {
     let port = free_ports(1);
     let recv = start_recv(port, &["--per-flow"]);
     let target = 20_000.0;
-    let s = run_json(Command::new(BIN).args([
-        "send",
-        "--dst",
-        "127.0.0.1",
-        "--port",
-        &port.to_string(),
-        "--flows",
-        "10",
-        "--size",
-        "100",
-        "--rate-pps",
-        "20k",
-        "--duration",
-        "1",
-        "--threads",
-        "3",
-    ]));
+    let args = format!("send --dst 127.0.0.1 --port {port} --flows 10 --size 100 --rate-pps 20k --duration 1 --threads 3");
+    let s = run_json(Command::new(BIN).args(args.split(' ')));
     let r = wait_json(recv);
     assert_eq!(s["threads"], 3);
     let sent = s["sent_packets"].as_u64().unwrap();

@@ -9,7 +9,12 @@ import dataclasses
 import json
 
 import pytest
-from test_loss_search import DST, shaped, tbf_knee_pps  # noqa: F401
+from test_loss_search import (  # noqa: F401
+    DST,
+    shaped,
+    tbf_knee_pps,
+    underlay_drop_one_flow_in_ten,
+)
 
 from tunbench import tunnels
 from tunbench.errors import CommandFailed
@@ -82,26 +87,9 @@ def test_bad_port_range_is_refused_before_loading() -> None:
         bpfdrop.program(6000, 5000)
 
 
-def _underlay_drop_one_flow_in_ten(tb: Testbed) -> None:
-    """Flow 0 (source port 40000) is dropped on site a's underlay egress (htb + u32)."""
-    ns, dev = str(tb.a.netns), tb.a.underlay_if
-    tc = [["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
-          ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
-           "rate", "10gbit"],
-          ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb",
-           "rate", "10gbit"],
-          ["tc", "qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "pfifo",
-           "limit", "0"],
-          ["tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
-           "u32", "match", "ip", "sport", "40000", "0xffff", "flowid", "1:20"]]
-    tb.ledger.command(["tc", "qdisc", "del", "dev", dev, "root"], ns)
-    for argv in tc:
-        tb.a.run(argv, timeout=10)
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 def test_capture_counts_exactly_on_a_real_underlay_drop(testbed: Testbed, threads: int) -> None:
-    _underlay_drop_one_flow_in_ten(testbed)
+    underlay_drop_one_flow_in_ten(testbed)
     spec = loadgen.TrafficSpec(size="200", flows=10, port=5303, src_port=40000)
     with bpfdrop.dropping(testbed.ledger, testbed.b.netns, (testbed.b.underlay_if,), 5303, 5303):
         t = loadgen.run_trial(testbed, DST, spec, 1.0, 10000, capture=True, threads=threads)

@@ -76,9 +76,10 @@ def test_pacing_within_2pct_at_20kpps(testbed: Testbed) -> None:
     assert abs(t.received / t.duration_s / 20000 - 1) < 0.02, attempts
 
 
-def test_loss_counted_exactly_on_a_real_underlay_drop(testbed: Testbed) -> None:
-    """1 of 10 flows (source port 40000) is dropped on site a's underlay egress: 10% loss."""
-    ns, dev = str(testbed.a.netns), testbed.a.underlay_if
+def underlay_drop_one_flow_in_ten(tb: Testbed) -> str:
+    """Flow 0 (source port 40000) is dropped on site a's underlay egress (htb + u32 into a
+    `pfifo limit 0`: this kernel has no gact/prio). Returns the device."""
+    ns, dev = str(tb.a.netns), tb.a.underlay_if
     tc = [["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
           ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
            "rate", "10gbit"],
@@ -88,9 +89,15 @@ def test_loss_counted_exactly_on_a_real_underlay_drop(testbed: Testbed) -> None:
            "limit", "0"],
           ["tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
            "u32", "match", "ip", "sport", "40000", "0xffff", "flowid", "1:20"]]
-    testbed.ledger.command(["tc", "qdisc", "del", "dev", dev, "root"], ns)
+    tb.ledger.command(["tc", "qdisc", "del", "dev", dev, "root"], ns)
     for argv in tc:
-        testbed.a.run(argv, timeout=10)
+        tb.a.run(argv, timeout=10)
+    return dev
+
+
+def test_loss_counted_exactly_on_a_real_underlay_drop(testbed: Testbed) -> None:
+    """1 of 10 flows (source port 40000) is dropped on site a's underlay egress: 10% loss."""
+    dev = underlay_drop_one_flow_in_ten(testbed)
     spec = loadgen.TrafficSpec(size="200", flows=10, port=5303, src_port=40000)
     t = loadgen.run_trial(testbed, DST, spec, 1.0, 10000)
     stats = testbed.a.run(["tc", "-s", "-j", "qdisc", "show", "dev", dev]).stdout

@@ -22,9 +22,10 @@ import pytest
 
 from tunbench import pcap, proc, tunnels
 from tunbench.pcap import Packet
-from tunbench.testbed import local, names, netlink
+from tunbench.testbed import bpfdrop, local, names, netlink
 from tunbench.testbed.base import Testbed
 from tunbench.testbed.ledger import Ledger
+from tunbench.workloads import loadgen
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
@@ -128,6 +129,14 @@ def test_kind_carries_traffic_encapsulated(guest_testbed: Testbed, case) -> None
     assert len(to_b) >= 5 and len(to_a) >= 5, (len(to_b), len(to_a))
     clear = [p for p in cap.packets if is_inner(p.src) or is_inner(p.dst)]
     assert not clear, f"inner traffic on the underlay in the clear: {clear[:3]}"
+
+    # loss-search's capture receiver counts at this kind's device, behind the drop filter
+    assert ep.rx_ifnames == (ep.b_ifname,)
+    if loadgen.find_binary():
+        with bpfdrop.dropping(tb.ledger, tb.b.netns, ep.rx_ifnames, 5399, 5399):
+            t = loadgen.run_trial(tb, target, loadgen.TrafficSpec("200", 10, 5399), 0.5, 2000,
+                                  capture=True)
+        assert t.offered > 500 and t.received == t.offered and t.socket_drops == 0, t
     print(f"{case_id(case)}: overhead {ep.overhead}, mtu {ep.mtu}, iperf3 {got} B, "
           f"{len(to_b)}+{len(to_a)} encapsulated packets, {time.monotonic() - t0:.1f} s")
 

@@ -36,7 +36,8 @@ DEFAULT_MODULES: tuple[str, ...] = (
     "fou", "l2tp_core", "l2tp_eth", "l2tp_ip", "l2tp_ip6", "l2tp_netlink", "wireguard",
     "aesni_intel", "gcm", "ghash_clmulni_intel", "seqiv", "echainiv", "chacha20poly1305",
     "esp4", "esp6", "xfrm_user", "xfrm_interface",
-    "sch_netem", "sch_fq", "sch_tbf", "sch_htb", "ifb", "act_mirred", "cls_bpf",
+    "sch_netem", "sch_fq", "sch_tbf", "sch_htb", "ifb", "act_mirred", "cls_bpf", "sch_ingress",
+    "af_packet",
     "openvswitch", "vport_vxlan", "vport_geneve", "vport_gre",
 )
 
