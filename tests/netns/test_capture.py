@@ -173,6 +173,14 @@ def test_loss_search_uses_sockets_where_nothing_is_received_on_a_device(
     assert reason and "receiver=capture" in reason
     out = _run_loss_search(testbed, ep)
     assert out.raw["receiver"]["mode"] == "socket" and "probe_sent" not in out.raw["receiver"]
+    # Linux SRv6 encap does not fragment the inner packet: it fragments the outer IPv6 one,
+    # which End.DX4 cannot decapsulate. Every packet above the tunnel MTU is lost (the
+    # workload's note names the lost sizes when a search finds no rate, e.g. IMIX's 1500 B).
+    fits = loadgen.run_trial(testbed, ep.b4, loadgen.TrafficSpec(str(ep.mtu), 2, 5350), 0.5, 500)
+    above = loadgen.run_trial(testbed, ep.b4, loadgen.TrafficSpec(str(ep.mtu + 1), 2, 5350),
+                              0.5, 500)
+    assert fits.lost == 0 and fits.received > 200
+    assert above.received == 0 and above.lost == above.offered > 200
     wrong = dataclasses.replace(ep, rx_ifnames=(testbed.b.underlay_if,))
     out = _run_loss_search(testbed, wrong)
     rx = out.raw["receiver"]

@@ -123,3 +123,15 @@ def test_parse_garbage_is_one_clear_error() -> None:
     from tunbench.errors import CommandFailed
     with pytest.raises(CommandFailed, match="printed no JSON"):
         loadgen.parse_send("tunbench-loadgen: --rate-pps: bad value (use e.g. 100k)\n")
+
+
+def test_loss_by_size_names_the_sizes_a_tunnel_drops() -> None:
+    from tunbench.workloads.loss_search import loss_by_size
+    # an IMIX trial over SRv6 encap: every 1500 B packet lost (measured in test_capture.py)
+    sent = {"40": 7000, "576": 4000, "1500": 1000}
+    assert loss_by_size(sent, {"40": 7000, "576": 4000}) == (
+        "its last trial lost 100.0% of the 1500 B packets; 40 B: 0.0%, 576 B: 0.0%")
+    assert loss_by_size(sent, {"40": 6930, "576": 3960, "1500": 990}) == (
+        "its last trial lost 1.0% of the 40 B and 576 B and 1500 B packets")
+    assert loss_by_size({"361": 100}, {"361": 90}) == "its last trial lost 10.0% of the packets"
+    assert loss_by_size({}, {}) == "its last trial sent nothing"

@@ -87,6 +87,23 @@ def accounting(capture: bool) -> dict[str, str]:
             "loss": f"sent - {where}"}
 
 
+def loss_by_size(sent: dict[str, int], received: dict[str, int]) -> str:
+    """Which packet sizes a trial lost, e.g. "its last trial lost 100.0% of the 1500 B packets;
+    40 B: 0.0%, 576 B: 0.0%" (pure): a tunnel that drops every packet above its MTU
+    (SRv6 encap does) fails a search at any rate."""
+    loss = {int(s): 1 - received.get(s, 0) / n for s, n in sent.items() if n}
+    if not loss:
+        return "its last trial sent nothing"
+    if len(loss) == 1:
+        return f"its last trial lost {next(iter(loss.values())):.1%} of the packets"
+    by = sorted(loss.items())
+    worst = max(v for _, v in by)
+    hit = [f"{s} B" for s, v in by if v == worst]
+    rest = [f"{s} B: {v:.1%}" for s, v in by if v != worst]
+    return (f"its last trial lost {worst:.1%} of the {' and '.join(hit)} packets"
+            + (f"; {', '.join(rest)}" if rest else ""))
+
+
 def size_key(size: str) -> str:
     return "imix" if size == "imix" else str(int(size))
 
@@ -270,6 +287,12 @@ class LossSearch(Workload):
                              "the generator/host, "
                              "not the tunnel; their figures are lower bounds")
         raw["at_upper_bound"] = at_max
+        failed = [name for name, res in searches.items() if res.rate_pps is None]
+        if failed and trials:
+            out.notes.append(f"size {key}: {', '.join(failed)} found no passing rate, not even "
+                             f"min_rate_pps {p.min_rate_pps:g}; "
+                             + loss_by_size(trials[-1]["per_size_sent"],
+                                            trials[-1]["per_size_received"]))
         raw["latency_base"] = {"name": ndr_base[0], "pps": ndr_base[1],
                                "source": "mlrsearch" if p.method != "rfc2544" else "rfc2544"}
         raw["latency_under_load"] = {}
