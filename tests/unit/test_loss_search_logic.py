@@ -135,3 +135,16 @@ def test_loss_by_size_names_the_sizes_a_tunnel_drops() -> None:
         "its last trial lost 1.0% of the 40 B and 576 B and 1500 B packets")
     assert loss_by_size({"361": 100}, {"361": 90}) == "its last trial lost 10.0% of the packets"
     assert loss_by_size({}, {}) == "its last trial sent nothing"
+
+
+def test_eta_follows_resolution_and_method() -> None:
+    from tunbench.workloads.loss_search import LossSearch, LossSearchParams
+    def eta(**kw: object) -> float:
+        return LossSearch.expected_seconds(LossSearchParams(**kw), 1.0, 0.0)  # type: ignore[arg-type]
+    fine, coarse = eta(resolution_pct=0.01), eta(resolution_pct=1.0)
+    assert coarse < fine
+    # one size, MLRsearch only, 1% width, no latency trials: 1 max-rate trial + 8 + 4 trials of
+    # 1 s (+1 s start/stop each) and the probe. Measured on this host: 7-17 trials per search.
+    assert eta(method="mlrsearch", sizes=("imix",), resolution_pct=1.0,
+               latency_at_pct=()) == 2 * (1 + 8 + 4) + 1.5
+    assert eta(method="both") > eta(method="rfc2544") > 0

@@ -8,6 +8,7 @@ byte accounting are documented in docs/loss-search.md.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -166,8 +167,11 @@ class LossSearch(Workload):
         assert isinstance(params, LossSearchParams)
         t = min(params.trial_duration, duration) + 1.0
         per_size = 1 + len(params.latency_at_pct)   # the max-rate trial and latency trials
-        per_size += 15 if params.method != "mlrsearch" else 0
-        per_size += 25 if params.method != "rfc2544" else 0
+        # a search that converges (not one that passes at the upper bound): RFC 2544 bisects
+        # down to the resolution; MLRsearch measured a few trials more (7-17 at 1%, here)
+        bisect = 1 + math.ceil(math.log2(100 / params.resolution_pct))
+        per_size += bisect if params.method != "mlrsearch" else 0
+        per_size += bisect + 4 if params.method != "rfc2544" else 0
         return t * per_size * len(params.sizes) + 1.5   # + the capture probe
 
     def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
