@@ -148,3 +148,24 @@ def test_eta_follows_resolution_and_method() -> None:
     assert eta(method="mlrsearch", sizes=("imix",), resolution_pct=1.0,
                latency_at_pct=()) == 2 * (1 + 8 + 4) + 1.5
     assert eta(method="both") > eta(method="rfc2544") > 0
+
+
+def test_a_search_stopped_by_the_sender_is_a_lower_bound() -> None:
+    """Lossless link, sender that tops out at 60% of the max it was given (as over SRv6 here,
+    where the encapsulation runs in the sender's context): both searches end near 3000 pps,
+    far below the max, yet nothing was lost: the figure is the sender's limit, a lower bound.
+    A link that loses packets below the sender's limit gives a real threshold."""
+    searches = [rfc2544_search(link(1e6, sender_max=3000), 5000, threshold=0.001,
+                               resolution_pps=10, duration=1.0, min_pps=100),
+                mlr_search(link(1e6, sender_max=3000), 5000, goals={"ndr": 0.0},
+                           relative_width=0.005, duration=1.0, min_pps=100)["ndr"]]
+    for res in searches:
+        assert res.rate_pps is not None and 2900 <= res.rate_pps <= 3000 / 0.98
+        assert not res.at_upper_bound and res.sender_bound and res.lower_bound
+    lossy = [rfc2544_search(link(2000, sender_max=3000), 5000, threshold=0.001,
+                            resolution_pps=10, duration=1.0, min_pps=100),
+             mlr_search(link(2000, sender_max=3000), 5000, goals={"ndr": 0.0},
+                        relative_width=0.005, duration=1.0, min_pps=100)["ndr"]]
+    for res in lossy:
+        assert res.rate_pps is not None and res.rate_pps <= 2000
+        assert not res.sender_bound and not res.lower_bound

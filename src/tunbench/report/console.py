@@ -20,9 +20,10 @@ from rich.table import Table
 from .. import workloads
 from ..plan import Case
 from ..results.store import CampaignStore
-from . import stats
+from . import data, stats
 
 CPU_METRICS = ("cpu_busy", "cpu_per_gbit")
+MAX_NOTES = 12   # case notes printed under the tables; the report lists them all
 
 
 class ProgressReporter:
@@ -141,6 +142,11 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     for d in skipped:
         console.print(f"[yellow]skipped[/yellow] {d['case']['id']}: {d.get('error')}",
                       highlight=False)
+    notes = data.case_notes(cases)
+    for wl, note, tuns in notes[:MAX_NOTES]:
+        console.print(f"[cyan]note[/cyan] {', '.join(tuns)} ({wl}): {note}", highlight=False)
+    if len(notes) > MAX_NOTES:
+        console.print(f"... {len(notes) - MAX_NOTES} more notes in the report", highlight=False)
     if any(r.noisy for r in rows):
         console.print(f"* noisy: coefficient of variation above {noisy_cv:.0%}")
     if any(r.bound for r in rows):

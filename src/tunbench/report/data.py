@@ -334,3 +334,17 @@ def overlap(a: stats.Summary, b: stats.Summary) -> bool:
     if a.n < 2 or b.n < 2:
         return True
     return not (a.ci95_high < b.ci95_low or b.ci95_high < a.ci95_low)
+
+
+def case_notes(cases: Iterable[dict[str, Any]]) -> list[tuple[str, str, list[str]]]:
+    """The notes cases carry (caveats a reader needs: lower bounds, fallbacks, what a search
+    lost), grouped: (workload, note text, tunnels that got it), in order of first appearance.
+    A note given in every repeat of a tunnel is listed once."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for d in cases:
+        wl = str(d["case"]["workload"].get("label") or d["case"]["workload"]["name"])
+        for note in d.get("notes") or []:
+            tuns = found.setdefault((wl, str(note)), [])
+            if tunnel(d) not in tuns:
+                tuns.append(tunnel(d))
+    return [(wl, note, tuns) for (wl, note), tuns in found.items()]

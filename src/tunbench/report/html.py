@@ -164,6 +164,15 @@ def figure_html(f: Figure) -> str:
             f'<a href="{esc(f.svg.name)}">SVG</a>.</figcaption></figure>')
 
 
+def notes_html(c: Campaign) -> str:
+    notes = data.case_notes(c.cases)
+    if not notes:
+        return "<p>No case carries a note.</p>"
+    items = "".join(f"<li><b>{esc(', '.join(tuns))}</b> ({esc(wl)}): {esc(note)}</li>"
+                    for wl, note, tuns in notes)
+    return f"<ul class=notes>{items}</ul>"
+
+
 def failed_html(c: Campaign) -> str:
     if not c.failed:
         return "<p class=ok>No case failed.</p>"
@@ -266,13 +275,15 @@ state {esc(c.index.get('state', '?'))}; started {esc(_when(c.index.get('created'
 finished {esc(_when(c.index.get('finished')))}. Tunnels: {esc(', '.join(c.tunnels()))}.
 Workloads: {esc(', '.join(c.workloads()))}.</p>
 <nav><a href="#takeaways">Take-aways</a><a href="#tables">Tables</a><a href="#figures">Figures</a>
-<a href="#failed">Failed cases</a><a href="#cases">All cases</a><a href="#env">Environment</a>
+<a href="#notes">Notes</a><a href="#failed">Failed cases</a><a href="#cases">All cases</a><a href="#env">Environment</a>
 <a href="results.csv">results.csv</a></nav>
 <h2 id=takeaways>Take-aways</h2><ul class=takeaways>{tk}</ul>
 <h2 id=tables>Results (mean ± 95% confidence interval over repeats)</h2>
 {summary_tables(c)}
 <h2 id=figures>Figures</h2>
 {''.join(figure_html(f) for f in figs) or '<p>No figure: no ok case.</p>'}
+<h2 id=notes>Notes on cases ({len(data.case_notes(c.cases))})</h2>
+{notes_html(c)}
 <h2 id=failed>Failed or skipped cases ({failed})</h2>
 {failed_html(c)}
 <h2 id=cases>All cases</h2>

@@ -47,6 +47,7 @@ class SearchResult:
     trials: list[Any] = field(default_factory=list)
     trial_seconds: float = 0.0        # sum of intended trial durations
     max_pps: float | None = None      # the upper bound the search was given
+    threshold: float = 0.0            # loss ratio this search's trials had to stay within
 
     @property
     def at_upper_bound(self) -> bool:
@@ -58,6 +59,23 @@ class SearchResult:
         if self.upper_pps is None:
             return True
         return self.max_pps is not None and self.rate_pps >= (1 - GENERATOR_MARGIN) * self.max_pps
+
+    @property
+    def sender_bound(self) -> bool:
+        """No trial lost more than the threshold: every trial that failed, failed because the
+        sender could not offer the load. The rate found is where the sending host stopped
+        keeping up (on one host that includes encapsulation done in the sender's context), a
+        lower bound of the loss threshold rather than the threshold."""
+        if self.rate_pps is None:
+            return False
+        failed = [t for t in self.trials if not trial_passes(t, self.threshold)]
+        return bool(failed) and all(t.sender_limited and t.loss_ratio <= self.threshold
+                                    for t in failed)
+
+    @property
+    def lower_bound(self) -> bool:
+        """Its figure is a lower bound (at the upper bound, or limited by the sender)."""
+        return self.at_upper_bound or self.sender_bound
 
     @property
     def width_pps(self) -> float | None:
@@ -75,7 +93,7 @@ def rfc2544_search(measure: Measure, max_pps: float, *, threshold: float, resolu
     """
     if not 0 <= min_pps < max_pps or resolution_pps <= 0:
         raise ValueError("need 0 <= min_pps < max_pps and resolution_pps > 0")
-    res = SearchResult("rfc2544", None, None, None, max_pps=max_pps)
+    res = SearchResult("rfc2544", None, None, None, max_pps=max_pps, threshold=threshold)
 
     def run(rate: float) -> bool:
         t = measure(rate, duration)
@@ -153,5 +171,6 @@ def mlr_search(measure: Measure, max_pps: float, *, goals: dict[str, float],
         upper = gr.relevant_upper_bound
         lo = float(lower) if lower is not None else None
         hi = float(upper) if upper is not None else None
-        out[name] = SearchResult("mlrsearch", lo, lo, hi, trials, seconds[0], max_pps)
+        out[name] = SearchResult("mlrsearch", lo, lo, hi, trials, seconds[0], max_pps,
+                                 goals[name])
     return out
