@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 from scipy import stats as sps
 
-from tunbench.report import build
+from tunbench.report import build, data
 
 TB = [sys.executable, "-m", "tunbench"]
 
@@ -210,10 +210,11 @@ def test_streams_sweep_figure_and_scaling_takeaway(campaign: Callable[[str], Pat
 
 def test_loss_search_report_marks_lower_bounds(campaign: Callable[[str], Path],
                                                browser: Callable) -> None:
-    """tests/data/campaigns/loss: `tunbench run --tunnels native,vxlan --workloads loss-search
-    --duration 2 --repeats 1`. Searches that reached the generator's top rate recorded their
-    figures as lower bounds: the table prints them with ≥ and the take-away says what the
-    ratio then means; dozens of metrics make a table with one row per metric."""
+    """tests/data/campaigns/loss: `tunbench run --tunnels native,vxlan,srv6 --workloads
+    loss-search --duration 2 --repeats 1`. Searches that reached the generator's top rate (or
+    stopped because the sender could not offer more) recorded their figures as lower bounds:
+    the table prints them with ≥ and the take-away says what the ratio then means; dozens of
+    metrics make a table with one row per metric; the case notes are listed."""
     root = campaign("loss")
     rep = build.build(root)
     assert "ndr-loss-search-1500" in {f.name for f in rep.figures}
@@ -236,9 +237,22 @@ def test_loss_search_report_marks_lower_bounds(campaign: Callable[[str], Path],
             if m.get("bound") == "lower":
                 assert name.split("_")[0] in ("rfc2544", "ndr", "pdr")
                 assert f"≥{m['value']:,.0f} (n=1)" in page, (tun, name)
+    # case notes: how loss was counted (grouped over the tunnels counted alike), lower bounds,
+    # and SRv6's search that found no rate for IMIX with the sizes it lost
+    notes = data.case_notes(docs.values())
+    where = {note: tuns for _, note, tuns in notes if note.startswith("loss counted")}
+    assert sorted(sum(where.values(), [])) == sorted(docs), where
+    assert any(tuns == ["native", "vxlan"] and "tunnel device" in note
+               for note, tuns in where.items()), where
+    assert any(tuns == ["srv6"] and "UDP sockets" in note for note, tuns in where.items())
+    lost = [note for _, note, tuns in notes if tuns == ["srv6"] and "no passing rate" in note]
+    assert lost and "100.0% of the 1500 B packets" in lost[0], notes
+    for _, note, _ in notes:
+        assert html.escape(note) in page
     load = browser(rep.html)
     assert load.console_errors == [] and load.requests == []
     assert share.text in load.text
+    assert "Notes on cases" in load.text
     _not_blank(load.screenshot)
 
 
