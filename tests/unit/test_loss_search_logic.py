@@ -169,3 +169,22 @@ def test_a_search_stopped_by_the_sender_is_a_lower_bound() -> None:
     for res in lossy:
         assert res.rate_pps is not None and res.rate_pps <= 2000
         assert not res.sender_bound and not res.lower_bound
+
+
+def test_a_late_but_complete_trial_fails_in_both_searches() -> None:
+    """A sender that sends every packet of the schedule but takes 5% longer offered 5% less
+    than intended: RFC 2544 fails the trial (sender-limited), and MLRsearch counts the
+    shortfall as bad packets, so both put the rate below where the sender runs late."""
+    def late_above(limit: float):
+        def measure(rate: float, duration: float) -> FakeTrial:
+            late = rate > limit
+            return FakeTrial(rate, int(rate * duration), 0, 0.0, late,
+                             duration * (1.05 if late else 1.0))
+        return measure
+    r = rfc2544_search(late_above(3000), 5000, threshold=0.0, resolution_pps=10, duration=1.0,
+                       min_pps=100)
+    m = mlr_search(late_above(3000), 5000, goals={"ndr": 0.0}, relative_width=0.005,
+                   duration=1.0, min_pps=100)["ndr"]
+    for res in (r, m):
+        assert res.rate_pps is not None and 2950 <= res.rate_pps <= 3000, res.rate_pps
+        assert res.sender_bound

@@ -143,13 +143,16 @@ def mlr_search(measure: Measure, max_pps: float, *, goals: dict[str, float],
             t = measure(float(intended_load), float(intended_duration))
             trials.append(t)
             seconds[0] += intended_duration
-            intended = round(intended_load * intended_duration)
-            # sender-limited: intended > offered, MLRsearch counts the unsent packets as bad
+            # sender-limited: what the intended load would have sent in the time the sender
+            # took counts as intended, so MLRsearch counts the shortfall as bad packets. This
+            # covers a sender that stopped short and one that sent everything but late (its
+            # real rate was lower): RFC 2544 fails both too, so the methods agree.
+            due = round(intended_load * max(intended_duration, t.duration_s))
             return MeasurementResult(
                 intended_duration=intended_duration, intended_load=intended_load,
                 offered_count=t.offered, loss_count=t.lost,
                 offered_duration=t.duration_s,
-                intended_count=max(intended, t.offered) if t.sender_limited else t.offered)
+                intended_count=max(due, t.offered) if t.sender_limited else t.offered)
 
     sgoals = {name: SearchGoal(loss_ratio=ratio, exceed_ratio=0.0, relative_width=relative_width,
                                initial_trial_duration=min(1.0, duration),
