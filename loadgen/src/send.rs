@@ -183,8 +183,10 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
     // --- data phase: one worker per thread, each with its share of the rate --
     let mean = cfg.mix.mean_size();
     sys::set_min_timer_slack();
-    let start_clock_ns = sys::now_ns(cfg.clock);
-    let t0 = sys::mono_ns() + if nthreads > 1 { 2_000_000 } else { 0 };
+    // several workers start together a little ahead, once all are spawned
+    let lead_ns = if nthreads > 1 { 2_000_000 } else { 0 };
+    let t0 = sys::mono_ns() + lead_ns;
+    let start_clock_ns = sys::now_ns(cfg.clock) + lead_ns;
     let outs: Vec<WorkerOut> = if nthreads == 1 {
         let (socks, flows) = parts.pop().unwrap();
         vec![worker(cfg, socks, flows, 1.0, cfg.seed, t0)]
