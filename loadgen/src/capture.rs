@@ -303,12 +303,14 @@ pub fn run(cfg: &RecvCfg) -> Result<Value, CliError> {
             unsafe { std::ptr::write_volatile(bd.add(8) as *mut u32, TP_STATUS_KERNEL) };
             cur = (cur + 1) % ring.blocks;
             blocks_read += 1;
-            continue;
         }
         let now = sys::mono_ns();
         if let Some(r) = acct.stop_reason(now, &lim) {
             stop_reason = r;
             break;
+        }
+        if status & TP_STATUS_USER != 0 {
+            continue; // the next block may be ready too
         }
         // the kernel wakes us once per retired block (<= RETIRE_MS), not per packet
         let ms = acct.wait_budget_ns(now, &lim).div_ceil(1_000_000) as i32;
