@@ -6,7 +6,7 @@ from an AF_PACKET ring, which the kernel fills *before* tc ingress; this filter 
 so the far site's IP/UDP stack (route lookup, socket queues, per-packet wake-ups) no longer
 competes with the tunnel for the host's CPUs.
 
-The program is ten-odd instructions, assembled here (no compiler needed) and loaded with the
+The program is 19 instructions, assembled here (no compiler needed) and loaded with the
 bpf(2) system call: IPv4 without options or IPv6 without extension headers, protocol UDP,
 destination port in [lo, hi] -> TC_ACT_SHOT; everything else (ARP, neighbour discovery, other
 traffic) passes. It reads the packet with LD_ABS relative to the network header, so it works
