@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import platform
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from typing import Any
 from . import netlink
 from .ledger import Ledger
 
-SYS_BPF = 321                   # x86_64
+SYS_BPF = {"x86_64": 321, "aarch64": 280, "riscv64": 280, "ppc64le": 361, "s390x": 351}
 BPF_PROG_LOAD = 5
 BPF_PROG_TYPE_SCHED_CLS = 3
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
@@ -106,6 +107,9 @@ def load(prog: bytes, name: str = "tb_drop") -> int:
 
 
 def _load(prog: bytes, name: str, log_level: int) -> int:
+    nr = SYS_BPF.get(platform.machine())
+    if nr is None:
+        raise OSError(errno.ENOSYS, f"bpf(2) syscall number unknown on {platform.machine()}")
     libc = ctypes.CDLL(None, use_errno=True)
     insns = ctypes.create_string_buffer(prog, len(prog))
     lic = ctypes.create_string_buffer(b"GPL")
@@ -116,7 +120,7 @@ def _load(prog: bytes, name: str, log_level: int) -> int:
                      ctypes.addressof(log) if log_level else 0, 0, 0)
     attr[48:64] = name.encode()[:15].ljust(16, b"\0")      # prog_name
     buf = (ctypes.c_char * len(attr)).from_buffer(attr)
-    fd = libc.syscall(SYS_BPF, BPF_PROG_LOAD, buf, len(attr))
+    fd = libc.syscall(nr, BPF_PROG_LOAD, buf, len(attr))
     if fd < 0:
         err = ctypes.get_errno()
         msg = log.value.decode(errors="replace").strip().splitlines()
