@@ -3,6 +3,7 @@ figures make sense and the tunnel device carried the traffic."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +63,30 @@ def test_latency_percentiles_ordered_full_rtt(campaign: dict[str, Any], kind: st
     assert doc["cpu"]["warmup_excluded_samples"] >= 1
 
 
-def test_vxlan_latency_not_below_native(campaign: dict[str, Any]) -> None:
+def test_vxlan_latency_not_below_native(campaign: dict[str, Any],
+                                        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Encapsulation never makes the fastest round trip much faster. On two shared cores a
+    single 2 s run's sub-10 us minimum is bimodal (whether a core halts between ping-pongs,
+    or kworkers still tear down the previous test's namespaces): one native run once gave a
+    20.4 us minimum against vxlan's 6.8 us. A failing pair is measured again, 3 repeats each
+    alternating, and the minima over repeats decide; the first pair is reported."""
     nat = campaign["native/latency"]["metrics"]["tcp_rtt_min"]["value"]
     vx = campaign["vxlan/latency"]["metrics"]["tcp_rtt_min"]["value"]
-    assert vx > 0.8 * nat    # encapsulation never makes the fastest round trip much faster
+    if vx <= 0.8 * nat:
+        warnings.warn(f"tcp_rtt_min native {nat} us vs vxlan {vx} us in one run each: "
+                      "measuring again with 3 repeats", stacklevel=1)
+        exp = spec.build({
+            "experiment": {"repeats": 3, "duration": 2, "warmup": 1},
+            "tunnel": [{"kind": "native"}, {"kind": "vxlan"}],
+            "workload": [{"name": "latency", "protocol": "tcp"}]}, "test")
+        outcome = run_campaign(exp, tmp_path_factory.mktemp("latency-again"))
+        mins: dict[str, list[float]] = {}
+        for d in outcome.store.read_cases():
+            assert d["status"] == "ok", d.get("error")
+            mins.setdefault(d["case"]["tunnel"]["kind"],
+                            []).append(d["metrics"]["tcp_rtt_min"]["value"])
+        nat, vx = min(mins["native"]), min(mins["vxlan"])
+    assert vx > 0.8 * nat, (nat, vx)
 
 
 @pytest.mark.parametrize("kind", ["native", "vxlan"])
