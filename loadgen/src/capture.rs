@@ -82,18 +82,12 @@ pub fn socket_filter(lo: u16, hi: u16) -> Vec<libc::sock_filter> {
 }
 
 fn setsockopt<T>(fd: RawFd, level: i32, name: i32, val: &T, what: &str) -> Result<(), CliError> {
-    // SAFETY: val points at a live T of the size given.
-    let r = unsafe {
-        libc::setsockopt(fd, level, name, val as *const T as *const libc::c_void, std::mem::size_of::<T>() as u32)
-    };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(CliError::new(
+    sys::setsockopt(fd, level, name, val).map_err(|e| {
+        CliError::new(
             format!("capture: {what}: {e}"),
             "run as root (CAP_NET_RAW) on a kernel with CONFIG_PACKET, or drop --capture",
-        ));
-    }
-    Ok(())
+        )
+    })
 }
 
 struct Ring {

@@ -139,18 +139,17 @@ pub fn errno_name(e: i32) -> String {
     }
 }
 
-fn setsockopt_int(fd: RawFd, level: i32, name: i32, val: i32) -> io::Result<()> {
-    // SAFETY: pointer to a live c_int of the given size.
+/// setsockopt(2) with any plain-data value (an int, a struct like tpacket_req3).
+pub fn setsockopt<T>(fd: RawFd, level: i32, name: i32, val: &T) -> io::Result<()> {
+    // SAFETY: pointer to a live T of the given size.
     let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &val as *const i32 as *const libc::c_void,
-            mem::size_of::<i32>() as libc::socklen_t,
-        )
+        libc::setsockopt(fd, level, name, val as *const T as *const libc::c_void, mem::size_of::<T>() as libc::socklen_t)
     };
     if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+fn setsockopt_int(fd: RawFd, level: i32, name: i32, val: i32) -> io::Result<()> {
+    setsockopt(fd, level, name, &val)
 }
 
 fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {

@@ -207,29 +207,18 @@ class LossSearch(Workload):
         duration = min(params.trial_duration, ctx.duration)
         threads = loadgen.sender_threads(params.sender_threads)
         out = Output(raw={"trial_duration_s": duration, "sizes": {}})
-        ifnames = ctx.ep.rx_ifnames if params.receiver != "socket" else ()
-        try:
-            with bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns, ifnames, params.port,
-                                  params.port):
-                capture = bool(ifnames) and self._capture_works(ctx, params, dst, out)
-        except bpfdrop.DropUnavailable as exc:   # no bpf or clsact on this host
-            why = f"the capture receiver's drop filter could not be installed: {exc}"
-            if params.receiver == "capture":
-                raise CommandFailed(why, "use receiver=auto or receiver=socket (tunbench "
-                                    "doctor lists CONFIG_NET_CLS_BPF, CONFIG_NET_SCH_INGRESS, "
-                                    "CONFIG_PACKET)") from exc
-            out.notes.append(why + "; loss counted with UDP sockets instead")
-            out.raw["receiver"] = {"fallback": why}
-            capture = False
+        capture, info = self._choose_receiver(ctx, params, dst)
+        if "fallback" in info:
+            out.notes.append(info["fallback"] + ": loss counted with UDP sockets instead")
         out.raw["receiver"] = {"mode": "capture" if capture else "socket",
-                               "rx_ifnames": list(ifnames) if capture else [],
-                               "sender_threads": threads, **out.raw.get("receiver", {})}
+                               "rx_ifnames": list(ctx.ep.rx_ifnames) if capture else [],
+                               "sender_threads": threads, **info}
         out.raw["accounting"] = accounting(capture)
         out.notes.append(counted_where(capture, params.receiver, bool(ctx.ep.rx_ifnames),
                                        threads))
         with ctx.measuring(), bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns,
-                                               ifnames if capture else (), params.port,
-                                               params.port):
+                                               ctx.ep.rx_ifnames if capture else (),
+                                               params.port, params.port):
             for size in params.sizes:
                 key = size_key(size)
                 out.raw["sizes"][key] = self._one_size(ctx, params, dst, size, key, duration,
@@ -237,25 +226,34 @@ class LossSearch(Workload):
         return out
 
     @staticmethod
-    def _capture_works(ctx: Context, p: LossSearchParams, dst: str, out: Output) -> bool:
-        """A 0.5 s probe at 2,000 pps: does the capture receiver see the traffic? A ring that
-        sees nothing (SRv6-like delivery) or most of nothing means it is looking at the wrong
-        place; a few lost packets are the path's own loss (netem, a lossy tunnel), not a blind
-        ring. If it does not see the traffic: a note and sockets, or (receiver=capture) stop."""
-        spec = loadgen.TrafficSpec(size="128", flows=min(p.flows, 10), port=p.port)
-        t = loadgen.run_trial(ctx.tb, dst, spec, 0.5, 2000.0, label="loadgen-probe",
-                              capture=True, threads=1)
-        ok = t.offered > 0 and t.received >= PROBE_MIN_SEEN * t.offered
-        probe: dict[str, Any] = {"probe_sent": t.offered, "probe_captured": t.received}
-        if not ok:
-            why = (f"the capture probe saw {t.received} of {t.offered} packets on "
-                   f"{', '.join(ctx.ep.rx_ifnames)}")
-            if p.receiver == "capture":
-                raise CommandFailed(why, "use receiver=auto or receiver=socket")
-            out.notes.append(why + ": loss counted with UDP sockets instead")
-            probe["fallback"] = why
-        out.raw["receiver"] = probe
-        return ok
+    def _choose_receiver(ctx: Context, p: LossSearchParams, dst: str
+                         ) -> tuple[bool, dict[str, Any]]:
+        """Capture when the tunnel names its receiving devices, the drop filter installs there
+        and a 0.5 s probe at 2,000 pps shows the ring sees the traffic. A ring that sees
+        (almost) nothing looks at the wrong place (SRv6-like delivery); a few lost packets are
+        the path's own loss (netem, a lossy tunnel), not a blind ring. Returns (capture, what
+        to record: the probe's counts and, when falling back, why). With receiver=capture a
+        fallback stops the case instead."""
+        ifnames = ctx.ep.rx_ifnames if p.receiver != "socket" else ()
+        if not ifnames:
+            return False, {}
+        info: dict[str, Any] = {}
+        try:
+            with bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns, ifnames, p.port, p.port):
+                spec = loadgen.TrafficSpec(size="128", flows=min(p.flows, 10), port=p.port)
+                t = loadgen.run_trial(ctx.tb, dst, spec, 0.5, 2000.0, label="loadgen-probe",
+                                      capture=True, threads=1)
+            info = {"probe_sent": t.offered, "probe_captured": t.received}
+            if t.offered > 0 and t.received >= PROBE_MIN_SEEN * t.offered:
+                return True, info
+            why = f"the capture probe saw {t.received} of {t.offered} packets on {', '.join(ifnames)}"
+        except bpfdrop.DropUnavailable as exc:   # no bpf or clsact on this host, no device
+            why = f"the capture receiver's drop filter could not be installed: {exc}"
+        if p.receiver == "capture":
+            raise CommandFailed(why, "use receiver=auto or receiver=socket (tunbench doctor "
+                                "lists CONFIG_NET_CLS_BPF, CONFIG_NET_SCH_INGRESS, "
+                                "CONFIG_PACKET)")
+        return False, {**info, "fallback": why}
 
     def _one_size(self, ctx: Context, p: LossSearchParams, dst: str, size: str, key: str,
                   duration: float, out: Output, capture: bool, threads: int) -> dict[str, Any]:
