@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import __version__, spec, tunnels, workloads
+from . import __version__, interrupts, spec, tunnels, workloads
 from .errors import Interrupted, SpecError, TunbenchError
 from .report import console
 
@@ -35,6 +35,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
         os._exit(128 + signum)
     if signum != signal.SIGALRM:
         _LAST_SIGNUM = signal.Signals(signum)
+    interrupts.mark(_LAST_SIGNUM.name)
     raise Interrupted(_LAST_SIGNUM.name)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import proc, tunnels, workloads
+from . import interrupts, proc, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
 from .metrics.cpu import CpuRecord
@@ -132,6 +132,7 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
         for case in todo:
             reporter.case_start(case)
             doc = run_case(exp, case)
+            interrupts.check()   # a signal whose exception a library swallowed: not recorded
             store.write_case(case.case_id, doc)
             outcome.statuses[case.case_id] = doc["status"]
             index["cases"][case.index]["status"] = doc["status"]
@@ -204,11 +205,13 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     except CaseSkipped as exc:
         status, error = "skipped", str(exc)
     except TunbenchError as exc:
+        interrupts.check()   # the error may be a signal's exception turned into another
         status, error = "failed", exc.one_line() + _vanished(tb)
         if watch is not None and watch.problem:   # the cause, not the workload's symptom
             error = f"{watch.problem} (see the case's error_log)"
         error_log = _log_tails(tb)
     except Exception as exc:  # netlink errors and anything unforeseen: record, go on
+        interrupts.check()
         status, error = "failed", f"{type(exc).__name__}: {exc}"
         error_log = _log_tails(tb)
     finally:

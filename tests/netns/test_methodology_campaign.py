@@ -4,6 +4,7 @@ variants applied with ethtool, presets with --scale, line rate from a shaped und
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -13,8 +14,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tunbench import spec, workloads
+from tunbench import cli, interrupts, spec, workloads
+from tunbench.errors import Interrupted
 from tunbench.runner import run_campaign
+from tunbench.testbed import names, netlink
 from tunbench.workloads.base import Context, Output, Workload, WorkloadParams, wait_for_output
 
 TB = [sys.executable, "-m", "tunbench"]
@@ -148,3 +151,47 @@ def test_preset_scaled_with_shaped_line_rate(tmp_path: Path) -> None:
     assert 50 < tp["pct_of_line_rate"] <= 105
     lr = next(e for e in summary["entries"] if e["metric"] == "line_rate_pct")
     assert lr["mean"] == pytest.approx(tp["pct_of_line_rate"])
+
+
+class _SwallowsSignal(Workload):
+    """Like a library that catches Exception (pyroute2's netlink decoder logs a SIGINT's
+    exception and re-raises it as NetlinkNLADecodeError): a real SIGINT lands inside it."""
+
+    name = "swallows-signal"
+    summary = "test: a signal's exception turned into another error"
+
+    def run(self, ctx: Context, params: WorkloadParams) -> Output:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except Exception as exc:
+            raise ValueError(f"decode failed: {exc}") from None
+        return Output()
+
+
+def test_a_signal_turned_into_another_error_still_interrupts(tmp_path: Path) -> None:
+    """One CI run went on to exit 0 after SIGINT because pyroute2 turned the Interrupted into
+    a decode error, which the runner recorded as a failed case."""
+    reg = workloads.registry()
+    reg["swallows-signal"] = _SwallowsSignal
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
+    old_hook = sys.unraisablehook
+    try:
+        cli.install_signal_handlers()
+        exp = spec.build({"experiment": {"repeats": 1, "duration": 1, "warmup": 0},
+                          "tunnel": [{"kind": "native"}],
+                          "workload": [{"name": "swallows-signal"},
+                                       {"name": "ping", "interval": 0.1}]}, "test")
+        with pytest.raises(Interrupted):
+            run_campaign(exp, tmp_path / "c")
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        sys.unraisablehook = old_hook
+        interrupts.clear()
+        reg.pop("swallows-signal")
+    index = _index(tmp_path / "c")
+    assert index["state"] == "interrupted"
+    assert [c["status"] for c in index["cases"]] == ["pending", "pending"]
+    assert not list((tmp_path / "c" / "cases").glob("*.json"))
+    assert not [n for n in netlink.list_netns() if names.is_ours_netns(n)]
