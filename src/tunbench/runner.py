@@ -68,7 +68,7 @@ def preflight(exp: Experiment) -> None:
     for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.rate or exp.netem else ()):
         if not proc.which(tool):
             missing.append(f"tool {tool}: not installed (apt-get install "
-                           f"{proc.TOOL_PACKAGES.get(tool, 'procps')})")
+                           f"{proc.package_for(tool)})")
     for t in exp.tunnels:
         for mtu in exp.all_mtus():
             inner = tunnels.get(t.kind).tunnel_mtu(t.params, mtu)

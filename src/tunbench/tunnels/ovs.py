@@ -374,7 +374,7 @@ def _system_roles(site: Site, roles: dict[str, Any], tun_name: str | None) -> di
 
 def ovs_needs(spec: OvsKind) -> dict[str, Needs]:
     """Both datapaths run the daemons; the kernel one also needs the module and its vport."""
-    return {"": Needs(tools=TOOLS, packages=("openvswitch-common",)),
+    return {"": Needs(tools=TOOLS),
             "netdev": Needs(kernel=(KernelOption("CONFIG_TUN", "tun",
                                                  "netdev internal ports are TAP devices"),)),
             "system": Needs(kernel=(
