@@ -228,11 +228,23 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         cpu = cpu_summary(ctx.cpu_record, ctx.warmup)
         metrics.update(_cpu_metrics(cpu, out))
     return case_document(
-        case={**case.to_dict(), "run_id": run_id}, status=status, started=started,
+        case={**case.to_dict(), "tunnel": tunnel_identity(case), "run_id": run_id},
+        status=status, started=started,
         ended=time.time(), testbed=tb.describe() if tb else None,
         tunnel=ep.describe() if ep else None, metrics=metrics, series=out.series,
         cpu=cpu, counters=counters, raw=out.raw, notes=notes, error=error,
         error_log=error_log, offloads=offloads)
+
+
+def tunnel_identity(case: Case) -> dict[str, Any]:
+    """The case's tunnel section, with what a reader must not have to guess, recorded at write
+    time: the implementation resolved on this host (wireguard kernel|go, ipsec
+    libipsec|kernel|xfrm, ovs-* netdev|system; None for a kind with one), whether it
+    encrypts, and the name the report shows ('wireguard (go)')."""
+    t = case.tunnel
+    drv = tunnels.get(t.kind)
+    return {**t.to_dict(), "impl": drv.resolve_impl(t.params), "encrypts": drv.encrypts,
+            "display": drv.display(t.params, t.label)}
 
 
 def cpu_summary(record: CpuRecord, warmup: float) -> dict[str, Any]:

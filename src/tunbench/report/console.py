@@ -123,7 +123,7 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)
-    rows = stats.rows(cases, noisy_cv)
+    rows = stats.rows(data.name_tunnels(cases), noisy_cv)
     swept: dict[tuple[str, int, str], list[stats.Row]] = {}
     groups: dict[tuple[str, int, str], list[stats.Row]] = {}
     for r in rows:
