@@ -68,8 +68,10 @@ def test_tool_versions_cover_every_declared_tool() -> None:
     for name, tool in tunnels.declared_tools().items():
         if tool.version_argv:
             assert argvs[name] == [name, *tool.version_argv]
-        else:   # no version option (ssh-keygen): never asked
-            assert name not in argvs
+        else:   # no version option (ssh-keygen): never asked, only found
+            assert argvs[name] == []
+            found = envinfo.tool_versions([name])[name]
+            assert found is None or found.startswith("installed (")
     assert set(envinfo.VERSION_ARGS) <= set(argvs)
     assert set(tunnels.declared_tools()) <= set(doctor.doctor_tools())
 

@@ -26,12 +26,12 @@ VERSION_ARGS: dict[str, list[str]] = {
 
 def version_argvs() -> dict[str, list[str]]:
     """tool -> argv printing its version: the base tools, then every tool a tunnel driver
-    declares (one whose version_argv is empty has no version option and is left out)."""
+    declares (an empty argv: the tool has no version option, only its presence is told)."""
     from ..tunnels import declared_tools  # the registry imports this package's siblings
     out = dict(VERSION_ARGS)
     for name, tool in declared_tools().items():
-        if tool.version_argv and name not in out:
-            out[name] = [name, *tool.version_argv]
+        if name not in out:
+            out[name] = [name, *tool.version_argv] if tool.version_argv else []
     return out
 
 
@@ -54,6 +54,9 @@ def tool_versions(tools: list[str] | None = None) -> dict[str, str | None]:
             out[tool] = None
             continue
         argv = argvs.get(tool, [tool, "--version"])
+        if not argv:
+            out[tool] = f"installed ({path}; no version option)"
+            continue
         try:   # by full path: some live outside PATH (/usr/lib/ipsec/charon)
             r = proc.run([path, *argv[1:]], timeout=5, check=False)
         except Exception:
