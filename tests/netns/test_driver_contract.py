@@ -12,7 +12,10 @@ with the exact reason its requirements give.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +112,25 @@ def test_doctor_and_list_have_a_row_for_every_kind_and_implementation() -> None:
             assert row["available"] or row["reasons"], f"{kind} ({impl}) unavailable, no why"
         rows = tunnels.availability(kind)
         assert [r.impl for r in rows] == [None, *drv.implementations()]
+
+
+def test_doctor_and_list_print_every_implementation_with_yes_or_why_not() -> None:
+    doc = subprocess.run([sys.executable, "-m", "tunbench", "doctor"], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    listed = subprocess.run([sys.executable, "-m", "tunbench", "list", "--json"],
+                            capture_output=True, text=True, timeout=120, check=True).stdout
+    impls = {k: v["implementations"] for k, v in json.loads(listed)["tunnels"].items()}
+    lines = doc.splitlines()
+    for kind in KINDS:
+        for r in tunnels.availability(kind)[1:]:
+            row = next((i for i, ln in enumerate(lines) if ln.split()[:len(r.display.split())]
+                        == r.display.split()), None)
+            assert row is not None, f"doctor has no row for {r.display}"
+            assert lines[row].split()[-1] == ("yes" if r.available else "no"), lines[row]
+            if not r.available:   # the reasons follow, one line each
+                assert lines[row + 1].strip().startswith("- "), lines[row:row + 2]
+            assert impls[kind][str(r.impl)] == {"display": r.display, "available": r.available,
+                                                "missing": r.reasons}
 
 
 def test_declared_tools_and_packages_are_installed_by_the_makefile() -> None:
