@@ -11,7 +11,7 @@ import pytest
 from tunbench import doctor, tunnels
 from tunbench.errors import SpecError
 from tunbench.tunnels import _ssh
-from tunbench.tunnels.base import TunnelDriver, TunnelParams
+from tunbench.tunnels.base import KernelOption, Needs, TunnelDriver, TunnelParams
 from tunbench.tunnels.srv6 import parse_seg6local_counters
 from tunbench.tunnels.ssh_forward import listening
 
@@ -100,7 +100,11 @@ def test_implementations_from_literal_param() -> None:
     assert D.implementations() == ("kernel", "userspace")
     assert E.implementations() == ("netdev",)
     assert D.display(P(impl="kernel")) == "d (kernel)"
-    assert D.display(P(), "mine") == "mine"      # automatic: the driver resolves it
+    # automatic: the first implementation whose declared needs this host meets
+    D.needs = {"kernel": Needs(kernel=(KernelOption("CONFIG_TB_NO_SUCH_OPTION", None),))}
+    assert D.display(P(), "mine") == "mine (userspace)"
+    D.needs = {}
+    assert D.resolve_impl(P()) == "kernel"
     assert tunnels.get("wireguard").implementations() == ("kernel", "go")
     assert tunnels.get("ipsec").implementations() == ("libipsec", "kernel", "xfrm")
     assert tunnels.get("ovs-vxlan").implementations() == ("netdev", "system")

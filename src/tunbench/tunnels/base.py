@@ -159,11 +159,17 @@ class TunnelDriver(ABC, Generic[P]):
 
     @classmethod
     def resolve_impl(cls, params: P) -> str | None:
-        """The implementation these params run on this host (None: the kind has one)."""
+        """The implementation these params run on this host (None: the kind has one). By
+        default an automatic choice is the first implementation, in the Literal's order, whose
+        declared needs this host meets (else the first); a driver may choose otherwise."""
         if not cls.impl_param:
             return None
         value = getattr(params, cls.impl_param)
-        return None if value in AUTO_IMPLS else str(value)
+        if value not in AUTO_IMPLS:
+            return str(value)
+        impls = cls.implementations()
+        return next((i for i in impls if not cls.declared_missing(i)),
+                    impls[0] if impls else None)
 
     @classmethod
     def display(cls, params: P, label: str | None = None) -> str:
