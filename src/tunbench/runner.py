@@ -55,8 +55,9 @@ def preflight(exp: Experiment) -> None:
     if root:
         missing.append(root.one_line())
     for t in exp.tunnels:
-        for m in tunnels.get(t.kind).requirements(t.params):
-            missing.append(f"tunnel {t.label}: {m.one_line()}")
+        drv = tunnels.get(t.kind)
+        for m in drv.requirements(t.params):   # named with its implementation
+            missing.append(f"tunnel {drv.display(t.params, t.label)}: {m.one_line()}")
     for w in exp.workloads:
         for m in workloads.get(w.name).requirements(w.params):
             missing.append(f"workload {w.name}: {m.one_line()}")

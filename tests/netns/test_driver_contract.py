@@ -195,3 +195,20 @@ def test_up_traffic_teardown(kind: str, impl: str | None) -> None:
         local.sweep(rid)
     assert not errors, errors
     assert not _left(rid), f"left behind: {_left(rid)}"
+
+
+def test_run_refuses_an_unavailable_implementation_naming_it(tmp_path: Path) -> None:
+    rows = [r for k in KINDS for r in tunnels.availability(k)[1:] if not r.available]
+    if not rows:
+        pytest.skip("every implementation of every kind runs on this host")
+    r = rows[0]
+    exp = tmp_path / "exp.toml"
+    exp.write_text(f'[[tunnel]]\nkind = "{r.kind}"\n'
+                   f'{tunnels.get(r.kind).impl_param} = "{r.impl}"\n'
+                   '[[workload]]\nname = "stream"\n')
+    out = tmp_path / "never"
+    p = subprocess.run([sys.executable, "-m", "tunbench", "run", "--experiment", str(exp),
+                        "--out", str(out)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3, (p.returncode, p.stderr)
+    assert f"tunnel {r.display}: {r.reasons[0]}" in p.stderr
+    assert not out.exists()
