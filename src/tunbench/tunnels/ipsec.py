@@ -44,7 +44,6 @@ from .base import (
 )
 
 ESP_HEADER, ESP_IV, ESP_ICV, ESP_TRAILER, ESP_ALIGN = 8, 8, 16, 2, 4
-IMPLS = ("libipsec", "kernel", "xfrm")
 # charon's kernel-libipsec reads at most 1400 bytes per packet from its TUN (fixed in 5.9)
 LIBIPSEC_MAX_MTU = 1400
 PLUGIN_DIR = Path("/usr/lib/ipsec/plugins")
