@@ -96,7 +96,7 @@ def kernel_missing(option: str, feature: str, module: str | None = None) -> Miss
 def tool_missing(tool: str, purpose: str = "") -> Missing | None:
     if proc.which(tool):
         return None
-    pkg = proc.TOOL_PACKAGES.get(tool, tool)
+    pkg = proc.package_for(tool)
     return Missing(f"tool {tool}", f"not installed{': ' + purpose if purpose else ''}",
                    f"apt-get install {pkg}")
 

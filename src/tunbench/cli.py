@@ -60,14 +60,11 @@ def install_signal_handlers() -> None:
 
 
 def available_kinds() -> dict[str, list[str]]:
-    """kind -> list of reasons it cannot run here (empty: available)."""
-    out = {}
-    for kind, drv in sorted(tunnels.registry().items()):
-        try:
-            out[kind] = [m.one_line() for m in drv.requirements(drv.Params())]
-        except TunbenchError as exc:
-            out[kind] = [exc.one_line()]
-    return out
+    """kind -> list of reasons it cannot run here with its default params (empty: available;
+    an automatically chosen implementation runs if any does)."""
+    return {kind: [] if auto.available else auto.reasons
+            for kind in sorted(tunnels.registry())
+            for auto in tunnels.availability(kind)[:1]}
 
 
 def _csv(text: str) -> list[str]:
@@ -207,6 +204,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps({
             "tunnels": {k: {"available": not why, "missing": why,
                             "summary": tunnels.get(k).summary,
+                            "encrypts": tunnels.get(k).encrypts,
+                            "implementations": {
+                                str(r.impl): {"display": r.display, "available": r.available,
+                                              "missing": r.reasons}
+                                for r in tunnels.availability(k)[1:]},
                             "params": tunnels.get(k).Params().to_dict()}
                         for k, why in kinds.items()},
             "workloads": {n: {"summary": w.summary, "params": w.Params().to_dict(),

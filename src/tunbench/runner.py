@@ -55,8 +55,9 @@ def preflight(exp: Experiment) -> None:
     if root:
         missing.append(root.one_line())
     for t in exp.tunnels:
-        for m in tunnels.get(t.kind).requirements(t.params):
-            missing.append(f"tunnel {t.label}: {m.one_line()}")
+        drv = tunnels.get(t.kind)
+        for m in drv.requirements(t.params):   # named with its implementation
+            missing.append(f"tunnel {drv.display(t.params, t.label)}: {m.one_line()}")
     for w in exp.workloads:
         for m in workloads.get(w.name).requirements(w.params):
             missing.append(f"workload {w.name}: {m.one_line()}")
@@ -68,7 +69,7 @@ def preflight(exp: Experiment) -> None:
     for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.rate or exp.netem else ()):
         if not proc.which(tool):
             missing.append(f"tool {tool}: not installed (apt-get install "
-                           f"{proc.TOOL_PACKAGES.get(tool, 'procps')})")
+                           f"{proc.package_for(tool)})")
     for t in exp.tunnels:
         for mtu in exp.all_mtus():
             inner = tunnels.get(t.kind).tunnel_mtu(t.params, mtu)
@@ -228,11 +229,23 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         cpu = cpu_summary(ctx.cpu_record, ctx.warmup)
         metrics.update(_cpu_metrics(cpu, out))
     return case_document(
-        case={**case.to_dict(), "run_id": run_id}, status=status, started=started,
+        case={**case.to_dict(), "tunnel": tunnel_identity(case), "run_id": run_id},
+        status=status, started=started,
         ended=time.time(), testbed=tb.describe() if tb else None,
         tunnel=ep.describe() if ep else None, metrics=metrics, series=out.series,
         cpu=cpu, counters=counters, raw=out.raw, notes=notes, error=error,
         error_log=error_log, offloads=offloads)
+
+
+def tunnel_identity(case: Case) -> dict[str, Any]:
+    """The case's tunnel section, with what a reader must not have to guess, recorded at write
+    time: the implementation resolved on this host (wireguard kernel|go, ipsec
+    libipsec|kernel|xfrm, ovs-* netdev|system; None for a kind with one), whether it
+    encrypts, and the name the report shows ('wireguard (go)')."""
+    t = case.tunnel
+    drv = tunnels.get(t.kind)
+    return {**t.to_dict(), "impl": drv.resolve_impl(t.params), "encrypts": drv.encrypts,
+            "display": drv.display(t.params, t.label)}
 
 
 def cpu_summary(record: CpuRecord, warmup: float) -> dict[str, Any]:

@@ -123,7 +123,7 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)
-    rows = stats.rows(cases, noisy_cv)
+    rows = stats.rows(data.name_tunnels(cases), noisy_cv)
     swept: dict[tuple[str, int, str], list[stats.Row]] = {}
     groups: dict[tuple[str, int, str], list[stats.Row]] = {}
     for r in rows:
@@ -261,6 +261,9 @@ def print_list(kinds: dict[str, list[str]], show_params: bool = False) -> None:
         if show_params:
             text += "\n" + ", ".join(f"{k}={v!r}" for k, v in drv.Params().to_dict().items())
         table.add_row(kind, "[green]yes[/green]" if not why else "[red]no[/red]", text)
+        for r in tunnels.availability(kind)[1:]:   # each implementation, available or why not
+            table.add_row(f"  {r.display}", "[green]yes[/green]" if r.available else
+                          "[red]no[/red]", "\n".join(r.reasons))
     console.print(table)
     wt = Table(title="workloads")
     wt.add_column("workload")

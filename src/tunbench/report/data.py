@@ -29,8 +29,10 @@ from ..results.store import CampaignStore
 from . import stats
 
 SWEEP_PARAMS = ("streams", "processes", "parallel", "flows", "connections")
-ENCRYPTING = ("wireguard", "ipsec", "esp", "strongswan", "libreswan", "ssh", "openvpn",
-              "macsec", "tls", "wireguard-go")
+# For result files written before cases recorded "encrypts" and "display" (tunnel_identity):
+# the kinds whose drivers declare encrypts, and the params/info keys naming an implementation.
+_OLD_ENCRYPTING_KINDS = ("wireguard", "ipsec", "ssh-tun", "ssh-forward")
+_IMPL_KEYS = ("impl", "datapath")
 _SWEEP_METRIC = re.compile(r"^(?P<base>.+?)@(?P<param>[a-z_]+?)(?P<x>\d+)$")
 _PCTL = re.compile(r"^(?P<base>.+)_p(?P<q>\d+(?:\.\d+)?)$")
 _NDR = re.compile(r"^(?P<kind>ndr|pdr)(?:[_@](?:size)?(?P<size>[\w.]+))?$")
@@ -67,6 +69,11 @@ class Campaign:
     def kind_of(self, label: str) -> str:
         return next((d["case"]["tunnel"]["kind"] for d in self.cases if tunnel(d) == label),
                     label)
+
+    def encrypts(self, label: str) -> bool:
+        """Whether the tunnel shown as `label` encrypts, as its cases recorded it."""
+        return any(d["case"]["tunnel"].get("encrypts") for d in self.cases
+                   if tunnel(d) == label)
 
     def scenarios(self) -> list[Scenario]:
         return list(dict.fromkeys((r.workload, r.mtu, r.offloads) for r in self.rows))
@@ -117,6 +124,44 @@ def base_workload(doc: dict[str, Any]) -> str:
     return str(w.get("base", w["name"]))
 
 
+def tunnel_identity(doc: dict[str, Any]) -> dict[str, Any]:
+    """{"impl", "encrypts", "display"} of a case's tunnel: as recorded at write time, or, for
+    older result files, derived from what they did record (the implementation the driver
+    reported in the tunnel's info, else a non-automatic impl/datapath parameter; encrypts from
+    the kinds that declare it). The one place that knows both ways."""
+    t = doc["case"]["tunnel"]
+    if "display" in t and "encrypts" in t:
+        return {"impl": t.get("impl"), "encrypts": bool(t["encrypts"]),
+                "display": str(t["display"])}
+    info = (doc.get("tunnel") or {}).get("info") or {}
+    params = t.get("params") or {}
+    found = [src.get(k) for src in (info, params) for k in _IMPL_KEYS]
+    impl = next((str(v) for v in found if v not in (None, "", "auto")), None)
+    return {"impl": impl, "encrypts": t["kind"] in _OLD_ENCRYPTING_KINDS,
+            "display": f"{t['label']} ({impl})" if impl else str(t["label"])}
+
+
+def name_tunnels(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cases whose tunnel label is the display name ('wireguard (go)'), with impl and
+    encrypts, so every table, figure, export and take-away names the implementation. One
+    label keeps one name: an old failed case that recorded no implementation takes the one
+    its label's other cases recorded."""
+    idents = [tunnel_identity(d) for d in cases]
+    best: dict[str, dict[str, Any]] = {}
+    for d, ident in zip(cases, idents, strict=True):
+        label = d["case"]["tunnel"].get("given_label", d["case"]["tunnel"]["label"])
+        if label not in best or (ident["impl"] and not best[label]["impl"]):
+            best[label] = ident
+    out = []
+    for d in cases:
+        t = d["case"]["tunnel"]
+        label = t.get("given_label", t["label"])
+        ident = best[label]
+        out.append({**d, "case": {**d["case"], "tunnel": {
+            **t, **ident, "label": ident["display"], "given_label": label}}})
+    return out
+
+
 def _split_sweeps(cases: list[dict[str, Any]]) -> None:
     """A workload run at several values of a sweep parameter (e.g. streams 1, 4, 16) becomes
     one scenario per value ('stream streams=4'), so its tables and ratios never mix them."""
@@ -135,7 +180,7 @@ def _split_sweeps(cases: list[dict[str, Any]]) -> None:
 def load(root: Path) -> Campaign:
     store = CampaignStore(root)
     index = store.read_index()
-    cases = store.read_cases()
+    cases = name_tunnels(store.read_cases())
     _split_sweeps(cases)
     return Campaign(root, index, cases, stats.rows(cases))
 

@@ -230,8 +230,7 @@ def scaling(c: Campaign) -> list[Takeaway]:
             summ = {x: stats.summarize(pts[x]) for x in xs}
             peak = max(xs, key=lambda x: summ[x].mean)
             last = xs[-1]
-            enc = any(k in data.ENCRYPTING for k in (c.kind_of(tun), tun))
-            what = f"{tun} (encrypting)" if enc else tun
+            what = f"{tun} (encrypting)" if c.encrypts(tun) else tun
             facts = {"workload": sw.workload, "tunnel": tun, "peak_x": peak,
                      "peak": summ[peak].mean, "last_x": last, "last": summ[last].mean}
             if peak == last:

@@ -11,21 +11,28 @@ from typing import Any
 
 from .. import __version__, proc
 
+# Tools of the testbed and the workloads; the tunnel drivers' tools come from their
+# declarations (tunnels.declared_tools: argv and version arguments), see version_argvs().
 VERSION_ARGS: dict[str, list[str]] = {
     "iperf3": ["iperf3", "--version"],
     "ip": ["ip", "-V"],
     "ethtool": ["ethtool", "--version"],
     "sockperf": ["sockperf", "--version"],
-    "wireguard-go": ["wireguard-go", "--version"],
-    "wg": ["wg", "--version"],
-    "ovs-vswitchd": ["ovs-vswitchd", "--version"],
-    "ssh": ["ssh", "-V"],
-    "sshd": ["sshd", "-V"],
     "tc": ["tc", "-V"],
     "ping": ["ping", "-V"],
     "ss": ["ss", "-V"],
-    "swanctl": ["swanctl", "--version"],
 }
+
+
+def version_argvs() -> dict[str, list[str]]:
+    """tool -> argv printing its version: the base tools, then every tool a tunnel driver
+    declares (an empty argv: the tool has no version option, only its presence is told)."""
+    from ..tunnels import declared_tools  # the registry imports this package's siblings
+    out = dict(VERSION_ARGS)
+    for name, tool in declared_tools().items():
+        if name not in out:
+            out[name] = [name, *tool.version_argv] if tool.version_argv else []
+    return out
 
 
 def cpu_model() -> str:
@@ -40,18 +47,33 @@ def cpu_model() -> str:
 
 def tool_versions(tools: list[str] | None = None) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
-    for tool in tools or list(VERSION_ARGS):
-        if not proc.which(tool):
+    argvs = version_argvs()
+    for tool in tools or list(argvs):
+        path = proc.which(tool)
+        if not path:
             out[tool] = None
             continue
-        try:
-            r = proc.run(VERSION_ARGS.get(tool, [tool, "--version"]), timeout=5, check=False)
+        argv = argvs.get(tool, [tool, "--version"])
+        if not argv:
+            out[tool] = f"installed ({path}; no version option)"
+            continue
+        try:   # by full path: some live outside PATH (/usr/lib/ipsec/charon)
+            r = proc.run([path, *argv[1:]], timeout=5, check=False)
         except Exception:
             out[tool] = None
             continue
-        text = (r.stdout + r.stderr).strip().splitlines()
-        out[tool] = text[0].strip() if text else None
+        out[tool] = version_line(r.stdout + r.stderr)
     return out
+
+
+_VERSION = re.compile(r"\d+\.\d+")
+
+
+def version_line(text: str) -> str | None:
+    """The line of a tool's version output that carries a version number (swanctl prints
+    plugin warnings first), else its first line."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return next((ln for ln in lines if _VERSION.search(ln)), lines[0] if lines else None)
 
 
 def host_env() -> dict[str, Any]:

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from ..capabilities import Missing, tool_missing
 from ..errors import SpecError
@@ -120,10 +120,17 @@ def wait_for_output(p: Process, needle: str, timeout: float = 5.0) -> None:
     wait_ready(p, ready_text=needle, timeout=timeout)
 
 
-class Workload(ABC):
+W = TypeVar("W", bound=WorkloadParams)
+
+
+class Workload(ABC, Generic[W]):
+    """Generic over its params class (`class Stream(Workload[StreamParams])`): every method
+    receives its own typed params, mypy checks them, no isinstance asserts."""
+
     name: ClassVar[str]
     summary: ClassVar[str]
-    Params: ClassVar[type[WorkloadParams]] = WorkloadParams
+    # the concrete workload's params class (W); ClassVar cannot name a type variable
+    Params: ClassVar[type[Any]] = WorkloadParams
     tools: ClassVar[tuple[str, ...]] = ()
     headline: ClassVar[tuple[str, ...]] = ()   # metrics the console summary shows first
     # A parameter that an experiment may give as a list: one case per value (e.g. streams).
@@ -131,29 +138,29 @@ class Workload(ABC):
     sweep_default: ClassVar[tuple[Any, ...]] = ()   # the values used when it is left out
 
     @classmethod
-    def parse_params(cls, raw: dict[str, Any], where: str = "") -> WorkloadParams:
+    def parse_params(cls, raw: dict[str, Any], where: str = "") -> W:
         problems, values = coerce_fields(cls.Params, raw, f"{where}workload {cls.name}")
         if not problems:
-            params = cls.Params(**values)
+            params: W = cls.Params(**values)
             problems = [f"{where}workload {cls.name}: {p}" for p in params.validate()]
             if not problems:
                 return params
         raise SpecError("; ".join(problems), "see `tunbench list --params`")
 
     @classmethod
-    def requirements(cls, params: WorkloadParams) -> list[Missing]:
+    def requirements(cls, params: W) -> list[Missing]:
         return [m for m in (tool_missing(t, f"workload {cls.name}") for t in cls.tools) if m]
 
     @classmethod
-    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
+    def expected_seconds(cls, params: W, duration: float, warmup: float) -> float:
         """Rough wall time of one case, for the ETA."""
         return duration + warmup + 1.0
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+    def unsupported(self, ctx: Context, params: W) -> str | None:
         """Why this workload cannot run over these endpoints (None: it can). The runner then
         records the case as skipped with this reason instead of running it."""
         return None
 
     @abstractmethod
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
+    def run(self, ctx: Context, params: W) -> Output:
         """Run the traffic and return parsed figures."""

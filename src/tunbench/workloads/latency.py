@@ -194,7 +194,7 @@ def wait_bound(ctx: Context, server: Process, proto: str, port: int,
                         f"{timeout:g}s: {server.log_tail(3) or 'no output'}", argv=server.argv)
 
 
-class Latency(Workload):
+class Latency(Workload[LatencyParams]):
     name = "latency"
     summary = "request/response RTT distribution (sockperf ping-pong, --full-rtt), TCP and UDP"
     Params = LatencyParams
@@ -202,18 +202,15 @@ class Latency(Workload):
     headline = ("tcp_rtt_p50", "udp_rtt_p50", "tcp_rtt_p99", "udp_rtt_p99")
 
     @classmethod
-    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
-        assert isinstance(params, LatencyParams)
+    def expected_seconds(cls, params: LatencyParams, duration: float, warmup: float) -> float:
         return len(params.protocols()) * (math.ceil(duration + warmup) + 2.0)
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
-        assert isinstance(params, LatencyParams)
+    def unsupported(self, ctx: Context, params: LatencyParams) -> str | None:
         if "udp" in params.protocols():
             return relay_problem(ctx, not_tcp="UDP (sockperf)")
         return relay_problem(ctx, tcp_ports=[ctx.port_base + PORT_OFFSET])
 
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
-        assert isinstance(params, LatencyParams)
+    def run(self, ctx: Context, params: LatencyParams) -> Output:
         addr = ctx.server_addr()
         port = ctx.port_base + PORT_OFFSET
         out = Output()

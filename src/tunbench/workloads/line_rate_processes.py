@@ -36,7 +36,7 @@ class LineRateParams(WorkloadParams):
         return problems
 
 
-class LineRateProcesses(Workload):
+class LineRateProcesses(Workload[LineRateParams]):
     name = "line-rate-processes"
     summary = ("K independent single-stream iperf3 pairs at once; throughput as % of line rate "
                "(shaped --rate, else native)")
@@ -45,16 +45,13 @@ class LineRateProcesses(Workload):
     headline = ("throughput", "line_rate_pct")
 
     @classmethod
-    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
-        assert isinstance(params, LineRateParams)
+    def expected_seconds(cls, params: LineRateParams, duration: float, warmup: float) -> float:
         return duration + warmup + 1.0 + 0.3 * params.processes
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
-        assert isinstance(params, LineRateParams)
+    def unsupported(self, ctx: Context, params: LineRateParams) -> str | None:
         return relay_problem(ctx, tcp_ports=range(ctx.port_base, ctx.port_base + params.processes))
 
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
-        assert isinstance(params, LineRateParams)
+    def run(self, ctx: Context, params: LineRateParams) -> Output:
         layout = [params.streams] * params.processes
         res = run_pairs(ctx, layout, StreamParams(1, params.reverse, params.length,
                                                   params.congestion))

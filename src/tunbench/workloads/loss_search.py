@@ -159,7 +159,7 @@ def search_summary(res: SearchResult) -> dict[str, Any]:
             "trials": len(res.trials), "lower_bound": res.lower_bound}
 
 
-class LossSearch(Workload):
+class LossSearch(Workload[LossSearchParams]):
     name = "loss-search"
     summary = ("loss-threshold throughput: RFC 2544 binary search and MLRsearch NDR/PDR "
                "(native UDP generator, 100 flows, fixed sizes and IMIX), latency under load")
@@ -168,9 +168,8 @@ class LossSearch(Workload):
                 "rfc2544_pps_imix", "rfc2544_pps_361")
 
     @classmethod
-    def requirements(cls, params: WorkloadParams) -> list[Missing]:
+    def requirements(cls, params: LossSearchParams) -> list[Missing]:
         missing = [m for m in (loadgen.binary_missing(),) if m]
-        assert isinstance(params, LossSearchParams)
         if params.method in ("mlrsearch", "both"):
             try:
                 import MLRsearch  # type: ignore[import-untyped]  # noqa: F401
@@ -180,8 +179,7 @@ class LossSearch(Workload):
         return missing
 
     @classmethod
-    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
-        assert isinstance(params, LossSearchParams)
+    def expected_seconds(cls, params: LossSearchParams, duration: float, warmup: float) -> float:
         t = min(params.trial_duration, duration) + 1.0
         per_size = 1 + len(params.latency_at_pct)   # the max-rate trial and latency trials
         # a search that converges (not one that passes at the upper bound): RFC 2544 bisects
@@ -191,15 +189,13 @@ class LossSearch(Workload):
         per_size += bisect + 4 if params.method != "rfc2544" else 0
         return t * per_size * len(params.sizes) + 1.5   # + the capture probe
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
-        assert isinstance(params, LossSearchParams)
+    def unsupported(self, ctx: Context, params: LossSearchParams) -> str | None:
         if params.receiver == "capture" and not ctx.ep.rx_ifnames:
             return ("receiver=capture needs a tunnel whose inner packets arrive on a device in "
                     "site b, and this one delivers them without one; use receiver=auto or socket")
         return relay_problem(ctx, not_tcp="UDP (the load generator)")
 
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
-        assert isinstance(params, LossSearchParams)
+    def run(self, ctx: Context, params: LossSearchParams) -> Output:
         if ctx.family == 6 and "imix" in params.sizes:
             raise SpecError("the simple IMIX has 40-byte packets, which IPv6 cannot carry",
                             "use IPv4 (family 4) or leave \"imix\" out of sizes")

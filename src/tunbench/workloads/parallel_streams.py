@@ -39,7 +39,7 @@ class ParallelStreamsParams(WorkloadParams):
         return problems
 
 
-class ParallelStreams(Workload):
+class ParallelStreams(Workload[ParallelStreamsParams]):
     name = "parallel-streams"
     summary = ("aggregate TCP throughput and CPU for N parallel streams (iperf3, several "
                "processes past 128); streams is swept, default 1..512")
@@ -50,18 +50,15 @@ class ParallelStreams(Workload):
     sweep_default = STUDY_STREAMS
 
     @classmethod
-    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
-        assert isinstance(params, ParallelStreamsParams)
+    def expected_seconds(cls, params: ParallelStreamsParams, duration: float, warmup: float) -> float:
         return duration + warmup + 1.0 + 0.5 * len(split_streams(params.streams,
                                                                  params.per_process))
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
-        assert isinstance(params, ParallelStreamsParams)
+    def unsupported(self, ctx: Context, params: ParallelStreamsParams) -> str | None:
         n = len(split_streams(params.streams, params.per_process))
         return relay_problem(ctx, tcp_ports=range(ctx.port_base, ctx.port_base + n))
 
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
-        assert isinstance(params, ParallelStreamsParams)
+    def run(self, ctx: Context, params: ParallelStreamsParams) -> Output:
         layout = split_streams(params.streams, params.per_process)
         res = run_pairs(ctx, layout, StreamParams(1, params.reverse, params.length,
                                                   params.congestion))

@@ -76,7 +76,7 @@ def figures(replies: list[tuple[int, int, float]], skip: int, initial_ttl: int) 
             "ttl": ttl, "ttls_seen": ttls, "hops": initial_ttl - ttl}
 
 
-class Ping(Workload):
+class Ping(Workload[PingParams]):
     name = "ping"
     summary = "ICMP echo RTT min/avg/max/mdev and hop count from the reply TTL (ping -i 0.2)"
     Params = PingParams
@@ -84,16 +84,14 @@ class Ping(Workload):
     headline = ("rtt_avg", "hops")
 
     @classmethod
-    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
-        assert isinstance(params, PingParams)
+    def expected_seconds(cls, params: PingParams, duration: float, warmup: float) -> float:
         n = params.count or math.ceil((duration + warmup) / params.interval)
         return n * params.interval + 1.0
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+    def unsupported(self, ctx: Context, params: PingParams) -> str | None:
         return relay_problem(ctx, not_tcp="ICMP (ping)")
 
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
-        assert isinstance(params, PingParams)
+    def run(self, ctx: Context, params: PingParams) -> Output:
         skip = math.ceil(ctx.warmup / params.interval) if ctx.warmup else 0
         count = params.count + skip if params.count else \
             math.ceil(ctx.duration / params.interval) + skip

@@ -82,18 +82,17 @@ def parse_iperf3(text: str) -> dict[str, Any]:
     }
 
 
-class Stream(Workload):
+class Stream(Workload[StreamParams]):
     name = "stream"
     summary = "single-stream TCP throughput series (iperf3, 1 s intervals)"
     Params = StreamParams
     tools = ("iperf3",)
     headline = ("throughput", "retransmits")
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+    def unsupported(self, ctx: Context, params: StreamParams) -> str | None:
         return relay_problem(ctx, tcp_ports=[ctx.port_base])
 
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
-        assert isinstance(params, StreamParams)
+    def run(self, ctx: Context, params: StreamParams) -> Output:
         addr = ctx.server_addr()
         server = ctx.tb.spawn(ctx.server, server_argv(addr, ctx.port_base), "iperf3-server")
         try:
