@@ -69,13 +69,16 @@ class PhaseEvent:
     def in_warmup(self, now: float) -> bool:
         return self.warmup_s > 0 and now - self.at < self.warmup_s
 
+    def own_left(self, now: float) -> float:
+        """Seconds this phase still expects to take (0 when it has no expectation)."""
+        return max((self.expected_s or 0.0) - (now - self.at), 0.0)
+
     def workload_left(self, now: float) -> float | None:
-        """Seconds the workload still expects to take, as of `now` (None: not known)."""
-        total = self.remaining_s if self.remaining_s is not None else self.expected_s
-        if total is None:
+        """Seconds the workload still expects to take, as of `now`, when the workload said so
+        (None: it did not; the estimate then uses what it expects of the workload)."""
+        if self.remaining_s is None:
             return None
-        own = (self.expected_s or 0.0) - (now - self.at)
-        return max(total - (now - self.at), own, 0.0)
+        return max(self.remaining_s - (now - self.at), self.own_left(now))
 
 
 ProgressSink = Callable[[PhaseEvent], None]
@@ -199,10 +202,10 @@ class Estimate:
             return max(self._teardown_s(plan.kind) - (now - cur.teardown_started), 0.0)
         if ev is not None and ev.stage == "workload":
             left = ev.workload_left(now)
-            if left is not None:
-                return left + self._teardown_s(plan.kind)
-            return max(plan.workload_s * self.ratio(plan.workload)
-                       - (now - (cur.workload_started or now)), 0.0) + self._teardown_s(plan.kind)
+            if left is None:
+                expected = plan.workload_s * self.ratio(plan.workload)
+                left = max(expected - (now - (cur.workload_started or now)), ev.own_left(now))
+            return left + self._teardown_s(plan.kind)
         return max(self.case_s(cur.index) - (now - cur.started), 0.0)
 
     def _teardown_s(self, kind: str) -> float:

@@ -11,9 +11,9 @@ measures (progress.Estimate) and is printed again when it moves by much.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -22,6 +22,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from ..errors import Interrupted
 from ..plan import Case
 from ..progress import CasePlan, Estimate, PhaseEvent, clock, moved_much
 from ..results.store import CampaignStore
@@ -61,10 +62,14 @@ class ProgressReporter:
         self.lock = threading.RLock()
         self.stopping = threading.Event()
         self.ticker: threading.Thread | None = None
+        self.last_render: RenderableType = Text("")
 
     # Reporter
 
     def campaign_start(self, cases: list[Case], plans: list[CasePlan]) -> None:
+        self._guarded(self._campaign_start, cases, plans)
+
+    def _campaign_start(self, cases: list[Case], plans: list[CasePlan]) -> None:
         self.n = len(cases)
         self.pos = {c.case_id: i for i, c in enumerate(cases)}
         self.est = Estimate(plans)
@@ -83,6 +88,41 @@ class ProgressReporter:
         self.ticker.start()
 
     def case_start(self, case: Case) -> None:
+        self._guarded(self._case_start, case)
+
+    def phase(self, event: PhaseEvent) -> None:
+        self._guarded(self._phase, event)
+
+    def case_end(self, case: Case, doc: dict[str, Any]) -> None:
+        self._guarded(self._case_end, case, doc)
+
+    def campaign_end(self, store: CampaignStore) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop redrawing (also after an interruption or an error); idempotent."""
+        self.stopping.set()
+        if self.ticker is not None and self.ticker is not threading.current_thread():
+            self.ticker.join(timeout=2)
+        with self.lock:
+            live, self.live = self.live, None
+            if live is not None:
+                try:
+                    live.stop()
+                except Exception:   # stderr already gone: nothing to erase
+                    pass
+
+    def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
+        """A display problem (a closed stderr pipe, a rendering bug) must not fail a case or
+        the campaign: progress stops, the run goes on. A signal still ends the run."""
+        try:
+            fn(*args)
+        except Interrupted:
+            raise
+        except Exception as exc:
+            self._give_up(exc)
+
+    def _case_start(self, case: Case) -> None:
         with self.lock:
             self.case, self.event = case, None
             if self.est is not None:
@@ -90,7 +130,7 @@ class ProgressReporter:
             if not self.quiet and not self.terminal:
                 self._say(f"tunbench: {self._tag()}: start; {self._times()}")
 
-    def phase(self, event: PhaseEvent) -> None:
+    def _phase(self, event: PhaseEvent) -> None:
         with self.lock:
             self.event = event
             self.warmup_shown = event.in_warmup(event.at)
@@ -100,7 +140,7 @@ class ProgressReporter:
                 self._say(f"tunbench: {self._tag()}: {event.label(event.at)}; {self._times()}")
             self._reestimate()
 
-    def case_end(self, case: Case, doc: dict[str, Any]) -> None:
+    def _case_end(self, case: Case, doc: dict[str, Any]) -> None:
         with self.lock:
             self.done += 1
             if self.est is not None:
@@ -117,30 +157,29 @@ class ProgressReporter:
             self._say(line)
             self._reestimate()
 
-    def campaign_end(self, store: CampaignStore) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop redrawing (also after an interruption or an error); idempotent."""
-        self.stopping.set()
-        if self.ticker is not None and self.ticker is not threading.current_thread():
-            self.ticker.join(timeout=2)
-        with self.lock:
-            if self.live is not None:
-                self.live.stop()
-                self.live = None
-
     # output
 
     def _say(self, line: str) -> None:
         """One finished line: above the live line on a terminal, plain text otherwise."""
         self.last_line = time.monotonic()
-        if self.live is not None:
-            self.live.console.print(line, markup=False, highlight=False)
-        elif self.terminal:
+        if self.terminal:
             self.console.print(line, markup=False, highlight=False)
         else:
-            print(line, file=sys.stderr, flush=True)
+            self.console.file.write(line + "\n")
+            self.console.file.flush()
+
+    def _give_up(self, exc: Exception) -> None:
+        """stderr went away (a closed pipe) or the display failed: the run goes on without
+        progress, and says so once if it still can."""
+        self.quiet = True
+        self.stopping.set()
+        try:
+            live, self.live = self.live, None
+            if live is not None:
+                live.stop()
+            self.console.file.write(f"tunbench: progress display stopped ({exc})\n")
+        except Exception:
+            pass
 
     def _tag(self) -> str:
         if self.case is None:
@@ -160,18 +199,28 @@ class ProgressReporter:
         return text + f"campaign {clock(now - est.t0)}, about {clock(est.remaining(now))} left"
 
     def _render(self) -> RenderableType:
-        """The live display: the case and its phase, then times and a bar of the campaign."""
-        with self.lock:
-            now = time.monotonic()
-            what = self._tag()
-            if self.event is not None:
-                what += f" · {self.event.label(now)}"
-            elif self.case is not None:
-                what += " · starting"
-            est = self.est
-            total = est.total(now) if est else 1.0
-            elapsed = now - est.t0 if est else 0.0
-            times = self._times(now)
+        """The live display: the case and its phase, then times and a bar of the campaign.
+        Called by rich's refresh thread while it holds the display's lock, so it never waits
+        for ours (the main thread may hold ours while it prints): busy, it shows the last."""
+        if not self.lock.acquire(blocking=False):
+            return self.last_render
+        try:
+            self.last_render = self._compose()
+        finally:
+            self.lock.release()
+        return self.last_render
+
+    def _compose(self) -> RenderableType:
+        now = time.monotonic()
+        what = self._tag()
+        if self.event is not None:
+            what += f" · {self.event.label(now)}"
+        elif self.case is not None:
+            what += " · starting"
+        est = self.est
+        total = est.total(now) if est else 1.0
+        elapsed = now - est.t0 if est else 0.0
+        times = self._times(now)
         grid = Table.grid(padding=(0, 1))
         grid.add_row(ProgressBar(total=max(total, 1.0), completed=min(elapsed, total),
                                  width=24),
