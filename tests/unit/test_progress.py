@@ -123,6 +123,12 @@ def test_trial_count_follows_the_trials_sizes_took() -> None:
     for _ in range(5):                 # ... it takes more: "about" never falls below k
         c.next()
     assert c.done == 8 and c.about == 8
+    c = TrialCount(1, 10)
+    assert c.trial_s(3.0) == 3.0                       # a guess until trials were timed
+    for k in range(5):
+        c.next(now=100.0 + 1.5 * k)
+    assert c.trial_s(3.0, now=106.0) == pytest.approx(1.5)
+    assert c.left_s(3.0, now=106.0) == pytest.approx(5 * 1.5)
 
 
 def campaign_lines() -> list[str]:

@@ -9,6 +9,7 @@ byte accounting are documented in docs/loss-search.md.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -168,20 +169,34 @@ def expected_trials(params: LossSearchParams) -> int:
 @dataclass
 class TrialCount:
     """The trials of a case as progress shows them: "trial k of about N". N starts from
-    `expected_trials` per size and, once a size is done, follows the trials sizes really took."""
+    `expected_trials` per size and, once a size is done, follows the trials sizes really took;
+    a trial's wall time, from the trials taken so far (MLRsearch's first trials are short)."""
     sizes: int
     per_size: int
     done: int = 0
     taken: tuple[int, ...] = ()     # trials each finished size took
+    first_at: float | None = None   # when the first trial started (time.monotonic())
 
     @property
     def about(self) -> int:
         per = round(sum(self.taken) / len(self.taken)) if self.taken else self.per_size
         return max(sum(self.taken) + per * (self.sizes - len(self.taken)), self.done)
 
-    def next(self) -> int:
+    def next(self, now: float | None = None) -> int:
         self.done += 1
+        if self.first_at is None:
+            self.first_at = time.monotonic() if now is None else now
         return self.done
+
+    def trial_s(self, guess: float, now: float | None = None) -> float:
+        """Mean wall time of the trials done (the guess until one is)."""
+        if self.first_at is None or self.done < 2:
+            return guess
+        return ((time.monotonic() if now is None else now) - self.first_at) / (self.done - 1)
+
+    def left_s(self, guess: float, now: float | None = None) -> float:
+        """Seconds of trials still to come after the current one."""
+        return (self.about - self.done) * self.trial_s(guess, now)
 
     def size_done(self) -> None:
         self.taken += (self.done - sum(self.taken),)
@@ -296,11 +311,10 @@ class LossSearch(Workload):
 
         def measure(rate: float | None, dur: float, phase: str) -> loadgen.TrialResult:
             k = count.next()
-            about = count.about
             ctx.phase("trial", f"{phase}, {key}{'' if key == 'imix' else ' B'}, "
-                      f"{rate_text(rate, mean_l3)}", trial=k, trials_about=about,
+                      f"{rate_text(rate, mean_l3)}", trial=k, trials_about=count.about,
                       rate_pps=rate, expected_s=dur + 1.0,
-                      remaining_s=(about - k) * (duration + 1.0) + dur + 1.0)
+                      remaining_s=count.left_s(duration + 1.0) + dur + 1.0)
             t = loadgen.run_trial(ctx.tb, dst, spec, dur, rate, label=f"loadgen-{key}",
                                   capture=capture, threads=threads)
             trials.append({"phase": phase, **t.to_dict()})
