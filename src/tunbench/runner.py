@@ -194,6 +194,8 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> di
                               f"measured with inner IPv{family}")
         ep = driver.up(tb, case.tunnel.params)
         if not ep.relay:
+            progress(PhaseEvent(SETUP, f"ping through the {case.tunnel.kind} tunnel",
+                                site=tb.a.name, host=tb.a.host))
             wait_reachable(tb, ep, family)
         offloads = {"before": record_offloads(tb, ep)}
         if case.offloads.settings:

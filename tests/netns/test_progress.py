@@ -68,6 +68,7 @@ def test_json_run_plain_progress_in_order(tmp_path: Path) -> None:
                         r"run\)", lines[0]), lines[0]
     expected = [f"tunbench: [1/1] {CASE}: start; ",
                 f"tunbench: [1/1] {CASE}: bring-up: testbed and native tunnel; ",
+                f"tunbench: [1/1] {CASE}: bring-up: ping through the native tunnel on site a; ",
                 f"tunbench: [1/1] {CASE}: server start: iperf3 on site b; ",
                 f"tunbench: [1/1] {CASE}: warm-up: iperf3, 1 TCP stream; ",
                 f"tunbench: [1/1] {CASE}: measuring: iperf3, 1 TCP stream; ",
