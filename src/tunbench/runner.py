@@ -98,12 +98,6 @@ def case_plans(exp: Experiment, cases: list[Case]) -> list[CasePlan]:
             for c in cases]
 
 
-def estimate_seconds(exp: Experiment, cases: list[Case]) -> float:
-    """The campaign's length before anything was measured."""
-    from .progress import DEFAULT_OVERHEAD_S
-    return sum(p.workload_s + DEFAULT_OVERHEAD_S for p in case_plans(exp, cases))
-
-
 @dataclass
 class CampaignOutcome:
     store: CampaignStore
