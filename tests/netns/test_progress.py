@@ -192,3 +192,20 @@ def test_loss_search_shows_each_trial_with_its_rate(tmp_path: Path) -> None:
     assert len(doc["raw"]["sizes"]["361"]["trials"]) == len(found)   # one line per trial
     assert any("capture probe: 0.5 s at 2,000 pps" in line and "on site b" in line
                for line in lines) or doc["raw"]["receiver"]["mode"] == "socket"
+
+
+def test_reader_of_stderr_gone_the_run_goes_on(tmp_path: Path) -> None:
+    """`tunbench run --json 2>&1 >out | head -1`-like: the progress pipe closes after the first
+    line; the display stops, the case and the JSON summary do not."""
+    p = subprocess.Popen(TB + ["run", "--tunnels", "native", "--workloads", "ping",
+                               "--duration", "2", "--warmup", "0", "--repeats", "1", "--json",
+                               "--no-report", "--out", str(tmp_path / "c")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stderr is not None and p.stdout is not None
+    assert p.stderr.readline().startswith(b"tunbench: 1 case(s), about ")
+    p.stderr.close()
+    out = p.stdout.read()
+    assert p.wait(timeout=120) == 0
+    assert json.loads(out)["failed_cases"] == []
+    doc = json.loads(next((tmp_path / "c" / "cases").glob("*.json")).read_text())
+    assert doc["status"] == "ok" and doc["metrics"]["rtt_avg"]["value"] > 0
