@@ -234,8 +234,8 @@ class ProgressReporter:
             try:
                 with self.lock:
                     self._on_tick(time.monotonic())
-            except Exception:   # never let the display thread die noisily mid-run
-                continue
+            except Exception as exc:   # stderr gone, a display bug: stop showing, quietly
+                self._give_up(exc)
 
     def _on_tick(self, now: float) -> None:
         ev = self.event
