@@ -48,7 +48,8 @@ class ProgressReporter:
     def __init__(self, quiet: bool = False, console: Console | None = None) -> None:
         self.quiet = quiet
         self.console = console or Console(stderr=True)
-        self.terminal = self.console.is_terminal
+        # a terminal that cannot move the cursor (TERM=dumb, an editor's shell) gets plain lines
+        self.terminal = self.console.is_terminal and not self.console.is_dumb_terminal
         self.live: Live | None = None
         self.est: Estimate | None = None
         self.pos: dict[str, int] = {}
