@@ -126,8 +126,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         exp = spec_from_args(args)
         out = Path(args.out) if args.out else DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
     install_signal_handlers()
-    reporter = console.ProgressReporter(quiet=args.quiet or args.json)
-    outcome = run_campaign(exp, out, reporter, resume=bool(args.resume))
+    from .report.live import ProgressReporter
+    reporter = ProgressReporter(quiet=args.quiet)   # stderr, also with --json
+    try:
+        outcome = run_campaign(exp, out, reporter, resume=bool(args.resume))
+    finally:
+        reporter.close()
     cases = outcome.store.read_cases()
     from .report import stats
     if args.json:
@@ -281,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="result folder (default results/<timestamp>)")
     r.add_argument("--resume", metavar="DIR", help="continue an interrupted campaign")
     r.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    r.add_argument("--quiet", action="store_true", help="no progress output")
+    r.add_argument("--quiet", action="store_true", help="no progress on stderr (it is shown "
+                   "otherwise, also with --json)")
     r.add_argument("--no-report", action="store_true",
                    help="do not write the HTML report (DIR/report/) after the run")
     r.set_defaults(func=cmd_run)

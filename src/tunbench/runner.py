@@ -18,6 +18,7 @@ from .capabilities import Missing, kernel_missing, root_missing
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
 from .metrics.cpu import CpuRecord
 from .plan import Case, plan
+from .progress import SETUP, TEARDOWN, CasePlan, PhaseEvent, ProgressSink, ignore
 from .results import envinfo
 from .results.model import case_document
 from .results.store import CampaignStore
@@ -35,15 +36,19 @@ class CaseSkipped(Exception):
 
 
 class Reporter(Protocol):
-    def campaign_start(self, cases: list[Case], eta_seconds: float) -> None: ...
+    """Told what the campaign does, in order; `phase` between a case's start and end (from the
+    runner and from inside the workload). It only listens: nothing flows back."""
+    def campaign_start(self, cases: list[Case], plans: list[CasePlan]) -> None: ...
     def case_start(self, case: Case) -> None: ...
+    def phase(self, event: PhaseEvent) -> None: ...
     def case_end(self, case: Case, doc: dict[str, Any]) -> None: ...
     def campaign_end(self, store: CampaignStore) -> None: ...
 
 
 class SilentReporter:
-    def campaign_start(self, cases: list[Case], eta_seconds: float) -> None: ...
+    def campaign_start(self, cases: list[Case], plans: list[CasePlan]) -> None: ...
     def case_start(self, case: Case) -> None: ...
+    def phase(self, event: PhaseEvent) -> None: ...
     def case_end(self, case: Case, doc: dict[str, Any]) -> None: ...
     def campaign_end(self, store: CampaignStore) -> None: ...
 
@@ -85,11 +90,13 @@ def preflight(exp: Experiment) -> None:
                                "fix the above or leave those out; nothing was changed")
 
 
-def estimate_seconds(exp: Experiment, cases: list[Case]) -> float:
-    setup = 1.5
-    return sum(workloads.get(c.workload.name).expected_seconds(c.workload.params, exp.duration,
-                                                               exp.warmup) + setup
-               for c in cases)
+def case_plans(exp: Experiment, cases: list[Case]) -> list[CasePlan]:
+    """What the estimate starts from: each case's kind, workload and the workload's expected
+    seconds (bring-up and teardown are the estimate's to learn)."""
+    return [CasePlan(c.tunnel.kind, c.workload.name,
+                     workloads.get(c.workload.name).expected_seconds(c.workload.params,
+                                                                     exp.duration, exp.warmup))
+            for c in cases]
 
 
 @dataclass
@@ -127,12 +134,12 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
     }
     store.write_index(index)
     todo = [c for c in cases if c.case_id not in done]
-    reporter.campaign_start(todo, estimate_seconds(exp, todo))
+    reporter.campaign_start(todo, case_plans(exp, todo))
     outcome = CampaignOutcome(store, dict(done))
     try:
         for case in todo:
             reporter.case_start(case)
-            doc = run_case(exp, case)
+            doc = run_case(exp, case, reporter.phase)
             interrupts.check()   # a signal whose exception a library swallowed: not recorded
             store.write_case(case.case_id, doc)
             outcome.statuses[case.case_id] = doc["status"]
@@ -155,8 +162,9 @@ def _case_keys(c: Case) -> dict[str, Any]:
             "workload_label": c.workload.label, "mtu": c.mtu, "offloads": c.offloads.name, "repeat": c.repeat}
 
 
-def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
-    """One case on a fresh testbed; always torn down; never raises except Interrupted."""
+def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> dict[str, Any]:
+    """One case on a fresh testbed; always torn down; never raises except Interrupted.
+    `progress` hears each phase as it starts (bring-up, the workload's own, teardown)."""
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
     run_id = names.new_run_id(taken)
     ledger = Ledger(run_id)
@@ -171,6 +179,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     watch: DatapathWatch | None = None
     case_notes: list[str] = []
     try:
+        progress(PhaseEvent(SETUP, f"testbed and {case.tunnel.kind} tunnel"))
         tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
         driver = tunnels.get(case.tunnel.kind)()
         # a kind that carries one inner family only (sit: IPv6) is measured with that one
@@ -180,6 +189,8 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
                               f"measured with inner IPv{family}")
         ep = driver.up(tb, case.tunnel.params)
         if not ep.relay:
+            progress(PhaseEvent(SETUP, f"ping through the {case.tunnel.kind} tunnel",
+                                site=tb.a.name, host=tb.a.host))
             wait_reachable(tb, ep, family)
         offloads = {"before": record_offloads(tb, ep)}
         if case.offloads.settings:
@@ -188,7 +199,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
             offloads["applied"] = record_offloads(tb, ep)
         before = driver.counters(tb, ep)
         ctx = Context(tb, ep, exp.duration, exp.warmup, family,  # type: ignore[arg-type]
-                      cpu_interval=exp.cpu_interval)
+                      cpu_interval=exp.cpu_interval, progress=progress)
         wl = workloads.get(case.workload.name)()
         why = wl.unsupported(ctx, case.workload.params)
         if why:
@@ -216,6 +227,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         status, error = "failed", f"{type(exc).__name__}: {exc}"
         error_log = _log_tails(tb)
     finally:
+        _announce(progress, PhaseEvent(TEARDOWN))
         undo_errors = ledger.close()
         # Safety net: anything of this run id the ledger did not hear of (a signal landed
         # between creating an object and recording it).
@@ -246,6 +258,16 @@ def tunnel_identity(case: Case) -> dict[str, Any]:
     drv = tunnels.get(t.kind)
     return {**t.to_dict(), "impl": drv.resolve_impl(t.params), "encrypts": drv.encrypts,
             "display": drv.display(t.params, t.label)}
+
+
+def _announce(progress: ProgressSink, event: PhaseEvent) -> None:
+    """Tell the listener from a `finally` that must go on to the teardown whatever happens: a
+    display problem is ignored, and a signal landing here is not lost (the handler recorded
+    it; the runner's interrupts.check() after the case ends the run)."""
+    try:
+        progress(event)
+    except Exception:   # Interrupted is one too
+        pass
 
 
 def cpu_summary(record: CpuRecord, warmup: float) -> dict[str, Any]:

@@ -1,83 +1,21 @@
-"""What a person sees in the terminal: progress with ETA, the summary table, the kind list."""
+"""What a person sees in the terminal: the summary table, the kind list (progress: live.py)."""
 
 from __future__ import annotations
 
-import sys
-import time
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from .. import workloads
-from ..plan import Case
-from ..results.store import CampaignStore
 from . import data, stats
 
 CPU_METRICS = ("cpu_busy", "cpu_per_gbit")
 MAX_NOTES = 12   # case notes printed under the tables; the report lists them all
 
 
-class ProgressReporter:
-    """Progress bar with ETA on a terminal; one line per case otherwise (CI logs)."""
-
-    def __init__(self, quiet: bool = False) -> None:
-        self.quiet = quiet
-        self.console = Console(stderr=True)
-        self.progress: Progress | None = None
-        self.task: Any = None
-        self.t0 = 0.0
-        self.n = 0
-        self.done = 0
-
-    def campaign_start(self, cases: list[Case], eta_seconds: float) -> None:
-        self.n, self.t0 = len(cases), time.monotonic()
-        if self.quiet:
-            return
-        self.console.print(f"tunbench: {len(cases)} case(s), about {eta_seconds / 60:.1f} min")
-        if self.console.is_terminal:
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(),
-                                     TextColumn("ETA"), TimeRemainingColumn(),
-                                     console=self.console, transient=True)
-            self.progress.start()
-            self.task = self.progress.add_task("starting", total=len(cases))
-
-    def case_start(self, case: Case) -> None:
-        if self.progress is not None:
-            self.progress.update(self.task, description=case.case_id)
-
-    def case_end(self, case: Case, doc: dict[str, Any]) -> None:
-        self.done += 1
-        if self.progress is not None:
-            self.progress.advance(self.task)
-        if self.quiet:
-            return
-        head = _headline(doc)
-        line = f"[{self.done}/{self.n}] {case.case_id}: {doc['status']}"
-        if doc["status"] != "ok":
-            line += f" - {doc['error']}"
-        elif head:
-            line += f" - {head}"
-        if self.progress is not None:
-            self.progress.console.print(line, markup=False, highlight=False)
-        else:
-            print(line, file=sys.stderr, flush=True)
-
-    def campaign_end(self, store: CampaignStore) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-
-def _headline(doc: dict[str, Any]) -> str:
+def headline(doc: dict[str, Any]) -> str:
+    """A finished case in a few words: its first headline metric and CPU busy."""
     wl = workloads.get(doc["case"]["workload"]["name"])
     parts = []
     first = next((m for m in wl.headline if m in doc["metrics"]), None)

@@ -20,6 +20,7 @@ from ..errors import SpecError
 from ..metrics.cpu import CpuRecord, CpuSampler
 from ..params import coerce_fields
 from ..proc import Process, wait_ready
+from ..progress import PhaseEvent, ProgressSink, ignore
 from ..testbed.base import Site, Testbed
 from ..tunnels.base import Endpoints
 
@@ -64,6 +65,17 @@ class Context:
     port_base: int = 5201
     cpu_interval: float = 1.0
     cpu_record: CpuRecord | None = None
+    progress: ProgressSink = ignore    # phase events for whoever shows progress (one way)
+
+    def phase(self, name: str, detail: str = "", *, site: Site | None = None,
+              expected_s: float | None = None, remaining_s: float | None = None,
+              warmup_s: float = 0.0, trial: int | None = None,
+              trials_about: int | None = None, rate_pps: float | None = None) -> None:
+        """Announce the phase that starts now (see progress.PhaseEvent). `site` when it runs
+        on one site only: its name and host go into the event."""
+        self.progress(PhaseEvent(name, detail, site.name if site else None,
+                                 site.host if site else None, expected_s, remaining_s,
+                                 warmup_s, trial, trials_about, rate_pps))
 
     @property
     def client(self) -> Site:

@@ -220,13 +220,19 @@ class Latency(Workload[LatencyParams]):
         # a small tmpfs) in a private directory on disk, removed right after it is read.
         logdir = Path(tempfile.mkdtemp(prefix=f"tunbench-{ctx.tb.run_id}-", dir=LOG_DIR))
         ctx.tb.ledger.path(logdir)
+        protos = params.protocols()
         with ctx.measuring() as cpu:
-            for proto in params.protocols():
+            for i, proto in enumerate(protos):
+                ctx.phase("server start", f"sockperf {proto}", site=ctx.server)
                 server = ctx.tb.spawn(ctx.server, server_argv(proto, addr, port),
                                       f"sockperf-server-{proto}")
                 try:
                     wait_bound(ctx, server, proto, port)
                     cpu.track(server.pid, f"sockperf-server-{proto}")
+                    ctx.phase("measuring", f"sockperf {proto} ping-pong ({i + 1} of "
+                              f"{len(protos)})", expected_s=seconds,
+                              remaining_s=(len(protos) - i) * (seconds + 2.0),
+                              warmup_s=ctx.warmup)
                     log = logdir / f"sockperf-{proto}.csv"
                     client = ctx.tb.spawn(ctx.client, client_argv(proto, addr, port, seconds,
                                                                   params, log),

@@ -9,11 +9,13 @@ byte accounting are documented in docs/loss-search.md.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..capabilities import Missing
 from ..errors import CommandFailed, SpecError
+from ..progress import rate_text
 from ..testbed import bpfdrop
 from . import loadgen
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
@@ -153,6 +155,53 @@ def trial_at(trials: list[Any], rate: float | None) -> Any:
     return None
 
 
+def expected_trials(params: LossSearchParams) -> int:
+    """Trials one packet size takes, roughly: the max-rate trial, a search that converges (not
+    one that passes at the upper bound: RFC 2544 bisects down to the resolution; MLRsearch
+    measured a few trials more, 7-17 at 1 %, here) and the latency trials."""
+    n = 1 + len(params.latency_at_pct)
+    bisect = 1 + math.ceil(math.log2(100 / params.resolution_pct))
+    n += bisect if params.method != "mlrsearch" else 0
+    n += bisect + 4 if params.method != "rfc2544" else 0
+    return n
+
+
+@dataclass
+class TrialCount:
+    """The trials of a case as progress shows them: "trial k of about N". N starts from
+    `expected_trials` per size and, once a size is done, follows the trials sizes really took;
+    a trial's wall time, from the trials taken so far (MLRsearch's first trials are short)."""
+    sizes: int
+    per_size: int
+    done: int = 0
+    taken: tuple[int, ...] = ()     # trials each finished size took
+    first_at: float | None = None   # when the first trial started (time.monotonic())
+
+    @property
+    def about(self) -> int:
+        per = round(sum(self.taken) / len(self.taken)) if self.taken else self.per_size
+        return max(sum(self.taken) + per * (self.sizes - len(self.taken)), self.done)
+
+    def next(self, now: float | None = None) -> int:
+        self.done += 1
+        if self.first_at is None:
+            self.first_at = time.monotonic() if now is None else now
+        return self.done
+
+    def trial_s(self, guess: float, now: float | None = None) -> float:
+        """Mean wall time of the trials done (the guess until one is)."""
+        if self.first_at is None or self.done < 2:
+            return guess
+        return ((time.monotonic() if now is None else now) - self.first_at) / (self.done - 1)
+
+    def left_s(self, guess: float, now: float | None = None) -> float:
+        """Seconds of trials still to come after the current one."""
+        return (self.about - self.done) * self.trial_s(guess, now)
+
+    def size_done(self) -> None:
+        self.taken += (self.done - sum(self.taken),)
+
+
 def search_summary(res: SearchResult) -> dict[str, Any]:
     return {"method": res.method, "rate_pps": res.rate_pps, "lower_pps": res.lower_pps,
             "upper_pps": res.upper_pps, "trial_seconds": res.trial_seconds,
@@ -181,13 +230,7 @@ class LossSearch(Workload[LossSearchParams]):
     @classmethod
     def expected_seconds(cls, params: LossSearchParams, duration: float, warmup: float) -> float:
         t = min(params.trial_duration, duration) + 1.0
-        per_size = 1 + len(params.latency_at_pct)   # the max-rate trial and latency trials
-        # a search that converges (not one that passes at the upper bound): RFC 2544 bisects
-        # down to the resolution; MLRsearch measured a few trials more (7-17 at 1%, here)
-        bisect = 1 + math.ceil(math.log2(100 / params.resolution_pct))
-        per_size += bisect if params.method != "mlrsearch" else 0
-        per_size += bisect + 4 if params.method != "rfc2544" else 0
-        return t * per_size * len(params.sizes) + 1.5   # + the capture probe
+        return t * expected_trials(params) * len(params.sizes) + 1.5   # + the capture probe
 
     def unsupported(self, ctx: Context, params: LossSearchParams) -> str | None:
         if params.receiver == "capture" and not ctx.ep.rx_ifnames:
@@ -212,13 +255,15 @@ class LossSearch(Workload[LossSearchParams]):
         out.raw["accounting"] = accounting(capture)
         out.notes.append(counted_where(capture, params.receiver, bool(ctx.ep.rx_ifnames),
                                        threads))
+        count = TrialCount(len(params.sizes), expected_trials(params))
         with ctx.measuring(), bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns,
                                                ctx.ep.rx_ifnames if capture else (),
                                                params.port, params.port):
             for size in params.sizes:
                 key = size_key(size)
                 out.raw["sizes"][key] = self._one_size(ctx, params, dst, size, key, duration,
-                                                       out, capture, threads)
+                                                       out, capture, threads, count)
+                count.size_done()
         return out
 
     @staticmethod
@@ -234,6 +279,8 @@ class LossSearch(Workload[LossSearchParams]):
         if not ifnames:
             return False, {}
         info: dict[str, Any] = {}
+        ctx.phase("capture probe", f"0.5 s at 2,000 pps, seen on {', '.join(ifnames)}",
+                  site=ctx.server, expected_s=1.0)
         try:
             with bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns, ifnames, p.port, p.port):
                 spec = loadgen.TrafficSpec(size="128", flows=min(p.flows, 10), port=p.port)
@@ -252,11 +299,18 @@ class LossSearch(Workload[LossSearchParams]):
         return False, {**info, "fallback": why}
 
     def _one_size(self, ctx: Context, p: LossSearchParams, dst: str, size: str, key: str,
-                  duration: float, out: Output, capture: bool, threads: int) -> dict[str, Any]:
+                  duration: float, out: Output, capture: bool, threads: int,
+                  count: TrialCount) -> dict[str, Any]:
         spec = loadgen.TrafficSpec(size=size, flows=p.flows, port=p.port)
         trials: list[dict[str, Any]] = []
+        mean_l3 = (4084 / 12) if size == "imix" else float(int(size))
 
         def measure(rate: float | None, dur: float, phase: str) -> loadgen.TrialResult:
+            k = count.next()
+            ctx.phase("trial", f"{phase}, {key}{'' if key == 'imix' else ' B'}, "
+                      f"{rate_text(rate, mean_l3)}", trial=k, trials_about=count.about,
+                      rate_pps=rate, expected_s=dur + 1.0,
+                      remaining_s=count.left_s(duration + 1.0) + dur + 1.0)
             t = loadgen.run_trial(ctx.tb, dst, spec, dur, rate, label=f"loadgen-{key}",
                                   capture=capture, threads=threads)
             trials.append({"phase": phase, **t.to_dict()})
@@ -268,7 +322,6 @@ class LossSearch(Workload[LossSearchParams]):
             t = measure(None, duration, "max-rate")
             max_pps = t.offered_pps
             raw["max_rate_trial_loss_ratio"] = t.loss_ratio
-        mean_l3 = (4084 / 12) if size == "imix" else float(int(size))
         raw.update(max_pps=max_pps, mean_size_l3=mean_l3)
         out.metrics[f"max_offered_pps_{key}"] = Metric(max_pps, "packets/s")
         if max_pps <= p.min_rate_pps:

@@ -98,6 +98,8 @@ class Ping(Workload[PingParams]):
         addr = ctx.server_addr()
         argv = ["ping", "-n", "-c", str(count), "-i", f"{params.interval:g}", "-s",
                 str(params.size), "-W", "2", *(["-6"] if ctx.family == 6 else []), addr]
+        ctx.phase("measuring", f"{count} pings every {params.interval:g} s",
+                  expected_s=count * params.interval, warmup_s=skip * params.interval)
         with ctx.measuring():
             r = ctx.client.run(argv, check=False, timeout=count * params.interval + 30)
         parsed = parse_ping(r.stdout)

@@ -94,9 +94,13 @@ class Stream(Workload[StreamParams]):
 
     def run(self, ctx: Context, params: StreamParams) -> Output:
         addr = ctx.server_addr()
+        ctx.phase("server start", "iperf3", site=ctx.server)
         server = ctx.tb.spawn(ctx.server, server_argv(addr, ctx.port_base), "iperf3-server")
         try:
             wait_for_output(server, "Server listening")
+            ctx.phase("measuring", f"iperf3, {params.streams} TCP stream"
+                      f"{'s' if params.streams != 1 else ''}{', reverse' if params.reverse else ''}",
+                      expected_s=ctx.duration + ctx.warmup, warmup_s=ctx.warmup)
             with ctx.measuring() as cpu:
                 cpu.track(server.pid, "iperf3-server")
                 client = ctx.tb.spawn(ctx.client, client_argv(addr, ctx.port_base, ctx.duration,
