@@ -1,0 +1,40 @@
+"""Fixtures for the remote tier: sshd "hosts" in namespaces (see sshhosts.py), always removed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tunbench import proc
+from tunbench.testbed import netlink
+
+from .sshhosts import SshHosts, build
+
+pytestmark = pytest.mark.netns
+
+
+def _missing() -> str | None:
+    for tool in ("ssh", "sshd", "ssh-keygen", "ping"):
+        if proc.which(tool) is None:
+            return f"{tool} is not installed (apt-get install {proc.TOOL_PACKAGES.get(tool, tool)})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    h = build(Path(tmp_path_factory.mktemp("sshhosts")) / "h", count=2)
+    rid = h.run_id
+    try:
+        yield h
+    finally:
+        errors = h.close()
+        left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
+        links = [n for n in netlink.link_names(None) if n.startswith(f"tb{rid}")]
+        assert not errors, errors
+        assert not left, f"namespaces left behind: {left}"
+        assert not links, f"root links left behind: {links}"
