@@ -30,7 +30,7 @@ from ..testbed.ledger import STATE_DIR, Ledger
 
 CONTROL_DIR = STATE_DIR / "ssh"
 SSH_FAILED = 255          # ssh's own exit status for "could not connect / lost connection"
-_TARGET_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9._:\[\]%-]+$")
+_TARGET_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9._:%-]+$")
 _NAME_RE = re.compile(r"^[a-z0-9-]{1,40}$")
 
 

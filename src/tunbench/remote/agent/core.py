@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -166,6 +167,7 @@ class Agent:
         self.journal = Journal(state)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.sampler: Sampler | None = None
+        self.eof = threading.Event()     # set by the reader when stdin ends
 
     # -- operations: each takes keyword arguments and returns a JSON-able result ----------
     def op_hello(self) -> dict[str, Any]:
@@ -176,17 +178,29 @@ class Agent:
 
     def op_run(self, argv: list[str], timeout: float = 60.0, input: str | None = None,
                env: dict[str, str] | None = None) -> dict[str, Any]:
+        """Run to completion, like tunbench.proc.run. Polled, so that a connection that drops
+        meanwhile ends the command too (its process group) instead of waiting for it."""
         try:
-            cp = subprocess.run(argv, input=input, capture_output=True, text=True,
-                                timeout=timeout, env=None if env is None else {**os.environ,
-                                                                               **env},
-                                stdin=None if input is not None else subprocess.DEVNULL,
-                                check=False)
+            p = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None
+                                 else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                 env=None if env is None else {**os.environ, **env})
         except FileNotFoundError:
             raise AgentError(f"{argv[0]}: not found on this host", "notfound") from None
-        except subprocess.TimeoutExpired:
-            raise AgentError(f"timed out after {timeout:g}s", "timeout") from None
-        return {"returncode": cp.returncode, "stdout": cp.stdout, "stderr": cp.stderr}
+        deadline = time.monotonic() + timeout
+        send = input
+        while True:
+            try:
+                out, err = p.communicate(send, timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                send = None
+                if self.eof.is_set() or time.monotonic() > deadline:
+                    _killgroup(p)
+                    if self.eof.is_set():
+                        raise AgentError("the connection closed", "eof") from None
+                    raise AgentError(f"timed out after {timeout:g}s", "timeout") from None
+        return {"returncode": p.returncode, "stdout": out, "stderr": err}
 
     def op_spawn(self, argv: list[str], log: str, env: dict[str, str] | None = None,
                  grace: float = 3.0) -> dict[str, Any]:
@@ -367,6 +381,24 @@ class Sampler(threading.Thread):
         self.done.set()
 
 
+def _reader(lines: queue.Queue[bytes | None], eof: threading.Event) -> None:
+    """Requests from stdin into the queue; EOF (the connection is gone) ends the agent."""
+    try:
+        for line in sys.stdin.buffer:
+            lines.put(line)
+    finally:
+        eof.set()
+        lines.put(None)
+
+
+def _killgroup(p: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.communicate()
+
+
 def _end(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -383,7 +415,9 @@ def main(state: str) -> int:
     agent = Agent(state)
     try:
         out.write(json.dumps({"id": 0, "ok": True, "result": agent.op_hello()}).encode() + b"\n")
-        for line in sys.stdin.buffer:
+        lines: queue.Queue[bytes | None] = queue.Queue()
+        threading.Thread(target=_reader, args=(lines, agent.eof), daemon=True).start()
+        while (line := lines.get()) is not None:
             reply = agent.handle(line)
             try:
                 out.write(json.dumps(reply).encode() + b"\n")
