@@ -10,7 +10,7 @@ import pytest
 from tunbench import proc
 from tunbench.testbed import netlink
 
-from .sshhosts import SshHosts, build
+from sshhosts import SshHosts, build
 
 pytestmark = pytest.mark.netns
 

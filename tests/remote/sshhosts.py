@@ -173,7 +173,9 @@ class SshHosts:
         return self.dir / "ssh_config"
 
     def options(self, **kw: object) -> SshOptions:
-        return SshOptions(config_file=self.ssh_config, control_dir=self.dir / "ctl", **kw)  # type: ignore[arg-type]
+        args: dict[str, object] = {"config_file": self.ssh_config, "control_dir": self.dir / "ctl",
+                                   **kw}
+        return SshOptions(**args)  # type: ignore[arg-type]
 
     def write_known_hosts(self, names_: list[str] | None = None) -> None:
         """known_hosts with the real host keys of `names_` (all hosts by default)."""

@@ -144,12 +144,14 @@ class RemoteProcess:
         return self.client.poll()
 
     def stop(self, grace: float = 3.0) -> int | None:
-        if self.client.poll() is None:
+        """Stop the remote process by PID (only if its start time is still the recorded one,
+        so a reused PID is never signalled), then collect the local client."""
+        if self.conn.alive():
             self.conn.run(["sh", "-c", STOP_SH, "tb-stop", str(self.pid), str(self.starttime),
                            str(max(1, round(grace)))], timeout=grace + 15)
         try:
-            return self.client.wait(timeout=10)
-        except CommandFailed:
+            return self.client.wait(timeout=5)
+        except CommandFailed:     # not ours any more, or the connection is gone
             self.client.stop()
             return self.client.poll()
 
@@ -268,7 +270,8 @@ class Connection:
         client = proc.spawn(self.ssh_argv(["sh", "-c", SPAWN_SH, "tb-spawn", log_path, *argv]),
                             log_path=local_log, label=label or f"{Path(argv[0]).name}@{self.name}")
         try:
-            proc.wait_ready(client, ready=lambda: "\n" in client.output(), timeout=timeout)
+            proc.wait_ready(client, ready=lambda: "\n" in client.output(), timeout=timeout,
+                            exits_when_ready=True)
             pid, start = client.output().split()[:2]
         except (CommandFailed, ValueError):
             client.stop()

@@ -1,0 +1,206 @@
+"""The SSH transport against real sshd "hosts" (namespaces, see sshhosts.py): commands arrive
+verbatim, processes are stopped by remote PID, secrets land 0600, and every way a connection
+can fail is one clear line."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tunbench import proc
+from tunbench.errors import SpecError
+from tunbench.remote.transport import ConnectError, Connection, ConnectionLost
+
+from sshhosts import SshHosts, keygen
+
+pytestmark = pytest.mark.netns
+
+TRICKY = ["a b", "it's", '"double"', "$HOME", "$(id)", "`id`", "; touch /tmp/tb-pwned",
+          "x\ny", "back\\slash", "*", "", "-n", "~", "a|b&c>d<e", "tab\there", "ünïcode", "#"]
+DUMP = "import json, sys; print(json.dumps(sys.argv[1:]))"
+
+
+@pytest.fixture
+def conn(hosts: SshHosts) -> Iterator[Connection]:
+    c = Connection.open("h1", options=hosts.options(), name="a")
+    try:
+        yield c
+    finally:
+        c.close()
+    assert not c.control_path.exists()
+    assert list((hosts.dir / "ctl").iterdir()) == []
+
+
+def test_run_delivers_tricky_arguments_verbatim(conn: Connection) -> None:
+    r = conn.run(["python3", "-c", DUMP, *TRICKY])
+    assert json.loads(r.stdout) == TRICKY
+    assert r.argv[:2] == ["python3", "-c"]
+    assert not Path("/tmp/tb-pwned").exists()
+    nul = conn.run(["printf", "%s\\0", *TRICKY]).stdout.split("\0")[:-1]
+    assert nul == TRICKY
+
+
+def test_run_status_input_and_failure_line(conn: Connection) -> None:
+    assert conn.run(["cat"], input="over stdin\n").stdout == "over stdin\n"
+    assert conn.run(["sh", "-c", "exit 7"], check=False).returncode == 7
+    with pytest.raises(Exception) as e:
+        conn.run(["ls", "/tb-nonexistent"])
+    assert "on h1: command failed (exit 2)" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_runs_on_the_host_not_here(hosts: SshHosts, conn: Connection) -> None:
+    """No local shortcut: what the host sees is its own (namespace, private /run)."""
+    mine = f"/run/tb-proof-{os.getpid()}"
+    conn.run(["sh", "-c", 'echo host > "$1"', "tb", mine])
+    assert conn.run(["cat", mine]).stdout == "host\n"
+    assert not Path(mine).exists()
+    links = conn.run(["ip", "-o", "link", "show"]).stdout
+    assert hosts.run_id in links and "eth0" not in links
+    conn.run(["rm", mine])
+
+
+def test_spawn_and_stop_by_remote_pid(conn: Connection) -> None:
+    p = conn.spawn(["sleep", "300"], "/run/tb-sleep.log")
+    assert p.poll() is None
+    stat = conn.run(["cat", f"/proc/{p.pid}/stat"]).stdout
+    assert "(sleep)" in stat and int(stat.rsplit(")", 1)[1].split()[19]) == p.starttime
+    p.stop(grace=1)
+    assert p.poll() is not None
+    assert conn.run(["test", "-e", f"/proc/{p.pid}"], check=False).returncode == 1
+    out = conn.spawn(["sh", "-c", "echo spawned-output"], "/run/tb-echo.log")
+    deadline = time.monotonic() + 10
+    while out.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert out.poll() == 0
+    assert conn.run(["cat", "/run/tb-echo.log"]).stdout == "spawned-output\n"
+    conn.run(["rm", "-f", "/run/tb-echo.log", "/run/tb-sleep.log"])
+
+
+def test_stop_never_signals_a_reused_pid(conn: Connection) -> None:
+    p = conn.spawn(["sleep", "300"], "/run/tb-s.log")
+    real = p.starttime
+    p.starttime = real + 1            # as if the PID now belonged to another process
+    p.stop(grace=1)
+    assert conn.run(["test", "-e", f"/proc/{p.pid}"], check=False).returncode == 0
+    p.starttime = real
+    p.stop(grace=1)
+    assert conn.run(["test", "-e", f"/proc/{p.pid}"], check=False).returncode == 1
+    conn.run(["rm", "-f", "/run/tb-s.log"])
+
+
+def test_put_file_secret_0600_never_printed(hosts: SshHosts, conn: Connection,
+                                            capfd: pytest.CaptureFixture[str]) -> None:
+    secret = os.urandom(32).hex()
+    conn.put_file(secret.encode(), "/run/tb-psk", mode=0o600)
+    assert conn.run(["stat", "-c", "%a %u %s", "/run/tb-psk"]).stdout.split() == \
+        ["600", "0", str(len(secret))]
+    assert conn.run(["sha256sum", "/run/tb-psk"]).stdout.split()[0] == \
+        __import__("hashlib").sha256(secret.encode()).hexdigest()
+    conn.put_file(b"\x00\xffbinary", "/run/tb-bin", mode=0o644)
+    assert conn.run(["stat", "-c", "%a", "/run/tb-bin"]).stdout.strip() == "644"
+    conn.run(["rm", "/run/tb-psk", "/run/tb-bin"])
+    seen = capfd.readouterr()
+    assert secret not in seen.out + seen.err
+    assert secret not in conn.master.output()
+    assert secret not in hosts.hosts["h1"].log()
+    assert conn.run(["ls", "/run"]).stdout.count("tb-psk") == 0   # no temporary left
+
+
+def test_two_sites_at_once(hosts: SshHosts) -> None:
+    with Connection.open("h1", options=hosts.options(), name="a") as a, \
+            Connection.open("h2", options=hosts.options(), name="b") as b:
+        assert a.run(["cat", "/proc/sys/kernel/hostname"]).ok
+        ips = {c.name: c.run(["ip", "-4", "-o", "addr", "show", "scope", "global"]).stdout
+               for c in (a, b)}
+        assert hosts.hosts["h1"].addr in ips["a"] and hosts.hosts["h2"].addr in ips["b"]
+
+
+def test_lost_master_never_falls_back_to_a_new_connection(hosts: SshHosts) -> None:
+    c = Connection.open("h1", options=hosts.options(), name="a")
+    try:
+        accepted = hosts.hosts["h1"].log().count("Accepted publickey")
+        c.master.stop()                   # our own local ssh master process
+        with pytest.raises(ConnectionLost, match="connection to h1 .* lost"):
+            c.run(["true"])
+        assert hosts.hosts["h1"].log().count("Accepted publickey") == accepted
+    finally:
+        c.close()
+
+
+def _one_line_error(hosts: SshHosts, target: str, exc: type, text: str, **kw: object) -> None:
+    with pytest.raises(exc) as e:
+        Connection.open(target, options=hosts.options(**kw), name="x")
+    assert text in e.value.message, e.value.message
+    assert "\n" not in e.value.one_line() and e.value.hint
+    assert list((hosts.dir / "ctl").iterdir()) == []   # no socket, no log left
+
+
+def test_unknown_host_key_is_refused(hosts: SshHosts) -> None:
+    try:
+        hosts.known_hosts.write_text("")
+        _one_line_error(hosts, "h1", ConnectError, "host key is unknown")
+        assert hosts.known_hosts.read_text() == ""    # never recorded behind the user's back
+    finally:
+        hosts.write_known_hosts()
+
+
+def test_changed_host_key_is_refused(hosts: SshHosts) -> None:
+    other = hosts.dir / "impostor_key"
+    if not other.exists():
+        keygen(other, "impostor")
+    pub = Path(f"{other}.pub").read_text().split()
+    try:
+        hosts.known_hosts.write_text(f"{hosts.hosts['h1'].addr} {pub[0]} {pub[1]}\n")
+        _one_line_error(hosts, "h1", ConnectError, "host key CHANGED")
+    finally:
+        hosts.write_known_hosts()
+
+
+def test_wrong_user_and_wrong_key_are_auth_refused(hosts: SshHosts) -> None:
+    _one_line_error(hosts, "nobody@h1", ConnectError, "authentication refused")
+    stranger = hosts.dir / "stranger_key"
+    if not stranger.exists():
+        keygen(stranger, "stranger")
+    ours = hosts.authorized_keys.read_text()
+    try:     # the hosts now accept only another key: ours is refused
+        hosts.authorized_keys.write_text(Path(f"{stranger}.pub").read_text())
+        _one_line_error(hosts, "h1", ConnectError, "authentication refused (publickey)")
+    finally:
+        hosts.authorized_keys.write_text(ours)
+
+
+def test_sshd_stopped_is_connection_refused(hosts: SshHosts) -> None:
+    h2 = hosts.hosts["h2"]
+    h2.stop_sshd()
+    try:
+        _one_line_error(hosts, "h2", ConnectError, "connection refused on port 22")
+    finally:
+        h2.start_sshd(hosts.authorized_keys)
+
+
+def test_timeout_and_no_route(hosts: SshHosts) -> None:
+    # nobody has .99: ARP fails after ~3 s (EHOSTUNREACH), before a 10 s ConnectTimeout
+    _one_line_error(hosts, "tb-nosshd", ConnectError, "no route to host", connect_timeout=10)
+    h2 = hosts.hosts["h2"]
+    blackhole = ["ip", "route", "add", "blackhole", f"{hosts.subnet.network_address + 1}/32"]
+    proc.run(blackhole, netns=h2.netns)      # h2 can no longer answer us: SYNs go unanswered
+    try:
+        _one_line_error(hosts, "h2", ConnectError, "timed out after 2s", connect_timeout=2)
+    finally:
+        proc.run(["ip", "route", "del", *blackhole[3:]], netns=h2.netns)
+
+
+def test_bad_input_before_any_contact(hosts: SshHosts) -> None:
+    accepted = hosts.hosts["h1"].log().count("Connection from")
+    with pytest.raises(SpecError, match="invalid site target"):
+        Connection.open("-oProxyCommand=touch /tmp/x", options=hosts.options())
+    with pytest.raises(SpecError, match="unknown host 'tb-no-such-host.invalid'"):
+        Connection.open("tb-no-such-host.invalid", options=hosts.options())
+    with pytest.raises(SpecError, match="does not exist"):
+        Connection.open("h1", options=hosts.options(config_file=hosts.dir / "missing"))
+    assert hosts.hosts["h1"].log().count("Connection from") == accepted
