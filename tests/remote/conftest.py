@@ -6,11 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sshhosts import SshHosts, build
 
 from tunbench import proc
 from tunbench.testbed import netlink
-
-from sshhosts import SshHosts, build
 
 pytestmark = pytest.mark.netns
 

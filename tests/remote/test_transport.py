@@ -11,12 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sshhosts import SshHosts, keygen
 
 from tunbench import proc
 from tunbench.errors import SpecError
 from tunbench.remote.transport import ConnectError, Connection, ConnectionLost
-
-from sshhosts import SshHosts, keygen
 
 pytestmark = pytest.mark.netns
 
