@@ -147,7 +147,7 @@ class Agent:
             stdin.flush()
         except (BrokenPipeError, OSError):
             self._dead = True
-            raise self.conn._lost(op) from None
+            raise self._gone(op) from None
         return self._read_reply(rid, time.monotonic() + wait + 5, op)
 
     def _read_reply(self, rid: int, deadline: float, op: str) -> dict[str, Any]:
@@ -178,10 +178,24 @@ class Agent:
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 self._dead = True
-                raise self.conn._lost(op)
+                raise self._gone(op)
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         return line
+
+    def _gone(self, op: str) -> CommandFailed:
+        """The agent's session ended: the connection dropped (the master ends too, within
+        a moment), or the agent itself died on the site."""
+        deadline = time.monotonic() + 2.0
+        while self.conn.alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not self.conn.alive():
+            return self.conn._lost(op)
+        self.process.stop(grace=1.0)
+        why = _last_line(_read(self.err_path)) or f"exit {self.process.poll()}"
+        return CommandFailed(f"the tunbench agent on {self.conn.target} ended during {op}: "
+                             f"{why}", "the site may lack memory or python3; reconnect, "
+                             "then sweep the site")
 
     # -- operations -------------------------------------------------------------------------
     def run(self, argv: list[str], *, timeout: float = 60.0, check: bool = True,
