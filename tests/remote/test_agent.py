@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 from sshhosts import SshHosts
 
-from tunbench.errors import CommandFailed
+from tunbench.errors import CommandFailed, UnavailableError
 from tunbench.metrics.cpu import parse_proc_stat, usage
 from tunbench.remote.agent.client import Agent
 from tunbench.remote.transport import Connection, ConnectionLost
+from tunbench.testbed import names
+from tunbench.testbed.ledger import Ledger
 
 pytestmark = pytest.mark.netns
 
@@ -182,3 +184,39 @@ def test_sweep_undoes_a_killed_agent(hosts: SshHosts) -> None:
         assert gone(conn, sleeper.pid)
         second.close()
         assert leftovers(conn) == ""
+
+
+def test_ledger_undo_ends_connection_and_agent(hosts: SshHosts) -> None:
+    """A run that never gets to close() (an exception path): undoing its ledger stops the
+    local ssh processes, so the agent on the site sees EOF and cleans up there."""
+    ledger = Ledger(names.new_run_id(), journal=False)
+    conn = Connection.open("h1", options=hosts.options(), name="a", ledger=ledger)
+    agent = Agent.start(conn, netlink=False)
+    sleeper = agent.spawn(["sleep", "3600"], f"{agent.hello['state']}/s.log")
+    assert ledger.close() == []
+    assert conn.master.poll() is not None and agent.process.poll() is not None
+    assert not conn.control_path.exists() and not agent.err_path.exists()
+    with Connection.open("h1", options=hosts.options(), name="b") as again:
+        deadline = time.monotonic() + 20
+        while leftovers(again) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert leftovers(again) == "" and gone(again, sleeper.pid)
+
+
+def test_missing_python_on_the_site_is_one_line(hosts: SshHosts) -> None:
+    with Connection.open("h1", options=hosts.options(), name="a") as conn:
+        with pytest.raises(UnavailableError) as e:
+            Agent.start(conn, python="tb-no-python3")
+        assert "tb-no-python3 is not installed" in e.value.message
+        assert "\n" not in e.value.one_line()
+        assert conn.alive() and leftovers(conn) == ""
+
+
+def test_default_control_dir_is_private(hosts: SshHosts) -> None:
+    from tunbench.remote.transport import CONTROL_DIR
+    opts = hosts.options(control_dir=CONTROL_DIR)
+    with Connection.open("h1", options=opts, name="a") as conn:
+        assert conn.control_path.parent == CONTROL_DIR
+        assert conn.control_path.name.startswith("tb-") and conn.control_path.is_socket()
+        assert CONTROL_DIR.stat().st_mode & 0o777 == 0o700
+    assert not conn.control_path.exists() and not conn.log_path.exists()

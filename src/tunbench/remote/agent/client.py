@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import select
+import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -91,6 +92,7 @@ class Agent:
     _next: int = 1
     _dead: bool = False
     procs: list[AgentProcess] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def start(cls, conn: Connection, *, netlink: bool = True, python: str = "python3",
@@ -137,18 +139,19 @@ class Agent:
         if self._dead:
             raise TunbenchError(f"the agent on {self.conn.target} is not running",
                                 "reconnect: open a new connection and agent")
-        rid = self._next
-        self._next += 1
-        line = json.dumps({"id": rid, "op": op, "args": args}).encode() + b"\n"
-        stdin = self.process.popen.stdin
-        assert stdin is not None
-        try:
-            stdin.write(line)
-            stdin.flush()
-        except (BrokenPipeError, OSError):
-            self._dead = True
-            raise self._gone(op) from None
-        return self._read_reply(rid, time.monotonic() + wait + 5, op)
+        with self._lock:      # one request in flight: callers in several threads queue
+            rid = self._next
+            self._next += 1
+            line = json.dumps({"id": rid, "op": op, "args": args}).encode() + b"\n"
+            stdin = self.process.popen.stdin
+            assert stdin is not None
+            try:
+                stdin.write(line)
+                stdin.flush()
+            except (BrokenPipeError, OSError):
+                self._dead = True
+                raise self._gone(op) from None
+            return self._read_reply(rid, time.monotonic() + wait + 5, op)
 
     def _read_reply(self, rid: int, deadline: float, op: str) -> dict[str, Any]:
         while True:
