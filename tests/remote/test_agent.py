@@ -139,7 +139,7 @@ def test_connection_dropped_mid_command(hosts: SshHosts) -> None:
 
         def long_call() -> None:
             try:
-                agent.run(["sleep", "120"], timeout=150)
+                agent.run(["sleep", "120.137"], timeout=150)
             except BaseException as exc:  # noqa: BLE001 - checked below
                 err.append(exc)
 
@@ -164,7 +164,7 @@ def test_connection_dropped_mid_command(hosts: SshHosts) -> None:
         assert leftovers(again) == ""
         assert gone(again, sleeper.pid)
         assert "tbdrop" not in again.run(["ip", "-o", "link"]).stdout
-        assert "sleep 120" not in again.run(["ps", "-eo", "args"]).stdout
+        assert "sleep 120.137" not in again.run(["ps", "-eo", "args"]).stdout
 
 
 def test_sweep_undoes_a_killed_agent(hosts: SshHosts) -> None:

@@ -14,7 +14,7 @@ import pytest
 from sshhosts import SshHosts, keygen
 
 from tunbench import proc
-from tunbench.errors import SpecError
+from tunbench.errors import CommandFailed, SpecError
 from tunbench.remote.transport import ConnectError, Connection, ConnectionLost
 
 pytestmark = pytest.mark.netns
@@ -203,3 +203,10 @@ def test_bad_input_before_any_contact(hosts: SshHosts) -> None:
     with pytest.raises(SpecError, match="does not exist"):
         Connection.open("h1", options=hosts.options(config_file=hosts.dir / "missing"))
     assert hosts.hosts["h1"].log().count("Connection from") == accepted
+
+
+def test_timeout_ends_the_remote_command_too(conn: Connection) -> None:
+    with pytest.raises(CommandFailed, match="on h1: command timed out after 1s: sleep 31.4159"):
+        conn.run(["sleep", "31.4159"], timeout=1)
+    assert "sleep 31.4159" not in conn.run(["ps", "-eo", "args"]).stdout
+    assert conn.run(["sh", "-c", "exit 124"], check=False).returncode == 124   # fast: no timeout

@@ -243,17 +243,32 @@ class Connection:
 
     def run(self, argv: list[str], *, timeout: float = 60.0, check: bool = True,
             input: str | None = None) -> proc.Completed:
-        """Run argv on the site; like proc.run (argv of the result is the remote argv)."""
+        """Run argv on the site; like proc.run (argv of the result is the remote argv).
+
+        The time limit is enforced on the site too (coreutils `timeout`), so a command that
+        runs over does not live on after we gave up on it."""
         self._require_alive(argv[0] if argv else "a command")
+        limit = ["timeout", "--kill-after=2", f"{timeout:g}"]
+        start = time.monotonic()
         try:
-            r = proc.run(self.ssh_argv(argv), timeout=timeout, check=False, input=input)
+            r = proc.run(self.ssh_argv([*limit, *argv]), timeout=timeout + 10, check=False,
+                         input=input)
         except CommandFailed as exc:
             raise CommandFailed(f"on {self.target}: {exc.message}", exc.hint,
                                 argv=list(argv)) from None
         if r.returncode == SSH_FAILED and self.master.poll() is not None:
             raise self._lost(_short(argv))
+        if r.returncode == SSH_FAILED and "Session open refused" in r.stderr:
+            raise CommandFailed(f"{self.target} refused another session on the connection "
+                                f"(sshd MaxSessions) for {_short(argv)}",
+                                "raise MaxSessions in the site's sshd_config, or run long "
+                                "processes through the agent", argv=list(argv))
         if r.returncode == SSH_FAILED and _is_mux_failure(r.stderr):
             raise self._lost(_short(argv))
+        if r.returncode in (124, 137) and time.monotonic() - start >= timeout:
+            raise CommandFailed(f"on {self.target}: command timed out after {timeout:g}s: "
+                                f"{_short(argv)}", "the host may be overloaded; retry or "
+                                "raise the timeout", argv=list(argv), output=r.stdout + r.stderr)
         res = proc.Completed(list(argv), r.returncode, r.stdout, r.stderr)
         if check and not res.ok:
             last = _last_line(r.stderr) or _last_line(r.stdout)
