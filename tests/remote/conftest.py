@@ -9,6 +9,7 @@ import pytest
 from sshhosts import SshHosts, build
 
 from tunbench import proc
+from tunbench.remote.transport import Connection
 from tunbench.testbed import netlink
 
 pytestmark = pytest.mark.netns
@@ -30,6 +31,11 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
     rid = h.run_id
     try:
         yield h
+        for name in h.hosts:        # nothing left on any host, seen the only way: over SSH
+            with Connection.open(name, options=h.options(), name="check") as c:
+                left_run = c.run(["find", "/run/tunbench", "-mindepth", "1"],
+                                 check=False).stdout
+                assert left_run == "", f"left under /run/tunbench on {name}: {left_run}"
     finally:
         errors = h.close()
         left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
