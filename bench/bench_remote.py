@@ -13,6 +13,7 @@ round-robin so host drift hits all alike; compare ratios, the machine is shared.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -65,6 +66,7 @@ def main() -> int:
         finally:
             hosts.close()
     base = statistics.median(times["netns"])
+    print("load average (1, 5, 15 min): " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     print(f"connect (ControlMaster, auth, host key): {t_open * 1000:.0f} ms; "
           f"agent start (ship ~10 KB zipapp, python3 start): {t_agent * 1000:.0f} ms")
     print(f"{'per command':<10} {'median ms':>10} {'p90 ms':>8} {'x netns':>8}   "

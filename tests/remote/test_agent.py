@@ -220,3 +220,11 @@ def test_default_control_dir_is_private(hosts: SshHosts) -> None:
         assert conn.control_path.name.startswith("tb-") and conn.control_path.is_socket()
         assert CONTROL_DIR.stat().st_mode & 0o777 == 0o700
     assert not conn.control_path.exists() and not conn.log_path.exists()
+
+
+def test_clock_offset_between_sites(agent: Agent) -> None:
+    """The hosts are namespaces of this machine: one clock, so the measured offset must be
+    within the uncertainty (rtt/2) plus scheduling slack of zero."""
+    offset, rtt = agent.clock_offset(samples=7)
+    assert 0 < rtt < 1.0
+    assert abs(offset) <= rtt / 2 + 0.002, (offset, rtt)

@@ -245,6 +245,21 @@ class Agent:
     def cpu_take(self, stop: bool = False) -> list[dict[str, Any]]:
         return list(self.call("cpu_take", stop=stop)["samples"])
 
+    def clock_offset(self, samples: int = 9) -> tuple[float, float]:
+        """(offset, rtt) in seconds: the site's wall clock minus ours, from the request with
+        the shortest round trip (NTP's idea: the site read its clock at the midpoint, so the
+        error is at most rtt/2). Needed before one-way delays between sites mean anything."""
+        best: tuple[float, float] | None = None
+        for _ in range(samples):
+            t0 = time.time()
+            remote = float(self.call("clock", wait=10)["time"])
+            t1 = time.time()
+            rtt = t1 - t0
+            if best is None or rtt < best[1]:
+                best = (remote - (t0 + t1) / 2, rtt)
+        assert best is not None
+        return best
+
     def links(self) -> list[dict[str, Any]]:
         return list(self.call("links", wait=30)["links"])
 

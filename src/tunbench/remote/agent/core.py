@@ -286,6 +286,10 @@ class Agent:
         with open("/proc/stat") as f:
             return {"text": f.read(), "time": time.time()}
 
+    def op_clock(self) -> dict[str, Any]:
+        """The site's wall clock, for the client's offset estimate (client.clock_offset)."""
+        return {"time": time.time()}
+
     def op_cpu_start(self, interval: float = 1.0) -> dict[str, Any]:
         if self.sampler is None:
             self.sampler = Sampler(interval)
