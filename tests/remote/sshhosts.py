@@ -70,11 +70,11 @@ class Host:
     def start_sshd(self, authorized_keys: Path) -> None:
         cfg = self.dir / "sshd_config"
         cfg.write_text("\n".join([
-            "Port 22", f"ListenAddress {self.addr}", f"HostKey {self.host_key}",
+            "Port 22", "Port 2222", f"ListenAddress {self.addr}", f"HostKey {self.host_key}",
             "PidFile none", f"AuthorizedKeysFile {authorized_keys}",
             "PermitRootLogin prohibit-password", "PubkeyAuthentication yes",
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-            "AllowTcpForwarding no", "X11Forwarding no", "PermitTTY no", "PrintMotd no",
+            "AllowTcpForwarding local", "X11Forwarding no", "PermitTTY no", "PrintMotd no",
             "UseDNS no", "StrictModes no", "LogLevel VERBOSE", "MaxSessions 50",
             "MaxStartups 50", "ClientAliveInterval 0", ""]))
         self.sshd_log.unlink(missing_ok=True)
@@ -183,7 +183,7 @@ class SshHosts:
         for h in self.hosts.values():
             if names_ is None or h.name in names_:
                 pub = Path(f"{h.host_key}.pub").read_text().split()
-                lines.append(f"{h.addr} {pub[0]} {pub[1]}\n")
+                lines.append(f"{h.addr},[{h.addr}]:2222 {pub[0]} {pub[1]}\n")
         self.known_hosts.write_text("".join(lines))
 
     def write_config(self) -> None:
@@ -194,6 +194,22 @@ class SshHosts:
                 f"  IdentityFile {self.client_key}", "  IdentitiesOnly yes",
                 "  IdentityAgent none", f"  UserKnownHostsFile {self.known_hosts}",
                 "  GlobalKnownHostsFile /dev/null", "  CheckHostIP no", ""]))
+        # ~/.ssh/config features: another Port, a ProxyJump, the key only in an ssh-agent
+        h1, h2 = self.hosts["h1"], self.hosts.get("h2")
+        common = [f"  UserKnownHostsFile {self.known_hosts}", "  GlobalKnownHostsFile /dev/null",
+                  "  User root", "  CheckHostIP no"]
+        blocks.append("\n".join([
+            "Host h1-port", f"  HostName {h1.addr}", "  Port 2222", *common,
+            f"  IdentityFile {self.client_key}", "  IdentitiesOnly yes", "  IdentityAgent none",
+            ""]))
+        blocks.append("\n".join([
+            "Host h1-agent", f"  HostName {h1.addr}", *common,
+            f"  IdentityAgent {self.dir / 'agent.sock'}", ""]))
+        if h2 is not None:
+            blocks.append("\n".join([
+                "Host h2-via-h1", f"  HostName {h2.addr}", "  ProxyJump h1", *common,
+                f"  IdentityFile {self.client_key}", "  IdentitiesOnly yes",
+                "  IdentityAgent none", ""]))
         # a host no one listens on (refused) and a name that does not resolve (DNS)
         blocks.append("\n".join([
             "Host tb-nosshd", f"  HostName {self.subnet.network_address + 99}", "  User root",

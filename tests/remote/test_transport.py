@@ -210,3 +210,37 @@ def test_timeout_ends_the_remote_command_too(conn: Connection) -> None:
         conn.run(["sleep", "31.4159"], timeout=1)
     assert "sleep 31.4159" not in conn.run(["ps", "-eo", "args"]).stdout
     assert conn.run(["sh", "-c", "exit 124"], check=False).returncode == 124   # fast: no timeout
+
+
+def test_config_port_is_honoured(hosts: SshHosts) -> None:
+    with Connection.open("h1-port", options=hosts.options(), name="a") as c:
+        assert c.run(["true"]).ok
+    assert f"on {hosts.hosts['h1'].addr} port 2222" in hosts.hosts["h1"].log()
+
+
+def test_config_proxyjump_is_honoured(hosts: SshHosts) -> None:
+    """h2 reached through h1: h2's sshd sees the connection come from h1's address."""
+    h1, h2 = hosts.hosts["h1"], hosts.hosts["h2"]
+    before = h2.log().count(f"Connection from {h1.addr} ")
+    with Connection.open("h2-via-h1", options=hosts.options(), name="b") as c:
+        out = c.run(["ip", "-4", "-o", "addr", "show", "scope", "global"]).stdout
+        assert h2.addr in out
+    assert h2.log().count(f"Connection from {h1.addr} ") == before + 1
+
+
+def test_ssh_agent_is_honoured(hosts: SshHosts) -> None:
+    """The key lives only in an ssh-agent (no IdentityFile for h1-agent): BatchMode still
+    authenticates with it; without the agent, authentication is refused."""
+    sock = hosts.dir / "agent.sock"
+    _one_line_error(hosts, "h1-agent", ConnectError, "authentication refused")
+    agent = proc.spawn(["ssh-agent", "-D", "-a", str(sock)], log_path=hosts.dir / "agent.log",
+                       label="ssh-agent")
+    try:
+        proc.wait_ready(agent, ready=sock.exists, timeout=10)
+        proc.run(["ssh-add", str(hosts.client_key)], env={"SSH_AUTH_SOCK": str(sock)},
+                 timeout=10)
+        with Connection.open("h1-agent", options=hosts.options(), name="a") as c:
+            assert c.run(["true"]).ok
+    finally:
+        agent.stop()
+        sock.unlink(missing_ok=True)
