@@ -71,7 +71,8 @@ def test_good_targets(good: str) -> None:
 
 def test_zipapp_holds_the_agent_and_pyroute2() -> None:
     names = zipfile.ZipFile(BytesIO(client.build_zipapp(netlink=True))).namelist()
-    assert {"tbagent/core.py", "tbagent/nl.py", "pyroute2/__init__.py"} <= set(names)
+    assert {"tbagent/core.py", "tbagent/journal.py", "tbagent/nl.py",
+            "pyroute2/__init__.py"} <= set(names)
     small = zipfile.ZipFile(BytesIO(client.build_zipapp(netlink=False))).namelist()
     assert not any(n.startswith("pyroute2/") for n in small)
 

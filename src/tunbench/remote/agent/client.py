@@ -25,10 +25,10 @@ from typing import Any
 from ... import proc
 from ...errors import CommandFailed, SpecError, TunbenchError, UnavailableError
 from ..transport import Connection, ConnectionLost
-from . import core
+from . import core, journal
 
 HERE = Path(__file__).parent
-AGENT_FILES = ("__init__.py", "core.py", "nl.py")
+AGENT_FILES = ("__init__.py", "core.py", "journal.py", "nl.py")
 BOOTSTRAP = "\n".join([
     "import os, sys",
     "s = sys.argv[1]",
@@ -96,7 +96,7 @@ class Agent:
 
     @classmethod
     def start(cls, conn: Connection, *, netlink: bool = True, python: str = "python3",
-              state_root: str = core.ROOT, timeout: float = 60.0) -> Agent:
+              state_root: str = journal.ROOT, timeout: float = 60.0) -> Agent:
         """Ship the agent to the connection's site and wait for its hello."""
         agent_id = f"tb-{secrets.token_hex(3)}-{conn.name}"
         state = f"{state_root}/{agent_id}"
