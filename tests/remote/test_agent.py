@@ -76,6 +76,14 @@ def test_files_live_on_the_host_only(agent: Agent) -> None:
     agent.write_file(f"{state}/d/conf", "x = 1\n", mode=0o644)
     assert agent.conn.run(["stat", "-c", "%a", f"{state}/d/conf"]).stdout.strip() == "644"
     agent.remove(f"{state}/d")
+    # a file of the host's own (made without the agent, in the host's private /run)
+    agent.conn.run(["sh", "-c", "echo host > /run/tb-hostfile"])
+    with pytest.raises(CommandFailed, match="was not created by tunbench: not replaced"):
+        agent.write_file("/run/tb-hostfile", b"x")
+    with pytest.raises(CommandFailed, match="was not created by tunbench: not removed"):
+        agent.remove("/run/tb-hostfile")
+    assert agent.conn.run(["cat", "/run/tb-hostfile"]).stdout == "host\n"
+    agent.conn.run(["rm", "/run/tb-hostfile"])
     with pytest.raises(CommandFailed, match="no such file"):
         agent.read_file(f"{state}/d/conf")
 

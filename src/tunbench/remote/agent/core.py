@@ -134,17 +134,26 @@ class Agent:
         except FileNotFoundError:
             raise AgentError(f"{path}: no such file", "notfound") from None
 
+    def _ours(self, path: str) -> bool:
+        """A path this agent created, or one inside a directory it created (or its state)."""
+        real = os.path.abspath(path)
+        mine = [self.state] + [e["path"] for e in self.journal.entries if e["kind"] == "path"]
+        return any(real == m or real.startswith(m.rstrip("/") + "/") for m in mine)
+
     def op_write_file(self, path: str, data: str, mode: int = 0o600,
                       journal: bool = True) -> dict[str, Any]:
-        """Write atomically with `mode` (a temporary file created with it, then renamed)."""
+        """Write atomically with `mode` (a temporary file created with it, then renamed).
+        An existing file is replaced only if this agent created it: never a file of the
+        host's own."""
+        existed = os.path.lexists(path)
+        if existed and not self._ours(path):
+            raise AgentError(f"{path} exists and was not created by tunbench: not replaced",
+                             "notours")
         tmp = f"{path}.tb-{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-        try:
+        with os.fdopen(fd, "wb") as f:
             os.fchmod(fd, mode)  # umask never widens or narrows what was asked
-            os.write(fd, base64.b64decode(data))
-        finally:
-            os.close(fd)
-        existed = os.path.lexists(path)
+            f.write(base64.b64decode(data))
         os.replace(tmp, path)
         if journal and not existed:
             self.journal.add("path", path=path)
@@ -157,6 +166,8 @@ class Agent:
         return {}
 
     def op_remove(self, path: str) -> dict[str, Any]:
+        if not self._ours(path):
+            raise AgentError(f"{path} was not created by tunbench: not removed", "notours")
         undo([{"kind": "path", "path": path}])
         self.journal.forget("path", "path", path)
         return {}
