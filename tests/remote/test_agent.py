@@ -171,6 +171,7 @@ def test_connection_dropped_mid_command(hosts: SshHosts) -> None:
             time.sleep(0.2)
         assert leftovers(again) == ""
         assert gone(again, sleeper.pid)
+        assert gone(again, int(agent.hello["pid"]))      # the agent itself exited
         assert "tbdrop" not in again.run(["ip", "-o", "link"]).stdout
         assert "sleep 120.137" not in again.run(["ps", "-eo", "args"]).stdout
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -244,3 +245,34 @@ def test_ssh_agent_is_honoured(hosts: SshHosts) -> None:
     finally:
         agent.stop()
         sock.unlink(missing_ok=True)
+
+
+def test_connection_dropped_mid_command(hosts: SshHosts) -> None:
+    """The site's sshd session process is killed while a command runs: one line, and the
+    connection says it is gone (no fallback, no hang). The orphaned command still ends on the
+    site at its time limit (`timeout` there); ending it at once is the agent's job."""
+    c = Connection.open("h2", options=hosts.options(), name="b")
+    err: list[BaseException] = []
+
+    def long_call() -> None:
+        try:
+            c.run(["sleep", "60.271"], timeout=4)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            err.append(exc)
+
+    t = threading.Thread(target=long_call)
+    try:
+        t.start()
+        time.sleep(0.5)
+        assert hosts.hosts["h2"].kill_sessions()
+        t.join(timeout=30)
+        assert not t.is_alive() and err and isinstance(err[0], ConnectionLost), err
+        assert "connection to h2 (b) lost during sleep 60.271" in err[0].message
+        assert "\n" not in err[0].one_line() and not c.alive()
+    finally:
+        c.close()
+    with Connection.open("h2", options=hosts.options(), name="b") as again:
+        deadline = time.monotonic() + 10    # `timeout 4` on the site ends it
+        while "sleep 60.271" in again.run(["ps", "-eo", "args"]).stdout:
+            assert time.monotonic() < deadline, "the command outlived its connection"
+            time.sleep(0.2)

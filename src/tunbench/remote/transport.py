@@ -222,6 +222,16 @@ class Connection:
         return [*_base_options(self.options, self.control_path), "-o", "ControlMaster=no",
                 "-o", "ProxyCommand=false"]
 
+    def _master_gone(self, wait: float = 2.0) -> bool:
+        """After a 255 (ssh's own failure, or a remote command's status): is the connection
+        gone? The master notices a dead peer a moment after its sessions do."""
+        if self.master.poll() is None and self._check():
+            return False
+        deadline = time.monotonic() + wait
+        while self.master.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return True
+
     def alive(self) -> bool:
         return not self._closed and self.master.poll() is None
 
@@ -256,7 +266,7 @@ class Connection:
         except CommandFailed as exc:
             raise CommandFailed(f"on {self.target}: {exc.message}", exc.hint,
                                 argv=list(argv)) from None
-        if r.returncode == SSH_FAILED and self.master.poll() is not None:
+        if r.returncode == SSH_FAILED and self._master_gone():
             raise self._lost(_short(argv))
         if r.returncode == SSH_FAILED and "Session open refused" in r.stderr:
             raise CommandFailed(f"{self.target} refused another session on the connection "
