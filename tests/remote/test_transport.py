@@ -276,3 +276,11 @@ def test_connection_dropped_mid_command(hosts: SshHosts) -> None:
         while "sleep 60.271" in again.run(["ps", "-eo", "args"]).stdout:
             assert time.monotonic() < deadline, "the command outlived its connection"
             time.sleep(0.2)
+
+
+def test_management_path_seen_from_the_site(hosts: SshHosts, conn: Connection) -> None:
+    m = conn.management_path()
+    assert m == {"peer": str(hosts.subnet.network_address + 1), "address": hosts.hosts["h1"].addr,
+                 "port": "22", "dev": f"tb{hosts.run_id}h1"}
+    with Connection.open("h2-via-h1", options=hosts.options(), name="b") as c:
+        assert c.management_path()["peer"] == hosts.hosts["h1"].addr   # the jump host

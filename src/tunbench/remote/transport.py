@@ -17,6 +17,7 @@ the one place they become a string for the remote shell.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import shlex
@@ -307,6 +308,19 @@ class Connection:
         finally:
             local_log.unlink(missing_ok=True)
         return RemoteProcess(self, list(argv), int(pid), int(start), log_path, client)
+
+    def management_path(self) -> dict[str, str]:
+        """How this connection reaches the site, seen from the site: the address and interface
+        that carry the SSH session (`SSH_CONNECTION`, then the site's route back to us).
+        Tunnel setups must never change that interface or shadow that route."""
+        conn = self.run(["printenv", "SSH_CONNECTION"], timeout=15).stdout.split()
+        if len(conn) != 4:
+            raise CommandFailed(f"{self.target}: sshd did not say which connection this is "
+                                "(SSH_CONNECTION unset)", "a tunbench bug: report it")
+        peer, _, local, port = conn
+        route = self.run(["ip", "-j", "route", "get", peer], timeout=15).stdout
+        dev = str(json.loads(route)[0].get("dev", "")) if route.strip() else ""
+        return {"peer": peer, "address": local, "port": port, "dev": dev}
 
     def put_file(self, data: bytes | str | Path, remote_path: str, mode: int = 0o600) -> None:
         """Write a file on the site atomically with `mode` (secrets: 0600). The content goes
