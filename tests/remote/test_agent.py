@@ -122,10 +122,9 @@ def test_agent_processes_end_with_the_agent(agent: Agent) -> None:
     p = agent.spawn(["sleep", "300"], f"{agent.hello['state']}/sleep.log")
     assert p.poll() is None
     q = agent.spawn(["sh", "-c", "echo hello; exit 3"], f"{agent.hello['state']}/sh.log")
-    deadline = time.monotonic() + 10
-    while q.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert q.poll() == 3 and q.output() == "hello\n"
+    assert q.wait(timeout=10) == 3 and q.output() == "hello\n" and q.log_tail(1) == "hello"
+    with pytest.raises(CommandFailed, match="sleep on h1 did not finish within 0.2s"):
+        p.wait(timeout=0.2)
     assert q.stop() == 3
     agent.close()
     assert gone(agent.conn, p.pid)

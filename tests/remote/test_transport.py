@@ -72,11 +72,8 @@ def test_spawn_and_stop_by_remote_pid(conn: Connection) -> None:
     p.stop(grace=1)
     assert p.poll() is not None
     assert conn.run(["test", "-e", f"/proc/{p.pid}"], check=False).returncode == 1
-    out = conn.spawn(["sh", "-c", "echo spawned-output"], "/run/tb-echo.log")
-    deadline = time.monotonic() + 10
-    while out.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert out.poll() == 0
+    out = conn.spawn(["sh", "-c", "echo spawned-output; exit 5"], "/run/tb-echo.log")
+    assert out.wait(timeout=10) == 5
     assert conn.run(["cat", "/run/tb-echo.log"]).stdout == "spawned-output\n"
     conn.run(["rm", "-f", "/run/tb-echo.log", "/run/tb-sleep.log"])
 

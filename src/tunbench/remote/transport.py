@@ -144,6 +144,10 @@ class RemoteProcess:
     def poll(self) -> int | None:
         return self.client.poll()
 
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the remote exit (the local client ends with it); CommandFailed on timeout."""
+        return self.client.wait(timeout)
+
     def stop(self, grace: float = 3.0) -> int | None:
         """Stop the remote process by PID (only if its start time is still the recorded one,
         so a reused PID is never signalled), then collect the local client."""
@@ -296,9 +300,7 @@ class Connection:
         client = proc.spawn(self.ssh_argv(["sh", "-c", SPAWN_SH, "tb-spawn", log_path, *argv]),
                             log_path=local_log, label=label or f"{Path(argv[0]).name}@{self.name}")
         try:
-            proc.wait_ready(client, ready=lambda: "\n" in client.output(), timeout=timeout,
-                            exits_when_ready=True)
-            pid, start = client.output().split()[:2]
+            pid, start = _await_pid_line(client, timeout)
         except (CommandFailed, ValueError):
             client.stop()
             if self.master.poll() is not None:
@@ -357,6 +359,22 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _await_pid_line(client: proc.Process, timeout: float) -> tuple[str, str]:
+    """The "PID STARTTIME" line the spawn wrapper prints first; the program may already have
+    exited (with any status) by the time we look."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while "\n" not in client.output():
+        if client.poll() is not None and "\n" not in client.output():
+            raise ValueError("no PID line")
+        if time.monotonic() > deadline:
+            raise CommandFailed(f"no PID within {timeout:g}s")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.1)
+    pid, start = client.output().split()[:2]
+    return pid, start
 
 
 def _base_options(o: SshOptions, control: Path) -> list[str]:

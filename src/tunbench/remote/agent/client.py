@@ -77,8 +77,25 @@ class AgentProcess:
         code = self.agent.call("stop", wait=grace + 15, pid=self.pid, grace=grace)
         return code["returncode"]
 
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for exit (polling the agent, backing off to 0.2 s); CommandFailed on timeout,
+        like proc.Process.wait (the process keeps running)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.01
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise CommandFailed(f"{self.argv[0]} on {self.agent.conn.target} did not "
+                                    f"finish within {timeout:g}s", "the host may be overloaded",
+                                    argv=self.argv)
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.2)
+        return code
+
     def output(self) -> str:
         return self.agent.read_file(self.log_path).decode(errors="replace")
+
+    def log_tail(self, lines: int = 15) -> str:
+        return "\n".join(self.output().splitlines()[-lines:])
 
 
 @dataclass
