@@ -111,3 +111,19 @@ def test_agent_ops_and_undo_in_a_local_state_dir(tmp_path: Path) -> None:
     assert not secret.exists() and not (tmp_path / "s2.log").exists()
     assert core.starttime(sp2["pid"]) is None   # the still-running one was ended
     assert not state.exists()
+
+
+def test_spawn_piped_is_a_line_channel(tmp_path: Path) -> None:
+    """proc.spawn_piped: what the agent's SSH session is built on (stdin/stdout pipes)."""
+    from tunbench import proc
+    p = proc.spawn_piped(["sh", "-c", "read -r x; echo \"got $x\"; echo oops >&2"],
+                         stderr_path=tmp_path / "err")
+    assert p.popen.stdin is not None and p.popen.stdout is not None
+    p.popen.stdin.write(b"ping\n")
+    p.popen.stdin.close()
+    assert p.popen.stdout.readline() == b"got ping\n"
+    assert p.wait(timeout=10) == 0
+    p.popen.stdout.close()
+    assert (tmp_path / "err").read_text() == "oops\n"
+    with pytest.raises(TypeError, match="never a shell string"):
+        proc.spawn_piped("cat", stderr_path=tmp_path / "e2")  # type: ignore[arg-type]
