@@ -320,3 +320,19 @@ def _safe(check: Callable[[], bool]) -> bool:
 def _tail_line(p: Process) -> str:
     tail = p.log_tail(3).strip().splitlines()
     return tail[-1] if tail else "no output"
+
+
+def spawn_piped(argv: list[str], *, stderr_path: Path, label: str | None = None) -> Process:
+    """Start a process whose stdin and stdout are pipes to us (a line protocol such as the
+    remote agent's over ssh); stderr goes to a file, so no third pipe can fill up."""
+    full = _check_argv(argv)
+    err = open(stderr_path, "wb")  # noqa: SIM115
+    try:
+        popen = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=err, start_new_session=True)
+    except FileNotFoundError:
+        require(full[0])
+        raise
+    finally:
+        err.close()
+    return Process(full, popen, None, label or Path(argv[0]).name, proc_starttime(popen.pid))
