@@ -122,8 +122,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runner import run_campaign
     if args.resume:
         out = Path(args.resume)
-        from .results.store import CampaignStore
-        index = CampaignStore(out).read_index()
+        from .results import reader
+        index = reader.read_index(out)
+        if not isinstance(index.get("experiment"), dict):
+            raise reader.ResultError(f"{out / 'index.json'} records no experiment",
+                                     "start a new campaign with --out")
         exp = spec.build(_spec_dict(index["experiment"]), index["experiment"]["source"])
     else:
         exp = spec_from_args(args)
@@ -158,6 +161,7 @@ def _report_after_run(out: Path, quiet: bool) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import build, export
     rep = build.build(Path(args.dir))
+    console.print_folder_problems(rep.campaign.folder)
     if args.csv:
         sys.stdout.write(rep.csv.read_text())
         return 0

@@ -113,8 +113,10 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
         if recorded.get("experiment") != exp.to_dict():
             raise SpecError(f"{out_dir} was recorded with a different experiment",
                             "resume with the same options, or start a new --out folder")
+        # a case whose file is gone (deleted, or removed because it was damaged) runs again
         done = {c["id"]: c["status"] for c in recorded["cases"]
-                if c["status"] in ("ok", "failed", "skipped")}
+                if c["status"] in ("ok", "failed", "skipped")
+                and store.case_path(c["id"]).exists()}
     elif store.index_path.exists():
         raise SpecError(f"{out_dir} already holds a campaign",
                         "use --resume to continue it, or choose another --out folder")

@@ -235,6 +235,16 @@ def _sweep_cpu(by: dict[tuple[str, str, Any], stats.Row], t: str, v: Any) -> str
     return num(cpu.stats.mean) if cpu else "-"
 
 
+def print_folder_problems(folder: Any, file: Any = None) -> None:
+    """Missing case files and an incomplete campaign, one line each on stderr, with the
+    pending cases and the exact command that resumes it (`folder`: a reader.CampaignFolder)."""
+    out = file or sys.stderr
+    for line in folder.problems():
+        print(f"tunbench: warning: {line}", file=out)
+    if folder.incomplete and folder.pending:
+        print(f"tunbench: pending: {', '.join(folder.pending)}", file=out)
+
+
 def print_presets(presets: dict[str, tuple[str, str]], offloads: dict[str, dict[str, str]]) -> None:
     console = Console()
     table = Table(title="presets (tunbench run --preset NAME [--scale 0.05])")

@@ -46,6 +46,8 @@ figure{margin:18px 0 26px;padding:0;display:inline-block;vertical-align:top;max-
 figcaption{font-size:.86em;color:#4a5263;margin-top:4px}
 pre{background:#f6f7f9;padding:8px;overflow-x:auto;font-size:.82em;text-align:left}
 nav a{margin-right:14px}
+.warn{background:#fff4e5;border-left:4px solid #c77700;padding:4px 14px;margin:10px 0}
+code{font-size:.92em;word-break:break-all}
 """
 
 
@@ -257,10 +259,34 @@ def env_html(c: Campaign) -> str:
     return "".join(out)
 
 
+def incomplete_html(c: Campaign) -> str:
+    """A campaign cut short or with case files gone says so above everything else: which
+    cases are pending or missing, and the command that resumes it."""
+    f = c.folder
+    if not f.incomplete and not f.missing:
+        return ""
+    out = ["<div class=warn>"]
+    if f.incomplete:
+        out.append(f"<p><b>Incomplete campaign</b> (state {esc(f.state)}): "
+                   f"{len(f.pending)} case(s) pending; figures cover only what was recorded. "
+                   f"Continue it with <code>{esc(f.resume_command)}</code>.</p>")
+        if f.pending:
+            out.append("<p>Pending: " + ", ".join(f"<code>{esc(p)}</code>" for p in f.pending)
+                       + "</p>")
+    if f.missing:
+        out.append(f"<p><b>{len(f.missing)} case file(s) missing</b> (listed in index.json, "
+                   "not in cases/): " + ", ".join(f"<code>{esc(m)}</code>" for m in f.missing)
+                   + "</p>")
+    out.append("</div>")
+    return "".join(out)
+
+
 def render(c: Campaign, figs: list[Figure], takes: list[Takeaway], out: Path) -> Path:
     exp = c.index.get("experiment") or {}
     ok, failed = len(c.ok), len(c.failed)
-    title = f"tunbench report — {c.root.name}"
+    tuns, wls = c.planned()
+    title = f"tunbench report — {c.root.name}" + (" (incomplete)" if c.folder.incomplete
+                                                  else "")
     tk = "".join(f"<li>{esc(t.text)}</li>" for t in takes) or \
         "<li>No take-away: the campaign has no figures to compare with native.</li>"
     body = f"""<!DOCTYPE html>
@@ -271,9 +297,10 @@ def render(c: Campaign, figs: list[Figure], takes: list[Takeaway], out: Path) ->
 <body><main>
 <h1>{esc(title)}</h1>
 <p class=meta>{esc(exp.get('name', 'campaign'))}: {ok} case(s) ok, {failed} failed or skipped;
-state {esc(c.index.get('state', '?'))}; started {esc(_when(c.index.get('created')))},
-finished {esc(_when(c.index.get('finished')))}. Tunnels: {esc(', '.join(c.tunnels()))}.
-Workloads: {esc(', '.join(c.workloads()))}.</p>
+state {esc(c.folder.state)}; started {esc(_when(c.index.get('created')))},
+finished {esc(_when(c.index.get('finished')))}. Tunnels: {esc(', '.join(tuns) or 'none')}.
+Workloads: {esc(', '.join(wls) or 'none')}.</p>
+{incomplete_html(c)}
 <nav><a href="#takeaways">Take-aways</a><a href="#tables">Tables</a><a href="#figures">Figures</a>
 <a href="#notes">Notes</a><a href="#failed">Failed cases</a><a href="#cases">All cases</a><a href="#env">Environment</a>
 <a href="results.csv">results.csv</a></nav>
