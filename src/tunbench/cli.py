@@ -175,14 +175,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .report import compare, data
-    a, b = Path(args.a), Path(args.b)
-    changes, only = compare.compare(data.load(a), data.load(b))
+    from .report import compare
+    res = compare.run(Path(args.a), Path(args.b), force=args.force)
+    for root in (res.a, res.b):
+        from .results import reader
+        console.print_folder_problems(reader.read_campaign(root))
     if args.json:
-        print(json.dumps(compare.to_json(a, b, changes, only, args.threshold), indent=1))
+        print(json.dumps(compare.to_json(res, args.threshold, args.allow_untested), indent=1))
     else:
-        compare.print_table(a, b, changes, only, args.threshold)
-    return 1 if compare.regressions(changes, args.threshold) else 0
+        compare.print_table(res, args.threshold, args.allow_untested)
+    return compare.exit_code(res, args.threshold, args.allow_untested)
 
 
 def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -296,12 +298,17 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=cmd_report)
 
     cp = sub.add_parser("compare", help="change per tunnel and metric from campaign A to B; "
-                        "exit 1 on a significant regression beyond --threshold")
+                        "exit 0 no significant regression, 1 a significant regression beyond "
+                        "--threshold, 2 nothing comparable or invalid input")
     cp.add_argument("a", metavar="A", help="result folder: before")
     cp.add_argument("b", metavar="B", help="result folder: after")
     cp.add_argument("--threshold", type=float, default=0.0, metavar="PCT",
                     help="ignore regressions smaller than PCT percent of A's mean (default 0)")
     cp.add_argument("--json", action="store_true", help="print one JSON object")
+    cp.add_argument("--force", action="store_true", help="compare campaigns whose settings, "
+                    "host or tools differ (refused otherwise, exit 2); every line is marked")
+    cp.add_argument("--allow-untested", action="store_true", help="let entries with fewer "
+                    "than 2 repeats on a side pass (otherwise they make the exit code 2)")
     cp.set_defaults(func=cmd_compare)
 
     ls = sub.add_parser("list", help="tunnel kinds and workloads, and whether each runs here")

@@ -18,7 +18,7 @@ from .capabilities import Missing, kernel_missing, root_missing
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
 from .metrics.cpu import CpuRecord
 from .plan import Case, plan
-from .results import envinfo
+from .results import envinfo, fingerprint
 from .results.model import case_document
 from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
@@ -120,8 +120,10 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
     elif store.index_path.exists():
         raise SpecError(f"{out_dir} already holds a campaign",
                         "use --resume to continue it, or choose another --out folder")
+    env = envinfo.host_env()
     index: dict[str, Any] = {
-        "experiment": exp.to_dict(), "env": envinfo.host_env(), "created": time.time(),
+        "experiment": exp.to_dict(), "env": env, "created": time.time(),
+        "fingerprint": fingerprint.derive(exp.to_dict(), env),
         "cases": [{"id": c.case_id, "status": done.get(c.case_id, "pending"),
                    "file": f"cases/{c.case_id}.json", **_case_keys(c)} for c in cases],
         "state": "running",
