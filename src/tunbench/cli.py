@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import __version__, interrupts, spec, tunnels, workloads
+from . import __version__, interrupts, spec, tunnels
 from .errors import Interrupted, SpecError, TunbenchError
 from .report import console
 
@@ -207,24 +207,23 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from . import presets
+    from . import listing, presets
+    if args.kind:
+        listing.check_kind(args.kind)
     kinds = available_kinds()
     if args.json:
-        print(json.dumps({
-            "tunnels": {k: {"available": not why, "missing": why,
-                            "summary": tunnels.get(k).summary,
-                            "params": tunnels.get(k).Params().to_dict()}
-                        for k, why in kinds.items()},
-            "workloads": {n: {"summary": w.summary, "params": w.Params().to_dict(),
-                              "missing": [m.one_line() for m in w.requirements(w.Params())]}
-                          for n, w in sorted(workloads.registry().items())},
-            "presets": {n: {"summary": presets.describe(n), "path": presets.path(n)}
-                        for n in presets.names()},
-            "offload_variants": spec.OFFLOAD_PRESETS}, indent=1))
+        print(json.dumps(listing.list_json(
+            kinds, {n: {"summary": presets.describe(n), "path": presets.path(n)}
+                    for n in presets.names()}, spec.OFFLOAD_PRESETS, args.kind),
+            indent=1, default=list))
         return 0
-    console.print_list(kinds, show_params=args.params)
-    console.print_presets({n: (presets.describe(n), presets.path(n)) for n in presets.names()},
-                          spec.OFFLOAD_PRESETS)
+    if args.params:
+        sys.stdout.write(listing.params_toml(kinds, args.kind))
+        return 0
+    console.print_list(kinds, only=args.kind)
+    if not args.kind:
+        console.print_presets({n: (presets.describe(n), presets.path(n))
+                               for n in presets.names()}, spec.OFFLOAD_PRESETS)
     return 0
 
 
@@ -312,8 +311,11 @@ def build_parser() -> argparse.ArgumentParser:
     cp.set_defaults(func=cmd_compare)
 
     ls = sub.add_parser("list", help="tunnel kinds and workloads, and whether each runs here")
-    ls.add_argument("--json", action="store_true")
-    ls.add_argument("--params", action="store_true", help="show parameters and defaults")
+    ls.add_argument("kind", nargs="?", metavar="KIND", help="only this tunnel kind or workload")
+    ls.add_argument("--json", action="store_true", help="one versioned JSON object ("
+                    "'reasons' as in doctor)")
+    ls.add_argument("--params", action="store_true", help="every parameter with its default "
+                    "and description, as TOML to paste into an experiment file")
     ls.set_defaults(func=cmd_list)
 
     d = sub.add_parser("doctor", help="what this host can run and exactly why not (read-only)")

@@ -258,32 +258,33 @@ def print_presets(presets: dict[str, tuple[str, str]], offloads: dict[str, dict[
         for n, s in offloads.items()), highlight=False)
 
 
-def print_list(kinds: dict[str, list[str]], show_params: bool = False) -> None:
+def print_list(kinds: dict[str, list[str]], only: str | None = None) -> None:
+    """Kinds and workloads, whether each runs here and why not (`only`: one of them);
+    parameters are `tunbench list --params`, as TOML."""
     from .. import tunnels
     console = Console()
-    table = Table(title="tunnel kinds")
-    table.add_column("kind")
-    table.add_column("available")
-    table.add_column("summary / why not")
-    for kind, why in kinds.items():
-        drv = tunnels.get(kind)
-        text = drv.summary if not why else "\n".join(why)
-        if show_params:
-            text += "\n" + ", ".join(f"{k}={v!r}" for k, v in drv.Params().to_dict().items())
-        table.add_row(kind, "[green]yes[/green]" if not why else "[red]no[/red]", text)
-    console.print(table)
-    wt = Table(title="workloads")
-    wt.add_column("workload")
-    wt.add_column("summary")
-    for name, wl in sorted(workloads.registry().items()):
-        text = wl.summary
-        if show_params:
-            text += "\n" + ", ".join(f"{k}={v!r}" for k, v in wl.Params().to_dict().items())
-            if wl.sweep:
-                text += (f"\n{wl.sweep} may be a list (one case per value); left out: "
-                         f"{', '.join(map(str, wl.sweep_default))}")
-        missing = wl.requirements(wl.Params())
-        if missing:
-            text += "\n[red]" + "; ".join(m.one_line() for m in missing) + "[/red]"
-        wt.add_row(name, text)
-    console.print(wt)
+    shown = {k: why for k, why in kinds.items() if only in (None, k)}
+    if shown:
+        table = Table(title="tunnel kinds")
+        table.add_column("kind")
+        table.add_column("available")
+        table.add_column("summary / why not")
+        for kind, why in shown.items():
+            drv = tunnels.get(kind)
+            text = drv.summary if not why else "\n".join(why)
+            table.add_row(kind, "[green]yes[/green]" if not why else "[red]no[/red]", text)
+        console.print(table)
+    wls = {n: w for n, w in sorted(workloads.registry().items()) if only in (None, n)}
+    if wls:
+        wt = Table(title="workloads")
+        wt.add_column("workload")
+        wt.add_column("summary")
+        for name, wl in wls.items():
+            text = wl.summary
+            missing = wl.requirements(wl.Params())
+            if missing:
+                text += "\n[red]" + "; ".join(m.one_line() for m in missing) + "[/red]"
+            wt.add_row(name, text)
+        console.print(wt)
+    console.print("parameters, as TOML for an experiment file: tunbench list --params "
+                  + (only or "[KIND]"), highlight=False)
