@@ -38,20 +38,62 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+# swanctl --version asks a running charon over vici, so without one it prints plugin load
+# errors and no version: ask the charon binary (it needs no daemon), else the package.
+CHARON_PATHS = ("/usr/lib/ipsec/charon", "/usr/libexec/ipsec/charon",
+                "/usr/libexec/strongswan/charon")
+PACKAGES = {"swanctl": "strongswan-swanctl"}
+_NOISE = re.compile(r"^(plugin '.*' failed to load|.*no plugin file available|error:|"
+                    r"connecting to .* failed|.*vici)", re.I)
+_VERSIONISH = re.compile(r"\d")
+
+
+def version_line(text: str) -> str | None:
+    """The line of a tool's version output that states a version (pure; tested on captured
+    output): noise such as strongSwan's plugin load errors is skipped, and output without
+    any version number (an error message) gives None."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not _NOISE.match(line) and _VERSIONISH.search(line):
+            return line
+    return None
+
+
+def _run_version(argv: list[str]) -> str | None:
+    try:
+        r = proc.run(argv, timeout=5, check=False)
+    except Exception:
+        return None
+    # most tools print it on stdout; ssh -V and some others on stderr
+    return version_line(r.stdout) or version_line(r.stderr)
+
+
+def _package_version(tool: str) -> str | None:
+    pkg = PACKAGES.get(tool)
+    if not pkg or not proc.which("dpkg-query"):
+        return None
+    try:
+        r = proc.run(["dpkg-query", "-W", "-f=${Version}", pkg], timeout=5, check=False)
+    except Exception:
+        return None
+    return f"{pkg} {r.stdout.strip()} (package)" if r.ok and r.stdout.strip() else None
+
+
+def tool_version(tool: str) -> str | None:
+    if not proc.which(tool):
+        return None
+    if tool == "swanctl":
+        for path in CHARON_PATHS:
+            if Path(path).exists():
+                found = _run_version([path, "--version"])
+                if found:
+                    return found
+        return _package_version(tool)
+    return _run_version(VERSION_ARGS.get(tool, [tool, "--version"])) or _package_version(tool)
+
+
 def tool_versions(tools: list[str] | None = None) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for tool in tools or list(VERSION_ARGS):
-        if not proc.which(tool):
-            out[tool] = None
-            continue
-        try:
-            r = proc.run(VERSION_ARGS.get(tool, [tool, "--version"]), timeout=5, check=False)
-        except Exception:
-            out[tool] = None
-            continue
-        text = (r.stdout + r.stderr).strip().splitlines()
-        out[tool] = text[0].strip() if text else None
-    return out
+    return {tool: tool_version(tool) for tool in tools or list(VERSION_ARGS)}
 
 
 def host_env() -> dict[str, Any]:
