@@ -40,10 +40,10 @@ def toml_value(v: Any) -> str | None:
         return None if any(i is None for i in items) else "[" + ", ".join(
             i for i in items if i is not None) + "]"
     if isinstance(v, dict):
-        items = {k: toml_value(x) for k, x in v.items()}
-        if any(i is None for i in items.values()):
+        pairs = {k: toml_value(x) for k, x in v.items()}
+        if any(i is None for i in pairs.values()):
             return None
-        return "{" + ", ".join(f"{json.dumps(str(k))} = {i}" for k, i in items.items()) + "}"
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {i}" for k, i in pairs.items()) + "}"
     return None
 
 
