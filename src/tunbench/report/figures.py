@@ -226,10 +226,10 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
                 ax.bar(i, pct, color="white", edgecolor=pal(tun), hatch="//", width=0.7)
                 ax.text(i, pct / 2, "reference", ha="center", va="center", fontsize=7,
                         rotation=90)
-                continue
-            ax.bar(i, pct, color=pal(tun), width=0.7)
-            ax.errorbar(i, pct, yerr=half, color="k", capsize=4, lw=1)
-            _label_in_bar(ax, i, pct, f"{pct:.0f}%")
+            else:
+                ax.bar(i, pct, color=pal(tun), width=0.7)
+                ax.errorbar(i, pct, yerr=half, color="k", capsize=4, lw=1)
+                _label_in_bar(ax, i, pct, f"{pct:.0f}%")
             labels.append(tun if len(scens) == 1 else f"{tun}\nMTU {scen[1]}")
         ax.axhline(100, color="k", lw=0.8, ls=":")
         ax.set_xticks(range(len(entries)), labels)
