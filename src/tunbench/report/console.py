@@ -21,6 +21,7 @@ from .. import workloads
 from ..plan import Case
 from ..results.store import CampaignStore
 from . import data, stats
+from . import metrics as catalogue
 
 CPU_METRICS = ("cpu_busy", "cpu_per_gbit")
 MAX_NOTES = 12   # case notes printed under the tables; the report lists them all
@@ -107,6 +108,13 @@ def _fmt(r: stats.Row) -> str:
 PCT_OF_NATIVE = ("throughput", "cpu_per_gbit")
 
 
+def _vs_native(r: stats.Row) -> str:
+    """Native's own share is the reference of the column, not a measurement."""
+    if r.kind == "native":
+        return "100% (ref.)" if r.higher_is_better else "1.00× (ref.)"
+    return stats.vs_native(r)
+
+
 def _cpu_cell(by: dict[tuple[str, str], stats.Row], t: str) -> str:
     """CPU busy as the study reports it: average (min-max) over the measurement."""
     avg, lo, hi = (by.get((t, m)) for m in ("cpu_busy", "cpu_busy_min", "cpu_busy_max"))
@@ -157,8 +165,8 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     shared = any((d.get("testbed") or {}).get("shares_cpus") for d in cases)
     if shared:
         console.print("CPU: % of all cores, both sites together (they share this host's CPUs), "
-                      "average (min-max) over the measurement, warm-up excluded; cpu_per_gbit "
-                      "in % of one core per Gbit/s.")
+                      "average (min-max) over the measurement, warm-up excluded; CPU per "
+                      "Gbit/s in % of one core per Gbit/s.")
     ok = len(cases) - len(failed) - len(skipped)
     console.print(f"results: {out_dir}  ({ok} ok, {len(failed)} failed"
                   + (f", {len(skipped)} skipped" if skipped else "") + ")")
@@ -178,8 +186,8 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
     table.add_column("n", justify="right")
     by: dict[tuple[str, str], stats.Row] = {(r.tunnel, r.metric): r for r in grp}
     for m in metrics:
-        unit = next(r.unit for r in grp if r.metric == m)
-        label = "cpu_busy avg (min-max)" if m == "cpu_busy" else m
+        unit = catalogue.unit_label(m, next(r.unit for r in grp if r.metric == m))
+        label = catalogue.display_name(m) + (" avg (min-max)" if m == "cpu_busy" else "")
         table.add_column(f"{label}\n({unit})", justify="right")
         if m in pct_cols:
             hib = next(r.higher_is_better for r in grp if r.metric == m)
@@ -192,7 +200,7 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
             r = by.get((t, m))
             cells.append(_cpu_cell(by, t) if m == "cpu_busy" else (_fmt(r) if r else "-"))
             if m in pct_cols:
-                cells.append(stats.vs_native(r) if r else "-")
+                cells.append(_vs_native(r) if r else "-")
             if m == "throughput" and line_rate:
                 cells.append(f"{r.pct_of_line_rate:.1f}%" if r and r.pct_of_line_rate
                              is not None else "-")
