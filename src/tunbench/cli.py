@@ -177,9 +177,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from .report import compare
     res = compare.run(Path(args.a), Path(args.b), force=args.force)
-    for root in (res.a, res.b):
-        from .results import reader
-        console.print_folder_problems(reader.read_campaign(root))
+    for camp in res.campaigns:
+        console.print_folder_problems(camp.folder)
     if args.json:
         print(json.dumps(compare.to_json(res, args.threshold, args.allow_untested), indent=1))
     else:

@@ -90,6 +90,7 @@ class Result:
     only: list[str]
     differences: list[str] = field(default_factory=list)
     forced: bool = False
+    campaigns: tuple[data.Campaign, ...] = ()    # A and B as read (for their problems)
 
     def untested(self) -> list[Change]:
         return [c for c in self.changes if c.verdict == UNTESTED and not c.reference]
@@ -206,7 +207,7 @@ def run(a_dir: Path, b_dir: Path, force: bool = False) -> Result:
     if diffs:
         short = tuple(d.split(":")[0] for d in diffs)
         changes = [dataclasses.replace(c, warnings=short) for c in changes]
-    return Result(a_dir, b_dir, changes, only, diffs, force)
+    return Result(a_dir, b_dir, changes, only, diffs, force, (a, b))
 
 
 def regressions(changes: list[Change], threshold_pct: float) -> list[Change]:
