@@ -133,7 +133,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
     install_signal_handlers()
     reporter = console.ProgressReporter(quiet=args.quiet or args.json)
-    outcome = run_campaign(exp, out, reporter, resume=bool(args.resume))
+    try:
+        outcome = run_campaign(exp, out, reporter, resume=bool(args.resume))
+    except Interrupted as exc:
+        if (out / "index.json").exists():   # the campaign had begun: say how to go on
+            exc.hint += f"; continue it with `tunbench run --resume {out}`"
+        raise
     cases = outcome.store.read_cases()
     from .report import stats
     if args.json:
