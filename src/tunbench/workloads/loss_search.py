@@ -165,7 +165,7 @@ def rate_metrics(prefix: str, key: str, pps: float | None, mean_l3: float,
 
 def latency_metrics(name: str, t: Any) -> dict[str, Metric]:
     lat = (t.latency_us if t is not None else None) or {}
-    return {f"lat_{q}_us_at_{name}": Metric(lat.get(q), "us", False) for q in ("p50", "p99")}
+    return {f"lat_{q}_us_at_{name}": Metric(lat.get(q), "µs", False) for q in ("p50", "p99")}
 
 
 def trial_at(trials: list[Any], rate: float | None) -> Any:
@@ -361,7 +361,7 @@ class LossSearch(Workload):
                                                          "loss_ratio": t.loss_ratio}
                 for q in ("p50", "p90", "p99"):
                     out.metrics[f"lat_{q}_us_at_{pct:g}pct_ndr_{key}"] = Metric(
-                        t.latency_us.get(q), "us", False)
+                        t.latency_us.get(q), "µs", False)
         raw["trial_seconds_total"] = sum(t["duration_s"] for t in trials)
         return raw
 
