@@ -63,6 +63,9 @@ details{margin:.2em 0 1em}summary{cursor:pointer;color:#3b4a6b;font-size:.9em}
   color:#4a5263;font-weight:600;margin-right:10px;max-width:62%}
  table.cards td.t{font-weight:700;text-align:left;background:#eef1f7;border-top:none}
  table.cards td::after{content:"";display:block;clear:both}
+ .tw table:not(.cards) tr>:first-child{position:sticky;left:0;background:#fff;z-index:1;
+  min-width:10em;max-width:45vw;white-space:normal}
+ .tw table:not(.cards) tr>th:first-child{background:#eef1f7}
 }
 """
 
