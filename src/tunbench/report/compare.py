@@ -39,6 +39,9 @@ JUMPAVG_MIN = 5
 IMPROVED, REGRESSED, SAME, UNTESTED = ("improved", "regressed", "no significant change",
                                        "untested")
 ABSOLUTE, SHARE = "absolute", "share of native"
+# counts whose ratio to native's count is no cost or share (a few retransmits against a few
+# others): judged on the absolute view only
+COUNT_UNITS = ("segments", "hops", "TTL", "iperf3 pairs")
 HOST_DRIFT = "native (reference): its change is the host's drift, never a regression"
 
 
@@ -177,7 +180,7 @@ def _change(a: data.Campaign, b: data.Campaign, ra: stats.Row, rb: stats.Row) ->
     reference = ra.kind == "native"
     share_a = share_b = share_pct = share_verdict = None
     basis = ABSOLUTE
-    if not reference:
+    if not reference and ra.unit not in COUNT_UNITS:
         sa, sb = shares(a, ra.tunnel, scen, ra.metric), shares(b, ra.tunnel, scen, ra.metric)
         if sa and sb:
             share_a, share_b = statistics.fmean(sa), statistics.fmean(sb)
