@@ -79,8 +79,10 @@ def read_json(path: Path, expected: str) -> dict[str, Any]:
         what = "is empty" if not text.strip() else (
             f"is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}"
             + ("; truncated?" if exc.pos >= len(text.rstrip()) - 1 else "") + ")")
-        raise ResultError(f"{path} {what}", "restore it from a copy, or delete it and "
-                          "re-run that case with `tunbench run --resume`") from None
+        hint = ("restore it from a copy, or delete it and run that case again with "
+                f"`tunbench run --resume {path.parent.parent}`" if expected == CASE_FORMAT
+                else "restore it from a copy")
+        raise ResultError(f"{path} {what}", hint) from None
     if not isinstance(doc, dict):
         raise ResultError(f"{path} is not a {expected} file (no JSON object)",
                           "point at a tunbench result folder")
@@ -113,8 +115,8 @@ def read_index(root: Path) -> dict[str, Any]:
     path = root / "index.json"
     if not path.exists():
         what = "does not exist" if not root.exists() else "has no index.json"
-        raise ResultError(f"{root} {what}", "point at a tunbench result folder (the DIR a "
-                          "`tunbench run` wrote)")
+        raise ResultError(f"{root} {what}", "point at a tunbench result folder: the DIR a "
+                          "`tunbench run` wrote")
     return read_json(path, INDEX_FORMAT)
 
 
