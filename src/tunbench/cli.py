@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import __version__, interrupts, spec, tunnels, workloads
+from . import __version__, interrupts, spec, tunnels
 from .errors import Interrupted, SpecError, TunbenchError
 from .report import console
 
@@ -119,8 +119,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runner import run_campaign
     if args.resume:
         out = Path(args.resume)
-        from .results.store import CampaignStore
-        index = CampaignStore(out).read_index()
+        from .results import reader
+        index = reader.read_index(out)
+        if not isinstance(index.get("experiment"), dict):
+            raise reader.ResultError(f"{out / 'index.json'} records no experiment",
+                                     "start a new campaign with --out")
         exp = spec.build(_spec_dict(index["experiment"]), index["experiment"]["source"])
     else:
         exp = spec_from_args(args)
@@ -130,6 +133,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     reporter = ProgressReporter(quiet=args.quiet)   # stderr, also with --json
     try:
         outcome = run_campaign(exp, out, reporter, resume=bool(args.resume))
+    except Interrupted as exc:
+        if (out / "index.json").exists():   # the campaign had begun: say how to go on
+            exc.hint += f"; continue it with `tunbench run --resume {out}`"
+        raise
     finally:
         reporter.close()
     cases = outcome.store.read_cases()
@@ -159,6 +166,7 @@ def _report_after_run(out: Path, quiet: bool) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import build, export
     rep = build.build(Path(args.dir))
+    console.print_folder_problems(rep.campaign.folder)
     if args.csv:
         sys.stdout.write(rep.csv.read_text())
         return 0
@@ -172,14 +180,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .report import compare, data
-    a, b = Path(args.a), Path(args.b)
-    changes, only = compare.compare(data.load(a), data.load(b))
+    from .report import compare
+    res = compare.run(Path(args.a), Path(args.b), force=args.force)
+    for camp in res.campaigns:
+        console.print_folder_problems(camp.folder)
     if args.json:
-        print(json.dumps(compare.to_json(a, b, changes, only, args.threshold), indent=1))
+        print(json.dumps(compare.to_json(res, args.threshold, args.allow_untested), indent=1))
     else:
-        compare.print_table(a, b, changes, only, args.threshold)
-    return 1 if compare.regressions(changes, args.threshold) else 0
+        compare.print_table(res, args.threshold, args.allow_untested)
+    return compare.exit_code(res, args.threshold, args.allow_untested)
 
 
 def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -202,29 +211,23 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from . import presets
+    from . import listing, presets
+    if args.kind:
+        listing.check_kind(args.kind)
     kinds = available_kinds()
     if args.json:
-        print(json.dumps({
-            "tunnels": {k: {"available": not why, "missing": why,
-                            "summary": tunnels.get(k).summary,
-                            "encrypts": tunnels.get(k).encrypts,
-                            "implementations": {
-                                str(r.impl): {"display": r.display, "available": r.available,
-                                              "missing": r.reasons}
-                                for r in tunnels.availability(k)[1:]},
-                            "params": tunnels.get(k).Params().to_dict()}
-                        for k, why in kinds.items()},
-            "workloads": {n: {"summary": w.summary, "params": w.Params().to_dict(),
-                              "missing": [m.one_line() for m in w.requirements(w.Params())]}
-                          for n, w in sorted(workloads.registry().items())},
-            "presets": {n: {"summary": presets.describe(n), "path": presets.path(n)}
-                        for n in presets.names()},
-            "offload_variants": spec.OFFLOAD_PRESETS}, indent=1))
+        print(json.dumps(listing.list_json(
+            kinds, {n: {"summary": presets.describe(n), "path": presets.path(n)}
+                    for n in presets.names()}, spec.OFFLOAD_PRESETS, args.kind),
+            indent=1, default=list))
         return 0
-    console.print_list(kinds, show_params=args.params)
-    console.print_presets({n: (presets.describe(n), presets.path(n)) for n in presets.names()},
-                          spec.OFFLOAD_PRESETS)
+    if args.params:
+        sys.stdout.write(listing.params_toml(kinds, args.kind))
+        return 0
+    console.print_list(kinds, only=args.kind)
+    if not args.kind:
+        console.print_presets({n: (presets.describe(n), presets.path(n))
+                               for n in presets.names()}, spec.OFFLOAD_PRESETS)
     return 0
 
 
@@ -299,17 +302,25 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=cmd_report)
 
     cp = sub.add_parser("compare", help="change per tunnel and metric from campaign A to B; "
-                        "exit 1 on a significant regression beyond --threshold")
+                        "exit 0 no significant regression, 1 a significant regression beyond "
+                        "--threshold, 2 nothing comparable or invalid input")
     cp.add_argument("a", metavar="A", help="result folder: before")
     cp.add_argument("b", metavar="B", help="result folder: after")
     cp.add_argument("--threshold", type=float, default=0.0, metavar="PCT",
                     help="ignore regressions smaller than PCT percent of A's mean (default 0)")
     cp.add_argument("--json", action="store_true", help="print one JSON object")
+    cp.add_argument("--force", action="store_true", help="compare campaigns whose settings, "
+                    "host or tools differ (refused otherwise, exit 2); every line is marked")
+    cp.add_argument("--allow-untested", action="store_true", help="let entries with fewer "
+                    "than 2 repeats on a side pass (otherwise they make the exit code 2)")
     cp.set_defaults(func=cmd_compare)
 
     ls = sub.add_parser("list", help="tunnel kinds and workloads, and whether each runs here")
-    ls.add_argument("--json", action="store_true")
-    ls.add_argument("--params", action="store_true", help="show parameters and defaults")
+    ls.add_argument("kind", nargs="?", metavar="KIND", help="only this tunnel kind or workload")
+    ls.add_argument("--json", action="store_true", help="one versioned JSON object ("
+                    "'reasons' as in doctor)")
+    ls.add_argument("--params", action="store_true", help="every parameter with its default "
+                    "and description, as TOML to paste into an experiment file")
     ls.set_defaults(func=cmd_list)
 
     d = sub.add_parser("doctor", help="what this host can run and exactly why not (read-only)")

@@ -19,7 +19,7 @@ from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, Unavai
 from .metrics.cpu import CpuRecord
 from .plan import Case, plan
 from .progress import SETUP, TEARDOWN, CasePlan, PhaseEvent, ProgressSink, ignore
-from .results import envinfo
+from .results import envinfo, fingerprint
 from .results.model import case_document
 from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
@@ -121,13 +121,17 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
         if recorded.get("experiment") != exp.to_dict():
             raise SpecError(f"{out_dir} was recorded with a different experiment",
                             "resume with the same options, or start a new --out folder")
+        # a case whose file is gone (deleted, or removed because it was damaged) runs again
         done = {c["id"]: c["status"] for c in recorded["cases"]
-                if c["status"] in ("ok", "failed", "skipped")}
+                if c["status"] in ("ok", "failed", "skipped")
+                and store.case_path(c["id"]).exists()}
     elif store.index_path.exists():
         raise SpecError(f"{out_dir} already holds a campaign",
                         "use --resume to continue it, or choose another --out folder")
+    env = envinfo.host_env()
     index: dict[str, Any] = {
-        "experiment": exp.to_dict(), "env": envinfo.host_env(), "created": time.time(),
+        "experiment": exp.to_dict(), "env": env, "created": time.time(),
+        "fingerprint": fingerprint.derive(exp.to_dict(), env),
         "cases": [{"id": c.case_id, "status": done.get(c.case_id, "pending"),
                    "file": f"cases/{c.case_id}.json", **_case_keys(c)} for c in cases],
         "state": "running",

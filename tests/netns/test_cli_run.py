@@ -90,6 +90,7 @@ def test_signal_mid_run_leaves_nothing(tmp_path: Path, root_unchanged: None,
     _, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
     assert f"interrupted by {sig.name}" in err
+    assert f"continue it with `tunbench run --resume {tmp_path / 'c'}`" in err
     assert not [n for n in netlink.list_netns() if f"-{rid}-" in n]
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "iperf3" not in \

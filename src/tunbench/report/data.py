@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..results.store import CampaignStore
+from ..results import reader
 from . import stats
 
 SWEEP_PARAMS = ("streams", "processes", "parallel", "flows", "connections")
@@ -46,6 +46,20 @@ class Campaign:
     index: dict[str, Any]
     cases: list[dict[str, Any]]
     rows: list[stats.Row] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)   # listed in the index, file gone
+    pending: list[str] = field(default_factory=list)   # listed, never recorded
+
+    @property
+    def folder(self) -> reader.CampaignFolder:
+        """What the reader says of the folder: state, incomplete, resume command, problems."""
+        return reader.CampaignFolder(self.root, self.index, self.cases, self.missing,
+                                     self.pending)
+
+    def planned(self) -> tuple[list[str], list[str]]:
+        """(tunnel labels, workload labels) the experiment asked for: the header of a campaign
+        cut short still names them, even with no case recorded."""
+        tuns, wls = reader.experiment_labels(self.index)
+        return tuns or self.tunnels(), wls or self.workloads()
 
     @property
     def ok(self) -> list[dict[str, Any]]:
@@ -178,15 +192,12 @@ def _split_sweeps(cases: list[dict[str, Any]]) -> None:
 
 
 def load(root: Path) -> Campaign:
-    store = CampaignStore(root)
-    index = store.read_index()
-    cases = name_tunnels(store.read_cases())
+    """A campaign folder through the one reader (results/reader.py)."""
+    folder = reader.read_campaign(root)
+    cases = name_tunnels(folder.cases)
     _split_sweeps(cases)
-    return Campaign(root, index, cases, stats.rows(cases))
-
-
-def load_case_json(path: Path) -> dict[str, Any]:
-    return dict(json.loads(path.read_text()))
+    return Campaign(root, folder.index, cases, stats.rows(cases), folder.missing,
+                    folder.pending)
 
 
 def metric_value(doc: dict[str, Any], name: str) -> float | None:

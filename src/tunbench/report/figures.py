@@ -20,6 +20,7 @@ from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from . import data, stats  # noqa: E402
+from . import metrics as catalogue  # noqa: E402
 from .data import Campaign, Scenario  # noqa: E402
 
 matplotlib.rcParams.update({
@@ -86,10 +87,19 @@ def _grid(n: int, width: float = 3.6, height: float = 2.6) -> tuple[MplFigure, l
     return fig, flat[:n]
 
 
-def _err(s: stats.Summary) -> tuple[float, float]:
-    """CI half-widths; the lower one clipped at zero for non-negative data (counts, %)."""
+CPU_CEILING = 100.0   # % of all cores: a whisker above it would show the impossible
+
+
+def _err(s: stats.Summary, upper: float | None = None) -> tuple[float, float]:
+    """CI half-widths; the lower one clipped at zero for non-negative data (counts, %), the
+    upper one at `upper` where the quantity cannot exceed it (CPU busy, % of all cores)."""
     low = max(s.ci95_low, 0.0) if s.min >= 0 else s.ci95_low
-    return (s.mean - low, s.ci95_high - s.mean)
+    high = min(s.ci95_high, upper) if upper is not None else s.ci95_high
+    return (s.mean - low, max(high - s.mean, 0.0))
+
+
+def _ceiling(metric: str, unit: str) -> float | None:
+    return CPU_CEILING if catalogue.unit_label(metric, unit) == "% of all cores" else None
 
 
 def _label_in_bar(ax: Axes, x: float, height: float, text: str) -> None:
@@ -146,8 +156,9 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                 if not docs:
                     continue
                 avg = sum(d["cpu"]["busy_avg"] for d in docs) / len(docs)
-                lo = min(d["cpu"]["busy_min"] for d in docs)
-                hi = max(d["cpu"]["busy_max"] for d in docs)
+                # a sample's rounding can land past 0..100%: whiskers show what is possible
+                lo = max(min(d["cpu"]["busy_min"] for d in docs), 0.0)
+                hi = min(max(d["cpu"]["busy_max"] for d in docs), CPU_CEILING)
                 bars.append((tun, scen, avg, lo, hi))
         if not bars:
             continue
@@ -156,7 +167,8 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         labels = []
         for i, (tun, scen, avg, lo, hi) in enumerate(bars):
             ax.bar(i, avg, color=pal(tun), width=0.7)
-            ax.errorbar(i, avg, yerr=[[avg - lo], [hi - avg]], color="k", capsize=4, lw=1)
+            ax.errorbar(i, avg, yerr=[[max(avg - lo, 0.0)], [max(hi - avg, 0.0)]], color="k",
+                        capsize=4, lw=1)
             _label_in_bar(ax, i, avg, f"{avg:.0f}%")
             labels.append(tun if len(scens) == 1 else f"{tun}\nMTU {scen[1]}"
                           + ("" if scen[2] == "default" else f"\n{scen[2]}"))
@@ -199,7 +211,9 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
                 continue
             for tun in c.tunnels():
                 r = c.row(tun, scen, metric)
-                if r is not None:
+                if r is not None and r.kind == "native":
+                    entries.append((tun, scen, 100.0, 0.0))   # the reference, not a measurement
+                elif r is not None:
                     pct, lo, _ = pct_interval(r, base)
                     entries.append((tun, scen, pct, lo))
         if len(entries) < 2:
@@ -208,9 +222,14 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
                                layout="constrained")
         labels = []
         for i, (tun, scen, pct, half) in enumerate(entries):
-            ax.bar(i, pct, color=pal(tun), width=0.7)
-            ax.errorbar(i, pct, yerr=half, color="k", capsize=4, lw=1)
-            _label_in_bar(ax, i, pct, f"{pct:.0f}%")
+            if c.kind_of(tun) == "native":
+                ax.bar(i, pct, color="white", edgecolor=pal(tun), hatch="//", width=0.7)
+                ax.text(i, pct / 2, "reference", ha="center", va="center", fontsize=7,
+                        rotation=90)
+            else:
+                ax.bar(i, pct, color=pal(tun), width=0.7)
+                ax.errorbar(i, pct, yerr=half, color="k", capsize=4, lw=1)
+                _label_in_bar(ax, i, pct, f"{pct:.0f}%")
             labels.append(tun if len(scens) == 1 else f"{tun}\nMTU {scen[1]}")
         ax.axhline(100, color="k", lw=0.8, ls=":")
         ax.set_xticks(range(len(entries)), labels)
@@ -220,7 +239,8 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
         ax.set_title(title)
         yield _save(fig, out, slug("pct-native", wl, metric), title,
                     "Mean over repeats divided by native's mean in the same campaign and "
-                    "scenario; whiskers: 95% CI (both relative errors combined).")
+                    "scenario; whiskers: 95% CI (both relative errors combined). Native is the "
+                    "reference (100%, hatched), not a measurement.")
 
 
 # -- 4. MTU grouped bars -------------------------------------------------------------------
@@ -346,7 +366,7 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
 # -- 7. bars by tunnel for selected metrics (line rate, NDR/PDR, latency under load) -------
 
 def _grouped(ax: Axes, c: Campaign, pal: Palette, groups: list[str],
-             values: dict[tuple[str, str], stats.Summary]) -> None:
+             values: dict[tuple[str, str], stats.Summary], upper: float | None = None) -> None:
     tuns = [t for t in c.tunnels() if any((g, t) in values for g in groups)]
     width = 0.8 / max(len(tuns), 1)
     for j, tun in enumerate(tuns):
@@ -356,8 +376,8 @@ def _grouped(ax: Axes, c: Campaign, pal: Palette, groups: list[str],
                 continue
             x = i - 0.4 + width * (j + 0.5)
             ax.bar(x, s.mean, width * 0.92, color=pal(tun), label=tun if i == 0 else None)
-            ax.errorbar(x, s.mean, yerr=[[_err(s)[0]], [_err(s)[1]]], color="k", capsize=2,
-                        lw=0.8)
+            lo, hi = _err(s, upper)
+            ax.errorbar(x, s.mean, yerr=[[lo], [hi]], color="k", capsize=2, lw=0.8)
     if groups == [""]:   # one group: name the bars instead
         ax.set_xticks([-0.4 + width * (j + 0.5) for j in range(len(tuns))], tuns)
         ax.grid(False, axis="x")
@@ -447,9 +467,9 @@ def other_metric_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figur
             groups = [f"MTU {m}" for m in mtus] if len(mtus) > 1 else [""]
             vals = {((f"MTU {r.mtu}" if len(mtus) > 1 else ""), r.tunnel): r.stats
                     for r in mrows if r.offloads == mrows[0].offloads}
-            _grouped(ax, c, pal, groups, vals)
-            ax.set_title(metric)
-            ax.set_ylabel(mrows[0].unit)
+            _grouped(ax, c, pal, groups, vals, _ceiling(metric, mrows[0].unit))
+            ax.set_title(catalogue.display_name(metric))
+            ax.set_ylabel(catalogue.unit_label(metric, mrows[0].unit))
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 6))
         title = f"Other metrics of {wl}"

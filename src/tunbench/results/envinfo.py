@@ -45,35 +45,70 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def tool_versions(tools: list[str] | None = None) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    argvs = version_argvs()
-    for tool in tools or list(argvs):
-        path = proc.which(tool)
-        if not path:
-            out[tool] = None
-            continue
-        argv = argvs.get(tool, [tool, "--version"])
-        if not argv:
-            out[tool] = f"installed ({path}; no version option)"
-            continue
-        try:   # by full path: some live outside PATH (/usr/lib/ipsec/charon)
-            r = proc.run([path, *argv[1:]], timeout=5, check=False)
-        except Exception:
-            out[tool] = None
-            continue
-        out[tool] = version_line(r.stdout + r.stderr)
-    return out
-
-
-_VERSION = re.compile(r"\d+\.\d+")
+# swanctl --version asks a running charon over vici, so without one it prints plugin load
+# errors and no version: ask the charon binary (it needs no daemon), else the package.
+CHARON_PATHS = ("/usr/lib/ipsec/charon", "/usr/libexec/ipsec/charon",
+                "/usr/libexec/strongswan/charon")
+PACKAGES = {"swanctl": "strongswan-swanctl"}
+_NOISE = re.compile(r"^(plugin '.*' failed to load|.*no plugin file available|error:|"
+                    r"connecting to .* failed|.*vici)", re.I)
+_VERSIONISH = re.compile(r"\d")
 
 
 def version_line(text: str) -> str | None:
-    """The line of a tool's version output that carries a version number (swanctl prints
-    plugin warnings first), else its first line."""
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return next((ln for ln in lines if _VERSION.search(ln)), lines[0] if lines else None)
+    """The line of a tool's version output that states a version (pure; tested on captured
+    output): noise such as strongSwan's plugin load errors is skipped, and output without
+    any version number (an error message) gives None."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not _NOISE.match(line) and _VERSIONISH.search(line):
+            return line
+    return None
+
+
+def _run_version(argv: list[str]) -> str | None:
+    try:
+        r = proc.run(argv, timeout=5, check=False)
+    except Exception:
+        return None
+    # most tools print it on stdout; ssh -V and some others on stderr
+    return version_line(r.stdout) or version_line(r.stderr)
+
+
+def _package_version(tool: str) -> str | None:
+    pkg = PACKAGES.get(tool)
+    if not pkg or not proc.which("dpkg-query"):
+        return None
+    try:
+        r = proc.run(["dpkg-query", "-W", "-f=${Version}", pkg], timeout=5, check=False)
+    except Exception:
+        return None
+    return f"{pkg} {r.stdout.strip()} (package)" if r.ok and r.stdout.strip() else None
+
+
+def tool_version(tool: str, argvs: dict[str, list[str]] | None = None) -> str | None:
+    """The version a tool states, by its full path (some live outside PATH:
+    /usr/lib/ipsec/charon); its package's version when the tool cannot say; None when the
+    tool is not installed."""
+    path = proc.which(tool)
+    if not path:
+        return None
+    if tool == "swanctl":
+        for charon in CHARON_PATHS:
+            if Path(charon).exists():
+                found = _run_version([charon, "--version"])
+                if found:
+                    return found
+        return _package_version(tool)
+    argv = (argvs if argvs is not None else version_argvs()).get(tool, [tool, "--version"])
+    if not argv:
+        return f"installed ({path}; no version option)"
+    return _run_version([path, *argv[1:]]) or _package_version(tool)
+
+
+def tool_versions(tools: list[str] | None = None) -> dict[str, str | None]:
+    argvs = version_argvs()
+    return {tool: tool_version(tool, argvs) for tool in tools or list(argvs)}
 
 
 def host_env() -> dict[str, Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,9 +36,15 @@ CDF_LEVELS = tuple(i / 10 for i in range(1001)) + (99.95, 99.99, 99.995, 99.999)
 
 @dataclass(frozen=True)
 class LatencyParams(WorkloadParams):
-    protocol: Literal["tcp", "udp", "both"] = "both"
-    msg_size: int = 64          # bytes per request and per reply (sockperf -m)
-    mps: int = 0                # messages per second; 0 = as fast as replies come (like TCP_RR)
+    protocol: Literal["tcp", "udp", "both"] = field(
+        default="both",
+        metadata={"help": "tcp, udp or both: which sockperf ping-pong runs"})
+    msg_size: int = field(
+        default=64,
+        metadata={"help": "bytes per request and per reply (sockperf -m)"})
+    mps: int = field(
+        default=0,
+        metadata={"help": "messages per second; 0 = as fast as replies come (like TCP_RR)"})
 
     def validate(self) -> list[str]:
         problems = []

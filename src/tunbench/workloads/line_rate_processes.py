@@ -9,7 +9,7 @@ summary (report/stats.py) computes it and names its source.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..rates import rate_mbps
 from ._multi_iperf import run_pairs
@@ -19,11 +19,21 @@ from .stream import StreamParams
 
 @dataclass(frozen=True)
 class LineRateParams(WorkloadParams):
-    processes: int = 4          # independent iperf3 client/server pairs
-    streams: int = 1            # streams per process (-P); the study used 1
-    reverse: bool = False
-    length: int = 0
-    congestion: str = ""
+    processes: int = field(
+        default=4,
+        metadata={"help": "independent iperf3 client/server pairs, one stream each by default"})
+    streams: int = field(
+        default=1,
+        metadata={"help": "streams per process (iperf3 -P); the study used 1"})
+    reverse: bool = field(
+        default=False,
+        metadata={"help": "the servers send instead of the clients (iperf3 -R)"})
+    length: int = field(
+        default=0,
+        metadata={"help": "write size in bytes (iperf3 -l); 0 = iperf3's default"})
+    congestion: str = field(
+        default="",
+        metadata={"help": "TCP congestion control (iperf3 -C); empty = the system default"})
 
     def validate(self) -> list[str]:
         problems = []

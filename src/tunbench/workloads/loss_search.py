@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..capabilities import Missing
@@ -27,23 +27,48 @@ PROBE_MIN_SEEN = 0.5   # share of the probe the capture ring must see to be used
 
 @dataclass(frozen=True)
 class LossSearchParams(WorkloadParams):
-    method: Literal["rfc2544", "mlrsearch", "both"] = "both"
-    sizes: tuple[str, ...] = ("361", "imix")    # IP total lengths and/or "imix" (7x40,4x576,1x1500)
-    flows: int = 100
-    trial_duration: float = 60.0      # seconds per trial (RFC 2544); capped by --duration
-    loss_threshold_pct: float = 0.1   # RFC 2544 acceptable frame loss rate, percent
-    resolution_pct: float = 0.01      # search stops at this width, percent of the max rate
-    max_rate_pps: float = 0.0         # upper bound; 0 = measure the generator's unpaced rate
-    min_rate_pps: float = 1000.0      # lower bound of both searches
-    ndr_loss_pct: float = 0.0         # MLRsearch goals
-    pdr_loss_pct: float = 0.5
-    latency_at_pct: tuple[float, ...] = (10.0, 50.0, 90.0)   # of the found NDR; () = skip
-    port: int = 5301
-    # where loss is counted: "capture" = at site b's tunnel device (AF_PACKET ring; the far
-    # stack is bypassed by a tc drop), "socket" = UDP sockets in site b, "auto" = capture when
-    # the tunnel delivers inner packets on a device and a short probe confirms it
-    receiver: Literal["auto", "capture", "socket"] = "auto"
-    sender_threads: int = 0           # generator threads; 0 = one per CPU (at most 4)
+    method: Literal["rfc2544", "mlrsearch", "both"] = field(
+        default="both",
+        metadata={"help": "rfc2544 (binary search), mlrsearch (NDR and PDR), or both"})
+    sizes: tuple[str, ...] = field(
+        default=("361", "imix"),
+        metadata={"help": "IP total lengths in bytes and/or \"imix\" (7x40, 4x576, 1x1500)"})
+    flows: int = field(
+        default=100,
+        metadata={"help": "distinct UDP flows (source ports) the generator spreads packets over"})
+    trial_duration: float = field(
+        default=60.0,
+        metadata={"help": "seconds per trial (RFC 2544); capped by the experiment's duration"})
+    loss_threshold_pct: float = field(
+        default=0.1,
+        metadata={"help": "RFC 2544 acceptable loss, percent of packets sent"})
+    resolution_pct: float = field(
+        default=0.01,
+        metadata={"help": "a search stops at this width, percent of the maximum rate"})
+    max_rate_pps: float = field(
+        default=0.0,
+        metadata={"help": "upper bound in packets/s; 0 = measure the generator's unpaced rate"})
+    min_rate_pps: float = field(
+        default=1000.0,
+        metadata={"help": "lower bound of both searches, packets/s"})
+    ndr_loss_pct: float = field(
+        default=0.0,
+        metadata={"help": "MLRsearch goal: loss accepted for the NDR, percent (0 = none)"})
+    pdr_loss_pct: float = field(
+        default=0.5,
+        metadata={"help": "MLRsearch goal: loss accepted for the PDR, percent"})
+    latency_at_pct: tuple[float, ...] = field(
+        default=(10.0, 50.0, 90.0),
+        metadata={"help": "latency under load at these percentages of the NDR; [] = skip"})
+    port: int = field(
+        default=5301,
+        metadata={"help": "UDP destination port of the generated traffic"})
+    receiver: Literal["auto", "capture", "socket"] = field(
+        default="auto",
+        metadata={"help": "where loss is counted: capture (far tunnel device), socket, or auto"})
+    sender_threads: int = field(
+        default=0,
+        metadata={"help": "generator threads; 0 = one per CPU (at most 4)"})
 
     def validate(self) -> list[str]:
         p: list[str] = []
@@ -142,7 +167,7 @@ def rate_metrics(prefix: str, key: str, pps: float | None, mean_l3: float,
 
 def latency_metrics(name: str, t: Any) -> dict[str, Metric]:
     lat = (t.latency_us if t is not None else None) or {}
-    return {f"lat_{q}_us_at_{name}": Metric(lat.get(q), "us", False) for q in ("p50", "p99")}
+    return {f"lat_{q}_us_at_{name}": Metric(lat.get(q), "µs", False) for q in ("p50", "p99")}
 
 
 def trial_at(trials: list[Any], rate: float | None) -> Any:
@@ -385,7 +410,7 @@ class LossSearch(Workload[LossSearchParams]):
                                                          "loss_ratio": t.loss_ratio}
                 for q in ("p50", "p90", "p99"):
                     out.metrics[f"lat_{q}_us_at_{pct:g}pct_ndr_{key}"] = Metric(
-                        t.latency_us.get(q), "us", False)
+                        t.latency_us.get(q), "µs", False)
         raw["trial_seconds_total"] = sum(t["duration_s"] for t in trials)
         return raw
 

@@ -10,7 +10,7 @@ CPU (min/avg/max of all cores, warm-up excluded) comes from the runner's sampler
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import proc
 from ._multi_iperf import MAX_PER_PROCESS, run_pairs, split_streams
@@ -22,11 +22,21 @@ STUDY_STREAMS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 @dataclass(frozen=True)
 class ParallelStreamsParams(WorkloadParams):
-    streams: int = 1            # total parallel TCP streams (a list in an experiment = a sweep)
-    per_process: int = MAX_PER_PROCESS   # at most this many streams per iperf3 process
-    reverse: bool = False
-    length: int = 0
-    congestion: str = ""
+    streams: int = field(
+        default=1,
+        metadata={"help": "total parallel TCP streams (a list in an experiment = one case per value)"})
+    per_process: int = field(
+        default=MAX_PER_PROCESS,
+        metadata={"help": "at most this many streams per iperf3 process (iperf3 caps it at 128)"})
+    reverse: bool = field(
+        default=False,
+        metadata={"help": "the servers send instead of the clients (iperf3 -R)"})
+    length: int = field(
+        default=0,
+        metadata={"help": "write size in bytes (iperf3 -l); 0 = iperf3's default"})
+    congestion: str = field(
+        default="",
+        metadata={"help": "TCP congestion control (iperf3 -C); empty = the system default"})
 
     def validate(self) -> list[str]:
         problems = []

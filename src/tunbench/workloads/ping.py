@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CommandFailed
@@ -22,10 +22,14 @@ from .base import Context, Metric, Output, Workload, WorkloadParams, relay_probl
 
 @dataclass(frozen=True)
 class PingParams(WorkloadParams):
-    count: int = 0             # echo requests; 0 = as many as fit the duration
-    interval: float = 0.2      # seconds between requests (-i)
-    size: int = 56             # payload bytes (-s)
-    initial_ttl: int = 64      # TTL the far end sends replies with
+    count: int = field(
+        default=0,
+        metadata={"help": "echo requests; 0 = as many as fit the duration"})
+    interval: float = field(default=0.2, metadata={"help": "seconds between requests (ping -i)"})
+    size: int = field(default=56, metadata={"help": "payload bytes (ping -s)"})
+    initial_ttl: int = field(
+        default=64,
+        metadata={"help": "TTL the far end sends replies with (to count hops)"})
 
     def validate(self) -> list[str]:
         problems = []

@@ -7,7 +7,7 @@ PID after it. The per-interval series is kept; warm-up intervals (iperf3 -O) are
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CommandFailed
@@ -16,10 +16,18 @@ from .base import Context, Metric, Output, Workload, WorkloadParams, relay_probl
 
 @dataclass(frozen=True)
 class StreamParams(WorkloadParams):
-    streams: int = 1          # parallel TCP streams inside one iperf3 process (-P)
-    reverse: bool = False     # server sends (-R)
-    length: int = 0           # write size in bytes (-l); 0 = iperf3's default (128 KiB)
-    congestion: str = ""      # TCP congestion control (-C), "" = system default
+    streams: int = field(
+        default=1,
+        metadata={"help": "parallel TCP streams inside one iperf3 process (-P), 1..128"})
+    reverse: bool = field(
+        default=False,
+        metadata={"help": "the server sends instead of the client (iperf3 -R)"})
+    length: int = field(
+        default=0,
+        metadata={"help": "write size in bytes (iperf3 -l); 0 = iperf3's default (128 KiB)"})
+    congestion: str = field(
+        default="",
+        metadata={"help": "TCP congestion control (iperf3 -C); empty = the system default"})
 
     def validate(self) -> list[str]:
         problems = []
