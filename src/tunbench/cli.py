@@ -12,15 +12,28 @@ import os
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
-from . import __version__, interrupts, spec, tunnels, workloads
+from . import __version__, inputs, interrupts, spec, tunnels, workloads
 from .errors import Interrupted, SpecError, TunbenchError
 from .report import console
 
 DEFAULT_OUT = Path("results")
+INTERNAL_ERROR = 70   # sysexits EX_SOFTWARE: a bug in tunbench, not the input or the host
+
+EXIT_CODES = """\
+exit codes:
+  0    ok
+  1    every case failed, or a significant regression (compare)
+  2    invalid input (flag, experiment file, parameter); nothing was changed
+  3    not possible on this host (kernel feature, tool, privilege); nothing was changed
+  4    a command failed
+  70   internal error (a bug in tunbench; rerun with --debug for the traceback)
+  130  interrupted (SIGINT/SIGTERM); everything created was removed
+"""
 
 
 _MAIN_PID = 0
@@ -70,10 +83,6 @@ def available_kinds() -> dict[str, list[str]]:
     return out
 
 
-def _csv(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
-
-
 def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
     from . import presets
     data: dict[str, Any] = {}
@@ -94,28 +103,40 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
     e = over["experiment"]
     if args.noisy_cv is not None:
         e["noisy_cv"] = args.noisy_cv
-    if args.offloads:
+    if args.offloads is not None:
         over["offloads"] = spec.offload_tables(args.offloads)
     for key in ("duration", "warmup", "repeats", "rate", "seed") + spec.NETEM_KEYS:
         val = getattr(args, key)
         if val is not None:
             e[key] = val
-    if args.mtu:
+    if args.mtu is not None:
         try:
-            e["mtus"] = [int(m) for m in _csv(args.mtu)]
+            e["mtus"] = [int(m) for m in inputs.split_list("--mtu", args.mtu)]
         except ValueError:
             raise SpecError(f"--mtu {args.mtu!r} is not a list of integers",
                             "e.g. --mtu 1500 or --mtu 1500,9000") from None
     if args.shuffle:
         e["order"] = "shuffled"
-    if args.tunnels:
-        over["tunnel"] = [{"kind": k} for k in _csv(args.tunnels)]
-    if args.workloads:
-        over["workload"] = [{"name": w} for w in _csv(args.workloads)]
+    if args.tunnels is not None:
+        over["tunnel"] = [{"kind": k} for k in inputs.split_list("--tunnels", args.tunnels)]
+    if args.workloads is not None:
+        over["workload"] = [{"name": w} for w in inputs.split_list("--workloads", args.workloads)]
     merged = spec.merge(data, over)
     kinds = available_kinds()
     avail = {k for k, why in kinds.items() if not why}
-    return spec.build(merged, source, available=avail)
+    flags = set(e) | {k for k in ("tunnel", "workload", "offloads") if k in over}
+    return spec.build(merged, source, available=avail, flags=flags)
+
+
+def _out_dir(args: argparse.Namespace) -> Path:
+    """The result folder: refused before anything runs if it cannot hold a new campaign."""
+    out = Path(args.out) if args.out else DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"--out {out} exists and is not a folder", "choose another --out")
+    if (out / "index.json").exists():
+        raise SpecError(f"--out {out} already holds a campaign",
+                        "use --resume to continue it, or choose another --out folder")
+    return out
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -127,7 +148,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         exp = spec.build(_spec_dict(index["experiment"]), index["experiment"]["source"])
     else:
         exp = spec_from_args(args)
-        out = Path(args.out) if args.out else DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
+        out = _out_dir(args)
+    if args.dry_run:
+        return _dry_run(exp, out, resume=bool(args.resume))
     install_signal_handlers()
     reporter = console.ProgressReporter(quiet=args.quiet or args.json)
     outcome = run_campaign(exp, out, reporter, resume=bool(args.resume))
@@ -140,6 +163,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.no_report:
         _report_after_run(out, quiet=args.quiet)
     return 1 if outcome.failed and len(outcome.failed) == len(outcome.statuses) else 0
+
+
+def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
+    """Validate, preflight and print the plan: nothing on the system is changed, no folder
+    is written. Invalid input exits 2, an experiment this host cannot run exits 3."""
+    from .plan import plan
+    from .runner import estimate_seconds, preflight
+    preflight(exp)
+    cases = plan(exp)
+    if resume:
+        from .results.store import CampaignStore
+        done = {c["id"] for c in CampaignStore(out).read_index()["cases"]
+                if c["status"] in ("ok", "failed", "skipped")}
+        cases = [c for c in cases if c.case_id not in done]
+    eta = estimate_seconds(exp, cases)
+    print(f"plan: {len(cases)} case(s), about {eta / 60:.1f} min; results would go to {out}")
+    for c in cases:
+        print(f"  {c.case_id}")
+    return 0
 
 
 def _report_after_run(out: Path, quiet: bool) -> None:
@@ -243,14 +285,32 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     return 0
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line naming the flag (exit 2), like tunbench's own,
+    instead of a usage dump whose last line is the only one that matters."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"tunbench: {' '.join(message.split())} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tunbench", description="Benchmark tunnels and "
-                                "encryption between two sites: throughput, latency, CPU.")
+    p = Parser(prog="tunbench", description="Benchmark tunnels and encryption between two "
+               "sites: throughput, latency, CPU.", epilog=EXIT_CODES,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"tunbench {__version__}")
-    p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs "
+                   "(also accepted after the command)")
+    # --debug after the command too; SUPPRESS keeps an absent one from resetting the first
+    common = Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks and debug logs")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    r = sub.add_parser("run", help="run a campaign and write a result folder")
+    def add(name: str, **kw: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], epilog=EXIT_CODES,
+                              formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+
+    r = add("run", help="run a campaign and write a result folder")
     r.add_argument("--tunnels", help="comma-separated kinds, or 'all' (every kind available "
                    "here); default: native,vxlan")
     r.add_argument("--workloads", help="comma-separated workloads; default: stream")
@@ -282,16 +342,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress output")
     r.add_argument("--no-report", action="store_true",
                    help="do not write the HTML report (DIR/report/) after the run")
+    r.add_argument("--dry-run", action="store_true", help="check the experiment and this host "
+                   "(exit 2 or 3 as a run would) and print the planned cases; changes nothing")
     r.set_defaults(func=cmd_run)
 
-    rp = sub.add_parser("report", help="figures, HTML report and CSV/Parquet of a result "
+    rp = add("report", help="figures, HTML report and CSV/Parquet of a result "
                         "folder, into DIR/report/")
     rp.add_argument("dir", metavar="DIR", help="result folder (with index.json)")
     rp.add_argument("--csv", action="store_true",
                     help="also print the tidy CSV (one row per case x metric) to stdout")
     rp.set_defaults(func=cmd_report)
 
-    cp = sub.add_parser("compare", help="change per tunnel and metric from campaign A to B; "
+    cp = add("compare", help="change per tunnel and metric from campaign A to B; "
                         "exit 1 on a significant regression beyond --threshold")
     cp.add_argument("a", metavar="A", help="result folder: before")
     cp.add_argument("b", metavar="B", help="result folder: after")
@@ -300,18 +362,18 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--json", action="store_true", help="print one JSON object")
     cp.set_defaults(func=cmd_compare)
 
-    ls = sub.add_parser("list", help="tunnel kinds and workloads, and whether each runs here")
+    ls = add("list", help="tunnel kinds and workloads, and whether each runs here")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--params", action="store_true", help="show parameters and defaults")
     ls.set_defaults(func=cmd_list)
 
-    d = sub.add_parser("doctor", help="what this host can run and exactly why not (read-only)")
+    d = add("doctor", help="what this host can run and exactly why not (read-only)")
     d.add_argument("--json", action="store_true")
     d.add_argument("--probe", action="store_true", help="build a throwaway testbed to read the "
                    "underlay's offloads (needs root; torn down at once)")
     d.set_defaults(func=cmd_doctor)
 
-    c = sub.add_parser("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
+    c = add("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
     c.set_defaults(func=cmd_cleanup)
     return p
 
@@ -324,13 +386,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except TunbenchError as exc:
-        if args.debug:
-            raise
+        _debug_traceback(args)
         print(f"tunbench: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tunbench: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug: one line and its own exit code, the traceback on request
+        _debug_traceback(args)
+        print(f"tunbench: internal error ({type(exc).__name__}: {_short(exc)}); "
+              "rerun with --debug for the traceback", file=sys.stderr)
+        return INTERNAL_ERROR
+
+
+def _debug_traceback(args: argparse.Namespace) -> None:
+    """With --debug the traceback comes first; the line and exit code stay the same, so a
+    script sees the same result either way."""
+    if args.debug:
+        traceback.print_exc()
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 if __name__ == "__main__":
