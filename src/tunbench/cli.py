@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -23,6 +24,10 @@ from .report import console
 
 DEFAULT_OUT = Path("results")
 INTERNAL_ERROR = 70   # sysexits EX_SOFTWARE: a bug in tunbench, not the input or the host
+
+# Flags whose value is a comma-separated list (split by inputs.split_list; the fuzz test
+# checks every help text saying "comma-separated" is here)
+LIST_FLAGS = ("--tunnels", "--workloads", "--mtu", "--offloads")
 
 EXIT_CODES = """\
 exit codes:
@@ -214,6 +219,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .report import compare, data
+    if not (math.isfinite(args.threshold) and 0 <= args.threshold <= 1000):
+        raise SpecError(f"--threshold {args.threshold:g} must be a percentage from 0 to 1000",
+                        "e.g. --threshold 5 ignores regressions under 5 %")
     a, b = Path(args.a), Path(args.b)
     changes, only = compare.compare(data.load(a), data.load(b))
     if args.json:
@@ -383,6 +391,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    return dispatch(args)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the parsed command; every error becomes one line and its exit code, here only."""
     try:
         return int(args.func(args))
     except TunbenchError as exc:

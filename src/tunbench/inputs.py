@@ -8,6 +8,8 @@ through these functions so the same bar holds for them from their first day.
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,9 @@ def read_text(path: Path, what: str) -> str:
     """A user-named text file as str, or one SpecError naming it and the problem."""
     try:
         with open(path, "rb") as f:
+            if stat.S_ISCHR(os.fstat(f.fileno()).st_mode) or stat.S_ISBLK(
+                    os.fstat(f.fileno()).st_mode):
+                raise SpecError(f"{what} {path} is a device, not a file", "name a .toml file")
             raw = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise SpecError(f"{what} {path} does not exist", "check the path") from None

@@ -37,7 +37,7 @@ def describe(name: str) -> str:
 
 def load(name: str) -> dict[str, Any]:
     if name not in names():
-        raise SpecError(f"unknown preset '{name}'", f"known presets: {', '.join(names())}")
+        raise SpecError(f"--preset: unknown preset {name!r}", f"known presets: {', '.join(names())}")
     return tomllib.loads((resources.files(__name__) / f"{name}.toml").read_text())
 
 

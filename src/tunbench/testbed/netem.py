@@ -44,7 +44,7 @@ class Netem:
         def spot(key: str) -> str:
             return (names or {}).get(key) or f"{where}.{key}"
 
-        problems = []
+        problems: list[str] = []
         for name in ("delay", "jitter"):
             val = getattr(self, name)
             if val is None:
@@ -53,7 +53,7 @@ class Netem:
                 problems.append(f"{spot(name)} {val!r} is not a time like 25ms, 500us or 0.2s")
             elif seconds(val) > TIME_MAX_S:
                 problems.append(f"{spot(name)} {val} is longer than {TIME_MAX_S:g}s")
-        if self.jitter is not None and self.delay is None:
+        if self.jitter is not None and self.delay is None and not problems:
             problems.append(f"{spot('jitter')} needs a delay (e.g. --delay 25ms --jitter 5ms)")
         if self.loss is not None:
             m = LOSS_RE.match(self.loss) if isinstance(self.loss, str) else None

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from ..capabilities import Missing, tool_missing
+from ..capabilities import Missing, congestion_missing, congestion_problems, tool_missing
 from ..errors import SpecError
 from ..metrics.cpu import CpuRecord, CpuSampler
 from ..params import coerce_fields
@@ -135,14 +135,17 @@ class Workload(ABC):
         problems, values = coerce_fields(cls.Params, raw, f"{where}workload {cls.name}")
         if not problems:
             params = cls.Params(**values)
-            problems = [f"{where}workload {cls.name}: {p}" for p in params.validate()]
+            problems = [f"{where}workload {cls.name}: {p}" for p in params.validate()
+                        + congestion_problems(getattr(params, "congestion", ""))]
             if not problems:
                 return params
         raise SpecError("; ".join(problems), "see `tunbench list --params`")
 
     @classmethod
     def requirements(cls, params: WorkloadParams) -> list[Missing]:
-        return [m for m in (tool_missing(t, f"workload {cls.name}") for t in cls.tools) if m]
+        found = [tool_missing(t, f"workload {cls.name}") for t in cls.tools]
+        found.append(congestion_missing(getattr(params, "congestion", "")))
+        return [m for m in found if m]
 
     @classmethod
     def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
