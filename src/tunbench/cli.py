@@ -20,7 +20,6 @@ from typing import Any, NoReturn
 
 from . import __version__, inputs, interrupts, spec, tunnels, workloads
 from .errors import Interrupted, SpecError, TunbenchError
-from .report import console
 
 DEFAULT_OUT = Path("results")
 INTERNAL_ERROR = 70   # sysexits EX_SOFTWARE: a bug in tunbench, not the input or the host
@@ -157,6 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(exp, out, resume=bool(args.resume))
     install_signal_handlers()
+    from .report import console  # scipy behind it: imported once the input is known good
     reporter = console.ProgressReporter(quiet=args.quiet or args.json)
     outcome = run_campaign(exp, out, reporter, resume=bool(args.resume))
     cases = outcome.store.read_cases()
@@ -252,6 +252,7 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from . import presets
+    from .report import console
     kinds = available_kinds()
     if args.json:
         print(json.dumps({

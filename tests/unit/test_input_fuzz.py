@@ -33,7 +33,7 @@ _COMMON = dict(deadline=None, database=None, print_blob=True,
                suppress_health_check=[HealthCheck.function_scoped_fixture,
                                       HealthCheck.too_slow, HealthCheck.data_too_large])
 PROFILES = {
-    "ci": settings(max_examples=int(os.environ.get("TUNBENCH_FUZZ_EXAMPLES", "100")),
+    "ci": settings(max_examples=int(os.environ.get("TUNBENCH_FUZZ_EXAMPLES", "200")),
                    derandomize=True, **_COMMON),
     "long": settings(max_examples=int(os.environ.get("TUNBENCH_FUZZ_EXAMPLES", "4000")),
                      derandomize=False, **_COMMON),
