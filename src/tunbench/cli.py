@@ -140,6 +140,10 @@ def _out_dir(args: argparse.Namespace) -> Path:
     if (out / "index.json").exists():
         raise SpecError(f"--out {out} already holds a campaign",
                         "use --resume to continue it, or choose another --out folder")
+    parent = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise SpecError(f"--out {out} cannot be created: {parent} is not a writable folder",
+                        "choose another --out")
     return out
 
 

@@ -254,6 +254,7 @@ def build(data: dict[str, Any], source: str = "command line",
     workload_specs = _workloads(data.get("workload", [{"name": w} for w in DEFAULT_WORKLOADS]),
                                 section("workload"), problems)
     offloads = _offloads(data.get("offloads"), section("offloads"), problems)
+    problems = list(dict.fromkeys(problems))   # a swept workload repeats its table's problem
     if problems:
         raise SpecError("\n".join(problems) if len(problems) > 1 else problems[0],
                         "fix the values named above; nothing was changed")
