@@ -33,6 +33,9 @@ class WorkloadParams:
         return dataclasses.asdict(self)
 
 
+IPERF3_MAX_LENGTH = 1 << 20   # iperf3's largest TCP write (-l), MAX_BLOCKSIZE
+
+
 @dataclass(frozen=True)
 class Metric:
     value: float | None
