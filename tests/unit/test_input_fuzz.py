@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -313,14 +314,22 @@ def test_experiment_path_problems(place: Path, make: Any, expect: str) -> None:
     assert_refused(res, argv, [str(path), expect])
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode, so a "
-                    "permission error cannot happen here (runs as a normal user)")
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="setpriv (util-linux) is not "
+                    "installed: needed to read as an unprivileged user")
 def test_unreadable_experiment_file(place: Path) -> None:
+    """Root reads any file, so the reader runs as nobody (setpriv): permission denied is one
+    line naming the file, exit 2."""
     path = place / "in" / "exp.toml"
     path.write_text("[experiment]\n")
     path.chmod(0)
-    argv = dry_run(place, "--experiment", str(path))
-    assert_refused(run_checked(place, argv, "named paths"), argv, [str(path), "not readable"])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        sys.executable, "-m", "tunbench", "run", "--dry-run",
+                        "--experiment", str(path)],
+                       capture_output=True, text=True, timeout=120, env=env, cwd="/")
+    COUNTS["real processes"] = COUNTS.get("real processes", 0) + 1
+    res = fz.Result(p.returncode, p.stdout, p.stderr)
+    assert_refused(res, ["setpriv", str(path)], [str(path), "not readable (permission denied)"])
 
 
 # ---- command lines ----------------------------------------------------------------------
