@@ -233,13 +233,15 @@ def _range_values(want: Any) -> list[Any]:
 
 
 @FUZZ
-@given(case=faulty_docs())
+@given(case=faulty_docs(), scale=st.sampled_from([[], ["--scale", "0.5"], ["--scale", "3"]]))
 def test_experiment_fault(place: Path, case: tuple[dict[str, Any], list[str],
-                                                   frozenset[int]]) -> None:
+                                                   frozenset[int]], scale: list[str]) -> None:
+    """`--scale` rewrites durations and repeats: it must never turn a bad value into a good
+    one, nor fail on a value that is not a number."""
     doc, names, codes = case
     path = place / "in" / "exp.toml"
     path.write_text(fz.dumps(doc), encoding="utf-8")
-    argv = dry_run(place, "--experiment", str(path))
+    argv = dry_run(place, "--experiment", str(path), *scale)
     res = run_checked(place, argv, "experiment documents")
     assert_refused(res, argv + [fz.dumps(doc)], [str(path)] + names, codes)
 
