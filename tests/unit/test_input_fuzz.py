@@ -198,10 +198,17 @@ def faulty_docs(draw: st.DrawFn) -> tuple[dict[str, Any], list[str], frozenset[i
     section, owner, field, want = draw(st.sampled_from(candidates))
     table = _table(doc, section, owner)
     if fault == "wrong_type":
-        value = draw(st.sampled_from(fz.wrong_type_values(want)))
+        wrong = fz.wrong_type_values(want)
+        if section == "workload" and field == workloads.get(owner or "").sweep:
+            # the sweep parameter also takes a list of values: a list of wrong ones is wrong
+            wrong = [v for v in wrong if not isinstance(v, list)]
+            wrong += [[v] for v in wrong]
+        value = draw(st.sampled_from(wrong))
         codes = frozenset({2})
     elif fault == "out_of_range":
         value = draw(st.sampled_from(_range_values(want)))
+        if section == "workload" and field == workloads.get(owner or "").sweep:
+            value = draw(st.sampled_from([value, [value]]))
         codes = frozenset({2})
     else:  # an arbitrary string where a name or choice is expected: invalid, or not here
         value = draw(st.text(st.characters(codec="utf-8"), min_size=1, max_size=12)
