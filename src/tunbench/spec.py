@@ -314,9 +314,10 @@ def _tunnels(raw: Any, where: str, available: set[str] | None,
         except SpecError as exc:
             problems.append(f"{spot}: {exc.one_line()}")
             continue
-        label = str(t.get("label", kind))
-        if not LABEL_RE.match(label):
+        label = t.get("label", kind)
+        if not isinstance(label, str) or not LABEL_RE.match(label):
             problems.append(f"{spot}: label {label!r} must be 1-40 letters, digits, . _ + -")
+            label = kind
         if label in labels:
             problems.append(f"{spot}: label {label!r} is used twice; give each tunnel a label")
         labels.add(label)

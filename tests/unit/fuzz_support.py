@@ -54,6 +54,13 @@ def params_fields(params_cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(params_cls)}
 
 
+def spec_fields(spec_cls: type) -> list[tuple[str, Any]]:
+    """A TunnelSpec/WorkloadSpec's table keys besides the kind/name and the parameters."""
+    hints = typing.get_type_hints(spec_cls)
+    return [(f.name, hints[f.name]) for f in dataclasses.fields(spec_cls)
+            if f.name not in ("kind", "name", "params")]
+
+
 def tunnel_schema() -> dict[str, dict[str, Any]]:
     return {k: params_fields(d.Params) for k, d in sorted(tunnels.registry().items())}
 

@@ -41,7 +41,7 @@ PROFILES = {
 }
 FUZZ = PROFILES[os.environ.get("TUNBENCH_FUZZ", "ci")]
 MAX_MESSAGE = 600          # characters of a refusal: one line a user reads
-FREE_TEXT = {"name"}       # experiment fields where any printable text is valid
+FREE_TEXT = {"name", "label"}   # fields where much text is valid: no random-text fault
 OK_CODES = {0, 2, 3}
 COUNTS: dict[str, int] = {}
 
@@ -108,6 +108,10 @@ def _spots() -> list[tuple[str, str | None, str, Any]]:
         ("experiment", None, k, t) for k, t in EXP_FIELDS.items()]
     out += [("tunnel", k, f, t) for k, fields in TUNNELS.items() for f, t in fields.items()]
     out += [("workload", n, f, t) for n, fields in WORKLOADS.items() for f, t in fields.items()]
+    # keys of a table that are not parameters: the spec dataclasses' own fields
+    out += [("tunnel", k, f, t) for k in TUNNELS for f, t in fz.spec_fields(spec.TunnelSpec)]
+    out += [("workload", n, f, t) for n in WORKLOADS
+            for f, t in fz.spec_fields(spec.WorkloadSpec)]
     out += [("offloads", None, f, typing.Literal["on", "off"]) for f in spec.OFFLOAD_FEATURES]
     return out
 

@@ -141,3 +141,10 @@ def test_out_that_cannot_be_a_folder(tmp_path: Path) -> None:
     args = cli.build_parser().parse_args(["run", "--out", str(f / "sub")])
     with pytest.raises(SpecError, match="is not a writable folder"):
         cli._out_dir(args)
+
+
+@pytest.mark.parametrize("label", [True, 1.5, 7, ["a"]])
+def test_tunnel_label_must_be_text(label: object) -> None:
+    """`label = true` used to become the label 'True'."""
+    with pytest.raises(SpecError, match="label .* must be 1-40 letters"):
+        spec.build({"tunnel": [{"kind": "native", "label": label}]}, "x.toml")
