@@ -133,18 +133,24 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
 
 
 def _out_dir(args: argparse.Namespace) -> Path:
-    """The result folder: refused before anything runs if it cannot hold a new campaign."""
-    out = Path(args.out) if args.out else DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
-    if out.exists() and not out.is_dir():
-        raise SpecError(f"--out {out} exists and is not a folder", "choose another --out")
-    if (out / "index.json").exists():
-        raise SpecError(f"--out {out} already holds a campaign",
-                        "use --resume to continue it, or choose another --out folder")
-    parent = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
+    return Path(args.out) if args.out else DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
+
+
+def check_out(out: Path) -> None:
+    """The result folder can hold a new campaign: refused (exit 2) before anything runs."""
+    try:
+        if out.exists() and not out.is_dir():
+            raise SpecError(f"--out {out} exists and is not a folder", "choose another --out")
+        if (out / "index.json").exists():
+            raise SpecError(f"--out {out} already holds a campaign",
+                            "use --resume to continue it, or choose another --out folder")
+        parent = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
+    except OSError as exc:
+        raise SpecError(f"--out {out} cannot be used: {exc.strerror or exc}",
+                        "choose another --out") from None
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise SpecError(f"--out {out} cannot be created: {parent} is not a writable folder",
                         "choose another --out")
-    return out
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -157,6 +163,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         exp = spec_from_args(args)
         out = _out_dir(args)
+    from .runner import preflight
+    preflight(exp)          # not possible here (exit 3) comes before a bad --out (exit 2)
+    if not args.resume:
+        check_out(out)
     if args.dry_run:
         return _dry_run(exp, out, resume=bool(args.resume))
     install_signal_handlers()
@@ -175,11 +185,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
-    """Validate, preflight and print the plan: nothing on the system is changed, no folder
-    is written. Invalid input exits 2, an experiment this host cannot run exits 3."""
+    """The plan of a validated, preflighted experiment: nothing on the system is changed,
+    no folder is written."""
     from .plan import plan
-    from .runner import estimate_seconds, preflight
-    preflight(exp)
+    from .runner import estimate_seconds
     cases = plan(exp)
     if resume:
         from .results.store import CampaignStore

@@ -135,12 +135,11 @@ def test_experiment_ranges(exp: dict[str, object], needle: str) -> None:
 def test_out_that_cannot_be_a_folder(tmp_path: Path) -> None:
     f = tmp_path / "file"
     f.write_text("")
-    args = cli.build_parser().parse_args(["run", "--out", str(f)])
     with pytest.raises(SpecError, match="exists and is not a folder"):
-        cli._out_dir(args)
-    args = cli.build_parser().parse_args(["run", "--out", str(f / "sub")])
+        cli.check_out(f)
     with pytest.raises(SpecError, match="is not a writable folder"):
-        cli._out_dir(args)
+        cli.check_out(f / "sub")
+    cli.check_out(tmp_path / "new" / "folder")
 
 
 @pytest.mark.parametrize("label", [True, 1.5, 7, ["a"]])
