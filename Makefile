@@ -9,7 +9,7 @@ RUN_ARGS ?= --tunnels all --duration 5 --repeats 3
 BINDIR ?= /usr/local/bin
 TB_BIN := $(CURDIR)/$(VENV)/bin/tunbench
 
-.PHONY: run test deps venv loadgen link unlink lint typecheck bench cleanup clean
+.PHONY: run test fuzz deps venv loadgen link unlink lint typecheck bench cleanup clean
 
 run: deps venv loadgen link
 	$(VENV)/bin/tunbench run $(RUN_ARGS)
@@ -32,6 +32,13 @@ unlink:
 
 test: deps venv loadgen
 	$(PY) -m pytest $(TEST_ARGS)
+
+# The input fuzz test with a long budget and a fresh seed each run (make test runs it with a
+# small fixed budget and seed). FUZZ_EXAMPLES is per property.
+FUZZ_EXAMPLES ?= 3000
+fuzz: venv
+	TUNBENCH_FUZZ=long TUNBENCH_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest \
+		tests/unit/test_input_fuzz.py $(TEST_ARGS)
 
 deps:
 	@scripts/install-deps.sh

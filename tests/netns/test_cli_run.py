@@ -56,7 +56,7 @@ def test_bad_input_one_line_nothing_changed(tmp_path: Path) -> None:
     for args, code, needle in (
         (["--tunnels", "vxlan,bogus"], 2, "unknown tunnel kind 'bogus'"),
         (["--mtu", "12"], 2, "is not an MTU"),
-        (["--rate", "fast"], 2, "experiment.rate"),
+        (["--rate", "fast"], 2, "--rate 'fast' is not a rate"),
         (["--experiment", str(tmp_path / "none.toml")], 2, "does not exist"),
     ):
         r = subprocess.run(TB + ["run", "--out", str(tmp_path / "x"), *args],

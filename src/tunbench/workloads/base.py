@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
-from ..capabilities import Missing, tool_missing
+from ..capabilities import Missing, congestion_missing, congestion_problems, tool_missing
 from ..errors import SpecError
 from ..metrics.cpu import CpuRecord, CpuSampler
 from ..params import coerce_fields
@@ -32,6 +32,9 @@ class WorkloadParams:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+IPERF3_MAX_LENGTH = 1 << 20   # iperf3's largest TCP write (-l), MAX_BLOCKSIZE
 
 
 @dataclass(frozen=True)
@@ -154,14 +157,17 @@ class Workload(ABC, Generic[W]):
         problems, values = coerce_fields(cls.Params, raw, f"{where}workload {cls.name}")
         if not problems:
             params: W = cls.Params(**values)
-            problems = [f"{where}workload {cls.name}: {p}" for p in params.validate()]
+            problems = [f"{where}workload {cls.name}: {p}" for p in params.validate()
+                        + congestion_problems(getattr(params, "congestion", ""))]
             if not problems:
                 return params
         raise SpecError("; ".join(problems), "see `tunbench list --params`")
 
     @classmethod
     def requirements(cls, params: W) -> list[Missing]:
-        return [m for m in (tool_missing(t, f"workload {cls.name}") for t in cls.tools) if m]
+        found = [tool_missing(t, f"workload {cls.name}") for t in cls.tools]
+        found.append(congestion_missing(getattr(params, "congestion", "")))
+        return [m for m in found if m]
 
     @classmethod
     def expected_seconds(cls, params: W, duration: float, warmup: float) -> float:

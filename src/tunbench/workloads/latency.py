@@ -34,6 +34,9 @@ STATS = (("min", None), ("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99_9", 9
 CDF_LEVELS = tuple(i / 10 for i in range(1001)) + (99.95, 99.99, 99.995, 99.999)
 
 
+MAX_MPS = 10_000_000   # messages per second: beyond any ping-pong a host can do
+
+
 @dataclass(frozen=True)
 class LatencyParams(WorkloadParams):
     protocol: Literal["tcp", "udp", "both"] = field(
@@ -50,8 +53,8 @@ class LatencyParams(WorkloadParams):
         problems = []
         if not 14 <= self.msg_size <= 65000:
             problems.append(f"msg_size {self.msg_size} out of range (14..65000, sockperf's)")
-        if self.mps < 0:
-            problems.append("mps must be >= 0 (0 = max)")
+        if not 0 <= self.mps <= MAX_MPS:
+            problems.append(f"mps {self.mps} out of range (0..{MAX_MPS}; 0 = max)")
         return problems
 
     def protocols(self) -> tuple[str, ...]:

@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 
 from ..rates import rate_mbps
 from ._multi_iperf import run_pairs
-from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
+from .base import (
+    IPERF3_MAX_LENGTH,
+    Context,
+    Metric,
+    Output,
+    Workload,
+    WorkloadParams,
+    relay_problem,
+)
 from .stream import StreamParams
 
 
@@ -41,8 +49,9 @@ class LineRateParams(WorkloadParams):
             problems.append(f"processes {self.processes} out of range (1..64)")
         if not 1 <= self.streams <= 128:
             problems.append(f"streams {self.streams} out of range (1..128 per iperf3 process)")
-        if self.length < 0:
-            problems.append("length must be >= 0")
+        if not 0 <= self.length <= IPERF3_MAX_LENGTH:
+            problems.append(f"length {self.length} out of range (0..{IPERF3_MAX_LENGTH} bytes, "
+                            "iperf3's largest write; 0 = its default)")
         return problems
 
 

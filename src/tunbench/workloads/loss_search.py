@@ -25,6 +25,8 @@ L2_EXTRA = 18      # Ethernet header + FCS per packet (loadgen's *_l2 accounting
 PROBE_MIN_SEEN = 0.5   # share of the probe the capture ring must see to be used
 
 
+MAX_RATE_PPS = 1e9
+
 @dataclass(frozen=True)
 class LossSearchParams(WorkloadParams):
     method: Literal["rfc2544", "mlrsearch", "both"] = field(
@@ -91,6 +93,9 @@ class LossSearchParams(WorkloadParams):
             p.append("max_rate_pps must be 0 (measure it) or above min_rate_pps")
         if self.min_rate_pps <= 0:
             p.append("min_rate_pps must be > 0 (MLRsearch needs a positive minimum load)")
+        if max(self.max_rate_pps, self.min_rate_pps) > MAX_RATE_PPS:
+            p.append(f"max_rate_pps and min_rate_pps must be at most {MAX_RATE_PPS:.0e} "
+                     "packets/s (beyond any link: 400G at 64 B is 6e8)")
         if not (0 <= self.ndr_loss_pct < 100 and 0 <= self.pdr_loss_pct < 100):
             p.append("ndr_loss_pct and pdr_loss_pct must be in 0..<100")
         if any(not 0 < x <= 100 for x in self.latency_at_pct):

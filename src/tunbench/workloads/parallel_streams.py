@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 
 from .. import proc
 from ._multi_iperf import MAX_PER_PROCESS, run_pairs, split_streams
-from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
+from .base import (
+    IPERF3_MAX_LENGTH,
+    Context,
+    Metric,
+    Output,
+    Workload,
+    WorkloadParams,
+    relay_problem,
+)
 from .stream import StreamParams
 
 STUDY_STREAMS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -44,8 +52,9 @@ class ParallelStreamsParams(WorkloadParams):
             problems.append(f"streams {self.streams} out of range (1..4096)")
         if not 1 <= self.per_process <= MAX_PER_PROCESS:
             problems.append(f"per_process {self.per_process} out of range (1..128, iperf3's limit)")
-        if self.length < 0:
-            problems.append("length must be >= 0")
+        if not 0 <= self.length <= IPERF3_MAX_LENGTH:
+            problems.append(f"length {self.length} out of range (0..{IPERF3_MAX_LENGTH} bytes, "
+                            "iperf3's largest write; 0 = its default)")
         return problems
 
 

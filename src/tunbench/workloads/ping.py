@@ -19,6 +19,8 @@ from typing import Any
 from ..errors import CommandFailed
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 
+MAX_COUNT = 1_000_000   # echo requests per case
+
 
 @dataclass(frozen=True)
 class PingParams(WorkloadParams):
@@ -33,8 +35,9 @@ class PingParams(WorkloadParams):
 
     def validate(self) -> list[str]:
         problems = []
-        if self.count < 0:
-            problems.append("count must be >= 0 (0 = duration / interval)")
+        if not 0 <= self.count <= MAX_COUNT:
+            problems.append(f"count {self.count} out of range (0..{MAX_COUNT}; 0 = duration / "
+                            "interval)")
         if not 0.002 <= self.interval <= 60:
             problems.append(f"interval {self.interval} out of range (0.002..60 s)")
         if not 0 <= self.size <= 65507:

@@ -11,7 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CommandFailed
-from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem, wait_for_output
+from .base import (
+    IPERF3_MAX_LENGTH,
+    Context,
+    Metric,
+    Output,
+    Workload,
+    WorkloadParams,
+    relay_problem,
+    wait_for_output,
+)
 
 
 @dataclass(frozen=True)
@@ -33,8 +42,9 @@ class StreamParams(WorkloadParams):
         problems = []
         if not 1 <= self.streams <= 128:
             problems.append(f"streams {self.streams} out of range (1..128 per iperf3 process)")
-        if self.length < 0:
-            problems.append("length must be >= 0")
+        if not 0 <= self.length <= IPERF3_MAX_LENGTH:
+            problems.append(f"length {self.length} out of range (0..{IPERF3_MAX_LENGTH} bytes, "
+                            "iperf3's largest write; 0 = its default)")
         return problems
 
 
