@@ -132,6 +132,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = run_campaign(exp, out, reporter, resume=bool(args.resume))
     finally:
         reporter.close()
+    from .store.commands import record_finished
+    record_finished(out, args.db)   # one warning line if it cannot; never fails the run
     cases = outcome.store.read_cases()
     from .report import stats
     if args.json:
@@ -289,6 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "otherwise, also with --json)")
     r.add_argument("--no-report", action="store_true",
                    help="do not write the HTML report (DIR/report/) after the run")
+    r.add_argument("--db", metavar="FILE", help="results store to record the campaign in "
+                   "(default $TUNBENCH_DB, else ~/.local/share/tunbench/results.db; 'off': none)")
     r.set_defaults(func=cmd_run)
 
     rp = sub.add_parser("report", help="figures, HTML report and CSV/Parquet of a result "
@@ -317,6 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--probe", action="store_true", help="build a throwaway testbed to read the "
                    "underlay's offloads (needs root; torn down at once)")
     d.set_defaults(func=cmd_doctor)
+
+    from .schedule import commands as schedule_commands
+    from .store import commands as store_commands
+    from .trend import commands as trend_commands
+    store_commands.add_parsers(sub)
+    schedule_commands.add_parsers(sub)
+    trend_commands.add_parsers(sub)
 
     c = sub.add_parser("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
     c.set_defaults(func=cmd_cleanup)
