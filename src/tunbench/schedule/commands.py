@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
 import sys
 import time
 from datetime import datetime
@@ -16,17 +19,23 @@ from . import fire, spec, systemd
 def _run_args(raw: list[str]) -> list[str]:
     """The `tunbench run` options after `--`, validated now (exit 2/3 before anything is
     saved or installed), without --out/--resume (the schedule names each campaign)."""
-    args = raw[1:] if raw[:1] == ["--"] else raw
+    args = list(raw)
+    if not args:
+        raise SpecError("no run options after --", "e.g. tunbench schedule add NAME --every "
+                        "3h -- --tunnels native,wireguard")
     bad = [a for a in args if a.split("=")[0] in ("--out", "--resume", "--db")]
     if bad:
         raise SpecError(f"{bad[0]} cannot be a scheduled run option",
                         "the schedule names each campaign: use --results DIR / --db FILE "
                         "on schedule add")
     from ..cli import build_parser, spec_from_args
+    err = io.StringIO()
     try:
-        ns = build_parser().parse_args(["run", *args])
+        with contextlib.redirect_stderr(err):
+            ns = build_parser().parse_args(["run", *args])
     except SystemExit:
-        raise SpecError(f"invalid run options after --: {' '.join(args)}",
+        why = (err.getvalue().strip().splitlines() or [""])[-1].split("error: ")[-1]
+        raise SpecError(f"invalid run options after --: {why}",
                         "they are tunbench run's options, e.g. -- --tunnels native "
                         "--duration 5") from None
     spec_from_args(ns)
@@ -46,7 +55,7 @@ def _schedule(args: argparse.Namespace) -> spec.Schedule:
         days=spec.parse_days(args.days) if args.days else list(spec.DAYS),
         until=spec.parse_until(args.until) if args.until else None,
         slip=spec.parse_duration(args.slip, "--slip") if args.slip else 0.0,
-        db=args.db, created=time.time())
+        db=args.db or os.environ.get("TUNBENCH_DB"), created=time.time())
 
 
 def _say(f: fire.Firing) -> None:
@@ -120,7 +129,9 @@ def cmd_remove(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     s = sub.add_parser("schedule", help="recurring campaigns (systemd timer, or foreground)")
     ss = s.add_subparsers(dest="schedule_command", required=True, metavar="ACTION")
-    a = ss.add_parser("add", help="NAME --every 3h [...] -- <tunbench run options>")
+    a = ss.add_parser("add", help="NAME --every 3h [...] -- <tunbench run options>",
+                      epilog="Everything after -- is given to tunbench run for every "
+                      "campaign, e.g. -- --tunnels native,wireguard --duration 30")
     a.add_argument("name", metavar="NAME")
     a.add_argument("--every", required=True, help="period: 30m, 3h, 1d")
     a.add_argument("--window", metavar="HH:MM-HH:MM", help="only start in this time of day "
@@ -137,8 +148,7 @@ def add_parsers(sub: Any) -> None:
     a.add_argument("--runs", type=int, metavar="N", help="with --foreground: stop after N "
                    "campaigns")
     a.add_argument("--replace", action="store_true", help="replace a schedule of that name")
-    a.add_argument("run_args", nargs=argparse.REMAINDER, metavar="-- RUN OPTIONS")
-    a.set_defaults(func=cmd_add)
+    a.set_defaults(func=cmd_add, run_args=[])
     r = ss.add_parser("run", help="fire a saved schedule once now (what its timer runs), or "
                       "--foreground: keep firing it")
     r.add_argument("name", metavar="NAME")
