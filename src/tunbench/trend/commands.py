@@ -52,9 +52,10 @@ def cmd_trend(args: argparse.Namespace) -> int:
     doc = analysis.to_json(t, changes)
     figs: list[Path] = []
     if args.out:
-        from . import figures
+        from . import figures, page
         figs = figures.write(t, changes, Path(args.out))
         (Path(args.out) / "trend.json").write_text(json.dumps(doc, indent=1))
+        figs.append(page.write(t, changes, figs, Path(args.out)))
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
