@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     run_args: list[str] = []
-    if argv[:1] == ["schedule"] and "--" in argv:   # schedule add NAME ... -- <run options>
+    if "schedule" in argv[:2] and "--" in argv:   # schedule add NAME ... -- <run options>
         cut = argv.index("--")
         argv, run_args = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)

@@ -232,3 +232,22 @@ def test_trend_flags_a_step_with_its_size(tmp_path: Path) -> None:
                                                        analysis.REGRESSION, analysis.SHARE)
     assert c.at == pytest.approx(start + 6 * 3 * 3600)
     assert c.change_pct == pytest.approx(-40.0, abs=8)
+
+
+def test_recording_failure_is_one_warning_line(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from tunbench.store.commands import record_finished
+    (tmp_path / "adir").mkdir()
+    record_finished(BASIC, str(tmp_path / "adir"))     # a directory, not a store
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warning: campaign not recorded" in err
+    assert f"tunbench db import {BASIC}" in err
+    record_finished(BASIC, str(tmp_path / "ok.db"))
+    assert capsys.readouterr().err == ""
+    assert db.counts(db.connect(tmp_path / "ok.db"))["campaign"] == 1
+
+
+def test_import_of_a_non_result_folder_is_one_line(tmp_path: Path) -> None:
+    r = subprocess.run([*TB, "db", "import", "--db", str(tmp_path / "r.db"), str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no tunbench result" in r.stderr

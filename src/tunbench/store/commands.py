@@ -15,7 +15,7 @@ from . import db, pushgw, query
 def record_finished(out: Path, db_path: str | None, pushgateway: str | None = None) -> None:
     """Record a campaign that just ended (and push it when a gateway is configured). Never
     fails the run: one warning line on stderr, and the folder can be imported later."""
-    if os.environ.get("TUNBENCH_DB") == "off" or db_path == "off":
+    if db_path == "off" or (db_path is None and os.environ.get("TUNBENCH_DB") == "off"):
         return
     try:
         conn = db.connect(db_path)
