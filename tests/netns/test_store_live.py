@@ -66,8 +66,8 @@ def test_foreground_schedule_runs_three_campaigns_into_the_store(tmp_path: Path)
 def test_overlapping_firing_is_skipped_and_recorded(tmp_path: Path) -> None:
     env = _env(tmp_path, TUNBENCH_SCHEDULE_MIN_SECONDS="1")
     long = [a if a != "1" else "4" for a in SHORT]   # --duration 4
-    subprocess.run([*TB, "schedule", "add", "tb-ovl", "--every", "1h", "--foreground",
-                    "--runs", "0", "--results", str(tmp_path / "res"), "--", *long],
+    subprocess.run([*TB, "schedule", "add", "tb-ovl", "--every", "1h", "--no-timer",
+                    "--results", str(tmp_path / "res"), "--", *long],
                    env=env, check=True, capture_output=True, timeout=60)
     first = subprocess.Popen([*TB, "schedule", "run", "tb-ovl", "--no-slip"], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -182,3 +182,14 @@ def test_push_to_a_real_pushgateway(testbed: Testbed, shaped: tuple[Path, list[P
         assert float(line.rsplit(" ", 1)[1]) == pytest.approx(value, rel=1e-9)
         assert 'tunnel="native"' in line and 'unit="Mbit/s"' in line
     assert f'push_time_seconds{{campaign="{dirs[0].name}",instance="",job="tunbench"}}' in text
+    # at run end: the hook pushes the campaign it records when TUNBENCH_PUSHGATEWAY is set
+    hook = ("import sys; from pathlib import Path; from tunbench.store.commands import "
+            "record_finished; record_finished(Path(sys.argv[1]), sys.argv[2])")
+    r = proc.run([sys.executable, "-c", hook, str(dirs[2]), str(tmp / "hook.db")], netns=ns,
+                 env={"TUNBENCH_PUSHGATEWAY": url}, timeout=120)
+    assert r.stderr == ""
+    text = proc.run([sys.executable, "-c", "import sys, urllib.request; sys.stdout.write("
+                     f"urllib.request.urlopen('{url}/metrics').read().decode())"],
+                    netns=ns).stdout
+    assert any(x.startswith("tunbench_throughput{") and f'campaign="{dirs[2].name}"' in x
+               for x in text.splitlines())

@@ -71,13 +71,17 @@ def cmd_add(args: argparse.Namespace) -> int:
         raise SpecError(f"schedule {s.name!r} exists", "remove it first, or add --replace")
     if s.expired(time.time()):
         raise SpecError("--until is already past", "choose a later date")
-    if not args.foreground:
+    if not args.foreground and not args.no_timer:
         why = systemd.systemd_missing()
         if why:
             raise SpecError(f"cannot install a systemd timer: {why}",
                             f"run it in the foreground: tunbench schedule add {s.name} "
                             "--foreground ...")
     path = spec.save(s)
+    if args.no_timer:
+        print(f"schedule {s.name}: {s.describe()}; saved in {path} (no timer: fire it with "
+              f"tunbench schedule run {s.name}, or --foreground)")
+        return 0
     if args.foreground:
         print(f"schedule {s.name}: {s.describe()}; saved in {path}; running in the "
               "foreground (Ctrl-C stops it)", file=sys.stderr)
@@ -147,6 +151,8 @@ def add_parsers(sub: Any) -> None:
                    "schedule in this process until --until or Ctrl-C")
     a.add_argument("--runs", type=int, metavar="N", help="with --foreground: stop after N "
                    "campaigns")
+    a.add_argument("--no-timer", action="store_true", help="only save the schedule: fire it "
+                   "with `tunbench schedule run NAME` (cron, by hand) or --foreground later")
     a.add_argument("--replace", action="store_true", help="replace a schedule of that name")
     a.set_defaults(func=cmd_add, run_args=[])
     r = ss.add_parser("run", help="fire a saved schedule once now (what its timer runs), or "
