@@ -16,10 +16,11 @@ from . import analysis
 
 
 def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
-    sources = [Path(s) for s in args.sources] or [Path(args.db) if args.db
-                                                  else db.default_path()]
+    sources = [Path(s) for s in args.sources]
     stores = [s for s in sources if s.is_file()]
     dirs = [s for s in sources if not s.is_file()]
+    if not sources:   # the results store; a missing one is one line saying how to fill it
+        stores = [Path(args.db) if args.db else db.default_path()]
     if not stores and not dirs:
         raise SpecError("nothing to analyse", "name a results store or result folders")
     from ..store.commands import filters_from
