@@ -181,6 +181,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise
     finally:
         reporter.close()
+    from .store.commands import record_finished
+    record_finished(out, args.db)   # one warning line if it cannot; never fails the run
     cases = outcome.store.read_cases()
     from .report import stats
     if args.json:
@@ -378,6 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not write the HTML report (DIR/report/) after the run")
     r.add_argument("--dry-run", action="store_true", help="check the experiment and this host "
                    "(exit 2 or 3 as a run would) and print the planned cases; changes nothing")
+    r.add_argument("--db", metavar="FILE", help="results store to record the campaign in "
+                   "(default $TUNBENCH_DB, else ~/.local/share/tunbench/results.db; 'off': none)")
     r.set_defaults(func=cmd_run)
 
     rp = add("report", help="figures, HTML report and CSV/Parquet of a result "
@@ -415,6 +419,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "underlay's offloads (needs root; torn down at once)")
     d.set_defaults(func=cmd_doctor)
 
+    from types import SimpleNamespace
+
+    from .schedule import commands as schedule_commands
+    from .store import commands as store_commands
+    from .trend import commands as trend_commands
+    shared = SimpleNamespace(add_parser=add)   # their parsers get --debug and the exit codes
+    store_commands.add_parsers(shared)
+    schedule_commands.add_parsers(shared)
+    trend_commands.add_parsers(shared)
+
     c = add("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
     c.set_defaults(func=cmd_cleanup)
     return p
@@ -422,7 +436,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    run_args: list[str] = []
+    if "schedule" in argv[:2] and "--" in argv:   # schedule add NAME ... -- <run options>
+        cut = argv.index("--")
+        argv, run_args = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    if run_args:
+        args.run_args = run_args
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     return dispatch(args)
