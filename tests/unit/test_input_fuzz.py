@@ -362,7 +362,27 @@ NUMERIC_FLAGS = [a.option_strings[-1] for a in RUN_ACTIONS if a.type in (int, fl
 TEXT_FLAGS = [a.option_strings[-1] for a in RUN_ACTIONS if a.type is None
               and a.option_strings[-1] not in cli.LIST_FLAGS]
 PATH_FLAGS = {a.option_strings[-1] for a in RUN_ACTIONS if a.metavar in ("FILE", "DIR")}
-ALL_OPTIONS = {o for p in SUBPARSERS.values() for a in p._actions for o in a.option_strings}
+
+
+def _leaf_commands() -> dict[str, tuple[list[str], argparse.ArgumentParser]]:
+    """Every command path down to a parser without sub-commands (`db import`), with its
+    parser; nested sub-commands (db, schedule) join the fuzz test as they land."""
+    out: dict[str, tuple[list[str], argparse.ArgumentParser]] = {}
+
+    def walk(path: list[str], p: argparse.ArgumentParser) -> None:
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            out[" ".join(path)] = (path, p)
+        for sub in subs:
+            for name, child in sub.choices.items():
+                walk([*path, name], child)
+    for name, p in SUBPARSERS.items():
+        walk([name], p)
+    return out
+
+
+LEAF_COMMANDS = _leaf_commands()
+ALL_OPTIONS = {o for _, p in LEAF_COMMANDS.values() for a in p._actions for o in a.option_strings}
 
 
 def test_list_flags_are_known() -> None:
@@ -413,12 +433,15 @@ def faulty_command_lines(draw: st.DrawFn) -> tuple[list[str], list[str], frozens
         name = "--" + draw(IDENT.filter(lambda v: not any(
             o.startswith("--" + v) for o in ALL_OPTIONS)))
         return [name], [name], frozenset({2})
-    cmd = draw(st.sampled_from(sorted(set(SUBPARSERS) - {"run"})))
+    cmd = draw(st.sampled_from(sorted(c for c, (_, p) in LEAF_COMMANDS.items()
+                                      if c != "run" and not any(
+                                          a.required and a.option_strings for a in p._actions))))
     name = "--" + draw(IDENT.filter(lambda v: not any(
         o.startswith("--" + v) for o in ALL_OPTIONS)))
-    positionals = [a.dest for a in SUBPARSERS[cmd]._actions if not a.option_strings
+    path, parser = LEAF_COMMANDS[cmd]
+    positionals = [a.dest for a in parser._actions if not a.option_strings
                    and a.dest != "help"]
-    return [cmd, *positionals, name], [name], frozenset({2})
+    return [*path, *positionals, name], [name], frozenset({2})
 
 
 @FUZZ
