@@ -320,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
     c.set_defaults(func=cmd_cleanup)
+
+    from .tbtun import rules
+    rules.add_parser(sub)
     return p
 
 
