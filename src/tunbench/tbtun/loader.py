@@ -286,7 +286,8 @@ def del_rules(where: Path, prefixes: Iterable[str]) -> list[str]:
         try:
             norm = str(ipaddress.ip_network(prefix, strict=True))
         except ValueError as exc:
-            raise SpecError(f"prefix {prefix!r}: {exc}", "give a network like 198.19.0.0/24")
+            raise SpecError(f"prefix {prefix!r}: {exc}",
+                            "give a network like 198.19.0.0/24") from None
         if norm not in have:
             raise SpecError(f"no rule for {norm}", "`tunbench tunnel-rules list` shows them")
         table = "tb_rules4" if maps.family(norm) == 4 else "tb_rules6"

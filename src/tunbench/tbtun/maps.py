@@ -93,7 +93,7 @@ def unpack_key(raw: bytes) -> str:
 
 
 def pack_rule(rule: Rule) -> bytes:
-    """struct tb_rule (40 bytes)."""
+    """struct tb_rule (36 bytes)."""
     remote = ipaddress.ip_address(rule.remote).packed.ljust(16, b"\0")
     mac = bytes.fromhex(rule.inner_mac.replace(":", ""))
     return (struct.pack("<IIBB", rule.id, rule.vni, ENCAPS[rule.encap], 4)

@@ -94,7 +94,7 @@ def sweep(run_id: str | None = None) -> list[str]:
         if run_id is None or rid == run_id:
             netlink.delete_link(link, None)
             removed.append(f"link {link}")
-    from ..tbtun import loader   # tbtun pins of crashed runs (/sys/fs/bpf/tb-<run>)
+    from ..tbtun import loader  # tbtun pins of crashed runs (/sys/fs/bpf/tb-<run>)
     return removed + loader.sweep(run_id)
 
 
