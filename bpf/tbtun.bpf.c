@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /* tbtun: a rule-based VXLAN/Geneve tunnel in two tc programs on one underlay device.
  *
- * tb_encap (tc egress): a packet whose route carries the tbtun realm is looked up by inner
- * destination in an LPM map (IPv4: tb_rules4, IPv6: tb_rules6); the rule gives the remote
+ * tb_encap (tc egress): a packet routed into the tunnel (IPv4: its route carries the tbtun
+ * realm; IPv6, whose routes have no realm: its next hop's neighbour entry is the marker MAC)
+ * is looked up by inner destination in an LPM map (tb_rules4, tb_rules6); the rule gives the remote
  * underlay address, VNI, UDP port and encap kind. bpf_skb_adjust_room(+50, MAC, FIXED_GSO |
  * ENCAP_L3_IPV4 | ENCAP_L4_UDP | ENCAP_L2(14) | ENCAP_L2_ETH) opens room after the outer
  * Ethernet header and marks a GSO skb as UDP-tunnel GSO, so it is segmented after encap
- * (by the NIC or in software) and keeps its gso_size. Headers are then written in one store.
+ * (by the NIC or in software) and keeps its gso_size. Headers are then written in one store;
+ * an IPv6 packet's outer MACs come from bpf_fib_lookup towards the remote.
  * Packets without the realm (the underlay's own traffic) pass untouched; tunnel-routed
  * packets without a rule are dropped and counted.
  *
@@ -39,6 +41,7 @@
 #define TB_SPORT_MIN 32768                             /* the kernel's tunnel source ports */
 #define TB_SPORT_MAX 60999
 #define ETH_P_TEB_ 0x6558
+#define AF_INET_ 2
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -90,6 +93,16 @@ struct tb_outer {
 static __always_inline void count(__u32 slot, __u64 bytes)
 {
 	struct tb_counter *c = bpf_map_lookup_elem(&tb_stats, &slot);
+
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+	}
+}
+
+static __always_inline void count_rule(__u32 id, __u64 bytes)
+{
+	struct tb_counter *c = bpf_map_lookup_elem(&tb_rule_stats, &id);
 
 	if (c) {
 		c->packets++;
@@ -170,20 +183,62 @@ static __always_inline void fill(struct tb_outer *h, const struct tb_rule *r,
 	h->inner.h_proto = proto;
 }
 
+/* Is this packet routed into the tunnel? IPv4: its route carries the tbtun realm. IPv6
+ * routes have no realm: they go via a link-local next hop whose permanent neighbour entry is
+ * the marker MAC (tb_config.marker), so the frame's destination says it. */
+static __always_inline int tunnel_bound(struct __sk_buff *skb, const struct tb_config *cfg,
+					__u16 proto)
+{
+	__u8 dst[ETH_ALEN];
+
+	if (proto == bpf_htons(ETH_P_IP))
+		return (bpf_get_route_realm(skb) & 0xffff) == cfg->realm;
+	if (proto != bpf_htons(ETH_P_IPV6) || bpf_skb_load_bytes(skb, 0, dst, ETH_ALEN))
+		return 0;
+	for (int i = 0; i < ETH_ALEN; i++)
+		if (dst[i] != cfg->marker[i])
+			return 0;
+	return 1;
+}
+
+/* Outer Ethernet addresses towards the rule's remote from the FIB and neighbour table (the
+ * marker MAC of an IPv6 packet must not reach the wire): 0 when written, 1 when the
+ * neighbour is not resolved yet (the caller redirects through the kernel's neighbour code,
+ * which resolves it), -1 on failure. */
+static __always_inline int outer_macs(struct __sk_buff *skb, const struct tb_rule *r,
+				      const struct tb_config *cfg)
+{
+	struct bpf_fib_lookup fib = {};
+	int ret;
+
+	fib.family = AF_INET_;
+	fib.ifindex = skb->ifindex;
+	__builtin_memcpy(&fib.ipv4_src, cfg->local4, 4);
+	__builtin_memcpy(&fib.ipv4_dst, r->remote, 4);
+	ret = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_DIRECT | BPF_FIB_LOOKUP_OUTPUT);
+	if (ret == BPF_FIB_LKUP_RET_NO_NEIGH)
+		return 1;
+	if (ret != BPF_FIB_LKUP_RET_SUCCESS)
+		return -1;
+	if (bpf_skb_store_bytes(skb, 0, fib.dmac, ETH_ALEN, 0) ||
+	    bpf_skb_store_bytes(skb, ETH_ALEN, fib.smac, ETH_ALEN, 0))
+		return -1;
+	return 0;
+}
+
 SEC("tc")
 int tb_encap(struct __sk_buff *skb)
 {
 	struct tb_config *cfg = config();
 	struct tb_outer h;
-	struct tb_counter *c;
 	struct tb_rule *r;
 	__u8 src_mac[ETH_ALEN];
-	__u32 len = skb->len, hash, id;
+	__u32 len = skb->len, hash;
 	__u16 proto = skb->protocol, sport;
 	__be16 ip4 = bpf_htons(ETH_P_IP);
 	__u64 flags;
 
-	if (!cfg || (bpf_get_route_realm(skb) & 0xffff) != cfg->realm)
+	if (!cfg || !tunnel_bound(skb, cfg, proto))
 		return TC_ACT_OK;
 	r = lookup(skb, proto);
 	if (!r || r->family != 4)
@@ -204,13 +259,22 @@ int tb_encap(struct __sk_buff *skb)
 	if (bpf_skb_store_bytes(skb, ETH_HLEN, &h, TB_OVERHEAD, 0) ||
 	    bpf_skb_store_bytes(skb, offsetof(struct ethhdr, h_proto), &ip4, 2, 0))
 		return drop(TB_STAT_ENCAP_ERR, len);
+	if (proto != ip4) {
+		int macs = outer_macs(skb, r, cfg);
 
-	id = r->id;
-	c = bpf_map_lookup_elem(&tb_rule_stats, &id);
-	if (c) {
-		c->packets++;
-		c->bytes += len;
+		if (macs < 0)
+			return drop(TB_STAT_ENCAP_ERR, len);
+		if (macs > 0) {
+			struct bpf_redir_neigh nh = { .nh_family = AF_INET_ };
+
+			__builtin_memcpy(&nh.ipv4_nh, r->remote, 4);
+			count_rule(r->id, len);
+			count(TB_STAT_ENCAP, len);
+			return bpf_redirect_neigh(skb->ifindex, &nh, sizeof(nh), 0);
+		}
 	}
+
+	count_rule(r->id, len);
 	count(TB_STAT_ENCAP, len);
 	return TC_ACT_OK;
 }

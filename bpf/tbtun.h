@@ -5,7 +5,7 @@
 #ifndef TBTUN_H
 #define TBTUN_H
 
-#define TB_LAYOUT_VERSION 1
+#define TB_LAYOUT_VERSION 2
 #define TB_MAX_RULES 4096          /* rule ids (counter slots) 0..TB_MAX_RULES-1 */
 
 enum tb_encap {
@@ -45,6 +45,8 @@ struct tb_config {
 	__be16 geneve_port;
 	__u8 local4[4];            /* this site's underlay IPv4 address (outer source) */
 	__u8 local6[16];
+	__u8 marker[6];            /* next-hop MAC of tunnel-bound IPv6 routes */
+	__u8 pad[2];
 };
 
 struct tb_counter {

@@ -207,6 +207,31 @@ def test_segmented_then_gro_on_with_a_kernel_vxlan_socket_on_the_port(
     assert _retrans_share(end) < 0.02, end["sum_sent"]
 
 
+def test_ipv6_inside_over_the_ipv4_underlay(testbed: Testbed) -> None:
+    """IPv6 routes carry no realm: they go via a marker next hop; the marker MAC never
+    reaches the wire (the FIB's MACs replace it), the inner Ethernet type is IPv6, and TCP
+    over IPv6 runs as GSO like IPv4."""
+    tb = testbed
+    _, ep = _up(tb)
+    assert ep.a6 and ep.b6
+    with pcap.capture(tb, tb.b, tb.b.underlay_if, "v6", snaplen=96) as cap:
+        tb.a.run(["ping", "-6", "-c", "3", "-i", "0.2", "-s", "100", "-W", "2", ep.b6],
+                 timeout=20)
+    ours = [f for f in _frames(cap.path) if f[12:14] == b"\x08\x00" and f[23] == 17]
+    assert len(ours) == 6, len(ours)
+    marker = bytes.fromhex(maps.MARKER_MAC.replace(":", ""))
+    for f in ours:
+        assert marker not in (f[0:6], f[6:12], f[50:56]), f[:64].hex()
+        assert f[62:64] == b"\x86\xdd" and f[64] >> 4 == 6                   # inner IPv6
+        assert struct.unpack("!H", f[16:18])[0] == 40 + 8 + 100 + 50          # outer IP length
+    end = _iperf(tb, ep.b6, seconds=2)
+    assert end["sum_received"]["bytes"] > 10_000_000
+    assert _retrans_share(end) < 0.02, end["sum_sent"]
+    counters = loader.rule_counters(_site(tb, "a"))
+    v6 = next(r for r in loader.list_rules(_site(tb, "a")) if r.prefix == f"{ep.b6}/128")
+    assert counters[v6.id][1] >= end["sum_sent"]["bytes"]
+
+
 # ---- rules ----------------------------------------------------------------------------------
 def _tunnel_dsts(packets: list[pcap.Packet]) -> set[str]:
     return {p.dst for p in packets if p.udp_to(4789)}
@@ -332,6 +357,9 @@ def test_teardown_removes_pins_filters_and_routes() -> None:
         assert loader.filters(tb.a.netns, tb.a.underlay_if) == {"egress": [], "ingress": []}
         routes = tb.a.run(["ip", "route", "show"], timeout=10).stdout
         assert "realm" not in routes, routes
+        routes6 = tb.a.run(["ip", "-6", "route", "show"], timeout=10).stdout
+        neigh6 = tb.a.run(["ip", "-6", "neigh", "show"], timeout=10).stdout
+        assert "fe80::7462" not in routes6 + neigh6, routes6 + neigh6
     finally:
         errors = ledger.close()
         local.sweep(rid)

@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Literal
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 MAX_RULES = 4096
 ENCAPS = {"vxlan": 1, "geneve": 2}
 ENCAP_NAMES = {v: k for k, v in ENCAPS.items()}
@@ -21,6 +21,8 @@ OVERHEAD = 20 + 8 + 8 + 14   # outer IPv4 + UDP + VXLAN/Geneve base header + inn
 STATS = ("encap", "no_rule", "oversize", "encap_error", "decap", "decap_error")
 # inner Ethernet destination when a rule names none: locally administered, "tb" in it
 DEFAULT_INNER_MAC = "02:74:62:00:00:01"
+# next-hop MAC of tunnel-bound IPv6 routes (their permanent neighbour): never on the wire
+MARKER_MAC = "02:74:62:ff:ff:fe"
 MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 
 Encap = Literal["vxlan", "geneve"]
@@ -110,11 +112,12 @@ def unpack_rule(prefix: str, raw: bytes) -> Rule:
 
 
 def pack_config(*, local4: str, realm: int, mtu: int, vxlan_port: int,
-                geneve_port: int) -> bytes:
-    """struct tb_config (36 bytes)."""
+                geneve_port: int, marker: str = MARKER_MAC) -> bytes:
+    """struct tb_config (44 bytes)."""
     return (struct.pack("<III", LAYOUT_VERSION, realm, mtu)
             + struct.pack("!HH", vxlan_port, geneve_port)
-            + ipaddress.IPv4Address(local4).packed + b"\0" * 16)
+            + ipaddress.IPv4Address(local4).packed + b"\0" * 16
+            + bytes.fromhex(marker.replace(":", "")) + b"\0\0")
 
 
 def bpftool_bytes(words: list[Any]) -> bytes:
