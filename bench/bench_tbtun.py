@@ -1,7 +1,8 @@
 """tbtun against native veth and kernel VXLAN (issue 14). Run as root: python bench/bench_tbtun.py
 
-In ONE sitting, alternating round by round so host drift hits all alike (each variant on a
-fresh testbed, single TCP stream with tunbench's stream workload):
+In ONE sitting, alternating round by round so host drift hits all alike, the order rotated
+every round (each variant on a fresh testbed, single TCP stream with tunbench's stream
+workload):
 (a) ebpf-vxlan / native and ebpf-vxlan / kernel vxlan; targets >= 0.97 and >= 1.15;
 (b) ebpf-vxlan with 1000 rules / with the default 2 (the peer's IPv4 and IPv6); target >= 0.98;
 (c) TCP request/response latency p50 / p99 (sockperf, latency workload): ebpf-vxlan / vxlan;
@@ -68,7 +69,8 @@ def main() -> int:
     rows: list[dict[str, dict[str, float]]] = []
     for i in range(args.rounds):
         row = {}
-        for v in VARIANTS:
+        names_ = list(VARIANTS)
+        for v in names_[i % len(names_):] + names_[:i % len(names_)]:   # rotate: no position bias
             row[v] = measure(v, args.duration, latency=v in ("vxlan", "ebpf-vxlan"))
             extra = (f", p50 {row[v]['p50']:.1f} µs, p99 {row[v]['p99']:.1f} µs"
                      if "p50" in row[v] else "")
