@@ -232,6 +232,27 @@ def test_ipv6_inside_over_the_ipv4_underlay(testbed: Testbed) -> None:
     assert counters[v6.id][1] >= end["sum_sent"]["bytes"]
 
 
+def test_mtu_enforced_and_oversize_dropped_and_counted(testbed: Testbed) -> None:
+    """The overlay route's MTU is the underlay's minus 50: a DF ping of exactly that size
+    passes, one byte more is refused by the sender's stack. A route MTU set too high lets an
+    oversize non-GSO packet reach tb_encap: dropped and counted, never sent truncated."""
+    tb = testbed
+    _, ep = _up(tb)
+    assert ep.mtu == tb.underlay_mtu - 50
+    ping = ["ping", "-c", "2", "-i", "0.2", "-W", "1", "-M", "do"]
+    tb.a.run([*ping, "-s", str(ep.mtu - 28), ep.b4], timeout=20)
+    assert not tb.a.run([*ping, "-s", str(ep.mtu - 27), ep.b4], timeout=20, check=False).ok
+    tb.a.run(["ip", "route", "change", "198.19.0.0/24", "via", tb.b.underlay4, "dev",
+              tb.a.underlay_if, "onlink", "realm", str(REALM), "mtu",
+              str(tb.underlay_mtu), "src", ep.a4], timeout=10)
+    before = loader.stats(_site(tb, "a"))["oversize"]["packets"]
+    with pcap.capture(tb, tb.b, tb.b.underlay_if, "oversize") as cap:
+        r = tb.a.run([*ping, "-s", str(tb.underlay_mtu - 28), ep.b4], timeout=20, check=False)
+    assert not r.ok
+    assert loader.stats(_site(tb, "a"))["oversize"]["packets"] >= before + 2
+    assert not [p for p in cap.packets if p.udp_to(4789) and p.length > tb.underlay_mtu]
+
+
 # ---- rules ----------------------------------------------------------------------------------
 def _tunnel_dsts(packets: list[pcap.Packet]) -> set[str]:
     return {p.dst for p in packets if p.udp_to(4789)}
