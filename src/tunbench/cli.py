@@ -431,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = add("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
     c.set_defaults(func=cmd_cleanup)
+
+    from .tbtun import rules
+    rules.add_parser(sub)
     return p
 
 
