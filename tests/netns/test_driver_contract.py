@@ -130,7 +130,7 @@ def test_doctor_and_list_print_every_implementation_with_yes_or_why_not() -> Non
             if not r.available:   # the reasons follow, one line each
                 assert lines[row + 1].strip().startswith("- "), lines[row:row + 2]
             assert impls[kind][str(r.impl)] == {"display": r.display, "available": r.available,
-                                                "missing": r.reasons}
+                                                "reasons": r.reasons}
 
 
 def test_declared_tools_and_packages_are_installed_by_the_makefile() -> None:
