@@ -109,10 +109,31 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
         over["tunnel"] = [{"kind": k} for k in _csv(args.tunnels)]
     if args.workloads:
         over["workload"] = [{"name": w} for w in _csv(args.workloads)]
+    _site_overrides(args, data, over)
     merged = spec.merge(data, over)
     kinds = available_kinds()
     avail = {k for k, why in kinds.items() if not why}
     return spec.build(merged, source, available=avail)
+
+
+def _site_overrides(args: argparse.Namespace, data: dict[str, Any],
+                    over: dict[str, Any]) -> None:
+    """--site a=USER@HOST --site b=... (and --ssh-config) replace the file's [sites]."""
+    sites: dict[str, Any] | None = None
+    for item in getattr(args, "site", None) or []:
+        name, eq, target = item.partition("=")
+        if not eq or not target:
+            raise SpecError(f"--site {item!r} is not NAME=TARGET",
+                            "e.g. --site a=root@gw1 --site b=root@gw2 (or b=local)")
+        sites = sites or {}
+        if name in sites:
+            raise SpecError(f"--site {name} given twice", "give each of a and b once")
+        sites[name] = target
+    if getattr(args, "ssh_config", None):
+        sites = sites or dict(data.get("sites") or {})
+        sites["ssh_config"] = args.ssh_config
+    if sites is not None:
+        over["sites"] = sites
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -280,6 +301,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--jitter", help="netem jitter (needs --delay), e.g. 5ms")
     r.add_argument("--loss", help="netem random loss on both underlay ends, e.g. 0.1%%")
     r.add_argument("--netem-rate", dest="netem_rate", help="netem rate limit, e.g. 100mbit")
+    r.add_argument("--site", action="append", metavar="NAME=TARGET",
+                   help="run between real hosts over SSH: --site a=USER@HOST --site "
+                   "b=USER@HOST ('local' = this host); default: two namespaces here")
+    r.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
+                   help="ssh config file for the sites (ssh -F; default ~/.ssh/config)")
     r.add_argument("--shuffle", action="store_true", help="shuffle case order within a round")
     r.add_argument("--seed", type=int, help="seed for --shuffle")
     r.add_argument("--out", help="result folder (default results/<timestamp>)")

@@ -33,7 +33,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 from ..capabilities import Missing, kernel_missing, tool_missing
 from ..errors import SpecError
 from ..params import coerce_fields
-from ..testbed import netlink
 from ..testbed.base import Site, Testbed
 
 IPV4_HEADER = 20
@@ -250,7 +249,7 @@ class TunnelDriver(ABC, Generic[P]):
         out: dict[str, dict[str, int]] = {}
         for site, ifname in ((tb.a, ep.a_ifname), (tb.b, ep.b_ifname)):
             if ifname:
-                out[site.name] = netlink.link_stats(site.netns, ifname)
+                out[site.name] = site.links.stats(ifname)
         return out
 
     @staticmethod

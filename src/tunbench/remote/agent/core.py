@@ -219,6 +219,17 @@ class Agent:
         nl.add_addr(ifname, cidr)
         return {}
 
+    def op_link_set(self, ifname: str, attrs: dict[str, Any], keep: str = ""
+                    ) -> dict[str, Any]:
+        from . import nl
+        return nl.set_link(ifname, attrs, keep)
+
+    def op_list_dir(self, path: str) -> dict[str, Any]:
+        """Names in a directory this agent created (log files of a case)."""
+        if not self._ours(path):
+            raise AgentError(f"{path} was not created by tunbench", "notours")
+        return {"names": sorted(os.listdir(path))}
+
     def op_sweep(self) -> dict[str, Any]:
         return {"undone": sweep(self.state)}
 

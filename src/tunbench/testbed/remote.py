@@ -1,0 +1,636 @@
+"""Sites on real hosts: a site reached over SSH, behind the same calls as a namespace.
+
+A `RemoteSite` is a `Site` whose `run`, `spawn`, `links` and file writes go to the tunbench
+agent on its host (remote/agent/, one per site for the whole campaign, over one OpenSSH
+ControlMaster connection). Drivers and workloads never see the difference.
+
+Cleanup across hosts: every object created on a remote host is created *by its agent*, which
+journals it on that host (/run/tunbench/<agent id>/journal.jsonl) the moment it exists. The
+local ledger records, per object, an entry of kind "remote" naming the agent and the undo
+operation; teardown of a case sends those operations to the live agent (newest first). If the
+connection drops, the agent on the host sees EOF and undoes its own journal; if the agent was
+killed outright, the next agent's `sweep` (every connect, and `tunbench cleanup --site`)
+undoes journals whose owner is dead. So nothing depends on this process surviving.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .. import proc
+from ..errors import CommandFailed, SpecError, TunbenchError, UnavailableError
+from ..metrics.cpu import CpuRecord, record_from_texts
+from ..remote.agent.client import Agent, AgentProcess
+from ..remote.transport import Connection, ConnectionLost, SshOptions, check_target
+from .base import Site
+from .ledger import Ledger, register_undo
+
+log = logging.getLogger(__name__)
+
+REMOTE_ROOT = "/run/tunbench"
+LOCAL = "local"
+
+# Agents alive in this process, by agent id: how a ledger entry reaches its host.
+_LIVE: dict[str, Agent] = {}
+
+
+@register_undo("remote")
+def _undo_remote(e: dict[str, Any]) -> None:
+    """Undo an object on a remote host through its agent. An agent that is gone undid its
+    journal itself when its connection ended (or the next sweep will): nothing to do here."""
+    agent = _LIVE.get(e["agent"])
+    if agent is None or not agent.alive:
+        return
+    try:
+        agent.call(e["op"], wait=30, **e["args"])
+    except ConnectionLost:
+        return
+    except CommandFailed as exc:
+        if any(s in str(exc) for s in ("not started by this agent", "no such",
+                                       "not created by tunbench")):
+            return   # already gone (stopped by the workload, removed with its directory)
+        raise
+
+
+# ---- what the user names ----------------------------------------------------------------
+@dataclass(frozen=True)
+class SiteSpec:
+    """One site of a topology: where it is and (optionally) its underlay."""
+
+    name: str                  # "a" or "b"
+    target: str                # "local" or [USER@]HOST (an ssh config alias works)
+    underlay_if: str = ""      # detected from the route to the other site when empty
+    underlay4: str = ""
+    underlay6: str = ""
+
+    @property
+    def local(self) -> bool:
+        return self.target == LOCAL
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "underlay_if": self.underlay_if,
+                "underlay4": self.underlay4, "underlay6": self.underlay6}
+
+
+SITE_KEYS = ("target", "underlay_if", "underlay4", "underlay6")
+
+
+def parse_sites(raw: Any, where: str, problems: list[str]) -> dict[str, SiteSpec]:
+    """`[sites]` of an experiment file ({a = {target = ...}, b = ...}, or a = "user@host"),
+    or what `--site a=...` gave. Both sites or none."""
+    if raw in (None, {}):
+        return {}
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: [sites] must be a table with a and b")
+        return {}
+    out: dict[str, SiteSpec] = {}
+    for name in sorted(set(raw) - {"a", "b"}):
+        problems.append(f"{where}: unknown site '{name}' (the sites are a and b)")
+    for name in ("a", "b"):
+        val = raw.get(name)
+        if val is None:
+            problems.append(f"{where}: site {name} is missing (give both: --site a=USER@HOST "
+                            f"--site b=USER@HOST, or 'local' for this host)")
+            continue
+        if isinstance(val, str):
+            val = {"target": val}
+        if not isinstance(val, dict):
+            problems.append(f"{where}: sites.{name} must be a target string or a table")
+            continue
+        bad = sorted(set(val) - set(SITE_KEYS))
+        if bad:
+            problems.append(f"{where}: unknown field sites.{name}.{bad[0]} (known: "
+                            f"{', '.join(SITE_KEYS)})")
+            continue
+        target = str(val.get("target", ""))
+        if target != LOCAL:
+            try:
+                check_target(target)
+            except SpecError as exc:
+                problems.append(f"{where}: sites.{name}: {exc.message}")
+                continue
+        for key in ("underlay4", "underlay6"):
+            if val.get(key):
+                try:
+                    ipaddress.ip_address(str(val[key]))
+                except ValueError:
+                    problems.append(f"{where}: sites.{name}.{key} {val[key]!r} is not an "
+                                    "IP address")
+        out[name] = SiteSpec(name, target, str(val.get("underlay_if", "")),
+                             str(val.get("underlay4", "")), str(val.get("underlay6", "")))
+    if len(out) == 2 and out["a"].local and out["b"].local:
+        problems.append(f"{where}: both sites are 'local': leave --site out for the local "
+                        "two-namespace testbed")
+    return out if len(out) == 2 else {}
+
+
+# ---- a remote site ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RemoteSite(Site):
+    """A site on another host, reached through its agent."""
+
+    agent: Agent | None = field(default=None, compare=False, repr=False)
+    workdir: str = ""          # this case's private directory on that host
+
+    def _agent(self) -> Agent:
+        assert self.agent is not None
+        return self.agent
+
+    def run(self, argv: list[str], **kw: Any) -> proc.Completed:
+        kw.pop("netns", None)
+        if "cwd" in kw:
+            raise TypeError("cwd is not supported on remote sites")
+        return self._agent().run(argv, **kw)
+
+    @property
+    def links(self) -> AgentLinks:  # type: ignore[override]
+        return AgentLinks(self._agent())
+
+    @property
+    def where(self) -> str:
+        return str(self.host)
+
+    @property
+    def remote(self) -> bool:
+        return True
+
+    def spawn(self, argv: list[str], workdir: Path, label: str, *,
+              env: dict[str, str] | None, split_stderr: bool) -> proc.Process:
+        p = self._agent().spawn(argv, str(PurePosixPath(workdir) / f"{label}.log"), env=env)
+        return RemoteProcess(p, label)  # type: ignore[return-value]
+
+    def read_file(self, path: Path | str) -> bytes:
+        return self._agent().read_file(str(path))
+
+    def cpu_sampler(self, interval: float) -> RemoteCpuSampler:
+        return RemoteCpuSampler(self._agent(), interval)
+
+    def record_process(self, ledger: Ledger, p: proc.Process, grace: float) -> None:
+        ledger.add("remote", agent=self._agent().agent_id, op="stop", label=p.label,
+                   args={"pid": p.pid, "grace": grace})
+
+    def record_link(self, ledger: Ledger, ifname: str) -> None:
+        ledger.add("remote", agent=self._agent().agent_id, op="link_del", name=ifname,
+                   args={"ifname": ifname})
+
+    def write_file(self, ledger: Ledger, path: Path, raw: bytes) -> None:
+        # inside the case directory the agent created: removed with it, and by the agent
+        self._agent().write_file(str(path), raw, mode=0o600)
+
+
+class RemoteProcess:
+    """What workloads and drivers use of proc.Process, for a process the agent started.
+    Its log lives on the site: output() reads it over the connection."""
+
+    def __init__(self, p: AgentProcess, label: str) -> None:
+        self._p = p
+        self.label = label
+        self.argv = p.argv
+        self.starttime = p.starttime
+        self.log_path = p.log_path
+
+    @property
+    def pid(self) -> int:
+        return self._p.pid
+
+    def poll(self) -> int | None:
+        return self._p.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self._p.wait(timeout)
+
+    def stop(self, grace: float = 3.0) -> int | None:
+        try:
+            return self._p.stop(grace)
+        except CommandFailed as exc:
+            if "not started by this agent" in str(exc):
+                return None   # stopped before
+            raise
+
+    def output(self) -> str:
+        try:
+            return self._p.output()
+        except CommandFailed as exc:
+            if "no such file" in str(exc):
+                return ""
+            raise
+
+    def errors(self) -> str:
+        return ""   # stdout and stderr share the log on a remote site
+
+    def log_tail(self, lines: int = 15) -> str:
+        return "\n".join(self.output().splitlines()[-lines:])
+
+
+class RemoteCpuSampler:
+    """/proc/stat of a remote host, read there by its agent every `interval` (no round trip
+    per sample) and fetched at the end of the window."""
+
+    def __init__(self, agent: Agent, interval: float) -> None:
+        self.agent = agent
+        self.interval = interval
+
+    def track(self, pid: int, label: str) -> None:
+        """Per-process CPU on a remote host is not sampled yet (see docs/remote.md)."""
+
+    def start(self) -> RemoteCpuSampler:
+        self.agent.cpu_start(self.interval)
+        return self
+
+    def stop(self) -> CpuRecord:
+        samples = self.agent.cpu_take(stop=True)
+        return record_from_texts(self.interval, [(float(s["time"]), str(s["text"]))
+                                                 for s in samples])
+
+
+class AgentLinks:
+    """Site.links of a remote site: the same methods as netlink.NetnsLinks, through the
+    agent's netlink (pyroute2 running on that host)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def add_link(self, ifname: str, kind: str, **attrs: Any) -> None:
+        self.agent.link_add(ifname, kind, **attrs)
+
+    def set_link(self, ifname: str, **attrs: Any) -> None:
+        self.agent.call("link_set", wait=30, ifname=ifname, attrs=attrs)
+
+    def add_addr(self, ifname: str, cidr: str) -> None:
+        self.agent.addr_add(ifname, cidr)
+
+    def delete_link(self, ifname: str) -> None:
+        self.agent.link_del(ifname)
+
+    def _link(self, ifname: str) -> dict[str, Any]:
+        for link in self.agent.links():
+            if link["ifname"] == ifname:
+                return link
+        raise CommandFailed(f"on {self.agent.conn.target}: no link {ifname}")
+
+    def index(self, ifname: str) -> int:
+        return int(self._link(ifname)["index"])
+
+    def names(self) -> list[str]:
+        return [str(link["ifname"]) for link in self.agent.links()]
+
+    def mtu(self, ifname: str) -> int:
+        return int(self._link(ifname)["mtu"])
+
+    def stats(self, ifname: str) -> dict[str, int]:
+        from .netlink import STAT_KEYS
+        st = self._link(ifname)["stats"]
+        return {k: int(st.get(k, 0)) for k in STAT_KEYS}
+
+
+# ---- connections for a campaign -------------------------------------------------------------
+@dataclass
+class Endpoint:
+    """One remote site's connection and agent, kept for the whole campaign."""
+
+    spec: SiteSpec
+    options: SshOptions
+    conn: Connection | None = None
+    agent: Agent | None = None
+    mgmt: dict[str, str] = field(default_factory=dict)
+
+    def connect(self) -> None:
+        """Connect, start the agent (with netlink), sweep what crashed agents left there."""
+        self.conn = Connection.open(self.spec.target, options=self.options, name=self.spec.name)
+        try:
+            self.agent = Agent.start(self.conn, netlink=True)
+            _LIVE[self.agent.agent_id] = self.agent
+            for line in self.agent.sweep():
+                log.info("%s: swept %s", self.spec.target, line)
+            self.mgmt = self.conn.management_path()
+        except BaseException:
+            self.close()
+            raise
+        if int(self.agent.hello.get("euid", -1)) != 0:
+            self.close()
+            raise TunbenchError(f"{self.spec.target}: tunbench needs root there (it logs in "
+                                "as a user without it)", "use root@HOST, or a user with uid 0")
+
+    @property
+    def alive(self) -> bool:
+        return bool(self.conn and self.conn.alive() and self.agent and self.agent.alive)
+
+    def reconnect(self) -> None:
+        self.close()
+        self.connect()
+
+    def close(self) -> None:
+        if self.agent is not None:
+            _LIVE.pop(self.agent.agent_id, None)
+            try:
+                self.agent.close()
+            except Exception as exc:   # a dead connection: the host cleans up itself
+                log.debug("agent close on %s: %s", self.spec.target, exc)
+            self.agent = None
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def route_to(run: Any, addr: str) -> tuple[str, str]:
+    """(device, source address) a host uses to reach `addr` (`ip -j route get`)."""
+    r = run(["ip", "-j", "route", "get", addr], check=False, timeout=15)
+    if not r.ok or not r.stdout.strip():
+        return "", ""
+    route = json.loads(r.stdout)[0]
+    return str(route.get("dev", "")), str(route.get("prefsrc", ""))
+
+
+# Inner (overlay) ranges every tunnel kind assigns (tunnels/base.py, _spread.py): a site
+# reached through one of them would lose its SSH route once the tunnel is up.
+INNER_NETS = (ipaddress.ip_network("198.19.0.0/16"), ipaddress.ip_network("2001:2::/48"))
+BASE_TOOLS = ("ip", "ping", "ethtool")
+# Constant script: which of the tools named as its arguments are missing on the host.
+WHICH_SH = 'for t; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
+INSTALL = {"debian": "apt-get install", "ubuntu": "apt-get install", "fedora": "dnf install",
+           "rhel": "dnf install", "centos": "dnf install", "rocky": "dnf install",
+           "almalinux": "dnf install", "alpine": "apk add", "arch": "pacman -S",
+           "opensuse-leap": "zypper install", "sles": "zypper install"}
+
+
+@dataclass
+class Resolved:
+    """A site's underlay as used for the campaign: given, or detected from the route."""
+
+    dev: str
+    addr4: str
+    addr6: str
+    mgmt_dev: str          # the interface carrying the SSH session (or, on this host, the
+                           # one towards the remote site): never changed
+
+
+def install_command(os_release: str) -> str:
+    """The package install command of a host's distribution (/etc/os-release text)."""
+    ids: list[str] = []
+    for line in os_release.splitlines():
+        key, _, val = line.partition("=")
+        if key in ("ID", "ID_LIKE"):
+            ids += val.strip().strip('"').split()
+    return next((INSTALL[i] for i in ids if i in INSTALL), "apt-get install")
+
+
+class Topology:
+    """The two sites of a campaign on real hosts (or one on this host): one connection and
+    agent per remote site for the whole campaign; a fresh case directory per case."""
+
+    def __init__(self, specs: dict[str, SiteSpec], options: SshOptions | None = None) -> None:
+        self.specs = specs
+        self.options = options or SshOptions()
+        self.endpoints = {n: Endpoint(s, self.options) for n, s in specs.items() if not s.local}
+        self.resolved: dict[str, Resolved] = {}
+
+    # -- opening: every check before anything is changed on any host ---------------------
+    def open(self, *, mtus: tuple[int, ...] = (), tools: dict[str, list[str]] | None = None,
+             shaping: bool = False) -> None:
+        try:
+            for ep in self.endpoints.values():
+                ep.connect()
+            self._resolve()
+            self._check_management(mtus, shaping)
+            self._check_tools(tools or {})
+        except BaseException:
+            self.close()
+            raise
+
+    def _run(self, name: str) -> Any:
+        ep = self.endpoints.get(name)
+        if ep is None:
+            return proc.run
+        assert ep.agent is not None
+        return ep.agent.run
+
+    def target(self, name: str) -> str:
+        return self.specs[name].target
+
+    def _peer_addr(self, name: str) -> str:
+        """An address of site `name` the other site can reach."""
+        spec = self.specs[name]
+        if spec.underlay4:
+            return spec.underlay4
+        if not spec.local:
+            return self.endpoints[name].mgmt["address"]
+        other = "b" if name == "a" else "a"
+        return self.endpoints[other].mgmt["peer"]   # this host, as the other site sees it
+
+    def _resolve(self) -> None:
+        for name, other in (("a", "b"), ("b", "a")):
+            spec, run = self.specs[name], self._run(name)
+            peer = self._peer_addr(other)
+            dev, src = route_to(run, peer)
+            if not dev:
+                raise UnavailableError(
+                    f"no route from site {name} ({spec.target}) to site {other}'s address "
+                    f"{peer}", f"fix routing, or give sites.{other}.underlay4; nothing was "
+                    "changed")
+            ping = run(["ping", "-c", "1", "-W", "2", "-n", peer], check=False, timeout=10)
+            if not ping.ok:
+                raise UnavailableError(
+                    f"site {name} ({spec.target}) cannot reach site {other} at {peer} "
+                    "(no ping reply)", "check firewalls and routing between the hosts; "
+                    "nothing was changed")
+            if spec.local:
+                mgmt_dev = dev   # this host reaches the remote site (and its SSH) over it
+            else:
+                mgmt_dev = self.endpoints[name].mgmt.get("dev", "")
+            self.resolved[name] = Resolved(spec.underlay_if or dev, spec.underlay4 or src,
+                                           spec.underlay6, mgmt_dev)
+
+    def _check_management(self, mtus: tuple[int, ...], shaping: bool) -> None:
+        """Refuse, before any change, what would touch the path carrying the SSH session."""
+        for name, r in self.resolved.items():
+            spec = self.specs[name]
+            ep = self.endpoints.get(name)
+            addrs = [ep.mgmt.get("peer", ""), ep.mgmt.get("address", "")] if ep else []
+            for a in filter(None, addrs):
+                if any(ipaddress.ip_address(a) in net for net in INNER_NETS):
+                    raise SpecError(f"site {name} ({spec.target}) is reached over {a}, inside "
+                                    "the tunnels' inner range 198.19.0.0/16 / 2001:2::/48: a "
+                                    "tunnel address would shadow the SSH route",
+                                    "reach the host over another address")
+            if r.dev != r.mgmt_dev:
+                continue
+            current = int(self._link_mtu(name, r.dev))
+            for mtu in mtus:
+                if mtu != current:
+                    raise SpecError(f"refusing MTU {mtu} on {r.dev} of site {name} "
+                                    f"({spec.target}): it carries the SSH session (its MTU "
+                                    f"is {current})", f"use --mtu {current}, or give "
+                                    f"sites.{name}.underlay_if another interface")
+            if shaping:
+                raise SpecError(f"refusing --rate/--delay/--loss on {r.dev} of site {name} "
+                                f"({spec.target}): it carries the SSH session",
+                                f"give sites.{name}.underlay_if another interface")
+
+    def _link_mtu(self, name: str, dev: str) -> int:
+        ep = self.endpoints.get(name)
+        if ep is None:
+            from . import netlink
+            return netlink.link_mtu(None, dev)
+        assert ep.agent is not None
+        return AgentLinks(ep.agent).mtu(dev)
+
+    def _check_tools(self, tools: dict[str, list[str]]) -> None:
+        """Each needed tool on each site (`tools`: tool -> why), all problems at once."""
+        want = list(dict.fromkeys([*BASE_TOOLS, *tools]))
+        problems = []
+        for name in ("a", "b"):
+            run = self._run(name)
+            missing = run(["sh", "-c", WHICH_SH, "tb-which", *want], timeout=20).stdout.split()
+            if not missing:
+                continue
+            rel = run(["cat", "/etc/os-release"], check=False, timeout=10).stdout
+            pkgs = " ".join(dict.fromkeys(proc.package_for(t) for t in missing))
+            problems.append(f"site {name} ({self.target(name)}) lacks "
+                            f"{', '.join(missing)} ({install_command(rel)} {pkgs} there)")
+        if problems:
+            raise UnavailableError("cannot run this experiment on these sites: "
+                                   + "; ".join(problems), "nothing was changed")
+
+    # -- per case -------------------------------------------------------------------------
+    def heal(self) -> list[str]:
+        """Reconnect every site whose connection dropped (the new agent sweeps what the old
+        one left). A host that stays unreachable raises its connect error."""
+        healed = []
+        for name, ep in self.endpoints.items():
+            if not ep.alive:
+                ep.reconnect()
+                healed.append(name)
+        return healed
+
+    def build(self, run_id: str, ledger: Ledger, *, mtu: int, rate: str | None = None,
+              netem: Any = None, workdir: Path | None = None) -> Any:
+        from .base import Testbed
+        from .ledger import STATE_DIR
+        from .local import tbf_args
+        from .netem import qdisc_argvs
+        if workdir is None:
+            workdir = STATE_DIR / run_id
+        workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ledger.path(workdir)
+        sites: list[Site] = []
+        hosts: dict[str, Any] = {}
+        for name in ("a", "b"):
+            spec, r = self.specs[name], self.resolved[name]
+            ep = self.endpoints.get(name)
+            site: Site
+            if ep is None:
+                site = Site(name, None, r.dev, r.addr4, r.addr6, host=LOCAL)
+                hosts[name] = {"target": LOCAL, **_local_host()}
+            else:
+                if not ep.alive:
+                    raise TunbenchError(f"site {name} ({spec.target}) is not connected",
+                                        "a tunbench bug: report it")
+                assert ep.agent is not None
+                wd = f"{REMOTE_ROOT}/{run_id}"
+                ep.agent.mkdir(wd)
+                ledger.add("remote", agent=ep.agent.agent_id, op="remove", name=wd,
+                           args={"path": wd})
+                site = RemoteSite(name, None, r.dev, r.addr4, r.addr6, host=spec.target,
+                                  agent=ep.agent, workdir=wd)
+                h = ep.agent.hello
+                hosts[name] = {"target": spec.target, "hostname": h.get("hostname"),
+                               "kernel": h.get("kernel"), "machine": h.get("machine"),
+                               "ssh": dict(ep.mgmt)}
+            self._underlay(site, ledger, mtu)
+            for argv in qdisc_argvs(site.underlay_if, netem, rate,
+                                    tbf_args(rate) if rate else []):
+                site.run(argv, timeout=10)
+                self._undo_run(site, ledger, ["tc", "qdisc", "del", "dev", site.underlay_if,
+                                              "root"])
+            sites.append(site)
+        a, b = sites
+        tb = Testbed("hosts", run_id, a, b, mtu, ledger, workdir, rate=rate, shares_cpus=False)
+        tb.notes["hosts"] = hosts
+        tb.notes["clock"] = self.clock()
+        if netem is not None and netem.active:
+            tb.notes["netem"] = netem.describe()
+        return tb
+
+    @staticmethod
+    def _undo_run(site: Site, ledger: Ledger, argv: list[str]) -> None:
+        if isinstance(site, RemoteSite):
+            ledger.add("remote", agent=site._agent().agent_id, op="run", name=" ".join(argv),
+                       args={"argv": argv, "timeout": 20})
+        else:
+            ledger.command(argv, None)
+
+    def _underlay(self, site: Site, ledger: Ledger, mtu: int) -> None:
+        """The underlay MTU of the case, set (and set back at teardown) only where it
+        differs; the management interface was refused before (open)."""
+        current = site.links.mtu(site.underlay_if)
+        if current == mtu:
+            return
+        keep = self.resolved[site.name].mgmt_dev
+        if isinstance(site, RemoteSite):
+            site._agent().call("link_set", wait=30, ifname=site.underlay_if,
+                               attrs={"mtu": mtu}, keep=keep)
+            ledger.add("remote", agent=site._agent().agent_id, op="link_set",
+                       name=site.underlay_if, args={"ifname": site.underlay_if,
+                                                    "attrs": {"mtu": current}, "keep": keep})
+        else:
+            if site.underlay_if == keep:
+                raise SpecError(f"refusing to change the MTU of {keep}: it carries the SSH "
+                                "session", "give the site another underlay interface")
+            site.links.set_link(site.underlay_if, mtu=mtu)
+            ledger.command(["ip", "link", "set", "dev", site.underlay_if, "mtu", str(current)])
+
+    def clock(self) -> dict[str, Any]:
+        """Each remote site's wall clock minus ours, and b's minus a's, with the error bound
+        (half the round trip): one-way delays between the sites mean something only when
+        the offset is known this well."""
+        per: dict[str, tuple[float, float]] = {}
+        for name in ("a", "b"):
+            ep = self.endpoints.get(name)
+            if ep is None or ep.agent is None:
+                per[name] = (0.0, 0.0)
+            else:
+                per[name] = ep.agent.clock_offset(samples=5)
+        off = per["b"][0] - per["a"][0]
+        err = (per["a"][1] + per["b"][1]) / 2
+        return {"offset_b_minus_a_ms": round(off * 1000, 3), "error_ms": round(err * 1000, 3),
+                "sites": {n: {"offset_ms": round(o * 1000, 3), "rtt_ms": round(t * 1000, 3)}
+                          for n, (o, t) in per.items()}}
+
+    def log_tails(self, tb: Any, lines: int = 20) -> list[str]:
+        """The tails of the case's logs on each remote site (read through its agent)."""
+        parts = []
+        for site in tb.sites():
+            if not isinstance(site, RemoteSite) or site.agent is None or not site.agent.alive:
+                continue
+            try:
+                names = site.agent.call("list_dir", path=site.workdir)["names"]
+                for n in names:
+                    if ".log" in n:
+                        text = site.agent.read_file(f"{site.workdir}/{n}").decode(
+                            errors="replace").splitlines()[-lines:]
+                        if text:
+                            parts.append(f"--- {site.name}:{n}\n" + "\n".join(text))
+            except TunbenchError:
+                continue
+        return parts
+
+    def close(self) -> None:
+        for ep in self.endpoints.values():
+            ep.close()
+
+    def __enter__(self) -> Topology:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _local_host() -> dict[str, Any]:
+    import os
+    u = os.uname()
+    return {"hostname": u.nodename, "kernel": u.release, "machine": u.machine}
