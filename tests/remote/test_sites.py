@@ -15,6 +15,7 @@ from tunbench import proc, spec
 from tunbench.errors import SpecError, TunbenchError, UnavailableError
 from tunbench.remote.transport import Connection
 from tunbench.runner import run_campaign
+from tunbench.workloads import loadgen
 
 pytestmark = pytest.mark.netns
 
@@ -80,4 +81,26 @@ def test_wireguard_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     c = cases[0]
     assert c["metrics"]["throughput"]["value"] > 10
     assert c["datapath_counters"]["delta"]["b"]["wg_rx_bytes"] > 100_000
+    assert_clean(hosts)
+
+
+@pytest.mark.skipif(loadgen.find_binary() is None,
+                    reason=f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})")
+def test_loss_search_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    """The load generator is copied into each host's case directory (the hosts have none on
+    PATH), loss is counted with sockets there (the drop filter is local-only), and the copies
+    go with the case directory."""
+    exp = experiment(hosts, ["vxlan"], [{"name": "loss-search", "method": "rfc2544",
+                                         "sizes": ["361"], "max_rate_pps": 20000,
+                                         "resolution_pct": 20, "latency_at_pct": []}],
+                     duration=1)
+    cases = run_campaign(exp, tmp_path / "r").store.read_cases()
+    assert [c["status"] for c in cases] == ["ok"], [c.get("error") for c in cases]
+    c = cases[0]
+    copied = c["testbed"]["loadgen_copied_to"]
+    assert set(copied) == {"a", "b"} and all(p.startswith("/run/tunbench/") for p in
+                                             copied.values())
+    assert c["raw"]["receiver"]["mode"] == "socket"
+    assert c["metrics"], c
+    assert c["cpu"]["shared_by_sites"] is False
     assert_clean(hosts)

@@ -65,9 +65,9 @@ class Site:
     def record_link(self, ledger: Ledger, ifname: str) -> None:
         ledger.link(ifname, self.netns)
 
-    def write_file(self, ledger: Ledger, path: Path, raw: bytes) -> None:
-        """Create `path` mode 0600 (O_EXCL: never over an existing file), in the ledger."""
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    def write_file(self, ledger: Ledger, path: Path, raw: bytes, mode: int = 0o600) -> None:
+        """Create `path` with `mode` (O_EXCL: never over an existing file), in the ledger."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
         ledger.path(path)
@@ -88,6 +88,8 @@ class Testbed:
     prefix4: int = 24
     prefix6: int = 64
     notes: dict[str, Any] = field(default_factory=dict)
+    # programs copied to a site for this case (site name -> path there)
+    shipped: dict[str, str] = field(default_factory=dict, repr=False)
 
     def sites(self) -> tuple[Site, Site]:
         return self.a, self.b

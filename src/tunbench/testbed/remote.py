@@ -161,8 +161,10 @@ class RemoteSite(Site):
 
     def spawn(self, argv: list[str], workdir: Path, label: str, *,
               env: dict[str, str] | None, split_stderr: bool) -> proc.Process:
-        p = self._agent().spawn(argv, str(PurePosixPath(workdir) / f"{label}.log"), env=env)
-        return RemoteProcess(p, label)  # type: ignore[return-value]
+        log_path = str(PurePosixPath(workdir) / f"{label}.log")
+        p = self._agent().spawn(argv, log_path, env=env,
+                                err_path=f"{log_path}.err" if split_stderr else None)
+        return RemoteProcess(p, label, split_stderr)  # type: ignore[return-value]
 
     def read_file(self, path: Path | str) -> bytes:
         return self._agent().read_file(str(path))
@@ -178,17 +180,18 @@ class RemoteSite(Site):
         ledger.add("remote", agent=self._agent().agent_id, op="link_del", name=ifname,
                    args={"ifname": ifname})
 
-    def write_file(self, ledger: Ledger, path: Path, raw: bytes) -> None:
+    def write_file(self, ledger: Ledger, path: Path, raw: bytes, mode: int = 0o600) -> None:
         # inside the case directory the agent created: removed with it, and by the agent
-        self._agent().write_file(str(path), raw, mode=0o600)
+        self._agent().write_file(str(path), raw, mode=mode)
 
 
 class RemoteProcess:
     """What workloads and drivers use of proc.Process, for a process the agent started.
     Its log lives on the site: output() reads it over the connection."""
 
-    def __init__(self, p: AgentProcess, label: str) -> None:
+    def __init__(self, p: AgentProcess, label: str, split_stderr: bool = False) -> None:
         self._p = p
+        self.split_stderr = split_stderr
         self.label = label
         self.argv = p.argv
         self.starttime = p.starttime
@@ -212,19 +215,23 @@ class RemoteProcess:
                 return None   # stopped before
             raise
 
-    def output(self) -> str:
+    def _read(self, path: str) -> str:
         try:
-            return self._p.output()
+            return self._p.agent.read_file(path).decode(errors="replace")
         except CommandFailed as exc:
             if "no such file" in str(exc):
                 return ""
             raise
 
+    def output(self) -> str:
+        return self._read(self.log_path)
+
     def errors(self) -> str:
-        return ""   # stdout and stderr share the log on a remote site
+        """What it wrote to stderr, when spawned with split_stderr."""
+        return self._read(f"{self.log_path}.err") if self.split_stderr else ""
 
     def log_tail(self, lines: int = 15) -> str:
-        return "\n".join(self.output().splitlines()[-lines:])
+        return "\n".join((self.output() + self.errors()).splitlines()[-lines:])
 
 
 class RemoteCpuSampler:

@@ -233,8 +233,12 @@ class Agent:
         return res
 
     def spawn(self, argv: list[str], log_path: str, *, env: dict[str, str] | None = None,
-              grace: float = 3.0) -> AgentProcess:
-        r = self.call("spawn", argv=[str(a) for a in argv], log=log_path, env=env, grace=grace)
+              grace: float = 3.0, err_path: str | None = None) -> AgentProcess:
+        """Start `argv` on the site; stdout and stderr to `log_path` (stderr to `err_path`
+        when given, so stdout stays machine-readable)."""
+        extra: dict[str, Any] = {"err": err_path} if err_path else {}
+        r = self.call("spawn", argv=[str(a) for a in argv], log=log_path, env=env, grace=grace,
+                      **extra)
         p = AgentProcess(self, list(argv), int(r["pid"]), r["starttime"], log_path)
         self.procs.append(p)
         return p
