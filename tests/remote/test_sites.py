@@ -5,6 +5,8 @@ either host (the `hosts` fixture checks /run/tunbench on each, over SSH, at the 
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,4 +105,132 @@ def test_loss_search_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     assert c["raw"]["receiver"]["mode"] == "socket"
     assert c["metrics"], c
     assert c["cpu"]["shared_by_sites"] is False
+    assert_clean(hosts)
+
+
+# ---- bad input and broken hosts: one clear line, before anything changes on any host -------
+def refused(hosts: SshHosts, tmp_path: Path, exc: type[Exception], clean: bool = True,
+            **kw: Any) -> str:
+    sites = kw.pop("sites", None)
+    exp = experiment(hosts, ["native"], ["ping"], **kw)
+    if sites is not None:
+        exp = spec.build({**_data(hosts), "sites": {"ssh_config": str(hosts.ssh_config),
+                                                    **sites}}, "test")
+    with pytest.raises(exc) as err:
+        run_campaign(exp, tmp_path / "r")
+    if clean:
+        assert_clean(hosts)
+    assert not (tmp_path / "r" / "cases").exists() or not list((tmp_path / "r" / "cases")
+                                                                .iterdir())
+    line = err.value.one_line() if isinstance(err.value, TunbenchError) else str(err.value)
+    assert "\n" not in line, line
+    return line
+
+
+def _data(hosts: SshHosts) -> dict[str, Any]:
+    return {"experiment": {"duration": 1, "warmup": 0, "repeats": 1},
+            "tunnel": [{"kind": "native"}], "workload": [{"name": "ping"}]}
+
+
+def test_mtu_change_on_the_ssh_interface_is_refused(hosts: SshHosts, tmp_path: Path) -> None:
+    line = refused(hosts, tmp_path, SpecError, mtus=[1400])
+    assert "refusing MTU 1400 on tb" in line and "carries the SSH session" in line
+    assert "--mtu 1500" in line
+
+
+def test_shaping_the_ssh_interface_is_refused(hosts: SshHosts, tmp_path: Path) -> None:
+    line = refused(hosts, tmp_path, SpecError, rate="100mbit")
+    assert "refusing --rate/--delay/--loss" in line
+
+
+def test_no_route_between_sites(hosts: SshHosts, tmp_path: Path) -> None:
+    line = refused(hosts, tmp_path, UnavailableError,
+                   sites={"a": "h1", "b": {"target": "h2", "underlay4": "203.0.113.7"}})
+    assert line.startswith("no route from site a (h1) to site b's address 203.0.113.7")
+
+
+def test_unreachable_underlay_address(hosts: SshHosts, tmp_path: Path) -> None:
+    silent = str(hosts.subnet.network_address + 99)
+    line = refused(hosts, tmp_path, UnavailableError,
+                   sites={"a": "h1", "b": {"target": "h2", "underlay4": silent}})
+    assert f"site a (h1) cannot reach site b at {silent}" in line
+
+
+def test_missing_tool_on_the_sites(hosts: SshHosts) -> None:
+    from tunbench.testbed.remote import SiteSpec, Topology
+    topo = Topology({"a": SiteSpec("a", "h1"), "b": SiteSpec("b", "h2")}, hosts.options())
+    with pytest.raises(UnavailableError) as err:
+        topo.open(tools={"tb-no-such-tool": ["test"]})
+    line = err.value.one_line()
+    assert "site a (h1) lacks tb-no-such-tool (apt-get install tb-no-such-tool there)" in line
+    assert "site b (h2) lacks" in line and "nothing was changed" in line
+    assert_clean(hosts)
+
+
+def test_unknown_host_key(hosts: SshHosts, tmp_path: Path) -> None:
+    hosts.write_known_hosts(["h1"])
+    try:
+        line = refused(hosts, tmp_path, TunbenchError, clean=False)
+    finally:
+        hosts.write_known_hosts()
+    assert line.startswith("h2: the host key is unknown"), line
+    assert_clean(hosts)
+
+
+def test_cli_sites_and_bad_target(hosts: SshHosts, tmp_path: Path) -> None:
+    tb = [sys.executable, "-m", "tunbench"]
+    r = proc.run(tb + ["run", "--site", "a=h1", "--site", "b=-oProxyCommand=x", "--ssh-config",
+                       str(hosts.ssh_config), "--tunnels", "native", "--workloads", "ping"],
+                 check=False, timeout=60)
+    assert r.returncode == 2 and "invalid site target '-oProxyCommand=x'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = proc.run(tb + ["run", "--site", "a=h1", "--site", "b=h2", "--ssh-config",
+                       str(hosts.ssh_config), "--tunnels", "native", "--workloads", "ping",
+                       "--duration", "1", "--repeats", "1", "--warmup", "0", "--json",
+                       "--no-report", "--quiet", "--out", str(tmp_path / "c")],
+                 check=False, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["failed_cases"] == []
+
+
+# ---- the hosts are reached only over SSH; a dropped connection is survived ------------------
+def test_no_local_shortcut_run_fails_when_sshd_is_stopped(hosts: SshHosts,
+                                                          tmp_path: Path) -> None:
+    hosts.hosts["h2"].stop_sshd()
+    try:
+        line = refused(hosts.__class__(**{**hosts.__dict__, "hosts": {"h1": hosts.hosts["h1"]}}),
+                       tmp_path, TunbenchError)
+    finally:
+        hosts.hosts["h2"].start_sshd(hosts.authorized_keys)
+    assert line.startswith("h2: connection refused on port 22"), line
+
+
+class _KillOnMeasuring:
+    """A reporter that drops host h2's SSH connections when the first case starts measuring
+    (its sshd session processes killed: the connection is gone mid-case)."""
+
+    def __init__(self, hosts: SshHosts) -> None:
+        self.hosts = hosts
+        self.killed: list[int] = []
+
+    def campaign_start(self, cases: Any, plans: Any) -> None: ...
+    def case_start(self, case: Any) -> None: ...
+    def case_end(self, case: Any, doc: Any) -> None: ...
+    def campaign_end(self, store: Any) -> None: ...
+
+    def phase(self, event: Any) -> None:
+        if event.name == "measuring" and not self.killed:
+            self.killed = self.hosts.hosts["h2"].kill_sessions()
+
+
+def test_dropped_connection_fails_the_case_and_the_campaign_goes_on(
+        hosts: SshHosts, tmp_path: Path) -> None:
+    exp = experiment(hosts, ["native", "vxlan"], ["stream"], duration=3)
+    rep = _KillOnMeasuring(hosts)
+    cases = run_campaign(exp, tmp_path / "r", rep).store.read_cases()  # type: ignore[arg-type]
+    assert rep.killed
+    first, second = cases
+    assert first["status"] == "failed" and "connection to h2 (b) lost" in first["error"], first
+    assert any("reconnected to site(s) b" in n for n in first["notes"]), first["notes"]
+    assert second["status"] == "ok", second.get("error")
     assert_clean(hosts)

@@ -108,6 +108,7 @@ class Agent:
     _buf: bytes = b""
     _next: int = 1
     _dead: bool = False
+    _lost: CommandFailed | None = None   # why the agent's session ended, when it dropped
     procs: list[AgentProcess] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -154,6 +155,8 @@ class Agent:
     def call(self, op: str, *, wait: float = 60.0, **args: Any) -> dict[str, Any]:
         """One request, its reply's result; a failed op raises CommandFailed (one line)."""
         if self._dead:
+            if self._lost is not None:   # the reason it ended, again (not a vaguer one)
+                raise type(self._lost)(self._lost.message, self._lost.hint)
             raise TunbenchError(f"the agent on {self.conn.target} is not running",
                                 "reconnect: open a new connection and agent")
         with self._lock:      # one request in flight: callers in several threads queue
@@ -210,7 +213,8 @@ class Agent:
         while self.conn.alive() and time.monotonic() < deadline:
             time.sleep(0.02)
         if not self.conn.alive():
-            return self.conn._lost(op)
+            self._lost = self.conn._lost(op)
+            return self._lost
         self.process.stop(grace=1.0)
         why = _last_line(_read(self.err_path)) or f"exit {self.process.poll()}"
         return CommandFailed(f"the tunbench agent on {self.conn.target} ended during {op}: "
