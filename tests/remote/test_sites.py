@@ -41,8 +41,10 @@ def assert_clean(hosts: SshHosts) -> None:
         with Connection.open(name, options=hosts.options(), name="check") as c:
             assert c.run(["find", "/run/tunbench", "-mindepth", "1"],
                          check=False).stdout == ""
-            links = c.run(["ip", "-o", "link"]).stdout
-            assert f"tb-" not in links.replace(f"tb{hosts.run_id}", ""), links
+            links = [ln.split(":")[1].strip().split("@")[0]
+                     for ln in c.run(["ip", "-o", "link"]).stdout.splitlines()]
+            # only the host's loopback and its management link from the fixture
+            assert all(n == "lo" or n.startswith(f"tb{hosts.run_id}") for n in links), links
         # the test's own look into the host's namespace (the PID namespace is shared with
         # other tests on this machine: only processes inside this "host" count)
         pids = proc.run(["ip", "netns", "pids", hosts.hosts[name].netns]).stdout.split()
