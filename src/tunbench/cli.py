@@ -249,8 +249,19 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ssh_options(args: argparse.Namespace) -> Any:
+    from .remote.transport import SshOptions
+    cfg = getattr(args, "ssh_config", None)
+    return SshOptions(config_file=Path(os.path.expanduser(cfg)) if cfg else None)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from . import doctor
+    if args.site:
+        from .remote import sitecheck
+        sdoc = sitecheck.report(args.site, _ssh_options(args))
+        print(json.dumps(sdoc, indent=1) if args.json else sitecheck.format_table(sdoc))
+        return 0
     doc = doctor.report(probe=args.probe)
     print(json.dumps(doc, indent=1) if args.json else doctor.format_table(doc))
     return 0
@@ -262,6 +273,14 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     m = root_missing()
     if m:
         raise TunbenchError(m.why, m.fix)
+    if args.site:   # a remote host: its agent sweeps the journals crashed agents left there
+        from .remote import sitecheck
+        swept = sitecheck.cleanup(args.site, _ssh_options(args))
+        for line in swept:
+            print(f"removed on {args.site}: {line}")
+        print(f"cleanup {args.site}: {len(swept)} leftover object(s) removed" if swept else
+              f"cleanup {args.site}: nothing left over")
+        return 0
     done = ledger.replay_journals() + local.sweep()
     for line in done:
         print(f"removed {line}")
@@ -342,9 +361,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true")
     d.add_argument("--probe", action="store_true", help="build a throwaway testbed to read the "
                    "underlay's offloads (needs root; torn down at once)")
+    d.add_argument("--site", metavar="USER@HOST", help="check a remote host over SSH instead")
+    d.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
+                   help="ssh config file (ssh -F; default ~/.ssh/config)")
     d.set_defaults(func=cmd_doctor)
 
     c = sub.add_parser("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
+    c.add_argument("--site", metavar="USER@HOST", help="sweep a remote host over SSH instead "
+                   "(what crashed tunbench agents left in its /run/tunbench)")
+    c.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
+                   help="ssh config file (ssh -F; default ~/.ssh/config)")
     c.set_defaults(func=cmd_cleanup)
     return p
 

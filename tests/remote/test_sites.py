@@ -236,3 +236,41 @@ def test_dropped_connection_fails_the_case_and_the_campaign_goes_on(
     assert any("reconnected to site(s) b" in n for n in first["notes"]), first["notes"]
     assert second["status"] == "ok", second.get("error")
     assert_clean(hosts)
+
+
+# ---- doctor --site and cleanup --site ---------------------------------------------------------
+def test_doctor_site(hosts: SshHosts) -> None:
+    tb = [sys.executable, "-m", "tunbench"]
+    r = proc.run(tb + ["doctor", "--site", "h1", "--ssh-config", str(hosts.ssh_config),
+                       "--json"], check=False, timeout=60)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["root"] is True and doc["kernel"] and doc["tools"]["ip"] is True
+    assert doc["tunnels"]["vxlan"]["available"] in (True, False)
+    assert set(doc["tunnels"]["wireguard"]["variants"]) == {"kernel", "go"}
+    for why in doc["tunnels"]["wireguard"]["variants"].values():   # reasons carry the fix
+        assert all(("install" in w or "kernel" in w) for w in why), why
+    r = proc.run(tb + ["doctor", "--site", "h1", "--ssh-config", str(hosts.ssh_config)],
+                 check=False, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("h1 (") and "tunnel kinds:" in r.stdout
+    assert_clean(hosts)
+
+
+def test_cleanup_site_sweeps_what_a_killed_agent_left(hosts: SshHosts) -> None:
+    from tunbench.remote.agent.client import Agent
+    with Connection.open("h1", options=hosts.options(), name="crash") as conn:
+        agent = Agent.start(conn, netlink=False)
+        sleeper = agent.spawn(["sleep", "300"], f"{agent.hello['state']}/sleep.log")
+        with Connection.open("h1", options=hosts.options(), name="killer") as other:
+            other.run(["kill", "-9", str(agent.hello["pid"])])   # the agent dies uncleanly
+            assert other.run(["find", "/run/tunbench", "-name", "journal.jsonl"]).stdout
+        agent.close()
+    tb = [sys.executable, "-m", "tunbench"]
+    r = proc.run(tb + ["cleanup", "--site", "h1", "--ssh-config", str(hosts.ssh_config)],
+                 check=False, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"process {sleeper.pid}" in r.stdout and "leftover object(s) removed" in r.stdout
+    assert_clean(hosts)
+    r = proc.run(tb + ["cleanup", "--site", "h1", "--ssh-config", str(hosts.ssh_config)],
+                 check=False, timeout=60)
+    assert "nothing left over" in r.stdout
