@@ -117,8 +117,10 @@ def open_topology(exp: Experiment) -> remote.Topology | None:
         return None
     cfg = Path(os.path.expanduser(exp.ssh_config)) if exp.ssh_config else None
     topo = remote.Topology(exp.sites, remote.SshOptions(config_file=cfg))
+    moving = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
+              if tunnels.get(t.kind).moves_underlay(t.params)]
     topo.open(mtus=exp.all_mtus(), tools=site_tools(exp),
-              shaping=bool(exp.rate or exp.netem))
+              shaping=bool(exp.rate or exp.netem), takes_underlay=", ".join(moving))
     return topo
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from tunbench import proc, spec
 from tunbench.errors import SpecError, TunbenchError, UnavailableError
 from tunbench.remote.transport import Connection
 from tunbench.runner import run_campaign
+from tunbench.testbed import names, netlink
+from tunbench.testbed.ledger import Ledger
 from tunbench.workloads import loadgen
 
 pytestmark = pytest.mark.netns
@@ -36,7 +39,7 @@ def ip_links(hosts: SshHosts, name: str) -> list[str]:
         return c.run(["ip", "-o", "link"]).stdout.split("\n")
 
 
-def assert_clean(hosts: SshHosts) -> None:
+def assert_clean(hosts: SshHosts, keep: tuple[str, ...] = ()) -> None:
     for name in hosts.hosts:
         with Connection.open(name, options=hosts.options(), name="check") as c:
             assert c.run(["find", "/run/tunbench", "-mindepth", "1"],
@@ -44,7 +47,8 @@ def assert_clean(hosts: SshHosts) -> None:
             links = [ln.split(":")[1].strip().split("@")[0]
                      for ln in c.run(["ip", "-o", "link"]).stdout.splitlines()]
             # only the host's loopback and its management link from the fixture
-            assert all(n == "lo" or n.startswith(f"tb{hosts.run_id}") for n in links), links
+            assert all(n == "lo" or n.startswith(f"tb{hosts.run_id}") or n in keep
+                       for n in links), links
         # the test's own look into the host's namespace (the PID namespace is shared with
         # other tests on this machine: only processes inside this "host" count)
         pids = proc.run(["ip", "netns", "pids", hosts.hosts[name].netns]).stdout.split()
@@ -274,3 +278,52 @@ def test_cleanup_site_sweeps_what_a_killed_agent_left(hosts: SshHosts) -> None:
     r = proc.run(tb + ["cleanup", "--site", "h1", "--ssh-config", str(hosts.ssh_config)],
                  check=False, timeout=60)
     assert "nothing left over" in r.stdout
+
+
+# ---- OVS userspace datapath: it takes the underlay, so never the SSH interface -----------------
+@pytest.fixture
+def second_link(hosts: SshHosts) -> Iterator[tuple[str, str]]:
+    """A second link between the two hosts, for an underlay apart from the SSH path (the
+    test's own setup, inside the host namespaces it created)."""
+    rid = names.new_run_id({hosts.run_id})
+    u1, u2 = names.link_name(rid, "u1"), names.link_name(rid, "u2")
+    h1, h2 = hosts.hosts["h1"].netns, hosts.hosts["h2"].netns
+    with Ledger(rid, journal=False) as ledger:
+        netlink.add_veth(u1, h1, u2, h2)
+        ledger.link(u1, h1)
+        for ns, ifn, addr in ((h1, u1, "192.0.2.1/24"), (h2, u2, "192.0.2.2/24")):
+            netlink.add_addr(ns, ifn, addr)
+            netlink.set_link(ns, ifn, state="up")
+        yield u1, u2
+
+
+def test_ovs_userspace_on_the_ssh_interface_is_refused(hosts: SshHosts, tmp_path: Path) -> None:
+    exp = experiment(hosts, ["ovs-vxlan"], ["stream"])
+    with pytest.raises(SpecError) as err:
+        run_campaign(exp, tmp_path / "r")
+    assert "refusing ovs-vxlan (netdev) on site a (h1): it moves the addresses of" in \
+        err.value.one_line()
+    assert_clean(hosts)
+
+
+def test_ovs_vxlan_userspace_over_a_second_link(hosts: SshHosts, second_link: tuple[str, str],
+                                                tmp_path: Path) -> None:
+    u1, u2 = second_link
+    data = {"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
+            "tunnel": [{"kind": "ovs-vxlan", "datapath": "netdev"}],
+            "workload": [{"name": "stream"}, {"name": "latency", "protocol": "udp"}],
+            "sites": {"ssh_config": str(hosts.ssh_config),
+                      "a": {"target": "h1", "underlay_if": u1, "underlay4": "192.0.2.1"},
+                      "b": {"target": "h2", "underlay_if": u2, "underlay4": "192.0.2.2"}}}
+    cases = run_campaign(spec.build(data, "test"), tmp_path / "r").store.read_cases()
+    assert [c["status"] for c in cases] == ["ok", "ok"], [(c.get("error"), c.get("notes"), c.get("error_log")) for c in cases]
+    stream = cases[0]
+    assert stream["testbed"]["sites"]["a"]["underlay_if"] == u1
+    assert stream["metrics"]["throughput"]["value"] > 5
+    delta = stream["datapath_counters"]["delta"]["b"]   # what OVS itself counted on host b
+    assert delta["dp_underlay_rx_bytes"] > delta["dp_inner_tx_bytes"] > 1_000_000
+    # the underlay got its address back, on each host
+    for name, ifn, addr in (("h1", u1, "192.0.2.1/24"), ("h2", u2, "192.0.2.2/24")):
+        with Connection.open(name, options=hosts.options(), name="check") as c:
+            assert addr in c.run(["ip", "-o", "addr", "show", "dev", ifn]).stdout
+    assert_clean(hosts, keep=second_link)

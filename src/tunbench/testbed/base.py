@@ -65,6 +65,21 @@ class Site:
     def record_link(self, ledger: Ledger, ifname: str) -> None:
         ledger.link(ifname, self.netns)
 
+    def record_command(self, ledger: Ledger, argv: list[str]) -> None:
+        """An argv that undoes something on this site, run at teardown."""
+        ledger.command(argv, self.netns)
+
+    def make_dir(self, ledger: Ledger, path: Path) -> None:
+        """A private (0700) directory on this site's host, removed at teardown."""
+        path.mkdir(mode=0o700)
+        ledger.path(path)
+
+    @property
+    def management_if(self) -> str:
+        """The interface carrying our SSH session to this site ("" on the local testbed):
+        never changed."""
+        return ""
+
     def write_file(self, ledger: Ledger, path: Path, raw: bytes, mode: int = 0o600) -> None:
         """Create `path` with `mode` (O_EXCL: never over an existing file), in the ledger."""
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)

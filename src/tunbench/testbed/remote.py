@@ -136,6 +136,7 @@ class RemoteSite(Site):
 
     agent: Agent | None = field(default=None, compare=False, repr=False)
     workdir: str = ""          # this case's private directory on that host
+    mgmt_if: str = ""          # the interface carrying the SSH session there
 
     def _agent(self) -> Agent:
         assert self.agent is not None
@@ -179,6 +180,17 @@ class RemoteSite(Site):
     def record_link(self, ledger: Ledger, ifname: str) -> None:
         ledger.add("remote", agent=self._agent().agent_id, op="link_del", name=ifname,
                    args={"ifname": ifname})
+
+    def record_command(self, ledger: Ledger, argv: list[str]) -> None:
+        ledger.add("remote", agent=self._agent().agent_id, op="run", name=" ".join(argv),
+                   args={"argv": argv, "timeout": 20})
+
+    def make_dir(self, ledger: Ledger, path: Path) -> None:
+        self._agent().mkdir(str(path))   # journaled by the agent; inside the case directory
+
+    @property
+    def management_if(self) -> str:
+        return self.mgmt_if
 
     def write_file(self, ledger: Ledger, path: Path, raw: bytes, mode: int = 0o600) -> None:
         # inside the case directory the agent created: removed with it, and by the agent
@@ -398,12 +410,14 @@ class Topology:
 
     # -- opening: every check before anything is changed on any host ---------------------
     def open(self, *, mtus: tuple[int, ...] = (), tools: dict[str, list[str]] | None = None,
-             shaping: bool = False) -> None:
+             shaping: bool = False, takes_underlay: str = "") -> None:
+        """Connect and check everything; `takes_underlay` names a tunnel that moves the
+        underlay's addresses (OVS userspace datapath)."""
         try:
             for ep in self.endpoints.values():
                 ep.connect()
             self._resolve()
-            self._check_management(mtus, shaping)
+            self._check_management(mtus, shaping, takes_underlay)
             self._check_tools(tools or {})
         except BaseException:
             self.close()
@@ -452,7 +466,8 @@ class Topology:
             self.resolved[name] = Resolved(spec.underlay_if or dev, spec.underlay4 or src,
                                            spec.underlay6, mgmt_dev)
 
-    def _check_management(self, mtus: tuple[int, ...], shaping: bool) -> None:
+    def _check_management(self, mtus: tuple[int, ...], shaping: bool,
+                          takes_underlay: str = "") -> None:
         """Refuse, before any change, what would touch the path carrying the SSH session."""
         for name, r in self.resolved.items():
             spec = self.specs[name]
@@ -477,6 +492,11 @@ class Topology:
                 raise SpecError(f"refusing --rate/--delay/--loss on {r.dev} of site {name} "
                                 f"({spec.target}): it carries the SSH session",
                                 f"give sites.{name}.underlay_if another interface")
+            if takes_underlay:
+                raise SpecError(f"refusing {takes_underlay} on site {name} ({spec.target}): "
+                                f"it moves the addresses of {r.dev}, which carries the SSH "
+                                "session", f"give sites.{name}.underlay_if another "
+                                "interface, or use datapath=system")
 
     def _link_mtu(self, name: str, dev: str) -> int:
         ep = self.endpoints.get(name)
@@ -543,7 +563,7 @@ class Topology:
                 ledger.add("remote", agent=ep.agent.agent_id, op="remove", name=wd,
                            args={"path": wd})
                 site = RemoteSite(name, None, r.dev, r.addr4, r.addr6, host=spec.target,
-                                  agent=ep.agent, workdir=wd)
+                                  agent=ep.agent, workdir=wd, mgmt_if=r.mgmt_dev)
                 h = ep.agent.hello
                 hosts[name] = {"target": spec.target, "hostname": h.get("hostname"),
                                "kernel": h.get("kernel"), "machine": h.get("machine"),
@@ -565,11 +585,7 @@ class Topology:
 
     @staticmethod
     def _undo_run(site: Site, ledger: Ledger, argv: list[str]) -> None:
-        if isinstance(site, RemoteSite):
-            ledger.add("remote", agent=site._agent().agent_id, op="run", name=" ".join(argv),
-                       args={"argv": argv, "timeout": 20})
-        else:
-            ledger.command(argv, None)
+        site.record_command(ledger, argv)
 
     def _underlay(self, site: Site, ledger: Ledger, mtu: int) -> None:
         """The underlay MTU of the case, set (and set back at teardown) only where it

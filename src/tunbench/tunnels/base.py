@@ -231,6 +231,12 @@ class TunnelDriver(ABC, Generic[P]):
         """Bytes added to each inner packet by the encapsulation over an underlay of `family`."""
 
     @classmethod
+    def moves_underlay(cls, params: P) -> bool:
+        """Whether `up` moves the underlay interface's addresses elsewhere (a remote site
+        refuses that on the interface carrying its SSH session)."""
+        return False
+
+    @classmethod
     def family(cls, params: P) -> int:
         """Underlay IP family these params run over (a `underlay` param overrides the default)."""
         return int(getattr(params, "underlay", cls.underlay_family))
