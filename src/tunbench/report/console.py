@@ -10,7 +10,10 @@ from rich.table import Table
 from .. import workloads
 from . import data, stats
 
-CPU_METRICS = ("cpu_busy", "cpu_per_gbit")
+# cpu_busy_a/_b exist when the sites are separate hosts: each end's CPU apart
+CPU_METRICS = ("cpu_busy", "cpu_busy_a", "cpu_busy_b", "cpu_per_gbit")
+CPU_LABELS = {"cpu_busy": "cpu_busy avg (min-max)", "cpu_busy_a": "cpu a, client",
+              "cpu_busy_b": "cpu b, server"}
 MAX_NOTES = 12   # case notes printed under the tables; the report lists them all
 
 
@@ -117,7 +120,7 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
     by: dict[tuple[str, str], stats.Row] = {(r.tunnel, r.metric): r for r in grp}
     for m in metrics:
         unit = next(r.unit for r in grp if r.metric == m)
-        label = "cpu_busy avg (min-max)" if m == "cpu_busy" else m
+        label = CPU_LABELS.get(m, m)
         table.add_column(f"{label}\n({unit})", justify="right")
         if m in pct_cols:
             hib = next(r.higher_is_better for r in grp if r.metric == m)
