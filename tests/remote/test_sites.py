@@ -327,3 +327,21 @@ def test_ovs_vxlan_userspace_over_a_second_link(hosts: SshHosts, second_link: tu
         with Connection.open(name, options=hosts.options(), name="check") as c:
             assert addr in c.run(["ip", "-o", "addr", "show", "dev", ifn]).stdout
     assert_clean(hosts, keep=second_link)
+
+
+def test_local_site_and_a_remote_host(hosts: SshHosts, tmp_path: Path) -> None:
+    """--site a=local: site a is this host's root namespace (here: the test process's), site
+    b a host over SSH; the vxlan device and the inner address exist here only for the case."""
+    data = {"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
+            "tunnel": [{"kind": "vxlan"}], "workload": [{"name": "stream"}],
+            "sites": {"ssh_config": str(hosts.ssh_config), "a": "local", "b": "h2"}}
+    before = set(netlink.link_names(None))
+    cases = run_campaign(spec.build(data, "test"), tmp_path / "r").store.read_cases()
+    assert [c["status"] for c in cases] == ["ok"], [c.get("error") for c in cases]
+    c = cases[0]
+    assert c["testbed"]["sites"]["a"]["host"] == "local"
+    assert c["testbed"]["sites"]["a"]["underlay4"] == str(hosts.subnet.network_address + 1)
+    assert set(c["cpu"]["sites"]) == {"a", "b"} and c["metrics"]["throughput"]["value"] > 10
+    assert set(netlink.link_names(None)) == before
+    assert "198.19." not in proc.run(["ip", "-4", "-o", "addr"]).stdout
+    assert_clean(hosts)
