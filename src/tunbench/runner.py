@@ -24,7 +24,7 @@ from .results import envinfo
 from .results.model import case_document
 from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
-from .testbed import local, names, netlink, remote
+from .testbed import local, names, netlink, topology
 from .testbed.base import Site, Testbed
 from .testbed.ledger import Ledger
 from .tunnels.base import Endpoints
@@ -57,7 +57,7 @@ class SilentReporter:
 def preflight(exp: Experiment) -> None:
     """Everything this experiment needs that the host lacks, all at once, before any change.
     With sites on real hosts, what each host needs is checked there once connected
-    (remote.Topology.open); here only what this host itself does."""
+    (topology.Topology.open); here only what this host itself does."""
     missing: list[str] = []
     root = root_missing()
     if root:
@@ -110,13 +110,13 @@ def site_tools(exp: Experiment) -> dict[str, list[str]]:
     return out
 
 
-def open_topology(exp: Experiment) -> remote.Topology | None:
+def open_topology(exp: Experiment) -> topology.Topology | None:
     """Connect to the experiment's sites (None: the local testbed) and check them, before
     anything is changed on any host."""
     if not exp.sites:
         return None
     cfg = Path(os.path.expanduser(exp.ssh_config)) if exp.ssh_config else None
-    topo = remote.Topology(exp.sites, remote.SshOptions(config_file=cfg))
+    topo = topology.Topology(exp.sites, topology.SshOptions(config_file=cfg))
     moving = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
               if tunnels.get(t.kind).moves_underlay(t.params)]
     topo.open(mtus=exp.all_mtus(), tools=site_tools(exp),
@@ -188,7 +188,7 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
 
 def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], todo: list[Case],
                done: dict[str, str], reporter: Reporter,
-               topo: remote.Topology | None) -> CampaignOutcome:
+               topo: topology.Topology | None) -> CampaignOutcome:
     reporter.campaign_start(todo, case_plans(exp, todo))
     outcome = CampaignOutcome(store, dict(done))
     try:
@@ -225,7 +225,7 @@ def _case_keys(c: Case) -> dict[str, Any]:
 
 
 def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
-             topo: remote.Topology | None = None) -> dict[str, Any]:
+             topo: topology.Topology | None = None) -> dict[str, Any]:
     """One case on a fresh testbed (two namespaces here, or `topo`'s hosts); always torn
     down; never raises except Interrupted. `progress` hears each phase as it starts
     (bring-up, the workload's own, teardown)."""
@@ -461,7 +461,7 @@ def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], 
     return result
 
 
-def _log_tails(tb: Testbed | None, topo: remote.Topology | None = None,
+def _log_tails(tb: Testbed | None, topo: topology.Topology | None = None,
                lines: int = 20) -> str | None:
     if tb is None or not tb.workdir.exists():
         return None

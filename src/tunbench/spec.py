@@ -52,7 +52,7 @@ from typing import Any
 from . import tunnels, workloads
 from .errors import SpecError
 from .testbed.netem import Netem
-from .testbed.remote import SiteSpec, parse_sites
+from .testbed.topology import SiteSpec, parse_sites
 from .tunnels.base import TunnelParams
 from .workloads.base import WorkloadParams
 
@@ -137,7 +137,7 @@ class Experiment:
     source: str = "command line"
     extra: dict[str, Any] = field(default_factory=dict)
     netem: Netem | None = None        # WAN emulation on the underlay (None: none)
-    # sites on real hosts (testbed/remote.py); empty: the local two-namespace testbed
+    # sites on real hosts (testbed/topology.py); empty: the local two-namespace testbed
     sites: dict[str, SiteSpec] = field(default_factory=dict)
     ssh_config: str | None = None     # ssh -F FILE for the sites (None: ~/.ssh/config)
 

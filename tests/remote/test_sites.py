@@ -163,7 +163,7 @@ def test_unreachable_underlay_address(hosts: SshHosts, tmp_path: Path) -> None:
 
 
 def test_missing_tool_on_the_sites(hosts: SshHosts) -> None:
-    from tunbench.testbed.remote import SiteSpec, Topology
+    from tunbench.testbed.topology import SiteSpec, Topology
     topo = Topology({"a": SiteSpec("a", "h1"), "b": SiteSpec("b", "h2")}, hosts.options())
     with pytest.raises(UnavailableError) as err:
         topo.open(tools={"tb-no-such-tool": ["test"]})

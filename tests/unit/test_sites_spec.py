@@ -10,7 +10,7 @@ import pytest
 from tunbench import cli, spec
 from tunbench.errors import SpecError
 from tunbench.metrics.cpu import record_from_texts
-from tunbench.testbed.remote import install_command
+from tunbench.testbed.topology import install_command
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

@@ -17,7 +17,7 @@ import gzip
 from typing import Any
 
 from .. import doctor, proc, tunnels
-from ..testbed.remote import install_command
+from ..testbed.topology import install_command
 from .agent.client import Agent
 from .transport import Connection, SshOptions
 
