@@ -219,6 +219,11 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
                       **({"mtus": w["mtus"]} if w.get("mtus") else {})}
                      for w in recorded["workloads"]],
         "offloads": [{"name": o["name"], **o["settings"]} for o in recorded["offloads"]],
+        **({"sites": {**{n: {k: v for k, v in site.items() if v}
+                         for n, site in recorded["sites"].items()},
+                      **({"ssh_config": recorded["ssh_config"]}
+                         if recorded.get("ssh_config") else {})}}
+           if recorded.get("sites") else {}),
     }
 
 

@@ -75,3 +75,10 @@ def test_cpu_record_from_remote_readings() -> None:
     busy = rec.samples[0]["cpus"]["cpu"]["busy"]
     assert 0.0 <= busy <= 100.0
     assert record_from_texts(1.0, []).samples == []
+
+
+def test_resume_rebuilds_the_sites() -> None:
+    exp = build({"ssh_config": "/x/cfg", "a": "root@gw1",
+                 "b": {"target": "gw2", "underlay_if": "eth1"}})
+    again = spec.build(cli._spec_dict(exp.to_dict()), exp.source)
+    assert again.to_dict() == exp.to_dict()
