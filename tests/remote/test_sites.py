@@ -345,3 +345,27 @@ def test_local_site_and_a_remote_host(hosts: SshHosts, tmp_path: Path) -> None:
     assert set(netlink.link_names(None)) == before
     assert "198.19." not in proc.run(["ip", "-4", "-o", "addr"]).stdout
     assert_clean(hosts)
+
+
+class _StopOnMeasuring(_KillOnMeasuring):
+    """Drops h2's connections and stops its sshd: the host stays unreachable."""
+
+    def phase(self, event: Any) -> None:
+        if event.name == "measuring" and not self.killed:
+            self.killed = self.hosts.hosts["h2"].kill_sessions() or [0]
+            self.hosts.hosts["h2"].stop_sshd()
+
+
+def test_host_that_stays_unreachable_stops_the_campaign(hosts: SshHosts,
+                                                        tmp_path: Path) -> None:
+    exp = experiment(hosts, ["native", "vxlan"], ["ping"])
+    rep = _StopOnMeasuring(hosts)
+    try:
+        with pytest.raises(TunbenchError) as err:
+            run_campaign(exp, tmp_path / "r", rep)  # type: ignore[arg-type]
+    finally:
+        hosts.hosts["h2"].start_sshd(hosts.authorized_keys)
+    assert err.value.one_line().startswith("h2: connection refused on port 22")
+    cases = json.loads((tmp_path / "r" / "index.json").read_text())["cases"]
+    assert [c["status"] for c in cases] == ["failed", "pending"]
+    assert_clean(hosts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from .. import proc
 from ..errors import SpecError, TunbenchError, UnavailableError
 from ..remote.agent.client import Agent
+from ..remote.sshfail import ConnectError
 from ..remote.transport import Connection, SshOptions, check_target
 from .base import Site
 from .ledger import Ledger
@@ -156,6 +158,9 @@ def route_to(run: Any, addr: str) -> tuple[str, str]:
 
 # Inner (overlay) ranges every tunnel kind assigns (tunnels/base.py, _spread.py): a site
 # reached through one of them would lose its SSH route once the tunnel is up.
+# a host that dropped is tried this often, this many seconds apart, before the campaign stops
+RECONNECT_TRIES = 3
+RECONNECT_PAUSE = 5.0
 INNER_NETS = (ipaddress.ip_network("198.19.0.0/16"), ipaddress.ip_network("2001:2::/48"))
 BASE_TOOLS = ("ip", "ping", "ethtool")
 # Constant script: which of the tools named as its arguments are missing on the host.
@@ -318,9 +323,17 @@ class Topology:
         one left). A host that stays unreachable raises its connect error."""
         healed = []
         for name, ep in self.endpoints.items():
-            if not ep.alive:
-                ep.reconnect()
-                healed.append(name)
+            if ep.alive:
+                continue
+            for attempt in range(RECONNECT_TRIES):
+                try:
+                    ep.reconnect()
+                    break
+                except ConnectError:
+                    if attempt == RECONNECT_TRIES - 1:
+                        raise
+                    time.sleep(RECONNECT_PAUSE)
+            healed.append(name)
         return healed
 
     def build(self, run_id: str, ledger: Ledger, *, mtu: int, rate: str | None = None,
