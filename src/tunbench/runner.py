@@ -195,19 +195,17 @@ def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], tod
         for case in todo:
             reporter.case_start(case)
             doc = run_case(exp, case, reporter.phase, topo)
-            if topo is not None:
-                # a dropped connection failed that case; reconnect (the new agent sweeps the
-                # host) and go on. A host that stays unreachable ends the campaign here.
-                healed = topo.heal()
-                if healed:
-                    doc.setdefault("notes", []).append(
-                        "reconnected to site(s) " + ", ".join(healed) + " after this case")
+            unreachable = _heal(topo, doc)
             interrupts.check()   # a signal whose exception a library swallowed: not recorded
             store.write_case(case.case_id, doc)
             outcome.statuses[case.case_id] = doc["status"]
             index["cases"][case.index]["status"] = doc["status"]
             store.write_index(index)
             reporter.case_end(case, doc)
+            if unreachable is not None:   # recorded the case that lost it; stop here
+                index["state"] = "stopped"
+                store.write_index(index)
+                raise unreachable
     except Interrupted:
         index["state"] = "interrupted"
         store.write_index(index)
@@ -217,6 +215,23 @@ def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], tod
     store.write_index(index)
     reporter.campaign_end(store)
     return outcome
+
+
+def _heal(topo: topology.Topology | None, doc: dict[str, Any]) -> TunbenchError | None:
+    """After a case on hosts: reconnect every site whose connection dropped (that case failed
+    with the reason; the new agent sweeps the host) so the campaign goes on, noted in the
+    case. A host that stays unreachable: its connect error, to end the campaign with."""
+    if topo is None:
+        return None
+    try:
+        healed = topo.heal()
+    except TunbenchError as exc:
+        doc.setdefault("notes", []).append(f"campaign stopped: {exc.one_line()}")
+        return exc
+    if healed:
+        doc.setdefault("notes", []).append(
+            "reconnected to site(s) " + ", ".join(healed) + " after this case")
+    return None
 
 
 def _case_keys(c: Case) -> dict[str, Any]:

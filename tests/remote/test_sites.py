@@ -367,5 +367,6 @@ def test_host_that_stays_unreachable_stops_the_campaign(hosts: SshHosts,
         hosts.hosts["h2"].start_sshd(hosts.authorized_keys)
     assert err.value.one_line().startswith("h2: connection refused on port 22")
     cases = json.loads((tmp_path / "r" / "index.json").read_text())["cases"]
-    assert [c["status"] for c in cases] == ["failed", "pending"]
+    assert [c["status"] for c in cases] == ["failed", "pending"]   # resumable
+    assert json.loads((tmp_path / "r" / "index.json").read_text())["state"] == "stopped"
     assert_clean(hosts)
