@@ -19,7 +19,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .. import proc
 from ..capabilities import Missing, kernel_missing
 from ..errors import CommandFailed
 from ..testbed import names
@@ -182,10 +181,11 @@ class Wireguard(TunnelDriver[WireguardParams]):
     @staticmethod
     def _keypair(tb: Testbed, site: Site, stem: str) -> tuple[os.PathLike[str], str]:
         """A fresh private key (file, 0600, on the host of `site`, the one that uses it) and
-        its public key. Nothing secret is printed."""
-        private = proc.run(["wg", "genkey"], timeout=10).stdout.strip()
+        its public key, made by that site's own `wg` (so this host needs none when the sites
+        are remote). Nothing secret is printed or enters an argv."""
+        private = site.run(["wg", "genkey"], timeout=10).stdout.strip()
         path = tb.write_secret(f"{stem}.key", private + "\n", site)
-        public = proc.run(["wg", "pubkey"], input=private + "\n", timeout=10).stdout.strip()
+        public = site.run(["wg", "pubkey"], input=private + "\n", timeout=10).stdout.strip()
         del private
         return path, public
 
