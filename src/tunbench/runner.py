@@ -110,6 +110,16 @@ def site_tools(exp: Experiment) -> dict[str, list[str]]:
     return out
 
 
+def site_kernel(exp: Experiment) -> dict[str, list[str]]:
+    """Kernel options every site must have: option -> the tunnels that need it."""
+    out: dict[str, list[str]] = {}
+    for t in exp.tunnels:
+        drv = tunnels.get(t.kind)
+        for k in drv.declared(drv.resolve_impl(t.params)).kernel:
+            out.setdefault(k.option, []).append(drv.display(t.params, t.label))
+    return out
+
+
 def open_topology(exp: Experiment) -> topology.Topology | None:
     """Connect to the experiment's sites (None: the local testbed) and check them, before
     anything is changed on any host."""
@@ -119,7 +129,7 @@ def open_topology(exp: Experiment) -> topology.Topology | None:
     topo = topology.Topology(exp.sites, topology.SshOptions(config_file=cfg))
     moving = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
               if tunnels.get(t.kind).moves_underlay(t.params)]
-    topo.open(mtus=exp.all_mtus(), tools=site_tools(exp),
+    topo.open(mtus=exp.all_mtus(), tools=site_tools(exp), kernel=site_kernel(exp),
               shaping=bool(exp.rate or exp.netem), takes_underlay=", ".join(moving))
     return topo
 

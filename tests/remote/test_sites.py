@@ -370,3 +370,21 @@ def test_host_that_stays_unreachable_stops_the_campaign(hosts: SshHosts,
     assert [c["status"] for c in cases] == ["failed", "pending"]   # resumable
     assert json.loads((tmp_path / "r" / "index.json").read_text())["state"] == "stopped"
     assert_clean(hosts)
+
+
+def test_kernel_option_missing_on_the_sites(hosts: SshHosts, tmp_path: Path) -> None:
+    """geneve needs CONFIG_GENEVE, which this kernel (the hosts') lacks: read from each
+    host's own kernel configuration, refused before anything is changed."""
+    from tunbench.capabilities import kernel_config
+    conf = kernel_config()
+    if conf is None or conf.get("CONFIG_GENEVE") in ("y", "m"):
+        pytest.skip("needs a readable kernel configuration without CONFIG_GENEVE")
+    exp = spec.build({**_data(hosts), "tunnel": [{"kind": "geneve"}],
+                      "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                     "test")
+    with pytest.raises(UnavailableError) as err:
+        run_campaign(exp, tmp_path / "r")
+    line = err.value.one_line()
+    assert "site a (h1): kernel lacks CONFIG_GENEVE (geneve)" in line and "site b (h2)" in line
+    assert "\n" not in line
+    assert_clean(hosts)

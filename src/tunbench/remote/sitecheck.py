@@ -13,7 +13,6 @@ touched).
 
 from __future__ import annotations
 
-import gzip
 from typing import Any
 
 from .. import doctor, proc, tunnels
@@ -21,27 +20,7 @@ from ..testbed.topology import install_command
 from .agent.client import Agent
 from .transport import Connection, SshOptions
 
-# The host's kernel configuration, printed (gzip'd files are decompressed here).
-CONFIG_FILES = ("/proc/config.gz", "/boot/config-{release}")
 WHICH_SH = 'for t; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
-
-
-def _kernel_config(agent: Agent) -> dict[str, str] | None:
-    release = str(agent.hello.get("kernel", ""))
-    for path in CONFIG_FILES:
-        try:
-            raw = agent.read_file(path.format(release=release))
-        except Exception:   # absent or unreadable: try the next one
-            continue
-        if path.endswith(".gz"):
-            raw = gzip.decompress(raw)
-        conf = {}
-        for line in raw.decode(errors="replace").splitlines():
-            if line.startswith("CONFIG_") and "=" in line:
-                key, _, val = line.partition("=")
-                conf[key] = val
-        return conf
-    return None
 
 
 def report(target: str, options: SshOptions | None = None) -> dict[str, Any]:
@@ -60,7 +39,7 @@ def _report(target: str, agent: Agent) -> dict[str, Any]:
     tools = doctor.doctor_tools()
     missing = set(agent.run(["sh", "-c", WHICH_SH, "tb-which", *tools], timeout=30)
                   .stdout.split())
-    conf = _kernel_config(agent)
+    conf = agent.kernel_config()
 
     def absent(option: str) -> bool:
         return conf is not None and conf.get(option, "n") not in ("y", "m")

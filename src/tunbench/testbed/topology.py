@@ -204,15 +204,17 @@ class Topology:
 
     # -- opening: every check before anything is changed on any host ---------------------
     def open(self, *, mtus: tuple[int, ...] = (), tools: dict[str, list[str]] | None = None,
-             shaping: bool = False, takes_underlay: str = "") -> None:
-        """Connect and check everything; `takes_underlay` names a tunnel that moves the
-        underlay's addresses (OVS userspace datapath)."""
+             kernel: dict[str, list[str]] | None = None, shaping: bool = False,
+             takes_underlay: str = "") -> None:
+        """Connect and check everything; `tools` and `kernel` (option -> what needs it) must
+        be on every site; `takes_underlay` names a tunnel that moves the underlay's addresses
+        (OVS userspace datapath)."""
         try:
             for ep in self.endpoints.values():
                 ep.connect()
             self._resolve()
             self._check_management(mtus, shaping, takes_underlay)
-            self._check_tools(tools or {})
+            self._check_tools(tools or {}, kernel or {})
         except BaseException:
             self.close()
             raise
@@ -300,11 +302,17 @@ class Topology:
         assert ep.agent is not None
         return AgentLinks(ep.agent).mtu(dev)
 
-    def _check_tools(self, tools: dict[str, list[str]]) -> None:
-        """Each needed tool on each site (`tools`: tool -> why), all problems at once."""
+    def _check_tools(self, tools: dict[str, list[str]], kernel: dict[str, list[str]]) -> None:
+        """Each needed tool and kernel option on each site (-> what needs it), all problems
+        at once. A kernel whose configuration cannot be read is not judged."""
         want = list(dict.fromkeys([*BASE_TOOLS, *tools]))
         problems = []
         for name in ("a", "b"):
+            conf = self._kernel_config(name)
+            absent = [o for o in kernel if conf is not None and conf.get(o, "n") not in ("y", "m")]
+            if absent:
+                problems.append(f"site {name} ({self.target(name)}): kernel lacks "
+                                + ", ".join(f"{o} ({', '.join(kernel[o])})" for o in absent))
             run = self._run(name)
             missing = run(["sh", "-c", WHICH_SH, "tb-which", *want], timeout=20).stdout.split()
             if not missing:
@@ -316,6 +324,14 @@ class Topology:
         if problems:
             raise UnavailableError("cannot run this experiment on these sites: "
                                    + "; ".join(problems), "nothing was changed")
+
+    def _kernel_config(self, name: str) -> dict[str, str] | None:
+        ep = self.endpoints.get(name)
+        if ep is None:
+            from ..capabilities import kernel_config
+            return kernel_config()
+        assert ep.agent is not None
+        return ep.agent.kernel_config()
 
     # -- per case -------------------------------------------------------------------------
     def heal(self) -> list[str]:

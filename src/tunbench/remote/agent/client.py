@@ -10,6 +10,7 @@ then on stdin/stdout of that one SSH session carry JSON lines (core.py has the s
 from __future__ import annotations
 
 import base64
+import gzip
 import io
 import json
 import os
@@ -284,6 +285,25 @@ class Agent:
                 best = (remote - (t0 + t1) / 2, rtt)
         assert best is not None
         return best
+
+    def kernel_config(self) -> dict[str, str] | None:
+        """The site's kernel build configuration (/proc/config.gz, else
+        /boot/config-<release>), or None when it cannot be read there."""
+        release = str(self.hello.get("kernel", ""))
+        for path in ("/proc/config.gz", f"/boot/config-{release}"):
+            try:
+                raw = self.read_file(path)
+            except CommandFailed:
+                continue
+            if path.endswith(".gz"):
+                raw = gzip.decompress(raw)
+            conf: dict[str, str] = {}
+            for line in raw.decode(errors="replace").splitlines():
+                if line.startswith("CONFIG_") and "=" in line:
+                    key, _, val = line.partition("=")
+                    conf[key] = val
+            return conf
+        return None
 
     def links(self) -> list[dict[str, Any]]:
         return list(self.call("links", wait=30)["links"])
