@@ -80,6 +80,11 @@ def test_native_stream_latency_between_hosts(hosts: SshHosts, tmp_path: Path) ->
     # the vxlan counters prove the traffic crossed the vxlan device on both hosts
     assert stream["vxlan"]["datapath_counters"]["delta"]["b"]["rx_bytes"] > 1_000_000
     assert_clean(hosts)
+    # the report and the console read a campaign on hosts like any other
+    r = proc.run([sys.executable, "-m", "tunbench", "report", str(tmp_path / "r")],
+                 check=False, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "r" / "report" / "index.html").stat().st_size > 1000
 
 
 def test_wireguard_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:

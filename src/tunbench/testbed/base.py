@@ -39,7 +39,7 @@ class Site:
     @property
     def where(self) -> str:
         """How results name this site's devices: its namespace (or host)."""
-        return str(self.netns)
+        return str(self.netns) if self.netns is not None else str(self.host)
 
     @property
     def remote(self) -> bool:
