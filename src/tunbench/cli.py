@@ -490,7 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_cleanup)
 
     from .tbtun import rules
-    rules.add_parser(sub)
+    rules.add_parser(shared)
     return p
 
 
