@@ -166,6 +166,10 @@ def _site_overrides(args: argparse.Namespace, data: dict[str, Any],
         sites[name] = target
     if getattr(args, "ssh_config", None):
         sites = sites or dict(data.get("sites") or {})
+        if not any(k in sites for k in ("a", "b")):
+            raise SpecError(f"--ssh-config {args.ssh_config} is only used to reach remote sites",
+                            "add --site a=USER@HOST --site b=USER@HOST, or leave it out")
+        inputs.read_text(Path(os.path.expanduser(args.ssh_config)), "--ssh-config")
         sites["ssh_config"] = args.ssh_config
     if sites is not None:
         over["sites"] = sites

@@ -424,7 +424,7 @@ def faulty_command_lines(draw: st.DrawFn) -> tuple[list[str], list[str], frozens
     if fault == "text":   # letters only: never a rate, time, percentage, preset or file
         flag = draw(st.sampled_from(TEXT_FLAGS))
         value = draw(IDENT)
-        if flag in ("--out",):
+        if flag in ("--out", "--db"):   # any name is a valid new folder or store file
             return [flag, value], [], frozenset({0, 2, 3})
         extra = ["--delay", "5ms"] if flag == "--jitter" else []
         named = value if flag in PATH_FLAGS else flag   # a path is named as itself
