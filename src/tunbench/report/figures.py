@@ -19,7 +19,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from . import data, stats  # noqa: E402
+from . import cores, data, stats  # noqa: E402
 from .data import Campaign, Scenario  # noqa: E402
 
 matplotlib.rcParams.update({
@@ -173,6 +173,69 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         yield _save(fig, out, slug("cpu", wl), title, cap)
 
 
+# -- 2b. CPU per core: cores ranked per sample, and the one-core bottleneck -----------------
+
+CORE_PARTS = (("usr", "user", "#4c78a8"), ("sys", "system", "#f58518"),
+              ("softirq", "irq + softirq", "#e45756"))
+MAX_RANKS = 8
+
+
+def _shown_ranks(n: int) -> list[int]:
+    """Which core ranks to draw: all up to MAX_RANKS, else the busiest ones and the least."""
+    return list(range(n)) if n <= MAX_RANKS else [*range(MAX_RANKS - 1), n - 1]
+
+
+def percore_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
+    profs = cores.profiles(c)
+    for scen in c.scenarios():
+        ps = [p for p in profs if p.scenario == scen]
+        if not ps:
+            continue
+        ranks = max(len(_shown_ranks(p.cores)) for p in ps)
+        rows = sum(len(_shown_ranks(p.cores)) for p in ps) + len(ps)
+        fig, ax = plt.subplots(figsize=(6.4, 0.6 + 0.24 * rows), layout="constrained")
+        y, centers, labels = 0.0, [], []
+        for p in ps:
+            shown = _shown_ranks(p.cores)
+            top = y
+            for i in shown:
+                left = 0.0
+                for key, name, color in CORE_PARTS:
+                    v = p.parts[i][key]
+                    ax.barh(y, v, left=left, height=0.8, color=color,
+                            label=name if (p is ps[0] and i == 0) else None)
+                    left += v
+                rank = "busiest" if i == 0 else ("least busy" if i == p.cores - 1
+                                                 else f"#{i + 1}")
+                ax.text(101, y, f"{p.busy[i]:.0f}% {rank}", va="center", fontsize=7)
+                y += 1
+            centers.append((top + y - 1) / 2)
+            b = cores.bottleneck(p)
+            labels.append(p.tunnel + ("\n⚠ one core" if b else ""))
+            y += 1
+        ax.set_yticks(centers, labels)
+        for t, p in zip(ax.get_yticklabels(), ps):
+            t.set_color(pal(p.tunnel))   # type: ignore[arg-type]
+        ax.invert_yaxis()
+        ax.set_xlim(0, 130)
+        ax.set_xticks([0, 25, 50, 75, 100])
+        ax.set_xlabel("busy (% of one core)")
+        ax.grid(False, axis="y")
+        fig.legend(loc="outside lower center", ncols=3, fontsize=7)
+        shared = any(p.shared_by_sites for p in ps)
+        title = f"CPU per core ({scen_text(scen, c)})"
+        ax.set_title(title)
+        cap = (f"Each tunnel's cores ranked by how busy they were in each 1 s sample (busiest "
+               f"first; threads move between cores), averaged over samples and repeats; "
+               f"split into user, system and irq + softirq time. ⚠ marks one core at "
+               f"≥{cores.SATURATED:.0f}% while another stayed ≥{cores.ROOM:.0f} points lower.")
+        if ranks < max(p.cores for p in ps):
+            cap += f" Over {MAX_RANKS} cores: the busiest {MAX_RANKS - 1} and the least busy."
+        if shared:
+            cap += " Both sites share this host's cores: the bars are both ends together."
+        yield _save(fig, out, slug("cores", *scen), title, cap)
+
+
 # -- 3. % of native with 95% CI ------------------------------------------------------------
 
 def pct_interval(r: stats.Row, base: stats.Row) -> tuple[float, float, float]:
@@ -186,7 +249,18 @@ def pct_interval(r: stats.Row, base: stats.Row) -> tuple[float, float, float]:
     return pct, half, half
 
 
+def _hbar_height(n: int) -> float:
+    return max(2.3, 0.9 + 0.3 * n)
+
+
+def _value_label(ax: Axes, y: float, end: float, text: str) -> None:
+    """A bar's value just right of its end (or whisker): readable however short the bar."""
+    ax.text(end, y, f" {text}", va="center", ha="left", fontsize=7.5)
+
+
 def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
+    """Horizontal bars sorted by share, each labelled with its value next to its end, so a
+    tunnel at 2% of native is as readable as one at 100%."""
     for wl in c.workloads():
         metric = data.headline_metric(c, wl)
         if metric is None:
@@ -204,23 +278,42 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
                     entries.append((tun, scen, pct, lo))
         if len(entries) < 2:
             continue
-        fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(entries) + 1.5), 3.2),
+        higher = next((r.higher_is_better for r in c.rows
+                       if r.workload == wl and r.metric == metric), True)
+        entries.sort(key=lambda e: -e[2] if higher else e[2])   # best first, top down
+        fig, ax = plt.subplots(figsize=(6.0, _hbar_height(len(entries))),
                                layout="constrained")
+        # the scale follows the shares, not the CIs: two repeats give t = 12.7 and whiskers
+        # that would squeeze every bar into the left edge; a cut whisker ends in an arrow
+        top = max(110.0, max(e[2] for e in entries) * 1.25)
+        cut = False
         labels = []
         for i, (tun, scen, pct, half) in enumerate(entries):
-            ax.bar(i, pct, color=pal(tun), width=0.7)
-            ax.errorbar(i, pct, yerr=half, color="k", capsize=4, lw=1)
-            _label_in_bar(ax, i, pct, f"{pct:.0f}%")
-            labels.append(tun if len(scens) == 1 else f"{tun}\nMTU {scen[1]}")
-        ax.axhline(100, color="k", lw=0.8, ls=":")
-        ax.set_xticks(range(len(entries)), labels)
-        ax.set_ylabel(f"{metric} (% of native)")
-        ax.set_ylim(0, max(110, max(e[2] + e[3] for e in entries) * 1.1))
+            ax.barh(i, pct, color=pal(tun), height=0.7)
+            hi = min(pct + half, top * 0.86)
+            ax.errorbar(pct, i, xerr=[[min(half, pct)], [hi - pct]], color="k", capsize=3,
+                        lw=0.9)
+            if hi < pct + half:
+                cut = True
+                ax.annotate("", (hi + top * 0.03, i), (hi, i),
+                            arrowprops={"arrowstyle": "->", "lw": 0.9})
+            _value_label(ax, i, hi + (top * 0.03 if hi < pct + half else 0),
+                         f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%")
+            labels.append(tun if len(scens) == 1 else f"{tun} · MTU {scen[1]}"
+                          + ("" if scen[2] == "default" else f" · {scen[2]}"))
+        ax.axvline(100, color="k", lw=0.8, ls=":")
+        ax.set_yticks(range(len(entries)), labels)
+        ax.invert_yaxis()
+        ax.grid(False, axis="y")
+        ax.set_xlim(0, top)
+        ax.set_xlabel(f"{metric} (% of native)")
         title = f"{metric} as % of native ({wl})"
         ax.set_title(title)
         yield _save(fig, out, slug("pct-native", wl, metric), title,
                     "Mean over repeats divided by native's mean in the same campaign and "
-                    "scenario; whiskers: 95% CI (both relative errors combined).")
+                    "scenario, " + ("highest" if higher else "closest to native") + " first; "
+                    "whiskers: 95% CI (both relative errors combined)"
+                    + ("; an arrow marks a whisker cut at the edge." if cut else "."))
 
 
 # -- 4. MTU grouped bars -------------------------------------------------------------------
@@ -266,34 +359,57 @@ def mtu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
 
 # -- 5. latency CDF ------------------------------------------------------------------------
 
+def _cdf_points(dist: data.Distribution, tun: str) -> tuple[list[float], list[float], str]:
+    """x values, cumulative fractions and a legend label of one tunnel's curve."""
+    if tun in dist.samples:
+        v = dist.samples[tun]
+        return v, [(i + 1) / len(v) for i in range(len(v))], f"{tun} (n={len(v):,})"
+    q = dist.quantiles[tun]
+    xs, fs = [v for _, v in q], [p for p, _ in q]
+    if dist.dense(tun):
+        n = dist.counts.get(tun)
+        return xs, fs, f"{tun} (n={n:,})" if n else f"{tun} ({len(q)} quantiles)"
+    return xs, fs, f"{tun} (percentiles only)"
+
+
 def cdf_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
+    """The study's RTT CDF: one curve per tunnel from the recorded distribution (every sample,
+    or the workload's quantile sketch with repeats pooled), and the tail (1 - F, log axis)
+    where p99 and p99.9 differ, which a linear CDF squeezes into its top pixel."""
     for scen in c.scenarios():
         for dist in data.distributions(c, scen):
-            fig, ax = plt.subplots(figsize=(5.6, 3.4), layout="constrained")
+            tuns = [t for t in c.tunnels() if t in dist.samples or t in dist.quantiles]
+            fig, (ax, tail) = plt.subplots(1, 2, figsize=(8.4, 3.4), layout="constrained")
             allv: list[float] = []
-            for tun in c.tunnels():
-                if tun in dist.samples:
-                    v = dist.samples[tun]
-                    ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post",
-                            color=pal(tun), label=f"{tun} (n={len(v)})")
-                    allv += v
-                elif tun in dist.quantiles:
-                    q = dist.quantiles[tun]
-                    ax.plot([v for _, v in q], [p for p, _ in q], marker="o", ms=3,
-                            color=pal(tun), label=f"{tun} (percentiles)")
-                    allv += [v for _, v in q]
+            for tun in tuns:
+                xs, fs, label = _cdf_points(dist, tun)
+                sparse = tun not in dist.samples and not dist.dense(tun)
+                style = {"marker": "o", "ms": 3} if sparse else {}
+                ax.plot(xs, fs, color=pal(tun), label=label, drawstyle="steps-post"
+                        if tun in dist.samples else "default", **style)
+                tx = [(x, 1 - f) for x, f in zip(xs, fs) if 1 - f > 0]
+                if tx:
+                    tail.plot([x for x, _ in tx], [y for _, y in tx], color=pal(tun), **style)
+                allv += xs
             pos = [v for v in allv if v > 0]
-            if pos and max(pos) / min(pos) > 50:
-                ax.set_xscale("log")
+            for a in (ax, tail):
+                if pos and max(pos) / min(pos) > 4:
+                    a.set_xscale("log")
+                a.set_xlabel(f"{dist.name} ({dist.unit})" if dist.unit else dist.name)
             ax.set_ylim(0, 1.02)
-            ax.set_xlabel(f"{dist.name} ({dist.unit})" if dist.unit else dist.name)
-            ax.set_ylabel("fraction of samples ≤ x")
+            ax.set_ylabel("fraction of transactions ≤ x")
+            ax.set_title("CDF")
+            tail.set_yscale("log")
+            tail.set_ylabel("fraction > x (tail)")
+            tail.set_title("tail: p90 at 0.1, p99 at 0.01, p99.9 at 0.001")
             ax.legend(loc="lower right")
             title = f"{dist.name} CDF per tunnel ({scen_text(scen, c)})"
-            ax.set_title(title)
+            fig.suptitle(title)
             yield _save(fig, out, slug("cdf", dist.name, *scen), title,
-                        "Cumulative distribution over all repeats (full samples where the "
-                        "workload kept them, otherwise its reported percentiles).")
+                        "Cumulative distribution of every transaction over all repeats (full "
+                        "samples, or the workload's 1000-quantile sketch of them with repeats "
+                        "pooled); where only a few percentiles were recorded, they are marked. "
+                        "Right: the tail on a log scale.")
 
 
 # -- 6. sweeps: aggregate throughput and CPU vs parallel streams / processes ---------------
@@ -306,6 +422,22 @@ def _metric_rank(name: str, unit: str) -> tuple[int, str]:
     return (2, name)
 
 
+def _sweep_color(c: Campaign, pal: Palette, name: str) -> tuple[float, ...]:
+    """A tunnel's colour; a tunnel sweep's curve (base label) takes its first value's."""
+    if name in pal.colors:
+        return pal(name)
+    first = next((data.tunnel(d) for d in c.cases
+                  if (data.tunnel_sweep(d) or ("",))[0] == name), name)
+    return pal(first)
+
+
+def _own_scale(tops: list[float]) -> bool:
+    """One shared linear axis flattens the small curves when the largest is over 8x the
+    smallest (native at 10 Gbit/s next to wireguard-go at 0.2)."""
+    pos = [t for t in tops if t > 0]
+    return len(pos) > 1 and max(pos) / min(pos) > 8
+
+
 def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
     for sw in data.sweeps(c):
         ranked = sorted(sw.points, key=lambda m: _metric_rank(m, sw.units.get(m, "")))
@@ -313,34 +445,47 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             or ranked[:2]
         fig, axes = _grid(len(metrics), 4.2, 3.0)
         xs_all: set[int] = set()
+        logy = False
         for ax, metric in zip(axes, metrics):
-            top = 0.0
-            for tun in c.tunnels():
-                pts = sw.points[metric].get(tun)
-                if not pts:
-                    continue
+            tops: list[float] = []
+            lows: list[float] = []
+            for tun, pts in sw.points[metric].items():
                 xs = sorted(pts)
                 xs_all.update(xs)
                 summ = [stats.summarize(pts[x]) for x in xs]
                 ax.errorbar(xs, [s.mean for s in summ],
-                            yerr=[[s.mean - s.ci95_low for s in summ],
+                            yerr=[[min(s.mean - s.ci95_low, s.mean * 0.9) for s in summ],
                                   [s.ci95_high - s.mean for s in summ]],
-                            marker="o", ms=3, capsize=2, color=pal(tun), label=tun)
-                top = max(top, *(min(s.ci95_high, 2 * s.mean) for s in summ))
+                            marker="o", ms=3, capsize=2, color=_sweep_color(c, pal, tun),
+                            label=tun)
+                tops.append(max(min(s.ci95_high, 2 * s.mean) for s in summ))
+                lows.append(min(s.mean for s in summ))
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(xs_all), [str(x) for x in sorted(xs_all)])
-            ax.set_xlabel(f"parallel {sw.param}")
+            ax.minorticks_off()
+            ax.set_xlabel("ECMP tunnels" if sw.over == "tunnel" else f"parallel {sw.param}")
             unit = sw.units.get(metric, "")
             ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
-            ax.set_ylim(0, top * 1.08 or None)
+            if metric != "cpu_busy" and _own_scale(tops) and min(lows) > 0:
+                ax.set_yscale("log")   # each curve readable: equal ratios, equal distances
+                logy = True
+            else:
+                ax.set_ylim(0, max(tops) * 1.08 or None)
             ax.set_title(metric)
         axes[0].legend(loc="best")
-        title = f"{', '.join(metrics)} vs {sw.param} ({sw.workload}" + \
+        over = "ECMP tunnels" if sw.over == "tunnel" else sw.param
+        title = f"{', '.join(metrics)} vs {over} ({sw.workload}" + \
                 ("" if sw.mtu == 1500 else f", MTU {sw.mtu}") + ")"
         fig.suptitle(title)
+        cap = (f"Mean over repeats at each number of {over} (log2 axis); whiskers: 95% CI "
+               "(cut at twice the mean).")
+        if sw.over == "tunnel":
+            cap += (" Each point is the tunnel built N times in parallel, flows spread over "
+                    "them by an L4-hashed ECMP route (tunnels=N).")
+        if logy:
+            cap += " Rates on a log axis: the curves differ by more than 8x."
         yield _save(fig, out, slug("sweep", sw.workload, sw.param, sw.mtu, sw.offloads), title,
-                    f"Mean over repeats at each number of {sw.param} (log2 axis); "
-                    "whiskers: 95% CI (cut at twice the mean).")
+                    cap)
 
 
 # -- 7. bars by tunnel for selected metrics (line rate, NDR/PDR, latency under load) -------
@@ -460,7 +605,7 @@ def other_metric_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figur
 
 
 FIGURES: tuple[Callable[[Campaign, Path, Palette], Iterator[Figure]], ...] = (
-    pct_native_figures, series_figures, cpu_figures, mtu_figures, cdf_figures,
+    pct_native_figures, series_figures, cpu_figures, percore_figures, mtu_figures, cdf_figures,
     sweep_figures, line_rate_figures, ndr_figures, other_metric_figures)
 
 

@@ -82,6 +82,9 @@ class TunnelDriver(ABC):
     Params: ClassVar[type[TunnelParams]] = TunnelParams
     underlay_family: ClassVar[int] = 4   # IP family the encapsulation runs over
     inner_families: ClassVar[tuple[int, ...]] = (4, 6)  # inner IP families it carries
+    # a parameter an experiment may give as a list: one tunnel (and case) per value, like a
+    # workload's sweep (wireguard and ipsec: `tunnels`, the number of ECMP-spread tunnels)
+    sweep: ClassVar[str | None] = None
 
     # ---- parameters -------------------------------------------------------------------
     @classmethod

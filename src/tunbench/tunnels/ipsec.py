@@ -107,6 +107,7 @@ class Ipsec(TunnelDriver):
     kind = "ipsec"
     summary = "IPsec ESP: strongSwan libipsec (userspace), kernel ESP via IKEv2 or static xfrm"
     Params = IpsecParams
+    sweep = "tunnels"
 
     @classmethod
     def requirements(cls, params: TunnelParams) -> list[Missing]:

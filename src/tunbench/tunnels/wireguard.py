@@ -80,6 +80,7 @@ class Wireguard(TunnelDriver):
     kind = "wireguard"
     summary = "WireGuard (kernel module or wireguard-go userspace daemon), impl=kernel|go"
     Params = WireguardParams
+    sweep = "tunnels"
 
     @classmethod
     def requirements(cls, params: TunnelParams) -> list[Missing]:

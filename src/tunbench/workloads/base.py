@@ -90,6 +90,7 @@ class Context:
         for site, pids in self.ep.datapath_pids.items():
             for pid in pids:
                 sampler.track(pid, f"datapath-{site}")
+        sampler.track_kernel_threads("ksoftirqd/")
         sampler.start()
         try:
             yield sampler
