@@ -267,8 +267,24 @@ def sweeps(c: Campaign) -> list[Sweep]:
         for name, m in (d.get("metrics") or {}).items():
             if m.get("value") is not None and not _SWEEP_METRIC.match(name):
                 add(scen, param, name, m.get("unit", ""), base, x, float(m["value"]))
+        dp = datapath_cpu(d)
+        if dp is not None:
+            add(scen, param, DATAPATH_CPU, "% of one core", base, x, dp)
     return [sw for sw in found.values()
             if any(len(xs) > 1 for per in sw.points.values() for xs in per.values())]
+
+
+DATAPATH_CPU = "datapath_cpu"
+
+
+def datapath_cpu(doc: dict[str, Any]) -> float | None:
+    """CPU of the tunnel's datapath daemons (wireguard-go, charon, ovs-vswitchd, ssh), both
+    sites summed, in % of one core, from the per-process CPU the case recorded; None for a
+    kernel datapath (no daemon tracked)."""
+    procs = (doc.get("cpu") or {}).get("processes") or {}
+    vals = [float(e.get("pct_of_one_core", 0.0)) for label, e in procs.items()
+            if label.startswith("datapath")]
+    return sum(vals) if vals else None
 
 
 def tunnel_sweep(doc: dict[str, Any]) -> tuple[str, str, int] | None:

@@ -417,7 +417,7 @@ def cdf_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
 def _metric_rank(name: str, unit: str) -> tuple[int, str]:
     if data.is_rate_unit(unit) or data.is_line_rate(name, unit):
         return (0, name)
-    if name == "cpu_busy":
+    if name in ("cpu_busy", data.DATAPATH_CPU):
         return (1, name)
     return (2, name)
 
@@ -466,7 +466,7 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             ax.set_xlabel("ECMP tunnels" if sw.over == "tunnel" else f"parallel {sw.param}")
             unit = sw.units.get(metric, "")
             ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
-            if metric != "cpu_busy" and _own_scale(tops) and min(lows) > 0:
+            if _metric_rank(metric, unit)[0] == 0 and _own_scale(tops) and min(lows) > 0:
                 ax.set_yscale("log")   # each curve readable: equal ratios, equal distances
                 logy = True
             else:
@@ -481,7 +481,8 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                "(cut at twice the mean).")
         if sw.over == "tunnel":
             cap += (" Each point is the tunnel built N times in parallel, flows spread over "
-                    "them by an L4-hashed ECMP route (tunnels=N).")
+                    "them by an L4-hashed ECMP route (tunnels=N). datapath_cpu: the tunnel's "
+                    "daemons (both sites, all N) in % of one core.")
         if logy:
             cap += " Rates on a log axis: the curves differ by more than 8x."
         yield _save(fig, out, slug("sweep", sw.workload, sw.param, sw.mtu, sw.offloads), title,

@@ -291,9 +291,12 @@ def scale_out(c: Campaign) -> list[Takeaway]:
             if _single(summ[best], first):
                 text += "; one run each: no confidence interval, significance not tested"
                 facts["scales"] = None
-            elif best == xs[0] or data.overlap(summ[best], first):
-                text += (f"; no count of tunnels is distinguishable from {xs[0]} (95% CIs "
-                         "overlap): it does not scale out here")
+            elif best == xs[0]:
+                text += f"; more tunnels bring nothing: {xs[0]} is the best"
+                facts["scales"] = False
+            elif data.overlap(summ[best], first):
+                text += (f"; the gain at {best} is not significant with these repeats (95% CIs "
+                         f"of {best} and {xs[0]} overlap)")
                 facts["scales"] = False
             else:
                 text += (f"; the gain at {best} is significant (×{factors[best]:.2f}, "
@@ -304,9 +307,14 @@ def scale_out(c: Campaign) -> list[Takeaway]:
                 lo, hi = (stats.summarize(cpu[x]).mean for x in (xs[0], best))
                 text += f". CPU busy {lo:.0f}% with {xs[0]}, {hi:.0f}% with {best}"
                 facts["cpu"] = (lo, hi)
-                if lo >= 90:
-                    text += (" (the cores were already full with one: more tunnels can only "
-                             "share them)")
+                if min(lo, hi) >= 90:
+                    text += " (every core full at both counts)"
+            dp = sw.points.get(data.DATAPATH_CPU, {}).get(tun, {})
+            if xs[0] in dp and best in dp:
+                lo, hi = (stats.summarize(dp[x]).mean for x in (xs[0], best))
+                text += (f"; its datapath daemons used {lo:.0f}% of one core with {xs[0]} and "
+                         f"{hi:.0f}% with {best} (both sites)")
+                facts["datapath_cpu"] = (lo, hi)
             out.append(Takeaway("scale-out", text + ".", facts))
     return out
 
