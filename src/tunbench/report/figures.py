@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import EngFormatter, MaxNLocator  # noqa: E402
 
 from . import cores, data, stats  # noqa: E402
 from .data import Campaign, Scenario  # noqa: E402
@@ -98,6 +98,13 @@ def _label_in_bar(ax: Axes, x: float, height: float, text: str) -> None:
                 fontweight="bold")
 
 
+def _own_scale(tops: list[float]) -> bool:
+    """One shared linear axis flattens the small curves when the largest is over 8x the
+    smallest (native at 10 Gbit/s next to wireguard-go at 0.2)."""
+    pos = [t for t in tops if t > 0]
+    return len(pos) > 1 and max(pos) / min(pos) > 8
+
+
 # -- 1. throughput (any) series per tunnel -------------------------------------------------
 
 def series_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
@@ -111,7 +118,9 @@ def series_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                 continue
             unit = data.metric_unit(c.ok, name)
             fig, axes = _grid(len(per))
-            ymax = max(max(v) for runs in per.values() for v in runs)
+            tops = {t: max(max(v) for v in runs) for t, runs in per.items()}
+            own = _own_scale(list(tops.values()))   # a shared axis would flatten some
+            ymax = max(tops.values())
             for ax, (tun, runs) in zip(axes, sorted(per.items(), key=lambda kv:
                                                     c.tunnels().index(kv[0]))):
                 for i, r in enumerate(runs):
@@ -124,13 +133,16 @@ def series_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                 ax.set_title(tun, color=pal(tun))
                 ax.set_xlabel("time (s, after warm-up)")
                 ax.set_ylabel(f"{name} ({unit})" if unit else name)
-                ax.set_ylim(0, ymax * 1.1)
+                ax.set_ylim(0, (tops[tun] if own else ymax) * 1.1 or None)
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             axes[0].legend(loc="lower left", ncols=2)
             title = f"{name} series per tunnel ({scen_text(scen, c)})"
             fig.suptitle(title)
             yield _save(fig, out, slug("series", name, *scen), title,
-                        "Each repeat's per-second values; the red dashed line is their mean.")
+                        "Each repeat's per-second values; the red dashed line is their mean."
+                        + (" Each panel has its own y scale: the tunnels differ by more "
+                           "than 8x, and one shared scale would flatten the smaller ones."
+                           if own else ""))
 
 
 # -- 2. CPU bars with min/max whiskers -----------------------------------------------------
@@ -345,7 +357,7 @@ def mtu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             ax.set_xticks(range(len(tuns)), tuns)
             unit = next(r.unit for r in c.rows if r.metric == metric and r.workload == wl)
             ax.set_ylabel(f"{metric} ({unit})")
-            leg = ax.legend(title="underlay MTU", loc="lower right")
+            leg = ax.legend(title="underlay MTU", loc="upper left", bbox_to_anchor=(1.0, 1.0))
             for h in leg.legend_handles:
                 if h is not None and hasattr(h, "set_color"):
                     h.set_color("0.5")
@@ -431,13 +443,6 @@ def _sweep_color(c: Campaign, pal: Palette, name: str) -> tuple[float, ...]:
     return pal(first)
 
 
-def _own_scale(tops: list[float]) -> bool:
-    """One shared linear axis flattens the small curves when the largest is over 8x the
-    smallest (native at 10 Gbit/s next to wireguard-go at 0.2)."""
-    pos = [t for t in tops if t > 0]
-    return len(pos) > 1 and max(pos) / min(pos) > 8
-
-
 def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
     for sw in data.sweeps(c):
         ranked = sorted(sw.points, key=lambda m: _metric_rank(m, sw.units.get(m, "")))
@@ -507,8 +512,22 @@ def _grouped(ax: Axes, c: Campaign, pal: Palette, groups: list[str],
     if groups == [""]:   # one group: name the bars instead
         ax.set_xticks([-0.4 + width * (j + 0.5) for j in range(len(tuns))], tuns)
         ax.grid(False, axis="x")
+        _slant_if_crowded(ax, tuns)
     else:
         ax.set_xticks(range(len(groups)), groups)
+        _slant_if_crowded(ax, groups)
+
+
+def _slant_if_crowded(ax: Axes, labels: list[str]) -> None:
+    """Tick labels that would run into each other (about 6 px a character at 7-9 pt) are
+    slanted and right-aligned on their tick, so each stays readable."""
+    width_px = ax.get_position().width * ax.figure.get_figwidth() * ax.figure.dpi
+    need_px = sum(6.0 * max(len(line) for line in str(lab).split("\n")) + 8 for lab in labels)
+    if need_px > width_px:
+        ax.tick_params(axis="x", labelrotation=35, labelsize=7)
+        for t in ax.get_xticklabels():
+            t.set_horizontalalignment("right")
+            t.set_rotation_mode("anchor")
 
 
 def line_rate_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
@@ -536,6 +555,15 @@ def line_rate_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                         "Mean over repeats; whiskers: 95% CI.")
 
 
+def _size_label(size: str, unit: str) -> str:
+    """'pps_361' on a pps axis -> '361'; 'mbps_l2_imix' on a Mbit/s axis -> 'l2_imix': the
+    unit is on the axis already."""
+    for prefix in ("pps_", "mbps_", "gbps_", "bps_"):
+        if size.startswith(prefix):
+            return size[len(prefix):]
+    return size
+
+
 def ndr_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
     for scen in c.scenarios():
         srows = [r for r in c.rows if (r.workload, r.mtu, r.offloads) == scen]
@@ -543,27 +571,33 @@ def ndr_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         loaded = [r for r in srows if data.is_under_load(r.metric)]
         if not nd and not loaded:
             continue
-        kinds = sorted({k for k, _ in nd.values()})
-        panels = len(kinds) + (1 if loaded else 0)
+        units = {r.metric: r.unit for r in srows if r.metric in nd}
+        # one panel per kind and unit: pps and Mbit/s never share an axis
+        panels_nd = sorted({(k, units[m]) for m, (k, _) in nd.items()},   # packets first
+                           key=lambda ku: ("packets" not in ku[1] and "pps" not in ku[1],
+                                           ku[1], ku[0]))
+        panels = len(panels_nd) + (1 if loaded else 0)
         fig, axes = _grid(panels, 4.6, 3.0)
-        for ax, kind in zip(axes, kinds):
-            sizes = sorted({s for k, s in nd.values() if k == kind}, key=data.size_order)
-            vals = {(nd[r.metric][1], r.tunnel): r.stats for r in srows
-                    if r.metric in nd and nd[r.metric][0] == kind}
+        for ax, (kind, unit) in zip(axes, panels_nd):
+            mine = {m: _size_label(sz, unit) for m, (k, sz) in nd.items()
+                    if k == kind and units[m] == unit}
+            sizes = sorted(set(mine.values()), key=data.size_order)
+            vals = {(mine[r.metric], r.tunnel): r.stats for r in srows if r.metric in mine}
             _grouped(ax, c, pal, sizes, vals)
-            unit = next(r.unit for r in srows if r.metric in nd and nd[r.metric][0] == kind)
             ax.set_ylabel(f"{kind.upper()} ({unit})")
+            if "packets" in unit or "pps" in unit:
+                ax.yaxis.set_major_formatter(EngFormatter(sep=" "))   # 1.5 M, not 1e6
             ax.set_xlabel("frame size (bytes) / mix")
             ax.set_title(f"{kind.upper()}: " + ("no drop" if kind == "ndr" else "partial drop")
-                         + " rate")
-            ax.legend(loc="best")
+                         + f" rate, {unit}")
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 6))
         if loaded:
             ax = axes[-1]
             names = list(dict.fromkeys(r.metric for r in loaded))
             _grouped(ax, c, pal, names, {(r.metric, r.tunnel): r.stats for r in loaded})
             ax.set_ylabel(f"latency ({loaded[0].unit})")
             ax.set_title("latency under load")
-            ax.tick_params(axis="x", labelrotation=15)
         title = f"NDR/PDR and latency under load ({scen_text(scen, c)})"
         fig.suptitle(title)
         yield _save(fig, out, slug("ndr", *scen), title,

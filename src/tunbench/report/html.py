@@ -46,6 +46,10 @@ figure{margin:18px 0 26px;padding:0;display:inline-block;vertical-align:top;max-
 figcaption{font-size:.86em;color:#4a5263;margin-top:4px}
 pre{background:#f6f7f9;padding:8px;overflow-x:auto;font-size:.82em;text-align:left}
 nav a{margin-right:14px}
+table{display:block;overflow-x:auto;max-width:100%}
+@media (max-width:700px){main{padding:10px 12px 40px}
+ figure{display:block;margin-right:0;overflow-x:auto}
+ figure img{max-width:none;width:auto}}
 """
 
 
