@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -17,7 +18,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 from matplotlib.ticker import EngFormatter, MaxNLocator  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 from . import cores, data, stats  # noqa: E402
 from .data import Campaign, Scenario  # noqa: E402
@@ -38,6 +41,7 @@ class Figure:
     caption: str
     png: Path
     svg: Path
+    overlaps: tuple[str, ...] = ()   # tick labels that ran into a neighbour (should be none)
 
 
 class Palette:
@@ -66,13 +70,64 @@ def slug(*parts: object) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
 
 
+def _collisions(labels: list[Text], renderer: Any) -> list[str]:
+    """Neighbouring tick labels that touch: boxes intersecting for level text; for slanted
+    text, anchors closer than the text's height across the slant."""
+    shown = [t for t in labels if t.get_visible() and t.get_text()]
+    out = []
+    for a, b in zip(shown, shown[1:]):
+        ea, eb = a.get_window_extent(renderer), b.get_window_extent(renderer)
+        angle = abs(a.get_rotation()) % 180
+        if angle < 1:
+            inter = Bbox.intersection(ea, eb)
+            hit = inter is not None and inter.width > 1 and inter.height > 1
+        else:
+            pa = a.get_transform().transform(a.get_position())
+            pb = b.get_transform().transform(b.get_position())
+            line = a.get_fontsize() * a.figure.dpi / 72   # px
+            gap = max(abs(pb[0] - pa[0]), abs(pb[1] - pa[1]))
+            hit = gap * math.sin(math.radians(angle)) < line * 0.95
+        if hit:
+            out.append(f"{a.get_text()}|{b.get_text()}")
+    return out
+
+
+def overlapping_ticks(fig: MplFigure, fix: bool = False) -> tuple[str, ...]:
+    """Tick labels of the drawn figure that run into a neighbour ('a|b' pairs): the check
+    behind "no overlapping tick labels". With fix, an axis whose x labels collide gets them
+    slanted (right-aligned on their tick), and y labels a smaller font, before checking."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()   # type: ignore[attr-defined]
+    if fix:
+        changed = False
+        for ax in fig.axes:
+            if ax.get_visible() and _collisions(ax.get_xticklabels(), renderer):
+                ax.tick_params(axis="x", labelrotation=35, labelsize=7)
+                for t in ax.get_xticklabels():
+                    t.set_horizontalalignment("right")
+                    t.set_rotation_mode("anchor")
+                changed = True
+            if ax.get_visible() and _collisions(ax.get_yticklabels(), renderer):
+                ax.tick_params(axis="y", labelsize=6.5)
+                changed = True
+        if changed:
+            fig.canvas.draw()
+    found: list[str] = []
+    for ax in fig.axes:
+        if ax.get_visible():
+            found += _collisions(ax.get_xticklabels(), renderer)
+            found += _collisions(ax.get_yticklabels(), renderer)
+    return tuple(found)
+
+
 def _save(fig: MplFigure, out: Path, name: str, title: str, caption: str) -> Figure:
     out.mkdir(parents=True, exist_ok=True)
     png, svg = out / f"{name}.png", out / f"{name}.svg"
+    overlaps = overlapping_ticks(fig, fix=True)
     fig.savefig(png)
     fig.savefig(svg, metadata={"Date": None})
     plt.close(fig)
-    return Figure(name, title, caption, png, svg)
+    return Figure(name, title, caption, png, svg, overlaps)
 
 
 def _grid(n: int, width: float = 3.6, height: float = 2.6) -> tuple[MplFigure, list[Axes]]:
@@ -512,22 +567,8 @@ def _grouped(ax: Axes, c: Campaign, pal: Palette, groups: list[str],
     if groups == [""]:   # one group: name the bars instead
         ax.set_xticks([-0.4 + width * (j + 0.5) for j in range(len(tuns))], tuns)
         ax.grid(False, axis="x")
-        _slant_if_crowded(ax, tuns)
     else:
         ax.set_xticks(range(len(groups)), groups)
-        _slant_if_crowded(ax, groups)
-
-
-def _slant_if_crowded(ax: Axes, labels: list[str]) -> None:
-    """Tick labels that would run into each other (about 6 px a character at 7-9 pt) are
-    slanted and right-aligned on their tick, so each stays readable."""
-    width_px = ax.get_position().width * ax.figure.get_figwidth() * ax.figure.dpi
-    need_px = sum(6.0 * max(len(line) for line in str(lab).split("\n")) + 8 for lab in labels)
-    if need_px > width_px:
-        ax.tick_params(axis="x", labelrotation=35, labelsize=7)
-        for t in ax.get_xticklabels():
-            t.set_horizontalalignment("right")
-            t.set_rotation_mode("anchor")
 
 
 def line_rate_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
