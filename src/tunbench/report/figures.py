@@ -84,7 +84,7 @@ def _collisions(labels: list[Text], renderer: Any) -> list[str]:
         else:
             pa = a.get_transform().transform(a.get_position())
             pb = b.get_transform().transform(b.get_position())
-            line = a.get_fontsize() * a.figure.dpi / 72   # px
+            line = float(a.get_fontsize()) * a.figure.dpi / 72   # px
             gap = max(abs(pb[0] - pa[0]), abs(pb[1] - pa[1]))
             hit = gap * math.sin(math.radians(angle)) < line * 0.95
         if hit:
