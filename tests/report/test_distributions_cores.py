@@ -182,3 +182,32 @@ def test_ecmp_sweep_figure_and_scale_out_takeaway(campaign: Callable[[str], Path
     assert "ECMP tunnels" in svg and "datapath_cpu" in svg
     page = html.unescape(rep.html.read_text())
     assert all(t.text in page for t in takes.values())
+
+
+@pytest.mark.parametrize("name", ["basic", "encrypted"])
+def test_goodput_against_the_wire(name: str, campaign: Callable[[str], Path]) -> None:
+    """On-wire rate and efficiency from what each case recorded: iperf3's MSS, the tunnel's
+    MTU and header overhead (a 1500-byte native packet carries 1448 bytes; libipsec's
+    1400-byte inner MTU plus 62 bytes of ESP makes 1462)."""
+    root = campaign(name)
+    c = data.load(root)
+    expect: dict[str, list[tuple[float, float, float]]] = {}
+    for d in _docs(root):
+        if d["status"] != "ok" or d["tunnel"].get("relay"):
+            continue
+        mss = d["raw"]["iperf3"]["mss"]
+        frame = d["tunnel"]["mtu"] + d["tunnel"]["overhead"]
+        good = d["metrics"]["throughput"]["value"]
+        expect.setdefault(d["case"]["tunnel"]["label"], []).append(
+            (good, good * frame / mss, mss / frame))
+    take = next(t for t in takeaways.compute(c) if t.topic == "on-wire")
+    assert set(take.facts["efficiency"]) == set(expect)
+    for tun, vals in expect.items():
+        assert take.facts["goodput"][tun] == pytest.approx(np.mean([v[0] for v in vals]))
+        assert take.facts["on_wire"][tun] == pytest.approx(np.mean([v[1] for v in vals]))
+        assert take.facts["efficiency"][tun] == pytest.approx(vals[0][2])
+        assert f"{100 * vals[0][2]:.1f}% of the wire is goodput" in take.text
+    assert take.facts["efficiency"]["native"] == pytest.approx(1448 / 1500)
+    if name == "encrypted":
+        assert "ssh-forward" not in take.text            # a stream relay has no packets
+        assert take.facts["efficiency"]["ipsec"] < take.facts["efficiency"]["native"]

@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import cores, data, stats
+from . import cores, data, stats, wire
 from .data import Campaign, Scenario
 
 
 @dataclass(frozen=True)
 class Takeaway:
     topic: str   # share-of-native, cpu-per-gbit, jumbo, scaling, scale-out, latency,
-    #              one-core, noisy
+    #              on-wire, one-core, noisy
     text: str
     facts: dict[str, Any] = field(default_factory=dict)
 
@@ -319,6 +319,39 @@ def scale_out(c: Campaign) -> list[Takeaway]:
     return out
 
 
+def goodput_on_wire(c: Campaign) -> list[Takeaway]:
+    """Per scenario: each tunnel's goodput and what it puts on the wire (full segments in
+    outer IP packets; see report/wire.py), and the share of wire bytes that is goodput, most
+    efficient first. A swept workload gets it once (the share does not depend on streams)."""
+    by_scen: dict[Scenario, list[wire.Wire]] = {}
+    seen_sweeps: set[tuple[str, int, str]] = set()
+    for w in wire.per_tunnel(c):
+        point = c.sweep_point(w.scenario[0])
+        key = (point[0] if point else w.scenario[0], w.scenario[1], w.scenario[2])
+        if point and key in seen_sweeps and w.scenario not in by_scen:
+            continue
+        seen_sweeps.add(key)
+        by_scen.setdefault(w.scenario, []).append(w)
+    out = []
+    for scen, ws in by_scen.items():
+        ws.sort(key=lambda w: -w.efficiency)
+        items = "; ".join(f"{w.tunnel} {num(w.goodput)} → {num(w.on_wire)} Mbit/s "
+                          f"({100 * w.efficiency:.1f}% of the wire is goodput: "
+                          f"{w.mss} of {w.frame} bytes)" for w in ws)
+        text = (f"In {where(c, scen)}, goodput against the wire (full TCP segments in the "
+                f"outer IP packets the tunnel sends): {items}.")
+        base = next((w for w in ws if c.kind_of(w.tunnel) == "native"), None)
+        if base is not None and len(ws) > 1:
+            worst = ws[-1]
+            text += (f" {worst.tunnel}'s headers take {100 * (base.efficiency - worst.efficiency):.1f}"
+                     " points more of the wire than native's.")
+        out.append(Takeaway("on-wire", text, {
+            "scenario": scen, "efficiency": {w.tunnel: w.efficiency for w in ws},
+            "on_wire": {w.tunnel: w.on_wire for w in ws},
+            "goodput": {w.tunnel: w.goodput for w in ws}}))
+    return out
+
+
 def latency(c: Campaign) -> list[Takeaway]:
     """One sentence per scenario: what each tunnel adds to the median latency over native,
     largest first; those whose 95% CIs overlap native's are named together."""
@@ -454,4 +487,5 @@ def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
 
 def compute(c: Campaign) -> list[Takeaway]:
     return merge_sweeps(c, share_of_native(c) + cpu_per_gbit(c) + jumbo(c) + scaling(c)
-                        + scale_out(c) + latency(c) + one_core(c) + noisy(c))
+                        + scale_out(c) + goodput_on_wire(c) + latency(c) + one_core(c)
+                        + noisy(c))
