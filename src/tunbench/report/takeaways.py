@@ -486,6 +486,7 @@ def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
 
 
 def compute(c: Campaign) -> list[Takeaway]:
+    from . import peers  # builds on this module's sentences; imported here, not in a cycle
     return merge_sweeps(c, share_of_native(c) + cpu_per_gbit(c) + jumbo(c) + scaling(c)
-                        + scale_out(c) + goodput_on_wire(c) + latency(c) + one_core(c)
-                        + noisy(c))
+                        + scale_out(c) + peers.compute(c) + goodput_on_wire(c) + latency(c)
+                        + one_core(c) + noisy(c))
