@@ -129,7 +129,9 @@ def encrypted_by_streams(c: Campaign) -> list[Takeaway]:
         text = (f"Encrypting tunnels in {sw.workload} by {sw.param} ({metric}, "
                 f"{sw.units[metric]}): " + "; ".join(items) + ".")
         if changes:
-            text += f" The lead changes at {', '.join(map(str, changes))} {sw.param}."
+            text += f" The lead changes at {', '.join(map(str, changes))} {sw.param}"
+            text += ("." if any(leaders[x][1] for x in changes) else
+                     ", but no such change is significant (95% CIs overlap).")
         else:
             text += f" {leaders[xs[0]][0]} leads at every count."
         out.append(Takeaway("encrypted-by-streams", text,
