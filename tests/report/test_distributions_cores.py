@@ -211,3 +211,14 @@ def test_goodput_against_the_wire(name: str, campaign: Callable[[str], Path]) ->
     if name == "encrypted":
         assert "ssh-forward" not in take.text            # a stream relay has no packets
         assert take.facts["efficiency"]["ipsec"] < take.facts["efficiency"]["native"]
+
+
+def test_a_swept_workload_gets_one_cores_figure(campaign: Callable[[str], Path]) -> None:
+    """tests/data/campaigns/sweep (stream at 1, 4, 16 streams): one CPU-per-core figure for
+    the sweep, its rows labelled by count in sweep order, not one figure per count."""
+    rep = build.build(campaign("sweep"))
+    names = [f.name for f in rep.figures if f.name.startswith("cores-")]
+    assert names == ["cores-stream-1500"]
+    svg = (rep.html.parent / "cores-stream-1500.svg").read_text()
+    ys = [svg.index(f"native · streams={n}") for n in (1, 4, 16)]
+    assert ys == sorted(ys)

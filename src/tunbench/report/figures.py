@@ -252,12 +252,26 @@ def _shown_ranks(n: int) -> list[int]:
     return list(range(n)) if n <= MAX_RANKS else [*range(MAX_RANKS - 1), n - 1]
 
 
+def _core_groups(c: Campaign) -> list[tuple[Scenario, list[Scenario]]]:
+    """One figure per scenario; the values of a workload sweep (stream streams=1, 4, 16)
+    share one figure, keyed by the base workload."""
+    groups: dict[Scenario, list[Scenario]] = {}
+    for scen in c.scenarios():
+        point = c.sweep_point(scen[0])
+        key = (point[0], scen[1], scen[2]) if point else scen
+        groups.setdefault(key, []).append(scen)
+    for members in groups.values():
+        members.sort(key=lambda m: (c.sweep_point(m[0]) or ("", "", 0))[2])
+    return list(groups.items())
+
+
 def percore_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
     profs = cores.profiles(c)
-    for scen in c.scenarios():
-        ps = [p for p in profs if p.scenario == scen]
+    for scen, members in _core_groups(c):
+        ps = [p for m in members for p in profs if p.scenario == m]
         if not ps:
             continue
+        swept = len(members) > 1
         ranks = max(len(_shown_ranks(p.cores)) for p in ps)
         rows = sum(len(_shown_ranks(p.cores)) for p in ps) + len(ps)
         fig, ax = plt.subplots(figsize=(6.4, 0.6 + 0.24 * rows), layout="constrained")
@@ -278,7 +292,9 @@ def percore_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                 y += 1
             centers.append((top + y - 1) / 2)
             b = cores.bottleneck(p)
-            labels.append(p.tunnel + ("\n⚠ one core" if b else ""))
+            point = c.sweep_point(p.scenario[0]) if swept else None
+            labels.append(p.tunnel + (f" · {point[1]}={point[2]}" if point else "")
+                          + ("\n⚠ one core" if b else ""))
             y += 1
         ax.set_yticks(centers, labels)
         for t, p in zip(ax.get_yticklabels(), ps):
