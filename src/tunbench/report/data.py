@@ -10,6 +10,10 @@ figure when it follows one of these conventions:
 - percentiles: metrics named ``<base>_p<NN>`` (``latency_p50``, ``latency_p99.9``);
 - distributions: ``doc["distributions"]`` or ``doc["raw"]["distributions"]``, each
   ``{name: {"unit": u, "values": [...]}}`` (full samples) or ``{"unit": u, "percentiles": {"50": v}}``;
+  or a quantile sketch ``doc["raw"][group]["cdf"] = {"pct": [...], "<q>_<unit>": [...]}``
+  (the latency workload's ``raw.tcp.cdf.rtt_us``), repeats pooled as a mixture;
+- tunnel sweeps: ``case.tunnel.base`` and ``case.tunnel.sweep`` (``{"tunnels": 2}``), recorded
+  for an experiment's ``tunnels = [1, 2, 4]``;
 - NDR/PDR: metrics named ``ndr``/``pdr`` optionally suffixed with a frame size or mix
   (``ndr_64``, ``pdr_imix``, ``ndr@size1518``);
 - line rate: metrics whose unit is ``% of line rate`` or whose name contains ``line_rate``;
