@@ -380,8 +380,10 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
                 cut = True
                 ax.annotate("", (hi + top * 0.03, i), (hi, i),
                             arrowprops={"arrowstyle": "->", "lw": 0.9})
-            _value_label(ax, i, hi + (top * 0.03 if hi < pct + half else 0),
-                         f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%")
+            text = f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
+            if not higher and pct >= 150:    # a delay or cost many times native's
+                text += f" ({pct / 100:.1f}× native)"
+            _value_label(ax, i, hi + (top * 0.03 if hi < pct + half else 0), text)
             labels.append(tun if len(scens) == 1 else f"{tun} · MTU {scen[1]}"
                           + ("" if scen[2] == "default" else f" · {scen[2]}"))
         ax.axvline(100, color="k", lw=0.8, ls=":")
