@@ -521,6 +521,9 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         ranked = sorted(sw.points, key=lambda m: _metric_rank(m, sw.units.get(m, "")))
         metrics = [m for m in ranked if _metric_rank(m, sw.units.get(m, ""))[0] < 2] \
             or ranked[:2]
+        head = data.headline_metric(c, sw.workload)
+        if head in sw.points and head not in metrics:   # latency vs N: the median RTT
+            metrics.insert(0, head)
         fig, axes = _grid(len(metrics), 4.2, 3.0)
         xs_all: set[int] = set()
         logy = False
