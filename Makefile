@@ -6,14 +6,39 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_ARGS ?=
 RUN_ARGS ?= --tunnels all --duration 5 --repeats 3
+BINDIR ?= /usr/local/bin
+TB_BIN := $(CURDIR)/$(VENV)/bin/tunbench
 
-.PHONY: run test deps venv loadgen lint typecheck bench cleanup clean
+.PHONY: run test fuzz deps venv loadgen link unlink lint typecheck bench cleanup clean
 
-run: deps venv loadgen
+run: deps venv loadgen link
 	$(VENV)/bin/tunbench run $(RUN_ARGS)
+
+# `tunbench` on PATH, as the README types it: a symlink $(BINDIR)/tunbench -> this checkout's
+# venv entry point. Idempotent; a tunbench there that is not a symlink is left alone, and
+# an unwritable $(BINDIR) only prints the path to use instead.
+link: venv
+	@link="$(BINDIR)/tunbench"; \
+	if [ "$$(readlink "$$link" 2>/dev/null)" = "$(TB_BIN)" ]; then :; \
+	elif [ -e "$$link" ] && [ ! -L "$$link" ]; then \
+		echo "link: $$link exists and is not a symlink, left alone; run $(TB_BIN)"; \
+	elif [ -d "$(BINDIR)" ] && [ -w "$(BINDIR)" ]; then \
+		ln -sfn "$(TB_BIN)" "$$link" && echo "link: $$link -> $(TB_BIN)"; \
+	else echo "link: cannot write $(BINDIR); run $(TB_BIN) or add $(CURDIR)/$(VENV)/bin to PATH"; fi
+
+unlink:
+	@link="$(BINDIR)/tunbench"; \
+	if [ "$$(readlink "$$link" 2>/dev/null)" = "$(TB_BIN)" ]; then rm -f "$$link" && echo "unlink: removed $$link"; fi
 
 test: deps venv loadgen
 	$(PY) -m pytest $(TEST_ARGS)
+
+# The input fuzz test with a long budget and a fresh seed each run (make test runs it with a
+# small fixed budget and seed). FUZZ_EXAMPLES is per property.
+FUZZ_EXAMPLES ?= 3000
+fuzz: venv
+	TUNBENCH_FUZZ=long TUNBENCH_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest \
+		tests/unit/test_input_fuzz.py $(TEST_ARGS)
 
 deps:
 	@scripts/install-deps.sh
@@ -46,5 +71,5 @@ cleanup: venv
 
 include mk/vmlab.mk
 
-clean:
+clean: unlink
 	rm -rf $(VENV) build src/*.egg-info

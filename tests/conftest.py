@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).parent / "data"
+# Campaigns run by tests are not recorded in the user's results store; the store's own tests
+# name a temporary one (--db or TUNBENCH_DB).
+os.environ.setdefault("TUNBENCH_DB", "off")
 
 
 def _netns_unavailable() -> str | None:

@@ -11,6 +11,7 @@ import functools
 import gzip
 import os
 import platform
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,7 +97,7 @@ def kernel_missing(option: str, feature: str, module: str | None = None) -> Miss
 def tool_missing(tool: str, purpose: str = "") -> Missing | None:
     if proc.which(tool):
         return None
-    pkg = proc.TOOL_PACKAGES.get(tool, tool)
+    pkg = proc.package_for(tool)
     return Missing(f"tool {tool}", f"not installed{': ' + purpose if purpose else ''}",
                    f"apt-get install {pkg}")
 
@@ -106,3 +107,29 @@ def root_missing() -> Missing | None:
         return None
     return Missing("root", "creating namespaces and links needs root (CAP_NET_ADMIN)",
                    "run as root, e.g. sudo tunbench ...")
+
+
+CONGESTION_RE = re.compile(r"^[a-z0-9_]{1,15}$")   # TCP_CA_NAME_MAX is 16 with the NUL
+AVAILABLE_CC = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+
+
+def congestion_problems(name: str) -> list[str]:
+    """A TCP congestion control name (iperf3 -C) is lowercase letters, digits and _."""
+    if name and not CONGESTION_RE.match(name):
+        return [f"congestion {name!r} is not a TCP congestion control name (e.g. cubic, bbr, "
+                "reno; empty: the system default)"]
+    return []
+
+
+def congestion_missing(name: str) -> Missing | None:
+    """None if the kernel offers congestion control `name` (or `name` is empty)."""
+    if not name:
+        return None
+    try:
+        offered = AVAILABLE_CC.read_text().split()
+    except OSError:
+        return None   # cannot tell: the run will say if iperf3 refuses it
+    if name in offered:
+        return None
+    return Missing(f"congestion control {name}", f"not offered by this kernel (offered: "
+                   f"{', '.join(offered)})", f"modprobe tcp_{name}, or use one of those")

@@ -8,19 +8,36 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
-from . import __version__, interrupts, spec, tunnels, workloads
+from . import __version__, inputs, interrupts, spec, tunnels
 from .errors import Interrupted, SpecError, TunbenchError
-from .report import console
 
 DEFAULT_OUT = Path("results")
+INTERNAL_ERROR = 70   # sysexits EX_SOFTWARE: a bug in tunbench, not the input or the host
+
+# Flags whose value is a comma-separated list (split by inputs.split_list; the fuzz test
+# checks every help text saying "comma-separated" is here)
+LIST_FLAGS = ("--tunnels", "--workloads", "--mtu", "--offloads")
+
+EXIT_CODES = """\
+exit codes:
+  0    ok
+  1    every case failed, or a significant regression (compare)
+  2    invalid input (flag, experiment file, parameter); nothing was changed
+  3    not possible on this host (kernel feature, tool, privilege); nothing was changed
+  4    a command failed
+  70   internal error (a bug in tunbench; rerun with --debug for the traceback)
+  130  interrupted (SIGINT/SIGTERM); everything created was removed
+"""
 
 
 _MAIN_PID = 0
@@ -60,18 +77,11 @@ def install_signal_handlers() -> None:
 
 
 def available_kinds() -> dict[str, list[str]]:
-    """kind -> list of reasons it cannot run here (empty: available)."""
-    out = {}
-    for kind, drv in sorted(tunnels.registry().items()):
-        try:
-            out[kind] = [m.one_line() for m in drv.requirements(drv.Params())]
-        except TunbenchError as exc:
-            out[kind] = [exc.one_line()]
-    return out
-
-
-def _csv(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
+    """kind -> list of reasons it cannot run here with its default params (empty: available;
+    an automatically chosen implementation runs if any does)."""
+    return {kind: [] if auto.available else auto.reasons
+            for kind in sorted(tunnels.registry())
+            for auto in tunnels.availability(kind)[:1]}
 
 
 def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
@@ -94,43 +104,85 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
     e = over["experiment"]
     if args.noisy_cv is not None:
         e["noisy_cv"] = args.noisy_cv
-    if args.offloads:
+    if args.offloads is not None:
         over["offloads"] = spec.offload_tables(args.offloads)
     for key in ("duration", "warmup", "repeats", "rate", "seed") + spec.NETEM_KEYS:
         val = getattr(args, key)
         if val is not None:
             e[key] = val
-    if args.mtu:
+    if args.mtu is not None:
         try:
-            e["mtus"] = [int(m) for m in _csv(args.mtu)]
+            e["mtus"] = [int(m) for m in inputs.split_list("--mtu", args.mtu)]
         except ValueError:
             raise SpecError(f"--mtu {args.mtu!r} is not a list of integers",
                             "e.g. --mtu 1500 or --mtu 1500,9000") from None
     if args.shuffle:
         e["order"] = "shuffled"
-    if args.tunnels:
-        over["tunnel"] = [{"kind": k} for k in _csv(args.tunnels)]
-    if args.workloads:
-        over["workload"] = [{"name": w} for w in _csv(args.workloads)]
+    if args.tunnels is not None:
+        over["tunnel"] = [{"kind": k} for k in inputs.split_list("--tunnels", args.tunnels)]
+    if args.workloads is not None:
+        over["workload"] = [{"name": w} for w in inputs.split_list("--workloads", args.workloads)]
     merged = spec.merge(data, over)
     kinds = available_kinds()
     avail = {k for k, why in kinds.items() if not why}
-    return spec.build(merged, source, available=avail)
+    flags = set(e) | {k for k in ("tunnel", "workload", "offloads") if k in over}
+    return spec.build(merged, source, available=avail, flags=flags)
+
+
+def _out_dir(args: argparse.Namespace) -> Path:
+    return Path(args.out) if args.out else DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
+
+
+def check_out(out: Path) -> None:
+    """The result folder can hold a new campaign: refused (exit 2) before anything runs."""
+    try:
+        if out.exists() and not out.is_dir():
+            raise SpecError(f"--out {out} exists and is not a folder", "choose another --out")
+        if (out / "index.json").exists():
+            raise SpecError(f"--out {out} already holds a campaign",
+                            "use --resume to continue it, or choose another --out folder")
+        parent = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
+    except OSError as exc:
+        raise SpecError(f"--out {out} cannot be used: {exc.strerror or exc}",
+                        "choose another --out") from None
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise SpecError(f"--out {out} cannot be created: {parent} is not a writable folder",
+                        "choose another --out")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .runner import run_campaign
     if args.resume:
         out = Path(args.resume)
-        from .results.store import CampaignStore
-        index = CampaignStore(out).read_index()
+        from .results import reader
+        index = reader.read_index(out)
+        if not isinstance(index.get("experiment"), dict):
+            raise reader.ResultError(f"{out / 'index.json'} records no experiment",
+                                     "start a new campaign with --out")
         exp = spec.build(_spec_dict(index["experiment"]), index["experiment"]["source"])
     else:
         exp = spec_from_args(args)
-        out = Path(args.out) if args.out else DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
+        out = _out_dir(args)
+    from .runner import preflight
+    preflight(exp)          # not possible here (exit 3) comes before a bad --out (exit 2)
+    if not args.resume:
+        check_out(out)
+    if args.dry_run:
+        return _dry_run(exp, out, resume=bool(args.resume))
     install_signal_handlers()
-    reporter = console.ProgressReporter(quiet=args.quiet or args.json)
-    outcome = run_campaign(exp, out, reporter, resume=bool(args.resume))
+    from .report import console  # scipy behind it: imported once the input is known good
+    from .report.live import ProgressReporter
+    reporter = ProgressReporter(quiet=args.quiet)   # stderr, also with --json
+    try:
+        outcome = run_campaign(exp, out, reporter, resume=bool(args.resume))
+    except Interrupted as exc:
+        if (out / "index.json").exists():   # the campaign had begun: say how to go on
+            exc.hint += f"; continue it with `tunbench run --resume {out}`"
+        raise
+    finally:
+        reporter.close()
+    from .store.commands import record_finished
+    record_finished(out, args.db)   # one warning line if it cannot; never fails the run
     cases = outcome.store.read_cases()
     from .report import stats
     if args.json:
@@ -140,6 +192,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.no_report:
         _report_after_run(out, quiet=args.quiet)
     return 1 if outcome.failed and len(outcome.failed) == len(outcome.statuses) else 0
+
+
+def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
+    """The plan of a validated, preflighted experiment: nothing on the system is changed,
+    no folder is written."""
+    from .plan import plan
+    from .progress import Estimate
+    from .runner import case_plans
+    cases = plan(exp)
+    if resume:
+        from .results.store import CampaignStore
+        done = {c["id"] for c in CampaignStore(out).read_index()["cases"]
+                if c["status"] in ("ok", "failed", "skipped")}
+        cases = [c for c in cases if c.case_id not in done]
+    eta = Estimate(case_plans(exp, cases)).total()
+    print(f"plan: {len(cases)} case(s), about {eta / 60:.1f} min; results would go to {out}")
+    for c in cases:
+        print(f"  {c.case_id}")
+    return 0
 
 
 def _report_after_run(out: Path, quiet: bool) -> None:
@@ -156,8 +227,9 @@ def _report_after_run(out: Path, quiet: bool) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import build, export
+    from .report import build, console, export
     rep = build.build(Path(args.dir))
+    console.print_folder_problems(rep.campaign.folder)
     if args.csv:
         sys.stdout.write(rep.csv.read_text())
         return 0
@@ -171,14 +243,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .report import compare, data
-    a, b = Path(args.a), Path(args.b)
-    changes, only = compare.compare(data.load(a), data.load(b))
+    from .report import compare
+    if not (math.isfinite(args.threshold) and 0 <= args.threshold <= 1000):
+        raise SpecError(f"--threshold {args.threshold:g} must be a percentage from 0 to 1000",
+                        "e.g. --threshold 5 ignores regressions under 5 %")
+    res = compare.run(Path(args.a), Path(args.b), force=args.force)
+    from .report import console
+    for camp in res.campaigns:
+        console.print_folder_problems(camp.folder)
     if args.json:
-        print(json.dumps(compare.to_json(a, b, changes, only, args.threshold), indent=1))
+        print(json.dumps(compare.to_json(res, args.threshold, args.allow_untested), indent=1))
     else:
-        compare.print_table(a, b, changes, only, args.threshold)
-    return 1 if compare.regressions(changes, args.threshold) else 0
+        compare.print_table(res, args.threshold, args.allow_untested)
+    return compare.exit_code(res, args.threshold, args.allow_untested)
 
 
 def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -201,24 +278,24 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from . import presets
+    from . import listing, presets
+    from .report import console
+    if args.kind:
+        listing.check_kind(args.kind)
     kinds = available_kinds()
     if args.json:
-        print(json.dumps({
-            "tunnels": {k: {"available": not why, "missing": why,
-                            "summary": tunnels.get(k).summary,
-                            "params": tunnels.get(k).Params().to_dict()}
-                        for k, why in kinds.items()},
-            "workloads": {n: {"summary": w.summary, "params": w.Params().to_dict(),
-                              "missing": [m.one_line() for m in w.requirements(w.Params())]}
-                          for n, w in sorted(workloads.registry().items())},
-            "presets": {n: {"summary": presets.describe(n), "path": presets.path(n)}
-                        for n in presets.names()},
-            "offload_variants": spec.OFFLOAD_PRESETS}, indent=1))
+        print(json.dumps(listing.list_json(
+            kinds, {n: {"summary": presets.describe(n), "path": presets.path(n)}
+                    for n in presets.names()}, spec.OFFLOAD_PRESETS, args.kind),
+            indent=1, default=list))
         return 0
-    console.print_list(kinds, show_params=args.params)
-    console.print_presets({n: (presets.describe(n), presets.path(n)) for n in presets.names()},
-                          spec.OFFLOAD_PRESETS)
+    if args.params:
+        sys.stdout.write(listing.params_toml(kinds, args.kind))
+        return 0
+    console.print_list(kinds, only=args.kind)
+    if not args.kind:
+        console.print_presets({n: (presets.describe(n), presets.path(n))
+                               for n in presets.names()}, spec.OFFLOAD_PRESETS)
     return 0
 
 
@@ -243,14 +320,32 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     return 0
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line naming the flag (exit 2), like tunbench's own,
+    instead of a usage dump whose last line is the only one that matters."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"tunbench: {' '.join(message.split())} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tunbench", description="Benchmark tunnels and "
-                                "encryption between two sites: throughput, latency, CPU.")
+    p = Parser(prog="tunbench", description="Benchmark tunnels and encryption between two "
+               "sites: throughput, latency, CPU.", epilog=EXIT_CODES,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"tunbench {__version__}")
-    p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs "
+                   "(also accepted after the command)")
+    # --debug after the command too; SUPPRESS keeps an absent one from resetting the first
+    common = Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks and debug logs")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    r = sub.add_parser("run", help="run a campaign and write a result folder")
+    def add(name: str, **kw: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], epilog=EXIT_CODES,
+                              formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+
+    r = add("run", help="run a campaign and write a result folder")
     r.add_argument("--tunnels", help="comma-separated kinds, or 'all' (every kind available "
                    "here); default: native,vxlan")
     r.add_argument("--workloads", help="comma-separated workloads; default: stream")
@@ -279,58 +374,109 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="result folder (default results/<timestamp>)")
     r.add_argument("--resume", metavar="DIR", help="continue an interrupted campaign")
     r.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    r.add_argument("--quiet", action="store_true", help="no progress output")
+    r.add_argument("--quiet", action="store_true", help="no progress on stderr (it is shown "
+                   "otherwise, also with --json)")
     r.add_argument("--no-report", action="store_true",
                    help="do not write the HTML report (DIR/report/) after the run")
+    r.add_argument("--dry-run", action="store_true", help="check the experiment and this host "
+                   "(exit 2 or 3 as a run would) and print the planned cases; changes nothing")
+    r.add_argument("--db", metavar="FILE", help="results store to record the campaign in "
+                   "(default $TUNBENCH_DB, else ~/.local/share/tunbench/results.db; 'off': none)")
     r.set_defaults(func=cmd_run)
 
-    rp = sub.add_parser("report", help="figures, HTML report and CSV/Parquet of a result "
+    rp = add("report", help="figures, HTML report and CSV/Parquet of a result "
                         "folder, into DIR/report/")
     rp.add_argument("dir", metavar="DIR", help="result folder (with index.json)")
     rp.add_argument("--csv", action="store_true",
                     help="also print the tidy CSV (one row per case x metric) to stdout")
     rp.set_defaults(func=cmd_report)
 
-    cp = sub.add_parser("compare", help="change per tunnel and metric from campaign A to B; "
-                        "exit 1 on a significant regression beyond --threshold")
+    cp = add("compare", help="change per tunnel and metric from campaign A to B; "
+             "exit 0 no significant regression, 1 a significant regression beyond "
+             "--threshold, 2 nothing comparable or invalid input")
     cp.add_argument("a", metavar="A", help="result folder: before")
     cp.add_argument("b", metavar="B", help="result folder: after")
     cp.add_argument("--threshold", type=float, default=0.0, metavar="PCT",
                     help="ignore regressions smaller than PCT percent of A's mean (default 0)")
     cp.add_argument("--json", action="store_true", help="print one JSON object")
+    cp.add_argument("--force", action="store_true", help="compare campaigns whose settings, "
+                    "host or tools differ (refused otherwise, exit 2); every line is marked")
+    cp.add_argument("--allow-untested", action="store_true", help="let entries with fewer "
+                    "than 2 repeats on a side pass (otherwise they make the exit code 2)")
     cp.set_defaults(func=cmd_compare)
 
-    ls = sub.add_parser("list", help="tunnel kinds and workloads, and whether each runs here")
-    ls.add_argument("--json", action="store_true")
-    ls.add_argument("--params", action="store_true", help="show parameters and defaults")
+    ls = add("list", help="tunnel kinds and workloads, and whether each runs here")
+    ls.add_argument("kind", nargs="?", metavar="KIND", help="only this tunnel kind or workload")
+    ls.add_argument("--json", action="store_true", help="one versioned JSON object ("
+                    "'reasons' as in doctor)")
+    ls.add_argument("--params", action="store_true", help="every parameter with its default "
+                    "and description, as TOML to paste into an experiment file")
     ls.set_defaults(func=cmd_list)
 
-    d = sub.add_parser("doctor", help="what this host can run and exactly why not (read-only)")
+    d = add("doctor", help="what this host can run and exactly why not (read-only)")
     d.add_argument("--json", action="store_true")
     d.add_argument("--probe", action="store_true", help="build a throwaway testbed to read the "
                    "underlay's offloads (needs root; torn down at once)")
     d.set_defaults(func=cmd_doctor)
 
-    c = sub.add_parser("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
+    from types import SimpleNamespace
+
+    from .schedule import commands as schedule_commands
+    from .store import commands as store_commands
+    from .trend import commands as trend_commands
+    shared = SimpleNamespace(add_parser=add)   # their parsers get --debug and the exit codes
+    store_commands.add_parsers(shared)
+    schedule_commands.add_parsers(shared)
+    trend_commands.add_parsers(shared)
+
+    c = add("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
     c.set_defaults(func=cmd_cleanup)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    run_args: list[str] = []
+    if "schedule" in argv[:2] and "--" in argv:   # schedule add NAME ... -- <run options>
+        cut = argv.index("--")
+        argv, run_args = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    if run_args:
+        args.run_args = run_args
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    return dispatch(args)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the parsed command; every error becomes one line and its exit code, here only."""
     try:
         return int(args.func(args))
     except TunbenchError as exc:
-        if args.debug:
-            raise
+        _debug_traceback(args)
         print(f"tunbench: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tunbench: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug: one line and its own exit code, the traceback on request
+        _debug_traceback(args)
+        print(f"tunbench: internal error ({type(exc).__name__}: {_short(exc)}); "
+              "rerun with --debug for the traceback", file=sys.stderr)
+        return INTERNAL_ERROR
+
+
+def _debug_traceback(args: argparse.Namespace) -> None:
+    """With --debug the traceback comes first; the line and exit code stay the same, so a
+    script sees the same result either way."""
+    if args.debug:
+        traceback.print_exc()
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 if __name__ == "__main__":

@@ -1,19 +1,18 @@
 """tunbench doctor: what this host can run, exactly why not, and with which tools and kernel.
 
 Read-only by default: it asks every registered tunnel kind (discovered through the registry,
-never by name) for its requirements, once per value of an `impl` or `datapath` parameter when
-the kind has one, and reads tool versions, the kernel release and configuration, and whether it
-runs as root. Nothing is created and nothing in the root namespace is touched. With `probe`,
+never by name) for its requirements, once per implementation it declares (wireguard kernel|go,
+ipsec libipsec|kernel|xfrm, ovs-* netdev|system), and reads tool versions, the kernel release
+and the kernel options the drivers declare (plus the testbed's own), and whether it runs as
+root. Nothing is created and nothing in the root namespace is touched. With `probe`,
 it builds a throwaway two-namespace testbed through the normal ledger, reports the underlay
 veth's offloads (`ethtool -k`), and tears it down.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import platform
-import typing
 from typing import Any
 
 from . import tunnels
@@ -21,66 +20,40 @@ from .capabilities import kernel_config, root_missing
 from .errors import TunbenchError
 from .results import envinfo
 
-VARIANT_PARAMS = ("impl", "datapath")
-KERNEL_OPTIONS = (
-    "CONFIG_NET_NS", "CONFIG_VETH", "CONFIG_TUN", "CONFIG_DUMMY", "CONFIG_VXLAN",
-    "CONFIG_GENEVE", "CONFIG_NET_IPGRE", "CONFIG_NET_IPIP", "CONFIG_IPV6_SIT",
-    "CONFIG_L2TP", "CONFIG_WIREGUARD", "CONFIG_XFRM", "CONFIG_INET_ESP", "CONFIG_INET6_ESP",
-    "CONFIG_XFRM_USER", "CONFIG_OPENVSWITCH", "CONFIG_IPV6", "CONFIG_IPV6_SEG6_LWTUNNEL",
+# The testbed's, the workloads' and the VM lab's own kernel options; the tunnel kinds' come
+# from their drivers' declarations (tunnels.kernel_options()).
+BASE_KERNEL_OPTIONS = (
+    "CONFIG_NET_NS", "CONFIG_VETH", "CONFIG_TUN", "CONFIG_DUMMY", "CONFIG_XFRM",
     "CONFIG_IPV6_SEG6_BPF", "CONFIG_LWTUNNEL", "CONFIG_LWTUNNEL_BPF", "CONFIG_BPF_SYSCALL",
     "CONFIG_NET_CLS_BPF", "CONFIG_NET_SCH_TBF", "CONFIG_NET_SCH_HTB", "CONFIG_NET_SCH_NETEM",
     "CONFIG_NET_SCH_FQ", "CONFIG_IFB", "CONFIG_NET_ACT_MIRRED", "CONFIG_MODULES",
     # loss-search's capture receiver: AF_PACKET ring + clsact with a bpf drop filter
     "CONFIG_PACKET", "CONFIG_NET_SCH_INGRESS",
 )
-DOCTOR_TOOLS = ("ip", "tc", "ethtool", "iperf3", "ping", "ss", "sysctl", "ssh", "sshd",
-                "wg", "wireguard-go", "swanctl", "ovs-vswitchd", "sockperf")
+# the testbed's and the workloads' tools; the tunnel kinds' come from their declarations
+BASE_TOOLS = ("ip", "tc", "ethtool", "iperf3", "ping", "ss", "sysctl", "sockperf")
 
 
-def variant_values(params_cls: type) -> tuple[str, list[Any]] | None:
-    """(field name, values) of a Params `impl`/`datapath` field: the values of its Literal type
-    (also inside Optional/Union), else its default; "auto", "" and None are left out."""
-    hints = typing.get_type_hints(params_cls)
-    for f in dataclasses.fields(params_cls):
-        if f.name not in VARIANT_PARAMS:
-            continue
-        want = hints[f.name]
-        members = (typing.get_args(want) if typing.get_origin(want) is not typing.Literal
-                   else (want,))
-        values: list[Any] = []
-        for t in members:
-            if typing.get_origin(t) is typing.Literal:
-                values += list(typing.get_args(t))
-        if not values and f.default is not dataclasses.MISSING:
-            values = [f.default]
-        return f.name, [v for v in values if v not in ("", None, "auto")]
-    return None
+def kernel_options() -> list[str]:
+    return list(dict.fromkeys([*BASE_KERNEL_OPTIONS, *tunnels.kernel_options()]))
 
 
-def _check(drv: Any, raw: dict[str, Any]) -> dict[str, Any]:
-    try:
-        params = drv.parse_params(raw)
-        missing = drv.requirements(params)
-    except TunbenchError as exc:
-        return {"available": False, "reasons": [exc.one_line()]}
-    except Exception as exc:  # a driver's bug must not hide the others
-        return {"available": False, "reasons": [f"requirements() failed: "
-                                                f"{type(exc).__name__}: {exc}"]}
-    return {"available": not missing, "reasons": [m.one_line() for m in missing]}
+def doctor_tools() -> list[str]:
+    return list(dict.fromkeys([*envinfo.VERSION_ARGS, *BASE_TOOLS, *tunnels.declared_tools()]))
 
 
 def kinds_report() -> dict[str, Any]:
+    """Per kind: its summary, whether it runs here (with the implementation chosen
+    automatically) and, for a kind with implementations, each one available or why not."""
     out: dict[str, Any] = {}
     for kind, drv in sorted(tunnels.registry().items()):
-        entry: dict[str, Any] = {"summary": drv.summary, **_check(drv, {})}
-        variants = variant_values(drv.Params)
-        if variants:
-            name, values = variants
-            entry["variant_param"] = name
-            entry["variants"] = {str(v): _check(drv, {name: v}) for v in values}
-            # the kind runs if any implementation does (the default is chosen automatically)
-            entry["available"] = entry["available"] or any(
-                v["available"] for v in entry["variants"].values())
+        auto, *impls = tunnels.availability(kind)
+        entry: dict[str, Any] = {"summary": drv.summary, "encrypts": drv.encrypts,
+                                 "available": auto.available, "reasons": auto.reasons}
+        if impls:
+            entry["variant_param"] = drv.impl_param
+            entry["variants"] = {str(r.impl): {"display": r.display, "available": r.available,
+                                          "reasons": r.reasons} for r in impls}
         out[kind] = entry
     return out
 
@@ -90,7 +63,7 @@ def kernel_report() -> dict[str, Any]:
     return {"release": platform.release(), "version": platform.version(),
             "config_readable": conf is not None,
             "options": {o: (conf.get(o, "not set") if conf is not None else "unknown")
-                        for o in KERNEL_OPTIONS}}
+                        for o in kernel_options()}}
 
 
 def probe_offloads() -> dict[str, Any]:
@@ -122,8 +95,7 @@ def report(probe: bool = False) -> dict[str, Any]:
         "root": root is None, "euid": os.geteuid(),
         "root_note": root.one_line() if root else None,
         "kernel": kernel_report(),
-        "tools": envinfo.tool_versions(list(dict.fromkeys(
-            [*envinfo.VERSION_ARGS, *DOCTOR_TOOLS]))),
+        "tools": envinfo.tool_versions(doctor_tools()),
         "tunnels": kinds_report(),
         "offloads": probe_offloads() if probe else
         {"note": "not probed (read-only by default); use --probe to build a throwaway "
@@ -140,9 +112,8 @@ def format_table(doc: dict[str, Any]) -> str:
         lines.append(f"  {kind:<{width}}{'yes' if e['available'] else 'NO ':<5}{e['summary']}")
         for r in e["reasons"] if not e.get("variants") else []:
             lines.append(f"  {'':<{width}}     - {r}")
-        for val, v in (e.get("variants") or {}).items():
-            label = f"{e['variant_param']}={val}"
-            lines.append(f"  {'':<{width}}  {label:<22}{'yes' if v['available'] else 'no'}")
+        for v in (e.get("variants") or {}).values():
+            lines.append(f"  {'':<{width}}  {v['display']:<22}{'yes' if v['available'] else 'no'}")
             for r in v["reasons"]:
                 lines.append(f"  {'':<{width}}      - {r}")
     lines += ["", "tools:"]

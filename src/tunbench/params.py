@@ -7,6 +7,7 @@ Used by tunnel drivers and workloads alike: unknown names and wrong types become
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any
@@ -42,8 +43,8 @@ def _coerce(val: Any, want: Any) -> tuple[bool, Any]:
             if ok:
                 return True, conv
         return False, None
-    if origin is typing.Literal:
-        return (val in typing.get_args(want)), val
+    if origin is typing.Literal:   # same type too: False is not the literal 0
+        return any(val == a and type(val) is type(a) for a in typing.get_args(want)), val
     if origin in (tuple, list):
         if not isinstance(val, (list, tuple)):
             return False, None
@@ -61,18 +62,19 @@ def _coerce(val: Any, want: Any) -> tuple[bool, Any]:
         if isinstance(val, str) and val.lower() in ("true", "false", "yes", "no", "on", "off"):
             return True, val.lower() in ("true", "yes", "on")
         return False, None
-    if want is int:
-        if isinstance(val, bool):
+    if want is int:   # 5, "5", "0x10" or 5.0; never 1.5 (silently 1), inf, nan or a bool
+        if isinstance(val, bool) or (isinstance(val, float) and not val.is_integer()):
             return False, None
         try:
             return True, int(str(val), 0) if isinstance(val, str) else int(val)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return False, None
-    if want is float:
+    if want is float:   # finite only: nan and inf pass every range check written as a < x
         try:
-            return (not isinstance(val, bool)), float(val)
-        except (TypeError, ValueError):
+            num = float(val)
+        except (TypeError, ValueError, OverflowError):
             return False, None
+        return (not isinstance(val, bool) and math.isfinite(num)), num
     if want is str:
         return (isinstance(val, (str, int)) and not isinstance(val, bool)), str(val)
     if want is Any:

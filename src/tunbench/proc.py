@@ -21,24 +21,17 @@ from typing import Any
 from .errors import CommandFailed, UnavailableError
 
 # Debian package that provides each external tool, for "missing tool" hints.
+# Tools of the testbed, the workloads and the VM lab -> Debian package. Tunnel drivers declare
+# their own tools and packages (tunnels/base.py `needs`); package_for() consults both.
 TOOL_PACKAGES: dict[str, str] = {
     "ip": "iproute2",
     "tc": "iproute2",
+    "ss": "iproute2",
     "iperf3": "iperf3",
     "ethtool": "ethtool",
     "sockperf": "sockperf",
     "ping": "iputils-ping",
-    "wg": "wireguard-tools",
-    "wireguard-go": "wireguard-go",
-    "ovs-vsctl": "openvswitch-switch",
-    "ovs-vswitchd": "openvswitch-switch",
-    "ovsdb-server": "openvswitch-switch",
-    "ovsdb-tool": "openvswitch-switch",
-    "ovs-appctl": "openvswitch-switch",
-    "swanctl": "strongswan-swanctl",
-    "ssh": "openssh-client",
-    "ssh-keygen": "openssh-client",
-    "sshd": "openssh-server",
+    "sysctl": "procps",
     "qemu-system-x86_64": "qemu-system-x86",
     "debootstrap": "debootstrap",
     "unshare": "util-linux",
@@ -66,10 +59,18 @@ def require(tool: str) -> str:
     """Path of a tool, or an UnavailableError that names the package to install."""
     path = which(tool)
     if path is None:
-        pkg = TOOL_PACKAGES.get(tool, tool)
         raise UnavailableError(f"required tool '{tool}' is not installed",
-                               f"install it: apt-get install {pkg}")
+                               f"install it: apt-get install {package_for(tool)}")
     return path
+
+
+def package_for(tool: str) -> str:
+    """The Debian package providing `tool`: the base table, else a tunnel driver's declaration,
+    else the tool's own name."""
+    if tool in TOOL_PACKAGES:
+        return TOOL_PACKAGES[tool]
+    from .tunnels import tool_packages  # drivers import proc: resolved at call time
+    return tool_packages().get(tool, tool)
 
 
 def in_netns(netns: str | None, argv: list[str]) -> list[str]:
@@ -319,3 +320,19 @@ def _safe(check: Callable[[], bool]) -> bool:
 def _tail_line(p: Process) -> str:
     tail = p.log_tail(3).strip().splitlines()
     return tail[-1] if tail else "no output"
+
+
+def spawn_piped(argv: list[str], *, stderr_path: Path, label: str | None = None) -> Process:
+    """Start a process whose stdin and stdout are pipes to us (a line protocol such as the
+    remote agent's over ssh); stderr goes to a file, so no third pipe can fill up."""
+    full = _check_argv(argv)
+    err = open(stderr_path, "wb")  # noqa: SIM115
+    try:
+        popen = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=err, start_new_session=True)
+    except FileNotFoundError:
+        require(full[0])
+        raise
+    finally:
+        err.close()
+    return Process(full, popen, None, label or Path(argv[0]).name, proc_starttime(popen.pid))

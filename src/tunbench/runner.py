@@ -18,7 +18,8 @@ from .capabilities import Missing, kernel_missing, root_missing
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
 from .metrics.cpu import CpuRecord
 from .plan import Case, plan
-from .results import envinfo
+from .progress import SETUP, TEARDOWN, CasePlan, PhaseEvent, ProgressSink, ignore
+from .results import envinfo, fingerprint
 from .results.model import case_document
 from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
@@ -35,15 +36,19 @@ class CaseSkipped(Exception):
 
 
 class Reporter(Protocol):
-    def campaign_start(self, cases: list[Case], eta_seconds: float) -> None: ...
+    """Told what the campaign does, in order; `phase` between a case's start and end (from the
+    runner and from inside the workload). It only listens: nothing flows back."""
+    def campaign_start(self, cases: list[Case], plans: list[CasePlan]) -> None: ...
     def case_start(self, case: Case) -> None: ...
+    def phase(self, event: PhaseEvent) -> None: ...
     def case_end(self, case: Case, doc: dict[str, Any]) -> None: ...
     def campaign_end(self, store: CampaignStore) -> None: ...
 
 
 class SilentReporter:
-    def campaign_start(self, cases: list[Case], eta_seconds: float) -> None: ...
+    def campaign_start(self, cases: list[Case], plans: list[CasePlan]) -> None: ...
     def case_start(self, case: Case) -> None: ...
+    def phase(self, event: PhaseEvent) -> None: ...
     def case_end(self, case: Case, doc: dict[str, Any]) -> None: ...
     def campaign_end(self, store: CampaignStore) -> None: ...
 
@@ -55,8 +60,9 @@ def preflight(exp: Experiment) -> None:
     if root:
         missing.append(root.one_line())
     for t in exp.tunnels:
-        for m in tunnels.get(t.kind).requirements(t.params):
-            missing.append(f"tunnel {t.label}: {m.one_line()}")
+        drv = tunnels.get(t.kind)
+        for m in drv.requirements(t.params):   # named with its implementation
+            missing.append(f"tunnel {drv.display(t.params, t.label)}: {m.one_line()}")
     for w in exp.workloads:
         for m in workloads.get(w.name).requirements(w.params):
             missing.append(f"workload {w.name}: {m.one_line()}")
@@ -68,7 +74,7 @@ def preflight(exp: Experiment) -> None:
     for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.rate or exp.netem else ()):
         if not proc.which(tool):
             missing.append(f"tool {tool}: not installed (apt-get install "
-                           f"{proc.TOOL_PACKAGES.get(tool, 'procps')})")
+                           f"{proc.package_for(tool)})")
     for t in exp.tunnels:
         for mtu in exp.all_mtus():
             inner = tunnels.get(t.kind).tunnel_mtu(t.params, mtu)
@@ -84,11 +90,13 @@ def preflight(exp: Experiment) -> None:
                                "fix the above or leave those out; nothing was changed")
 
 
-def estimate_seconds(exp: Experiment, cases: list[Case]) -> float:
-    setup = 1.5
-    return sum(workloads.get(c.workload.name).expected_seconds(c.workload.params, exp.duration,
-                                                               exp.warmup) + setup
-               for c in cases)
+def case_plans(exp: Experiment, cases: list[Case]) -> list[CasePlan]:
+    """What the estimate starts from: each case's kind, workload and the workload's expected
+    seconds (bring-up and teardown are the estimate's to learn)."""
+    return [CasePlan(c.tunnel.kind, c.workload.name,
+                     workloads.get(c.workload.name).expected_seconds(c.workload.params,
+                                                                     exp.duration, exp.warmup))
+            for c in cases]
 
 
 @dataclass
@@ -113,25 +121,29 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
         if recorded.get("experiment") != exp.to_dict():
             raise SpecError(f"{out_dir} was recorded with a different experiment",
                             "resume with the same options, or start a new --out folder")
+        # a case whose file is gone (deleted, or removed because it was damaged) runs again
         done = {c["id"]: c["status"] for c in recorded["cases"]
-                if c["status"] in ("ok", "failed", "skipped")}
+                if c["status"] in ("ok", "failed", "skipped")
+                and store.case_path(c["id"]).exists()}
     elif store.index_path.exists():
         raise SpecError(f"{out_dir} already holds a campaign",
                         "use --resume to continue it, or choose another --out folder")
+    env = envinfo.host_env()
     index: dict[str, Any] = {
-        "experiment": exp.to_dict(), "env": envinfo.host_env(), "created": time.time(),
+        "experiment": exp.to_dict(), "env": env, "created": time.time(),
+        "fingerprint": fingerprint.derive(exp.to_dict(), env),
         "cases": [{"id": c.case_id, "status": done.get(c.case_id, "pending"),
                    "file": f"cases/{c.case_id}.json", **_case_keys(c)} for c in cases],
         "state": "running",
     }
     store.write_index(index)
     todo = [c for c in cases if c.case_id not in done]
-    reporter.campaign_start(todo, estimate_seconds(exp, todo))
+    reporter.campaign_start(todo, case_plans(exp, todo))
     outcome = CampaignOutcome(store, dict(done))
     try:
         for case in todo:
             reporter.case_start(case)
-            doc = run_case(exp, case)
+            doc = run_case(exp, case, reporter.phase)
             interrupts.check()   # a signal whose exception a library swallowed: not recorded
             store.write_case(case.case_id, doc)
             outcome.statuses[case.case_id] = doc["status"]
@@ -154,8 +166,9 @@ def _case_keys(c: Case) -> dict[str, Any]:
             "workload_label": c.workload.label, "mtu": c.mtu, "offloads": c.offloads.name, "repeat": c.repeat}
 
 
-def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
-    """One case on a fresh testbed; always torn down; never raises except Interrupted."""
+def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> dict[str, Any]:
+    """One case on a fresh testbed; always torn down; never raises except Interrupted.
+    `progress` hears each phase as it starts (bring-up, the workload's own, teardown)."""
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
     run_id = names.new_run_id(taken)
     ledger = Ledger(run_id)
@@ -170,6 +183,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
     watch: DatapathWatch | None = None
     case_notes: list[str] = []
     try:
+        progress(PhaseEvent(SETUP, f"testbed and {case.tunnel.kind} tunnel"))
         tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
         driver = tunnels.get(case.tunnel.kind)()
         # a kind that carries one inner family only (sit: IPv6) is measured with that one
@@ -179,6 +193,8 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
                               f"measured with inner IPv{family}")
         ep = driver.up(tb, case.tunnel.params)
         if not ep.relay:
+            progress(PhaseEvent(SETUP, f"ping through the {case.tunnel.kind} tunnel",
+                                site=tb.a.name, host=tb.a.host))
             wait_reachable(tb, ep, family)
         offloads = {"before": record_offloads(tb, ep)}
         if case.offloads.settings:
@@ -187,7 +203,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
             offloads["applied"] = record_offloads(tb, ep)
         before = driver.counters(tb, ep)
         ctx = Context(tb, ep, exp.duration, exp.warmup, family,  # type: ignore[arg-type]
-                      cpu_interval=exp.cpu_interval)
+                      cpu_interval=exp.cpu_interval, progress=progress)
         wl = workloads.get(case.workload.name)()
         why = wl.unsupported(ctx, case.workload.params)
         if why:
@@ -215,6 +231,7 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         status, error = "failed", f"{type(exc).__name__}: {exc}"
         error_log = _log_tails(tb)
     finally:
+        _announce(progress, PhaseEvent(TEARDOWN))
         undo_errors = ledger.close()
         # Safety net: anything of this run id the ledger did not hear of (a signal landed
         # between creating an object and recording it).
@@ -228,11 +245,33 @@ def run_case(exp: Experiment, case: Case) -> dict[str, Any]:
         cpu = cpu_summary(ctx.cpu_record, ctx.warmup)
         metrics.update(_cpu_metrics(cpu, out))
     return case_document(
-        case={**case.to_dict(), "run_id": run_id}, status=status, started=started,
+        case={**case.to_dict(), "tunnel": tunnel_identity(case), "run_id": run_id},
+        status=status, started=started,
         ended=time.time(), testbed=tb.describe() if tb else None,
         tunnel=ep.describe() if ep else None, metrics=metrics, series=out.series,
         cpu=cpu, counters=counters, raw=out.raw, notes=notes, error=error,
         error_log=error_log, offloads=offloads)
+
+
+def tunnel_identity(case: Case) -> dict[str, Any]:
+    """The case's tunnel section, with what a reader must not have to guess, recorded at write
+    time: the implementation resolved on this host (wireguard kernel|go, ipsec
+    libipsec|kernel|xfrm, ovs-* netdev|system; None for a kind with one), whether it
+    encrypts, and the name the report shows ('wireguard (go)')."""
+    t = case.tunnel
+    drv = tunnels.get(t.kind)
+    return {**t.to_dict(), "impl": drv.resolve_impl(t.params), "encrypts": drv.encrypts,
+            "display": drv.display(t.params, t.label)}
+
+
+def _announce(progress: ProgressSink, event: PhaseEvent) -> None:
+    """Tell the listener from a `finally` that must go on to the teardown whatever happens: a
+    display problem is ignored, and a signal landing here is not lost (the handler recorded
+    it; the runner's interrupts.check() after the case ends the run)."""
+    try:
+        progress(event)
+    except Exception:   # Interrupted is one too
+        pass
 
 
 def cpu_summary(record: CpuRecord, warmup: float) -> dict[str, Any]:

@@ -38,13 +38,13 @@ them together before anything runs. The same dict shape is used for TOML files a
 
 from __future__ import annotations
 
+import math
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import tunnels, workloads
+from . import inputs, rates, tunnels, workloads
 from .errors import SpecError
 from .testbed.netem import Netem
 from .tunnels.base import TunnelParams
@@ -54,6 +54,7 @@ DEFAULT_TUNNELS = ("native", "vxlan")
 DEFAULT_WORKLOADS = ("stream",)
 RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", re.I)
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")
+NAME_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,80}$")
 OFFLOAD_FEATURES = ("tso", "gso", "gro", "lro", "rx", "tx", "sg", "tx-udp_tnl-segmentation",
                     "tx-udp_tnl-csum-segmentation", "rx-gro-hw", "rx-udp-gro-forwarding")
 EXPERIMENT_KEYS = {"repeats", "duration", "warmup", "mtus", "rate", "order", "seed", "family",
@@ -159,13 +160,8 @@ class Experiment:
 
 
 def load_toml(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise SpecError(f"experiment file {path} does not exist", "check the path") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML: {exc}", "fix the syntax at that line") from None
+    """An experiment file as a dict, or one SpecError naming it (see tunbench.inputs)."""
+    return inputs.load_toml(path, "experiment file")
 
 
 def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -180,22 +176,33 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _num(problems: list[str], where: str, exp: dict[str, Any], key: str, default: float,
-         lo: float, hi: float, integer: bool = False) -> Any:
-    val = exp.get(key, default)
+# experiment key -> the run flag that sets it, so a bad flag value is named as the flag
+FLAG_NAMES = {"repeats": "--repeats", "duration": "--duration", "warmup": "--warmup",
+              "mtus": "--mtu", "rate": "--rate", "seed": "--seed", "noisy_cv": "--noisy-cv",
+              "order": "--shuffle", "delay": "--delay", "jitter": "--jitter", "loss": "--loss",
+              "netem_rate": "--netem-rate", "tunnel": "--tunnels", "workload": "--workloads",
+              "offloads": "--offloads"}
+
+
+def _num(problems: list[str], spot: str, val: Any, lo: float, hi: float,
+         integer: bool = False) -> bool:
+    """A finite number (an integer where asked) from lo to hi; False (and a problem) if not."""
     kind = int if integer else (int, float)
-    if isinstance(val, bool) or not isinstance(val, kind) or not lo <= val <= hi:
-        problems.append(f"{where}: experiment.{key} must be {'an integer' if integer else 'a number'}"
+    if (isinstance(val, bool) or not isinstance(val, kind) or not math.isfinite(val)
+            or not lo <= val <= hi):
+        problems.append(f"{spot} must be {'an integer' if integer else 'a number'}"
                         f" from {lo:g} to {hi:g}, got {val!r}")
-        return default
-    return val
+        return False
+    return True
 
 
 def build(data: dict[str, Any], source: str = "command line",
-          available: set[str] | None = None) -> Experiment:
+          available: set[str] | None = None, flags: set[str] | frozenset[str] = frozenset(),
+          ) -> Experiment:
     """Validate a spec dict into an Experiment; every problem is reported at once.
 
     `available` is the set of tunnel kinds that can run here, used to expand "all".
+    `flags`: experiment keys and sections set by command-line flags, named as those flags.
     """
     problems: list[str] = []
     where = source
@@ -210,31 +217,49 @@ def build(data: dict[str, Any], source: str = "command line",
     for key in sorted(set(exp) - EXPERIMENT_KEYS):
         problems.append(f"{where}: unknown field experiment.{key} (known: "
                         f"{', '.join(sorted(EXPERIMENT_KEYS))})")
-    repeats = _num(problems, where, exp, "repeats", 3, 1, 1000, integer=True)
-    duration = _num(problems, where, exp, "duration", 10.0, 1, 86400)
-    warmup = _num(problems, where, exp, "warmup", 1.0, 0, 600)
-    seed = _num(problems, where, exp, "seed", 1, 0, 2**32, integer=True)
-    family = _num(problems, where, exp, "family", 4, 4, 6, integer=True)
-    cpu_interval = _num(problems, where, exp, "cpu_interval", 1.0, 0.1, 60)
-    noisy_cv = _num(problems, where, exp, "noisy_cv", 0.10, 0, 10)
+
+    def spot(key: str) -> str:
+        return FLAG_NAMES[key] if key in flags else f"{where}: experiment.{key}"
+
+    def num(key: str, default: float, lo: float, hi: float, integer: bool = False) -> Any:
+        val = exp.get(key, default)
+        return val if _num(problems, spot(key), val, lo, hi, integer) else default
+
+    repeats = num("repeats", 3, 1, 1000, integer=True)
+    duration = num("duration", 10.0, 1, 86400)
+    warmup = num("warmup", 1.0, 0, 600)
+    seed = num("seed", 1, 0, 2**32, integer=True)
+    family = num("family", 4, 4, 6, integer=True)
+    cpu_interval = num("cpu_interval", 1.0, 0.1, 60)
+    noisy_cv = num("noisy_cv", 0.10, 0, 10)
     if family not in (4, 6):
-        problems.append(f"{where}: experiment.family must be 4 or 6, got {family}")
-    mtus = _mtus(exp.get("mtus", [1500]), f"{where}: experiment.mtus", problems)
+        problems.append(f"{spot('family')} must be 4 or 6, got {family}")
+    if warmup >= duration and "warmup" in exp:
+        problems.append(f"{spot('warmup')} {warmup:g} s must be shorter than the duration "
+                        f"({duration:g} s): it is excluded from the measurement")
+    mtus = _mtus(exp.get("mtus", [1500]), spot("mtus"), problems)
     rate = exp.get("rate")
-    if rate is not None and (not isinstance(rate, str) or not RATE_RE.match(rate)):
-        problems.append(f"{where}: experiment.rate {rate!r} is not a rate like 500mbit or 1gbit")
+    if rate is not None and not _rate_ok(rate):
+        problems.append(f"{spot('rate')} {rate!r} is not a rate above 0 like 500mbit or 1gbit")
     order = exp.get("order", "listed")
     if order not in ("listed", "shuffled"):
-        problems.append(f"{where}: experiment.order must be 'listed' or 'shuffled', got {order!r}")
-    name = str(exp.get("name", "campaign"))
+        problems.append(f"{spot('order')} must be 'listed' or 'shuffled', got {order!r}")
+    name = exp.get("name", "campaign")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        problems.append(f"{spot('name')} must be 1-80 printable characters, got {name!r}")
+        name = "campaign"
     netem = Netem(exp.get("delay"), exp.get("jitter"), exp.get("loss"), exp.get("netem_rate"))
-    problems += [f"{where}: {p}" for p in netem.validate()]
+    problems += netem.validate(names={k: spot(k) for k in NETEM_KEYS})
+
+    def section(key: str) -> str:
+        return FLAG_NAMES[key] if key in flags else where
 
     tunnel_specs = _tunnels(data.get("tunnel", [{"kind": k} for k in DEFAULT_TUNNELS]),
-                            where, available, problems)
+                            section("tunnel"), available, problems)
     workload_specs = _workloads(data.get("workload", [{"name": w} for w in DEFAULT_WORKLOADS]),
-                                where, problems)
-    offloads = _offloads(data.get("offloads"), where, problems)
+                                section("workload"), problems)
+    offloads = _offloads(data.get("offloads"), section("offloads"), problems)
+    problems = list(dict.fromkeys(problems))   # a swept workload repeats its table's problem
     if problems:
         raise SpecError("\n".join(problems) if len(problems) > 1 else problems[0],
                         "fix the values named above; nothing was changed")
@@ -242,6 +267,11 @@ def build(data: dict[str, Any], source: str = "command line",
                       repeats, float(duration), float(warmup), rate, order, seed, family,
                       float(cpu_interval), float(noisy_cv), name, source,
                       netem=netem if netem.active else None)
+
+
+def _rate_ok(rate: Any) -> bool:
+    """A tc rate string above zero (tbf and netem cannot shape at 0)."""
+    return isinstance(rate, str) and bool(RATE_RE.match(rate)) and rates.rate_mbps(rate) > 0
 
 
 def _mtus(raw: Any, spot: str, problems: list[str]) -> list[int]:
@@ -252,6 +282,8 @@ def _mtus(raw: Any, spot: str, problems: list[str]) -> list[int]:
     for m in raw:
         if isinstance(m, bool) or not isinstance(m, int) or not 1280 <= m <= 65535:
             problems.append(f"{spot}: {m!r} is not an MTU from 1280 to 65535")
+        elif m in out:
+            problems.append(f"{spot}: {m} is listed twice")
         else:
             out.append(m)
     return out
@@ -287,9 +319,10 @@ def _tunnels(raw: Any, where: str, available: set[str] | None,
         except SpecError as exc:
             problems.append(f"{spot}: {exc.one_line()}")
             continue
-        label = str(t.get("label", kind))
-        if not LABEL_RE.match(label):
+        label = t.get("label", kind)
+        if not isinstance(label, str) or not LABEL_RE.match(label):
             problems.append(f"{spot}: label {label!r} must be 1-40 letters, digits, . _ + -")
+            label = kind
         params = {k: v for k, v in t.items() if k not in ("kind", "label")}
         for lab, p, point in _tunnel_variants(drv.sweep, label, params, spot, problems):
             if lab in labels:
@@ -374,14 +407,12 @@ def _workloads(raw: Any, where: str, problems: list[str]) -> list[WorkloadSpec]:
 def offload_tables(names_csv: str) -> list[dict[str, Any]]:
     """--offloads default,no-tso-gro -> [[offloads]] tables (SpecError names the presets)."""
     out = []
-    for name in [n.strip() for n in names_csv.split(",") if n.strip()]:
+    for name in inputs.split_list("--offloads", names_csv):
         if name not in OFFLOAD_PRESETS:
-            raise SpecError(f"unknown offload variant '{name}'",
+            raise SpecError(f"--offloads: unknown offload variant '{name}'",
                             f"known: {', '.join(OFFLOAD_PRESETS)}; or define [[offloads]] in an "
                             "experiment file")
         out.append({"name": name, **OFFLOAD_PRESETS[name]})
-    if not out:
-        raise SpecError("--offloads needs at least one variant", "e.g. --offloads default,all-off")
     return out
 
 

@@ -56,7 +56,7 @@ def test_bad_input_one_line_nothing_changed(tmp_path: Path) -> None:
     for args, code, needle in (
         (["--tunnels", "vxlan,bogus"], 2, "unknown tunnel kind 'bogus'"),
         (["--mtu", "12"], 2, "is not an MTU"),
-        (["--rate", "fast"], 2, "experiment.rate"),
+        (["--rate", "fast"], 2, "--rate 'fast' is not a rate"),
         (["--experiment", str(tmp_path / "none.toml")], 2, "does not exist"),
     ):
         r = subprocess.run(TB + ["run", "--out", str(tmp_path / "x"), *args],
@@ -90,6 +90,7 @@ def test_signal_mid_run_leaves_nothing(tmp_path: Path, root_unchanged: None,
     _, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
     assert f"interrupted by {sig.name}" in err
+    assert f"continue it with `tunbench run --resume {tmp_path / 'c'}`" in err
     assert not [n for n in netlink.list_netns() if f"-{rid}-" in n]
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "iperf3" not in \

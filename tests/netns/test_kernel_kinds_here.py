@@ -51,7 +51,7 @@ def test_list_json_says_why(tmp_path: Path) -> None:
     for kind in ("geneve", "gre", "gretap", "ipip", "sit", "l2tp"):
         if lacks(OPTION[kind]):
             assert kinds[kind]["available"] is False
-            assert OPTION[kind] in kinds[kind]["missing"][0]
+            assert OPTION[kind] in kinds[kind]["reasons"][0]
 
 
 def test_capture_sees_vxlan_encapsulation_and_exact_overhead(testbed: Testbed) -> None:

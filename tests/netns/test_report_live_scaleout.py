@@ -72,16 +72,17 @@ def test_live_ecmp_sweep_report(tmp_path: Path, root_unchanged: None) -> None:
     page = html.unescape((rep / "index.html").read_text())
     assert (rep / "sweep-stream-tunnels-1500.svg").exists()
     assert (rep / "cores-stream-1500.svg").exists()
-    assert "wireguard over N ECMP tunnels: throughput" in page
+    # named with the implementation the cases recorded (data.name_tunnels)
+    assert "wireguard (go) over N ECMP tunnels: throughput" in page
     assert f"×{factor:.2f} at 2" in page
     assert "one run each: no confidence interval, significance not tested" in page
 
     lat = {d["case"]["tunnel"]["label"]: d for d in docs
            if d["case"]["workload"]["name"] == "latency"}
     svg = (rep / "cdf-tcp_rtt-latency-1500.svg").read_text()
-    for tun, d in lat.items():
+    for d in lat.values():
         n = d["raw"]["tcp"]["stats"]["samples"]
-        assert n > 1000 and f"{tun} (n={n:,})" in svg
+        assert n > 1000 and f"{d['case']['tunnel']['display']} (n={n:,})" in svg
     # the sketch's median is the recorded p50
     d = lat["native"]
     cdf = d["raw"]["tcp"]["cdf"]

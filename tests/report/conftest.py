@@ -48,6 +48,8 @@ class PageLoad:
     requests: list[str] = field(default_factory=list)
     title: str = ""
     text: str = ""
+    scroll_width: int = 0     # document.documentElement.scrollWidth: the page's full width
+    client_width: int = 0     # ... clientWidth: the viewport; larger scrollWidth = sideways scroll
 
 
 class Cdp:
@@ -128,7 +130,7 @@ class Cdp:
         os.close(self._r)
 
 
-def load_page(path: Path, width: int = 1280) -> PageLoad:
+def load_page(path: Path, width: int = 1280, mobile: bool = False) -> PageLoad:
     chromium = shutil.which("chromium")
     if not chromium:
         pytest.skip("chromium is not installed (apt-get install chromium; deps/apt-report.txt)")
@@ -142,7 +144,7 @@ def load_page(path: Path, width: int = 1280) -> PageLoad:
             for domain in ("Page", "Runtime", "Log", "Network"):
                 cdp.call(f"{domain}.enable", session=sid)
             cdp.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900,
-                     "deviceScaleFactor": 1, "mobile": False}, session=sid)
+                     "deviceScaleFactor": 1, "mobile": mobile}, session=sid)
             cdp.events.clear()
             cdp.call("Page.navigate", {"url": path.resolve().as_uri()}, session=sid)
             cdp.wait_event("Page.loadEventFired")
@@ -151,9 +153,15 @@ def load_page(path: Path, width: int = 1280) -> PageLoad:
             info = cdp.call("Runtime.evaluate", {"expression": "JSON.stringify([document.title,"
                             " document.body.innerText])", "returnByValue": True}, session=sid)
             title, text = json.loads(info["result"]["value"])
+            dims = cdp.call("Runtime.evaluate", {"expression": "JSON.stringify(["
+                            "document.documentElement.scrollWidth, "
+                            "document.documentElement.clientWidth])", "returnByValue": True},
+                            session=sid)
+            scroll_width, client_width = json.loads(dims["result"]["value"])
             shot = cdp.call("Page.captureScreenshot", {"format": "png",
                             "captureBeyondViewport": True}, session=sid, timeout=60)
-            load = PageLoad(base64.b64decode(shot["data"]), title=title, text=text)
+            load = PageLoad(base64.b64decode(shot["data"]), title=title, text=text,
+                            scroll_width=scroll_width, client_width=client_width)
             page_url = path.resolve().as_uri()
             for ev in cdp.events:
                 m, p = ev.get("method"), ev.get("params", {})

@@ -28,11 +28,16 @@ def _docs(root: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted((root / "cases").glob("*.json"))]
 
 
+def _shown(d: dict[str, Any]) -> str:
+    """The name the report gives a case's tunnel ('wireguard (go)'): data.tunnel_identity."""
+    return str(data.tunnel_identity(d)["display"])
+
+
 def _by_tunnel(root: Path) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for d in _docs(root):
         if d["status"] == "ok":
-            out.setdefault(d["case"]["tunnel"]["label"], []).append(d)
+            out.setdefault(_shown(d), []).append(d)
     return out
 
 
@@ -121,10 +126,10 @@ def test_cpu_per_core_and_bottleneck_from_the_recording(campaign: Callable[[str]
             expected_bound.add(tun)
     # the userspace datapaths are named by their command, per site
     assert {"wireguard-go (datapath-a)", "wireguard-go (datapath-b)"} <= set(
-        profs["wireguard"].processes)
-    assert {"charon (datapath-a)", "charon (datapath-b)"} <= set(profs["ipsec"].processes)
+        profs["wireguard (go)"].processes)
+    assert {"charon (datapath-a)", "charon (datapath-b)"} <= set(profs["ipsec (libipsec)"].processes)
     # wireguard-go spreads its work over its threads: its busiest thread is a fraction of it
-    wg = profs["wireguard"].processes["wireguard-go (datapath-a)"]
+    wg = profs["wireguard (go)"].processes["wireguard-go (datapath-a)"]
     assert wg["busiest_thread_pct"] < wg["pct_of_one_core"]
     found = {t.facts["tunnel"] for t in takeaways.one_core(c)}
     assert found == expected_bound
@@ -159,13 +164,17 @@ def test_ecmp_sweep_figure_and_scale_out_takeaway(campaign: Callable[[str], Path
         assert len(daemons) == 2 * n          # one daemon per tunnel per site
         dp.setdefault(t["base"], {}).setdefault(n, []).append(sum(daemons))
     assert set(tput) == {"wireguard", "ipsec"}
+    # the report names a sweep like its points, with the implementation (data.name_tunnels)
+    shown = {"wireguard": "wireguard (go)", "ipsec": "ipsec (libipsec)"}
+    assert {d["case"]["tunnel"]["base"] for d in c.cases
+            if "sweep" in d["case"]["tunnel"]} == set(shown.values())
     sw = next(s for s in data.sweeps(c) if s.over == "tunnel")
-    assert sw.param == "tunnels" and sorted(sw.points["throughput"]["wireguard"]) == [1, 2, 4]
+    assert sw.param == "tunnels" and sorted(sw.points["throughput"]["wireguard (go)"]) == [1, 2, 4]
     takes = {t.facts["tunnel"]: t for t in takeaways.scale_out(c)}
-    assert set(takes) == {"wireguard", "ipsec"}
+    assert set(takes) == set(shown.values())
     for tun, pts in tput.items():
         factors = {n: np.mean(v) / np.mean(pts[1]) for n, v in pts.items()}
-        t = takes[tun]
+        t = takes[shown[tun]]
         assert t.facts["factors"] == pytest.approx(factors)
         assert f"×{factors[4]:.2f} at 4" in t.text and f"×{factors[2]:.2f} at 2" in t.text
         best = max(pts, key=lambda n: np.mean(pts[n]))
@@ -198,7 +207,7 @@ def test_goodput_against_the_wire(name: str, campaign: Callable[[str], Path]) ->
         mss = d["raw"]["iperf3"]["mss"]
         frame = d["tunnel"]["mtu"] + d["tunnel"]["overhead"]
         good = d["metrics"]["throughput"]["value"]
-        expect.setdefault(d["case"]["tunnel"]["label"], []).append(
+        expect.setdefault(_shown(d), []).append(
             (good, good * frame / mss, mss / frame))
     take = next(t for t in takeaways.compute(c) if t.topic == "on-wire")
     assert set(take.facts["efficiency"]) == set(expect)
@@ -210,7 +219,7 @@ def test_goodput_against_the_wire(name: str, campaign: Callable[[str], Path]) ->
     assert take.facts["efficiency"]["native"] == pytest.approx(1448 / 1500)
     if name == "encrypted":
         assert "ssh-forward" not in take.text            # a stream relay has no packets
-        assert take.facts["efficiency"]["ipsec"] < take.facts["efficiency"]["native"]
+        assert take.facts["efficiency"]["ipsec (libipsec)"] < take.facts["efficiency"]["native"]
 
 
 def test_a_swept_workload_gets_one_cores_figure(campaign: Callable[[str], Path]) -> None:

@@ -28,7 +28,8 @@ def _values(root: Path, metric: str) -> dict[tuple[str, str, int], list[float]]:
         d = json.loads(p.read_text())
         if d["status"] == "ok":
             c = d["case"]
-            out.setdefault((c["tunnel"]["label"], c["offloads"]["name"],
+            # the name the report shows ('wireguard (go)'): data.tunnel_identity
+            out.setdefault((data.tunnel_identity(d)["display"], c["offloads"]["name"],
                             c["workload"]["params"]["streams"]), []).append(
                 d["metrics"][metric]["value"])
     return out
@@ -61,12 +62,12 @@ def test_ovs_against_linux_tunnels_in_cpu_per_gbit(campaign: Callable[[str], Pat
     vals = _values(root, "cpu_per_gbit")
     take = next(t for t in build.build(root).takeaways if t.topic == "ovs-vs-linux")
     # only the unencrypted ones are compared: OVS against kernel VXLAN
-    assert set(take.facts["ratios"]) == {"ovs-vxlan/vxlan"}
-    ratio, sig = take.facts["ratios"]["ovs-vxlan/vxlan"]
-    o, v = vals[("ovs-vxlan", "default", 1)], vals[("vxlan", "default", 1)]
+    assert set(take.facts["ratios"]) == {"ovs-vxlan (netdev)/vxlan"}
+    ratio, sig = take.facts["ratios"]["ovs-vxlan (netdev)/vxlan"]
+    o, v = vals[("ovs-vxlan (netdev)", "default", 1)], vals[("vxlan", "default", 1)]
     assert ratio == pytest.approx(statistics.fmean(o) / statistics.fmean(v))
     assert sig == _apart(o, v)
-    assert f"ovs-vxlan needs {ratio:.2f}× the CPU per Gbit/s of vxlan" in take.text
+    assert f"ovs-vxlan (netdev) needs {ratio:.2f}× the CPU per Gbit/s of vxlan" in take.text
 
 
 def test_encrypting_tunnels_by_stream_count(campaign: Callable[[str], Path]) -> None:
@@ -76,7 +77,7 @@ def test_encrypting_tunnels_by_stream_count(campaign: Callable[[str], Path]) -> 
     leaders: dict[int, Any] = take.facts["leaders"]
     assert sorted(leaders) == [1, 4, 16]
     for n, (lead, sig) in leaders.items():
-        means = {t: statistics.fmean(vals[(t, "default", n)]) for t in ("wireguard", "ipsec")}
+        means = {t: statistics.fmean(vals[(t, "default", n)]) for t in ("wireguard (go)", "ipsec (libipsec)")}
         assert lead == max(means, key=lambda t: means[t])
         other = min(means, key=lambda t: means[t])
         assert sig == _apart(vals[(lead, "default", n)], vals[(other, "default", n)])
@@ -91,7 +92,7 @@ def test_ssh_kinds_are_encrypting(campaign: Callable[[str], Path]) -> None:
     """The report's encryption test on recorded kinds: ssh-forward encrypts (the old exact
     match on 'ssh' missed ssh-tun and ssh-forward), vxlan and native do not."""
     c = data.load(campaign("encrypted"))
-    assert peers.encrypts(c, "ssh-forward") and peers.encrypts(c, "wireguard")
-    assert peers.encrypts(c, "ipsec") and not peers.encrypts(c, "native")
+    assert peers.encrypts(c, "ssh-forward") and peers.encrypts(c, "wireguard (go)")
+    assert peers.encrypts(c, "ipsec (libipsec)") and not peers.encrypts(c, "native")
     k = data.load(campaign("kinds"))
-    assert not peers.encrypts(k, "vxlan") and not peers.encrypts(k, "ovs-vxlan")
+    assert not peers.encrypts(k, "vxlan") and not peers.encrypts(k, "ovs-vxlan (netdev)")

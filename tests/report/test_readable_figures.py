@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tunbench.report import build
+from tunbench.report import build, data
 
 CAMPAIGNS = Path(__file__).parent.parent / "data" / "campaigns"
 RECORDED = sorted(p.name for p in CAMPAIGNS.iterdir() if (p / "index.json").exists())
@@ -50,7 +50,7 @@ def _shares(root: Path) -> dict[str, float]:
     for p in (root / "cases").glob("*.json"):
         d = json.loads(p.read_text())
         if d["status"] == "ok":
-            vals.setdefault(d["case"]["tunnel"]["label"], []).append(
+            vals.setdefault(data.tunnel_identity(d)["display"], []).append(
                 d["metrics"]["throughput"]["value"])
     nat = statistics.fmean(vals["native"])
     return {t: 100 * statistics.fmean(v) / nat for t, v in vals.items()}

@@ -78,9 +78,9 @@ def test_overheads_and_mtus() -> None:
     ("ipsec", {"tunnels": 0}, "tunnels 0 out of range"),
     ("ipsec", {"auth": "certs"}, "auth 'certs' is not supported"),
     ("ipsec", {"impl": "xfrm", "encap": True}, "needs an IKE daemon"),
-    ("ipsec", {"impl": "bogus"}, "impl 'bogus' unknown"),
-    ("wireguard", {"tunnels": 0}, "tunnels 0 out of range"),
-    ("wireguard", {"impl": "rust"}, "impl 'rust' unknown"),
+    ("ipsec", {"impl": "bogus"}, "parameter 'impl' must be one of '', 'libipsec', 'kernel'"),
+    ("wireguard", {"impl": "bogus"}, "parameter 'impl' must be one of '', 'kernel', 'go'"),
+    ("wireguard", {"impl": "rust"}, "parameter 'impl' must be one of '', 'kernel', 'go', got 'rust'"),
     ("wireguard", {"port": 0}, "port 0 out of range"),
     ("wireguard", {"colour": "red"}, "unknown parameter 'colour'"),
 ])

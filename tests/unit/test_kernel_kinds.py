@@ -104,7 +104,7 @@ def test_l2tp_encap_ip_also_needs_l2tp_ip() -> None:
     ({"jitter": "5ms"}, "experiment.jitter needs a delay"),
     ({"loss": "0.1"}, "experiment.loss '0.1' is not a percentage"),
     ({"loss": "101%"}, "experiment.loss '101%'"),
-    ({"netem_rate": "100mb/s"}, "experiment.netem_rate '100mb/s' is not a rate like 100mbit"),
+    ({"netem_rate": "100mb/s"}, "experiment.netem_rate '100mb/s' is not a rate above 0 like 100mbit"),
 ])
 def test_netem_values_one_line_each(exp: dict, needle: str) -> None:
     with pytest.raises(SpecError) as e:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
 from tunbench import doctor, tunnels
 from tunbench.errors import SpecError
 from tunbench.tunnels import _ssh
-from tunbench.tunnels.base import TunnelParams
+from tunbench.tunnels.base import KernelOption, Needs, TunnelDriver, TunnelParams
 from tunbench.tunnels.srv6 import parse_seg6local_counters
 from tunbench.tunnels.ssh_forward import listening
 
@@ -75,18 +75,39 @@ def test_valid_ciphers_accepted() -> None:
             assert tunnels.get("ssh-tun").parse_params({"cipher": c}).cipher == c
 
 
-def test_variant_values_from_literal_param() -> None:
+def test_implementations_from_literal_param() -> None:
     @dataclass(frozen=True)
     class P(TunnelParams):
         impl: Literal["auto", "kernel", "userspace"] = "auto"
 
     @dataclass(frozen=True)
     class Q(TunnelParams):
-        datapath: str = "netdev"
+        datapath: Literal["", "netdev"] | None = None
 
-    assert doctor.variant_values(P) == ("impl", ["kernel", "userspace"])
-    assert doctor.variant_values(Q) == ("datapath", ["netdev"])
-    assert doctor.variant_values(TunnelParams) is None
+    class D(TunnelDriver[P]):
+        kind, summary, Params, impl_param = "d", "test", P, "impl"
+
+        @classmethod
+        def overhead(cls, params: P, family: int = 4) -> int:
+            return 0
+
+        def up(self, tb: Any, params: P) -> Any:
+            raise NotImplementedError
+
+    class E(D):
+        Params, impl_param = Q, "datapath"
+
+    assert D.implementations() == ("kernel", "userspace")
+    assert E.implementations() == ("netdev",)
+    assert D.display(P(impl="kernel")) == "d (kernel)"
+    # automatic: the first implementation whose declared needs this host meets
+    D.needs = {"kernel": Needs(kernel=(KernelOption("CONFIG_TB_NO_SUCH_OPTION", None),))}
+    assert D.display(P(), "mine") == "mine (userspace)"
+    D.needs = {}
+    assert D.resolve_impl(P()) == "kernel"
+    assert tunnels.get("wireguard").implementations() == ("kernel", "go")
+    assert tunnels.get("ipsec").implementations() == ("libipsec", "kernel", "xfrm")
+    assert tunnels.get("ovs-vxlan").implementations() == ("netdev", "system")
 
 
 def test_doctor_lists_every_registered_kind() -> None:

@@ -37,7 +37,7 @@ def describe(name: str) -> str:
 
 def load(name: str) -> dict[str, Any]:
     if name not in names():
-        raise SpecError(f"unknown preset '{name}'", f"known presets: {', '.join(names())}")
+        raise SpecError(f"--preset: unknown preset {name!r}", f"known presets: {', '.join(names())}")
     return tomllib.loads((resources.files(__name__) / f"{name}.toml").read_text())
 
 
@@ -49,9 +49,18 @@ def scale(data: dict[str, Any], factor: float) -> dict[str, Any]:
                         "e.g. --scale 0.05 for a quick run, 1 for the study's full durations")
     out = copy.deepcopy(data)
     exp = out.setdefault("experiment", {})
-    dur = float(exp.get("duration", 10.0))
-    exp["duration"] = max(MIN_DURATION, round(dur * factor, 1))
-    exp["repeats"] = max(MIN_REPEATS, int(round(int(exp.get("repeats", 3)) * factor)))
-    warm = float(exp.get("warmup", 1.0))
-    exp["warmup"] = float(min(warm, math.floor(exp["duration"] / 2)))
+    if not isinstance(exp, dict):
+        return out   # spec.build names the problem
+    dur, reps, warm = (exp.get("duration", 10.0), exp.get("repeats", 3),
+                       exp.get("warmup", 1.0))
+    if not (_finite(dur) and _finite(warm) and isinstance(reps, int) and dur > 0
+            and reps >= 1 and warm >= 0):
+        return out   # invalid: left as written for spec.build to name, never clamped valid
+    exp["duration"] = max(MIN_DURATION, round(float(dur) * factor, 1))
+    exp["repeats"] = max(MIN_REPEATS, int(round(int(reps) * factor)))
+    exp["warmup"] = float(min(float(warm), math.floor(exp["duration"] / 2)))
     return out
+
+
+def _finite(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

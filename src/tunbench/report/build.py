@@ -15,6 +15,7 @@ class Report:
     takeaways: list[takeaways.Takeaway]
     csv: Path
     parquet: Path
+    campaign: data.Campaign
 
 
 def build(root: Path) -> Report:
@@ -29,4 +30,4 @@ def build(root: Path) -> Report:
     csv_path = export.write_csv(rows, out / "results.csv")
     pq_path = export.write_parquet(rows, out / "results.parquet")
     page = html.render(camp, figs, takes, out)
-    return Report(page, figs, takes, csv_path, pq_path)
+    return Report(page, figs, takes, csv_path, pq_path, camp)

@@ -1,23 +1,48 @@
 """`tunbench compare A B`: per tunnel and metric, the change from campaign A to campaign B.
 
-Verdicts: "improved", "regressed", "no significant change", or "insufficient data" (fewer
-than two values on a side). Significance: FD.io CSIT's jumpavg (does the bit-counting
-classifier put a group boundary exactly between A's and B's samples?) when both sides have
-at least JUMPAVG_MIN values; otherwise non-overlap of the 95% confidence intervals of the
-means. higher_is_better of each metric decides whether a change is an improvement.
+Only like with like. Each campaign's fingerprint (results/fingerprint.py: testbed, underlay
+shaping and WAN emulation, durations, kernel, CPU, tool versions, tunnel and workload
+parameters) must agree; every difference is named and the comparison refused (exit 2), or,
+with --force, made anyway with a warning on every line.
+
+Two views per tunnel and metric:
+- absolute: A's values against B's;
+- share of native: each value divided by native's value in the same round of its own
+  campaign (the same repeat; native's mean when repeats do not pair), so what moved the
+  whole host (a busy neighbour, a warmer CPU) cancels. A tunnel's verdict rests on this view
+  whenever both campaigns measured native for that metric; native's own change is the host's
+  drift and is reported, never counted as a regression (the fingerprint pins everything
+  that could legitimately change it).
+
+Verdicts: "improved", "regressed", "no significant change", or "untested" (fewer than two
+values on a side). Significance: FD.io CSIT's jumpavg (does the bit-counting classifier put a
+group boundary exactly between A's and B's samples?) when both sides have at least
+JUMPAVG_MIN values; otherwise non-overlap of the 95% confidence intervals of the means.
+
+Exit codes for a CI gate: 0 compared and no significant regression; 1 a significant
+regression; 2 nothing comparable (fingerprints differ, no case in common, or untested
+entries without --allow-untested) or invalid input.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import dataclasses
+import statistics
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..results import fingerprint
 from . import data, stats
 
 JUMPAVG_MIN = 5
-IMPROVED, REGRESSED, SAME, UNKNOWN = ("improved", "regressed", "no significant change",
-                                      "insufficient data")
+IMPROVED, REGRESSED, SAME, UNTESTED = ("improved", "regressed", "no significant change",
+                                       "untested")
+ABSOLUTE, SHARE = "absolute", "share of native"
+# counts whose ratio to native's count is no cost or share (a few retransmits against a few
+# others): judged on the absolute view only
+COUNT_UNITS = ("segments", "hops", "TTL", "iperf3 pairs")
+HOST_DRIFT = "native (reference): its change is the host's drift, never a regression"
 
 
 @dataclass(frozen=True)
@@ -38,10 +63,40 @@ class Change:
     change_pct: float | None
     significant: bool
     method: str
-    verdict: str
+    verdict: str                              # the verdict that counts (see `basis`)
+    basis: str = ABSOLUTE                     # which view the verdict rests on
+    absolute_verdict: str = UNTESTED
+    share_a: float | None = None              # % of native (mean of per-round shares)
+    share_b: float | None = None
+    share_change_pct: float | None = None     # change of the share, in % of A's share
+    share_verdict: str | None = None
+    reference: bool = False                   # native itself: reported, never a regression
+    warnings: tuple[str, ...] = ()            # --force: what makes this line incomparable
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def key(self) -> str:
+        return f"{self.tunnel}/{self.workload}/mtu{self.mtu}/{self.metric}"
+
+    @property
+    def shown_change(self) -> float | None:
+        return self.share_change_pct if self.basis == SHARE else self.change_pct
+
+
+@dataclass
+class Result:
+    a: Path
+    b: Path
+    changes: list[Change]
+    only: list[str]
+    differences: list[str] = field(default_factory=list)
+    forced: bool = False
+    campaigns: tuple[data.Campaign, ...] = ()    # A and B as read (for their problems)
+
+    def untested(self) -> list[Change]:
+        return [c for c in self.changes if c.verdict == UNTESTED and not c.reference]
 
 
 def jumpavg_split(a: list[float], b: list[float]) -> bool:
@@ -58,7 +113,7 @@ def jumpavg_split(a: list[float], b: list[float]) -> bool:
 def judge(a: list[float], b: list[float], higher_is_better: bool) -> tuple[bool, str, str]:
     """(significant, method, verdict) for samples a (before) and b (after)."""
     if len(a) < 2 or len(b) < 2:
-        return False, "n<2", UNKNOWN
+        return False, "n<2", UNTESTED
     sa, sb = stats.summarize(a), stats.summarize(b)
     if len(a) >= JUMPAVG_MIN and len(b) >= JUMPAVG_MIN:
         significant, method = jumpavg_split(a, b), "jumpavg"
@@ -68,6 +123,35 @@ def judge(a: list[float], b: list[float], higher_is_better: bool) -> tuple[bool,
         return False, method, SAME
     better = (sb.mean > sa.mean) == higher_is_better
     return True, method, IMPROVED if better else REGRESSED
+
+
+def _by_repeat(c: data.Campaign, tun: str, scen: data.Scenario,
+               metric: str) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for d in c.ok:
+        if data.tunnel(d) == tun and data.scenario(d) == scen:
+            v = data.metric_value(d, metric)
+            if v is not None:
+                out[int(d["case"].get("repeat", len(out) + 1))] = v
+    return out
+
+
+def shares(c: data.Campaign, tun: str, scen: data.Scenario, metric: str) -> list[float]:
+    """Each repeat's value as % of native's value in the same round (native's mean where a
+    round has no native); empty without native, or where native measured zero."""
+    native = next((t for t in c.tunnels() if c.kind_of(t) == "native"), None)
+    if native is None:
+        return []
+    nat = _by_repeat(c, native, scen, metric)
+    if not nat or not all(nat.values()):
+        return []   # a zero in native (retransmits, loss): no share; the absolute view judges
+    mean = statistics.fmean(nat.values())
+    return [100.0 * v / (nat.get(rep) or mean)
+            for rep, v in sorted(_by_repeat(c, tun, scen, metric).items())]
+
+
+def _pct(before: float, after: float) -> float | None:
+    return 100.0 * (after - before) / abs(before) if before else None
 
 
 def compare(a: data.Campaign, b: data.Campaign) -> tuple[list[Change], list[str]]:
@@ -82,63 +166,150 @@ def compare(a: data.Campaign, b: data.Campaign) -> tuple[list[Change], list[str]
         if rb is None:
             only.append(f"only in A: {ra.tunnel} {ra.workload} MTU {ra.mtu} {ra.metric}")
             continue
-        scen = (ra.workload, ra.mtu, ra.offloads)
-        va = data.values_by_tunnel(a, scen, ra.metric).get(ra.tunnel, [])
-        vb = data.values_by_tunnel(b, scen, ra.metric).get(ra.tunnel, [])
-        significant, method, verdict = judge(va, vb, ra.higher_is_better)
-        pct = 100.0 * (rb.stats.mean - ra.stats.mean) / abs(ra.stats.mean) \
-            if ra.stats.mean else None
-        out.append(Change(ra.tunnel, ra.workload, ra.mtu, ra.offloads, ra.metric, ra.unit,
-                          ra.higher_is_better, ra.stats.n, ra.stats.mean,
-                          (ra.stats.ci95_low, ra.stats.ci95_high), rb.stats.n, rb.stats.mean,
-                          (rb.stats.ci95_low, rb.stats.ci95_high), pct, significant, method,
-                          verdict))
+        out.append(_change(a, b, ra, rb))
     only += [f"only in B: {k[0]} {k[1]} MTU {k[2]} {k[4]}" for k in rows_b if k not in seen]
     return out, only
 
 
+def _change(a: data.Campaign, b: data.Campaign, ra: stats.Row, rb: stats.Row) -> Change:
+    scen = (ra.workload, ra.mtu, ra.offloads)
+    va = data.values_by_tunnel(a, scen, ra.metric).get(ra.tunnel, [])
+    vb = data.values_by_tunnel(b, scen, ra.metric).get(ra.tunnel, [])
+    significant, method, verdict = judge(va, vb, ra.higher_is_better)
+    absolute = verdict
+    reference = ra.kind == "native"
+    share_a = share_b = share_pct = share_verdict = None
+    basis = ABSOLUTE
+    if not reference and ra.unit not in COUNT_UNITS:
+        sa, sb = shares(a, ra.tunnel, scen, ra.metric), shares(b, ra.tunnel, scen, ra.metric)
+        if sa and sb:
+            share_a, share_b = statistics.fmean(sa), statistics.fmean(sb)
+            share_pct = _pct(share_a, share_b)
+            significant, method, share_verdict = judge(sa, sb, ra.higher_is_better)
+            verdict, basis = share_verdict, SHARE
+    return Change(ra.tunnel, ra.workload, ra.mtu, ra.offloads, ra.metric, ra.unit,
+                  ra.higher_is_better, ra.stats.n, ra.stats.mean,
+                  (ra.stats.ci95_low, ra.stats.ci95_high), rb.stats.n, rb.stats.mean,
+                  (rb.stats.ci95_low, rb.stats.ci95_high), _pct(ra.stats.mean, rb.stats.mean),
+                  significant, method, verdict, basis, absolute, share_a, share_b, share_pct,
+                  share_verdict, reference)
+
+
+def run(a_dir: Path, b_dir: Path, force: bool = False) -> Result:
+    """Load both campaigns through the one reader, check their fingerprints, compare.
+    Refuses (SpecError, exit 2) when they differ, unless `force`."""
+    from ..errors import SpecError
+    a, b = data.load(a_dir), data.load(b_dir)
+    diffs = fingerprint.differences(fingerprint.of_index(a.index), fingerprint.of_index(b.index))
+    if diffs and not force:
+        raise SpecError(f"{a_dir} and {b_dir} are not comparable: " + "; ".join(diffs),
+                        "compare campaigns recorded with the same settings on the same host "
+                        "and tools, or pass --force to compare anyway; every line is then "
+                        "marked")
+    changes, only = compare(a, b)
+    if diffs:
+        short = tuple(d.split(":")[0] for d in diffs)
+        changes = [dataclasses.replace(c, warnings=short) for c in changes]
+    return Result(a_dir, b_dir, changes, only, diffs, force, (a, b))
+
+
 def regressions(changes: list[Change], threshold_pct: float) -> list[Change]:
-    """Significant regressions whose size exceeds the threshold (percent of A's mean)."""
-    return [c for c in changes if c.verdict == REGRESSED
-            and (c.change_pct is None or abs(c.change_pct) > threshold_pct)]
+    """Significant regressions, in the view the verdict rests on, whose size exceeds the
+    threshold (percent of A's figure); native's own change never counts."""
+    return [c for c in changes if c.verdict == REGRESSED and not c.reference
+            and (c.shown_change is None or abs(c.shown_change) > threshold_pct)]
 
 
-def to_json(a: Path, b: Path, changes: list[Change], only: list[str],
-            threshold: float) -> dict[str, Any]:
-    reg = regressions(changes, threshold)
-    return {"format": "tunbench-compare", "format_version": 1, "a": str(a), "b": str(b),
-            "threshold_pct": threshold, "jumpavg_min_samples": JUMPAVG_MIN,
-            "entries": [c.to_dict() for c in changes], "unmatched": only,
-            "regressions": [f"{c.tunnel}/{c.workload}/mtu{c.mtu}/{c.metric}" for c in reg]}
+def exit_code(res: Result, threshold: float, allow_untested: bool = False) -> int:
+    if regressions(res.changes, threshold):
+        return 1
+    if not res.changes or (res.untested() and not allow_untested):
+        return 2
+    if all(c.reference for c in res.changes):
+        return 2          # only native in common: no tunnel was compared
+    return 0
 
 
-def print_table(a: Path, b: Path, changes: list[Change], only: list[str],
-                threshold: float) -> None:
+def verdict_line(res: Result, threshold: float, allow_untested: bool) -> list[str]:
+    """The summary: every regression by name, what was not tested, and why the exit code."""
+    reg = regressions(res.changes, threshold)
+    lines = []
+    if res.differences:
+        lines.append("WARNING (--force): A and B are not comparable: "
+                     + "; ".join(res.differences))
+    if not res.changes:
+        lines.append("nothing comparable: A and B have no tunnel, workload, MTU and metric in "
+                     "common (exit 2)")
+        return lines
+    if reg:
+        lines.append(f"{len(reg)} significant regression(s) beyond {threshold:g}%:")
+        lines += [f"  {c.key}: {c.shown_change:+.1f}% ({c.basis}, {c.method})"
+                  if c.shown_change is not None else f"  {c.key} ({c.basis}, {c.method})"
+                  for c in reg]
+    else:
+        lines.append(f"no significant regression beyond {threshold:g}%")
+    untested = res.untested()
+    if untested:
+        tail = ("allowed by --allow-untested" if allow_untested else
+                "not a pass (exit 2): re-run with --repeats 2 or more, or pass "
+                "--allow-untested")
+        lines.append(f"{len(untested)} entr{'y' if len(untested) == 1 else 'ies'} untested "
+                     f"(fewer than 2 repeats on a side): {tail}")
+    elif not reg and all(c.reference for c in res.changes):
+        lines.append("only native is in both campaigns: no tunnel compared (exit 2)")
+    return lines
+
+
+def to_json(res: Result, threshold: float, allow_untested: bool = False) -> dict[str, Any]:
+    reg = regressions(res.changes, threshold)
+    return {"format": "tunbench-compare", "format_version": 2, "a": str(res.a),
+            "b": str(res.b), "threshold_pct": threshold, "jumpavg_min_samples": JUMPAVG_MIN,
+            "comparable": not res.differences, "differences": res.differences,
+            "forced": res.forced, "allow_untested": allow_untested,
+            "exit_code": exit_code(res, threshold, allow_untested),
+            "entries": [c.to_dict() for c in res.changes], "unmatched": res.only,
+            "regressions": [c.key for c in reg],
+            "untested": [c.key for c in res.untested()],
+            "summary": verdict_line(res, threshold, allow_untested)}
+
+
+def print_table(res: Result, threshold: float, allow_untested: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from . import metrics
     from .takeaways import num
     console = Console()
     if not console.is_terminal:
-        console = Console(width=170)
-    table = Table(title=f"{a} → {b}")
+        console = Console(width=190)
+    table = Table(title=f"{res.a} → {res.b}")
     for col in ("tunnel", "workload", "MTU", "metric", "A mean ± CI", "B mean ± CI", "change",
-                "verdict", "by"):
-        table.add_column(col, justify="right" if col in ("MTU", "change") else "left")
-    style = {IMPROVED: "green", REGRESSED: "red", SAME: "", UNKNOWN: "dim"}
-    for c in changes:
+                "A % of native", "B % of native", "change of share", "verdict", "rests on"):
+        table.add_column(col, justify="right" if col in ("MTU", "change", "change of share")
+                         else "left")
+    style = {IMPROVED: "green", REGRESSED: "red", SAME: "", UNTESTED: "dim"}
+    for c in res.changes:
         ha, hb = (c.ci_a[1] - c.mean_a), (c.ci_b[1] - c.mean_b)
         pct = "–" if c.change_pct is None else f"{c.change_pct:+.1f}%"
-        table.add_row(c.tunnel, c.workload, str(c.mtu), f"{c.metric} ({c.unit})"
+        spct = "–" if c.share_change_pct is None else f"{c.share_change_pct:+.1f}%"
+        unit = metrics.unit_label(c.metric, c.unit)
+        verdict = f"[{style[c.verdict]}]{c.verdict}[/]" if style[c.verdict] else c.verdict
+        if c.warnings:
+            verdict += f"\n[yellow]⚠ not comparable: {', '.join(c.warnings)}[/]"
+        basis = "native (reference)" if c.reference else f"{c.basis}, {c.method}"
+        table.add_row(c.tunnel, c.workload, str(c.mtu),
+                      f"{metrics.display_name(c.metric)} ({unit})"
                       + (" ↑" if c.higher_is_better else " ↓"),
                       f"{num(c.mean_a)} ± {num(ha)}", f"{num(c.mean_b)} ± {num(hb)}", pct,
-                      f"[{style[c.verdict]}]{c.verdict}[/]" if style[c.verdict] else c.verdict,
-                      c.method)
+                      "–" if c.share_a is None else f"{c.share_a:.1f}%",
+                      "–" if c.share_b is None else f"{c.share_b:.1f}%", spct, verdict, basis)
     console.print(table)
-    for line in only:
+    for line in res.only:
         console.print(line, highlight=False)
-    reg = regressions(changes, threshold)
-    if reg:
-        console.print(f"[red]{len(reg)} significant regression(s) beyond {threshold:g}%[/red]")
-    else:
-        console.print(f"no significant regression beyond {threshold:g}%")
+    if any(c.reference for c in res.changes):
+        console.print(f"[dim]{HOST_DRIFT}; tunnels' verdicts rest on their share of native "
+                      "where both campaigns measured it[/dim]", highlight=False)
+    reg = regressions(res.changes, threshold)
+    for line in verdict_line(res, threshold, allow_untested):
+        console.print(f"[red]{line}[/red]" if reg or line.startswith("WARNING") else line,
+                      highlight=False)

@@ -1,83 +1,23 @@
-"""What a person sees in the terminal: progress with ETA, the summary table, the kind list."""
+"""What a person sees in the terminal: the summary table, the kind list (progress: live.py)."""
 
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from .. import workloads
-from ..plan import Case
-from ..results.store import CampaignStore
 from . import data, stats
+from . import metrics as catalogue
 
 CPU_METRICS = ("cpu_busy", "cpu_per_gbit")
 MAX_NOTES = 12   # case notes printed under the tables; the report lists them all
 
 
-class ProgressReporter:
-    """Progress bar with ETA on a terminal; one line per case otherwise (CI logs)."""
-
-    def __init__(self, quiet: bool = False) -> None:
-        self.quiet = quiet
-        self.console = Console(stderr=True)
-        self.progress: Progress | None = None
-        self.task: Any = None
-        self.t0 = 0.0
-        self.n = 0
-        self.done = 0
-
-    def campaign_start(self, cases: list[Case], eta_seconds: float) -> None:
-        self.n, self.t0 = len(cases), time.monotonic()
-        if self.quiet:
-            return
-        self.console.print(f"tunbench: {len(cases)} case(s), about {eta_seconds / 60:.1f} min")
-        if self.console.is_terminal:
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(),
-                                     TextColumn("ETA"), TimeRemainingColumn(),
-                                     console=self.console, transient=True)
-            self.progress.start()
-            self.task = self.progress.add_task("starting", total=len(cases))
-
-    def case_start(self, case: Case) -> None:
-        if self.progress is not None:
-            self.progress.update(self.task, description=case.case_id)
-
-    def case_end(self, case: Case, doc: dict[str, Any]) -> None:
-        self.done += 1
-        if self.progress is not None:
-            self.progress.advance(self.task)
-        if self.quiet:
-            return
-        head = _headline(doc)
-        line = f"[{self.done}/{self.n}] {case.case_id}: {doc['status']}"
-        if doc["status"] != "ok":
-            line += f" - {doc['error']}"
-        elif head:
-            line += f" - {head}"
-        if self.progress is not None:
-            self.progress.console.print(line, markup=False, highlight=False)
-        else:
-            print(line, file=sys.stderr, flush=True)
-
-    def campaign_end(self, store: CampaignStore) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-
-def _headline(doc: dict[str, Any]) -> str:
+def headline(doc: dict[str, Any]) -> str:
+    """A finished case in a few words: its first headline metric and CPU busy."""
     wl = workloads.get(doc["case"]["workload"]["name"])
     parts = []
     first = next((m for m in wl.headline if m in doc["metrics"]), None)
@@ -107,6 +47,13 @@ def _fmt(r: stats.Row) -> str:
 PCT_OF_NATIVE = ("throughput", "cpu_per_gbit")
 
 
+def _vs_native(r: stats.Row) -> str:
+    """Native's own share is the reference of the column, not a measurement."""
+    if r.kind == "native":
+        return "100% (ref.)" if r.higher_is_better else "1.00× (ref.)"
+    return stats.vs_native(r)
+
+
 def _cpu_cell(by: dict[tuple[str, str], stats.Row], t: str) -> str:
     """CPU busy as the study reports it: average (min-max) over the measurement."""
     avg, lo, hi = (by.get((t, m)) for m in ("cpu_busy", "cpu_busy_min", "cpu_busy_max"))
@@ -123,7 +70,7 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)
-    rows = stats.rows(cases, noisy_cv)
+    rows = stats.rows(data.name_tunnels(cases), noisy_cv)
     swept: dict[tuple[str, int, str], list[stats.Row]] = {}
     groups: dict[tuple[str, int, str], list[stats.Row]] = {}
     for r in rows:
@@ -157,8 +104,8 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     shared = any((d.get("testbed") or {}).get("shares_cpus") for d in cases)
     if shared:
         console.print("CPU: % of all cores, both sites together (they share this host's CPUs), "
-                      "average (min-max) over the measurement, warm-up excluded; cpu_per_gbit "
-                      "in % of one core per Gbit/s.")
+                      "average (min-max) over the measurement, warm-up excluded; CPU per "
+                      "Gbit/s in % of one core per Gbit/s.")
     ok = len(cases) - len(failed) - len(skipped)
     console.print(f"results: {out_dir}  ({ok} ok, {len(failed)} failed"
                   + (f", {len(skipped)} skipped" if skipped else "") + ")")
@@ -178,8 +125,8 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
     table.add_column("n", justify="right")
     by: dict[tuple[str, str], stats.Row] = {(r.tunnel, r.metric): r for r in grp}
     for m in metrics:
-        unit = next(r.unit for r in grp if r.metric == m)
-        label = "cpu_busy avg (min-max)" if m == "cpu_busy" else m
+        unit = catalogue.unit_label(m, next(r.unit for r in grp if r.metric == m))
+        label = catalogue.display_name(m) + (" avg (min-max)" if m == "cpu_busy" else "")
         table.add_column(f"{label}\n({unit})", justify="right")
         if m in pct_cols:
             hib = next(r.higher_is_better for r in grp if r.metric == m)
@@ -192,7 +139,7 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
             r = by.get((t, m))
             cells.append(_cpu_cell(by, t) if m == "cpu_busy" else (_fmt(r) if r else "-"))
             if m in pct_cols:
-                cells.append(stats.vs_native(r) if r else "-")
+                cells.append(_vs_native(r) if r else "-")
             if m == "throughput" and line_rate:
                 cells.append(f"{r.pct_of_line_rate:.1f}%" if r and r.pct_of_line_rate
                              is not None else "-")
@@ -235,6 +182,16 @@ def _sweep_cpu(by: dict[tuple[str, str, Any], stats.Row], t: str, v: Any) -> str
     return num(cpu.stats.mean) if cpu else "-"
 
 
+def print_folder_problems(folder: Any, file: Any = None) -> None:
+    """Missing case files and an incomplete campaign, one line each on stderr, with the
+    pending cases and the exact command that resumes it (`folder`: a reader.CampaignFolder)."""
+    out = file or sys.stderr
+    for line in folder.problems():
+        print(f"tunbench: warning: {line}", file=out)
+    if folder.incomplete and folder.pending:
+        print(f"tunbench: pending: {', '.join(folder.pending)}", file=out)
+
+
 def print_presets(presets: dict[str, tuple[str, str]], offloads: dict[str, dict[str, str]]) -> None:
     console = Console()
     table = Table(title="presets (tunbench run --preset NAME [--scale 0.05])")
@@ -248,32 +205,36 @@ def print_presets(presets: dict[str, tuple[str, str]], offloads: dict[str, dict[
         for n, s in offloads.items()), highlight=False)
 
 
-def print_list(kinds: dict[str, list[str]], show_params: bool = False) -> None:
+def print_list(kinds: dict[str, list[str]], only: str | None = None) -> None:
+    """Kinds and workloads, whether each runs here and why not (`only`: one of them);
+    parameters are `tunbench list --params`, as TOML."""
     from .. import tunnels
     console = Console()
-    table = Table(title="tunnel kinds")
-    table.add_column("kind")
-    table.add_column("available")
-    table.add_column("summary / why not")
-    for kind, why in kinds.items():
-        drv = tunnels.get(kind)
-        text = drv.summary if not why else "\n".join(why)
-        if show_params:
-            text += "\n" + ", ".join(f"{k}={v!r}" for k, v in drv.Params().to_dict().items())
-        table.add_row(kind, "[green]yes[/green]" if not why else "[red]no[/red]", text)
-    console.print(table)
-    wt = Table(title="workloads")
-    wt.add_column("workload")
-    wt.add_column("summary")
-    for name, wl in sorted(workloads.registry().items()):
-        text = wl.summary
-        if show_params:
-            text += "\n" + ", ".join(f"{k}={v!r}" for k, v in wl.Params().to_dict().items())
-            if wl.sweep:
-                text += (f"\n{wl.sweep} may be a list (one case per value); left out: "
-                         f"{', '.join(map(str, wl.sweep_default))}")
-        missing = wl.requirements(wl.Params())
-        if missing:
-            text += "\n[red]" + "; ".join(m.one_line() for m in missing) + "[/red]"
-        wt.add_row(name, text)
-    console.print(wt)
+    shown = {k: why for k, why in kinds.items() if only in (None, k)}
+    if shown:
+        table = Table(title="tunnel kinds")
+        table.add_column("kind")
+        table.add_column("available")
+        table.add_column("summary / why not")
+        for kind, why in shown.items():
+            drv = tunnels.get(kind)
+            text = drv.summary if not why else "\n".join(why)
+            table.add_row(kind, "[green]yes[/green]" if not why else "[red]no[/red]", text)
+            for r in tunnels.availability(kind)[1:]:   # each implementation, or why not
+                table.add_row(f"  {r.display}", "[green]yes[/green]" if r.available else
+                              "[red]no[/red]", "\n".join(r.reasons))
+        console.print(table)
+    wls = {n: w for n, w in sorted(workloads.registry().items()) if only in (None, n)}
+    if wls:
+        wt = Table(title="workloads")
+        wt.add_column("workload")
+        wt.add_column("summary")
+        for name, wl in wls.items():
+            text = wl.summary
+            missing = wl.requirements(wl.Params())
+            if missing:
+                text += "\n[red]" + "; ".join(m.one_line() for m in missing) + "[/red]"
+            wt.add_row(name, text)
+        console.print(wt)
+    console.print("parameters, as TOML for an experiment file: tunbench list --params "
+                  + (only or "[KIND]"), highlight=False)

@@ -29,12 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..results.store import CampaignStore
+from ..results import reader
 from . import stats
 
 SWEEP_PARAMS = ("streams", "processes", "parallel", "flows", "connections")
-ENCRYPTING = ("wireguard", "ipsec", "esp", "strongswan", "libreswan", "ssh", "openvpn",
-              "macsec", "tls", "wireguard-go")
+# For result files written before cases recorded "encrypts" and "display" (tunnel_identity):
+# the kinds whose drivers declare encrypts, and the params/info keys naming an implementation.
+_OLD_ENCRYPTING_KINDS = ("wireguard", "ipsec", "ssh-tun", "ssh-forward")
+_IMPL_KEYS = ("impl", "datapath")
 _SWEEP_METRIC = re.compile(r"^(?P<base>.+?)@(?P<param>[a-z_]+?)(?P<x>\d+)$")
 _PCTL = re.compile(r"^(?P<base>.+)_p(?P<q>\d+(?:\.\d+)?)$")
 _NDR = re.compile(r"^(?P<kind>ndr|pdr)(?:[_@](?:size)?(?P<size>[\w.]+))?$")
@@ -48,6 +50,20 @@ class Campaign:
     index: dict[str, Any]
     cases: list[dict[str, Any]]
     rows: list[stats.Row] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)   # listed in the index, file gone
+    pending: list[str] = field(default_factory=list)   # listed, never recorded
+
+    @property
+    def folder(self) -> reader.CampaignFolder:
+        """What the reader says of the folder: state, incomplete, resume command, problems."""
+        return reader.CampaignFolder(self.root, self.index, self.cases, self.missing,
+                                     self.pending)
+
+    def planned(self) -> tuple[list[str], list[str]]:
+        """(tunnel labels, workload labels) the experiment asked for: the header of a campaign
+        cut short still names them, even with no case recorded."""
+        tuns, wls = reader.experiment_labels(self.index)
+        return tuns or self.tunnels(), wls or self.workloads()
 
     @property
     def ok(self) -> list[dict[str, Any]]:
@@ -71,6 +87,11 @@ class Campaign:
     def kind_of(self, label: str) -> str:
         return next((d["case"]["tunnel"]["kind"] for d in self.cases if tunnel(d) == label),
                     label)
+
+    def encrypts(self, label: str) -> bool:
+        """Whether the tunnel shown as `label` encrypts (tunnel_identity: as its cases recorded
+        it, or from the kind in older files)."""
+        return any(tunnel_identity(d)["encrypts"] for d in self.cases if tunnel(d) == label)
 
     def scenarios(self) -> list[Scenario]:
         return list(dict.fromkeys((r.workload, r.mtu, r.offloads) for r in self.rows))
@@ -121,6 +142,49 @@ def base_workload(doc: dict[str, Any]) -> str:
     return str(w.get("base", w["name"]))
 
 
+def tunnel_identity(doc: dict[str, Any]) -> dict[str, Any]:
+    """{"impl", "encrypts", "display"} of a case's tunnel: as recorded at write time, or, for
+    older result files, derived from what they did record (the implementation the driver
+    reported in the tunnel's info, else a non-automatic impl/datapath parameter; encrypts from
+    the kinds that declare it). The one place that knows both ways."""
+    t = doc["case"]["tunnel"]
+    if "display" in t and "encrypts" in t:
+        return {"impl": t.get("impl"), "encrypts": bool(t["encrypts"]),
+                "display": str(t["display"])}
+    info = (doc.get("tunnel") or {}).get("info") or {}
+    params = t.get("params") or {}
+    found = [src.get(k) for src in (info, params) for k in _IMPL_KEYS]
+    impl = next((str(v) for v in found if v not in (None, "", "auto")), None)
+    return {"impl": impl, "encrypts": t["kind"] in _OLD_ENCRYPTING_KINDS,
+            "display": f"{t['label']} ({impl})" if impl else str(t["label"])}
+
+
+def name_tunnels(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cases whose tunnel label is the display name ('wireguard (go)'), with impl and
+    encrypts, so every table, figure, export and take-away names the implementation. One
+    label keeps one name: an old failed case that recorded no implementation takes the one
+    its label's other cases recorded."""
+    idents = [tunnel_identity(d) for d in cases]
+    best: dict[str, dict[str, Any]] = {}
+    for d, ident in zip(cases, idents, strict=True):
+        label = d["case"]["tunnel"].get("given_label", d["case"]["tunnel"]["label"])
+        if label not in best or (ident["impl"] and not best[label]["impl"]):
+            best[label] = ident
+    out = []
+    for d in cases:
+        t = d["case"]["tunnel"]
+        label = t.get("given_label", t["label"])
+        ident = best[label]
+        named = {**t, **ident, "label": ident["display"], "given_label": label}
+        base = t.get("given_base", t.get("base"))
+        if base:   # a tunnel sweep's curve is named like its points: 'wireguard (go)'
+            impl = ident["impl"]
+            named.update(base=f"{base} ({impl})" if impl and ident["display"].endswith(
+                f" ({impl})") else base, given_base=base)
+        out.append({**d, "case": {**d["case"], "tunnel": named}})
+    return out
+
+
 def _split_sweeps(cases: list[dict[str, Any]]) -> None:
     """A workload run at several values of a sweep parameter (e.g. streams 1, 4, 16) becomes
     one scenario per value ('stream streams=4'), so its tables and ratios never mix them."""
@@ -137,15 +201,12 @@ def _split_sweeps(cases: list[dict[str, Any]]) -> None:
 
 
 def load(root: Path) -> Campaign:
-    store = CampaignStore(root)
-    index = store.read_index()
-    cases = store.read_cases()
+    """A campaign folder through the one reader (results/reader.py)."""
+    folder = reader.read_campaign(root)
+    cases = name_tunnels(folder.cases)
     _split_sweeps(cases)
-    return Campaign(root, index, cases, stats.rows(cases))
-
-
-def load_case_json(path: Path) -> dict[str, Any]:
-    return dict(json.loads(path.read_text()))
+    return Campaign(root, folder.index, cases, stats.rows(cases), folder.missing,
+                    folder.pending)
 
 
 def metric_value(doc: dict[str, Any], name: str) -> float | None:

@@ -8,8 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+# tunnel: the display name ('wireguard (go)'); impl and encrypts as the case recorded them
+# (data.name_tunnels, which data.load applies)
 COLUMNS = ("case_id", "tunnel", "kind", "workload", "workload_params", "mtu", "offloads",
-           "repeat", "metric", "unit", "value", "higher_is_better", "bound", "status")
+           "repeat", "metric", "unit", "value", "higher_is_better", "bound", "status", "impl",
+           "encrypts")
 
 
 def tidy_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -23,7 +26,8 @@ def tidy_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "workload_params": json.dumps(c["workload"].get("params") or {},
                                               sort_keys=True), "mtu": int(c["mtu"]),
                 "offloads": c["offloads"]["name"], "repeat": int(c["repeat"]),
-                "status": d.get("status", "")}
+                "status": d.get("status", ""), "impl": c["tunnel"].get("impl"),
+                "encrypts": c["tunnel"].get("encrypts")}
         metrics = d.get("metrics") or {}
         if not metrics:
             out.append({**base, "metric": None, "unit": None, "value": None,
@@ -61,7 +65,8 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
                         ("mtu", pa.int32()), ("offloads", pa.string()), ("repeat", pa.int32()),
                         ("metric", pa.string()), ("unit", pa.string()),
                         ("value", pa.float64()), ("higher_is_better", pa.bool_()),
-                        ("bound", pa.string()), ("status", pa.string())])
+                        ("bound", pa.string()), ("status", pa.string()),
+                        ("impl", pa.string()), ("encrypts", pa.bool_())])
     table = pa.Table.from_pylist([{k: r[k] for k in COLUMNS} for r in rows], schema=schema)
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)

@@ -23,6 +23,7 @@ from matplotlib.ticker import EngFormatter, MaxNLocator  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from . import cores, data, stats  # noqa: E402
+from . import metrics as catalogue  # noqa: E402
 from .data import Campaign, Scenario  # noqa: E402
 
 matplotlib.rcParams.update({
@@ -141,10 +142,19 @@ def _grid(n: int, width: float = 3.6, height: float = 2.6) -> tuple[MplFigure, l
     return fig, flat[:n]
 
 
-def _err(s: stats.Summary) -> tuple[float, float]:
-    """CI half-widths; the lower one clipped at zero for non-negative data (counts, %)."""
+CPU_CEILING = 100.0   # % of all cores: a whisker above it would show the impossible
+
+
+def _err(s: stats.Summary, upper: float | None = None) -> tuple[float, float]:
+    """CI half-widths; the lower one clipped at zero for non-negative data (counts, %), the
+    upper one at `upper` where the quantity cannot exceed it (CPU busy, % of all cores)."""
     low = max(s.ci95_low, 0.0) if s.min >= 0 else s.ci95_low
-    return (s.mean - low, s.ci95_high - s.mean)
+    high = min(s.ci95_high, upper) if upper is not None else s.ci95_high
+    return (s.mean - low, max(high - s.mean, 0.0))
+
+
+def _ceiling(metric: str, unit: str) -> float | None:
+    return CPU_CEILING if catalogue.unit_label(metric, unit) == "% of all cores" else None
 
 
 def _label_in_bar(ax: Axes, x: float, height: float, text: str) -> None:
@@ -213,8 +223,9 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                 if not docs:
                     continue
                 avg = sum(d["cpu"]["busy_avg"] for d in docs) / len(docs)
-                lo = min(d["cpu"]["busy_min"] for d in docs)
-                hi = max(d["cpu"]["busy_max"] for d in docs)
+                # a sample's rounding can land past 0..100%: whiskers show what is possible
+                lo = max(min(d["cpu"]["busy_min"] for d in docs), 0.0)
+                hi = min(max(d["cpu"]["busy_max"] for d in docs), CPU_CEILING)
                 bars.append((tun, scen, avg, lo, hi))
         if not bars:
             continue
@@ -223,7 +234,8 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         labels = []
         for i, (tun, scen, avg, lo, hi) in enumerate(bars):
             ax.bar(i, avg, color=pal(tun), width=0.7)
-            ax.errorbar(i, avg, yerr=[[avg - lo], [hi - avg]], color="k", capsize=4, lw=1)
+            ax.errorbar(i, avg, yerr=[[max(avg - lo, 0.0)], [max(hi - avg, 0.0)]], color="k",
+                        capsize=4, lw=1)
             _label_in_bar(ax, i, avg, f"{avg:.0f}%")
             labels.append(tun if len(scens) == 1 else f"{tun}\nMTU {scen[1]}"
                           + ("" if scen[2] == "default" else f"\n{scen[2]}"))
@@ -356,7 +368,9 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
                 continue
             for tun in c.tunnels():
                 r = c.row(tun, scen, metric)
-                if r is not None:
+                if r is not None and r.kind == "native":
+                    entries.append((tun, scen, 100.0, 0.0))   # the reference, not a measurement
+                elif r is not None:
                     pct, lo, _ = pct_interval(r, base)
                     entries.append((tun, scen, pct, lo))
         if len(entries) < 2:
@@ -372,18 +386,23 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
         cut = False
         labels = []
         for i, (tun, scen, pct, half) in enumerate(entries):
-            ax.barh(i, pct, color=pal(tun), height=0.7)
-            hi = min(pct + half, top * 0.86)
-            ax.errorbar(pct, i, xerr=[[min(half, pct)], [hi - pct]], color="k", capsize=3,
-                        lw=0.9)
-            if hi < pct + half:
-                cut = True
-                ax.annotate("", (hi + top * 0.03, i), (hi, i),
-                            arrowprops={"arrowstyle": "->", "lw": 0.9})
-            text = f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
-            if not higher and pct >= 150:    # a delay or cost many times native's
-                text += f" ({pct / 100:.1f}× native)"
-            _value_label(ax, i, hi + (top * 0.03 if hi < pct + half else 0), text)
+            if c.kind_of(tun) == "native":   # the reference (100%), not a measurement
+                ax.barh(i, pct, color="white", edgecolor=pal(tun), hatch="//", height=0.7)
+                ax.text(pct / 2, i, "reference", ha="center", va="center", fontsize=7)
+                _value_label(ax, i, pct, f"{pct:.0f}%")
+            else:
+                ax.barh(i, pct, color=pal(tun), height=0.7)
+                hi = min(pct + half, top * 0.86)
+                ax.errorbar(pct, i, xerr=[[min(half, pct)], [hi - pct]], color="k", capsize=3,
+                            lw=0.9)
+                if hi < pct + half:
+                    cut = True
+                    ax.annotate("", (hi + top * 0.03, i), (hi, i),
+                                arrowprops={"arrowstyle": "->", "lw": 0.9})
+                text = f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
+                if not higher and pct >= 150:    # a delay or cost many times native's
+                    text += f" ({pct / 100:.1f}× native)"
+                _value_label(ax, i, hi + (top * 0.03 if hi < pct + half else 0), text)
             labels.append(tun if len(scens) == 1 else f"{tun} · MTU {scen[1]}"
                           + ("" if scen[2] == "default" else f" · {scen[2]}"))
         ax.axvline(100, color="k", lw=0.8, ls=":")
@@ -391,14 +410,16 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
         ax.invert_yaxis()
         ax.grid(False, axis="y")
         ax.set_xlim(0, top)
-        ax.set_xlabel(f"{metric} (% of native)")
-        title = f"{metric} as % of native ({wl})"
+        name = catalogue.display_name(metric)
+        ax.set_xlabel(f"{name} (% of native)")
+        title = f"{name} as % of native ({wl})"
         ax.set_title(title)
         yield _save(fig, out, slug("pct-native", wl, metric), title,
                     "Mean over repeats divided by native's mean in the same campaign and "
                     "scenario, " + ("highest" if higher else "closest to native") + " first; "
                     "whiskers: 95% CI (both relative errors combined)"
-                    + ("; an arrow marks a whisker cut at the edge." if cut else "."))
+                    + ("; an arrow marks a whisker cut at the edge" if cut else "")
+                    + ". Native is the reference (100%, hatched), not a measurement.")
 
 
 # -- 4. MTU grouped bars -------------------------------------------------------------------
@@ -480,7 +501,9 @@ def cdf_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             for a in (ax, tail):
                 if pos and max(pos) / min(pos) > 4:
                     a.set_xscale("log")
-                a.set_xlabel(f"{dist.name} ({dist.unit})" if dist.unit else dist.name)
+                a.set_xlabel(f"{catalogue.display_name(dist.name)} "
+                             f"({catalogue.unit_label(dist.name, dist.unit)})" if dist.unit
+                             else catalogue.display_name(dist.name))
             ax.set_ylim(0, 1.02)
             ax.set_ylabel("fraction of transactions ≤ x")
             ax.set_title("CDF")
@@ -488,7 +511,7 @@ def cdf_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             tail.set_ylabel("fraction > x (tail)")
             tail.set_title("tail: p90 at 0.1, p99 at 0.01, p99.9 at 0.001")
             ax.legend(loc="lower right")
-            title = f"{dist.name} CDF per tunnel ({scen_text(scen, c)})"
+            title = f"{catalogue.display_name(dist.name)} CDF per tunnel ({scen_text(scen, c)})"
             fig.suptitle(title)
             yield _save(fig, out, slug("cdf", dist.name, *scen), title,
                         "Cumulative distribution of every transaction over all repeats (full "
@@ -534,9 +557,10 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                 xs = sorted(pts)
                 xs_all.update(xs)
                 summ = [stats.summarize(pts[x]) for x in xs]
+                ceil = _ceiling(metric, sw.units.get(metric, ""))
                 ax.errorbar(xs, [s.mean for s in summ],
                             yerr=[[min(s.mean - s.ci95_low, s.mean * 0.9) for s in summ],
-                                  [s.ci95_high - s.mean for s in summ]],
+                                  [_err(s, ceil)[1] for s in summ]],
                             marker="o", ms=3, capsize=2, color=_sweep_color(c, pal, tun),
                             label=tun)
                 tops.append(max(min(s.ci95_high, 2 * s.mean) for s in summ))
@@ -546,16 +570,18 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             ax.minorticks_off()
             ax.set_xlabel("ECMP tunnels" if sw.over == "tunnel" else f"parallel {sw.param}")
             unit = sw.units.get(metric, "")
-            ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
+            shown = catalogue.unit_label(metric, unit)
+            name = catalogue.display_name(metric)
+            ax.set_ylabel(f"{name} ({shown})" if shown else name)
             if _metric_rank(metric, unit)[0] == 0 and _own_scale(tops) and min(lows) > 0:
                 ax.set_yscale("log")   # each curve readable: equal ratios, equal distances
                 logy = True
             else:
                 ax.set_ylim(0, max(tops) * 1.08 or None)
-            ax.set_title(metric)
+            ax.set_title(name)
         axes[0].legend(loc="best")
         over = "ECMP tunnels" if sw.over == "tunnel" else sw.param
-        title = f"{', '.join(metrics)} vs {over} ({sw.workload}" + \
+        title = f"{', '.join(map(catalogue.display_name, metrics))} vs {over} ({sw.workload}" + \
                 ("" if sw.mtu == 1500 else f", MTU {sw.mtu}") + ")"
         fig.suptitle(title)
         cap = (f"Mean over repeats at each number of {over} (log2 axis); whiskers: 95% CI "
@@ -573,7 +599,7 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
 # -- 7. bars by tunnel for selected metrics (line rate, NDR/PDR, latency under load) -------
 
 def _grouped(ax: Axes, c: Campaign, pal: Palette, groups: list[str],
-             values: dict[tuple[str, str], stats.Summary]) -> None:
+             values: dict[tuple[str, str], stats.Summary], upper: float | None = None) -> None:
     tuns = [t for t in c.tunnels() if any((g, t) in values for g in groups)]
     width = 0.8 / max(len(tuns), 1)
     for j, tun in enumerate(tuns):
@@ -583,8 +609,8 @@ def _grouped(ax: Axes, c: Campaign, pal: Palette, groups: list[str],
                 continue
             x = i - 0.4 + width * (j + 0.5)
             ax.bar(x, s.mean, width * 0.92, color=pal(tun), label=tun if i == 0 else None)
-            ax.errorbar(x, s.mean, yerr=[[_err(s)[0]], [_err(s)[1]]], color="k", capsize=2,
-                        lw=0.8)
+            lo, hi = _err(s, upper)
+            ax.errorbar(x, s.mean, yerr=[[lo], [hi]], color="k", capsize=2, lw=0.8)
     if groups == [""]:   # one group: name the bars instead
         ax.set_xticks([-0.4 + width * (j + 0.5) for j in range(len(tuns))], tuns)
         ax.grid(False, axis="x")
@@ -608,7 +634,8 @@ def line_rate_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             axes[0].legend(loc="best")
             axes[0].set_title("share of line rate")
             if panels == 2:
-                _grouped(axes[1], c, pal, [""], {("", r.tunnel): r.stats for r in cpu if r})
+                _grouped(axes[1], c, pal, [""], {("", r.tunnel): r.stats for r in cpu if r},
+                         CPU_CEILING)
                 axes[1].set_ylabel("CPU busy (% of all cores)")
                 axes[1].set_title("CPU")
             title = f"Percent of line rate ({scen_text(scen, c)})"
@@ -689,9 +716,9 @@ def other_metric_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figur
             groups = [f"MTU {m}" for m in mtus] if len(mtus) > 1 else [""]
             vals = {((f"MTU {r.mtu}" if len(mtus) > 1 else ""), r.tunnel): r.stats
                     for r in mrows if r.offloads == mrows[0].offloads}
-            _grouped(ax, c, pal, groups, vals)
-            ax.set_title(metric)
-            ax.set_ylabel(mrows[0].unit)
+            _grouped(ax, c, pal, groups, vals, _ceiling(metric, mrows[0].unit))
+            ax.set_title(catalogue.display_name(metric))
+            ax.set_ylabel(catalogue.unit_label(metric, mrows[0].unit))
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 6))
         title = f"Other metrics of {wl}"

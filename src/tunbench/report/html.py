@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import data, stats
+from . import metrics as catalogue
 from .data import Campaign, Scenario
 from .figures import Figure
 from .takeaways import Takeaway, num
@@ -46,8 +47,27 @@ figure{margin:18px 0 26px;padding:0;display:inline-block;vertical-align:top;max-
 figcaption{font-size:.86em;color:#4a5263;margin-top:4px}
 pre{background:#f6f7f9;padding:8px;overflow-x:auto;font-size:.82em;text-align:left}
 nav a{margin-right:14px}
-table{display:block;overflow-x:auto;max-width:100%}
-@media (max-width:700px){main{padding:10px 12px 40px}
+.warn{background:#fff4e5;border-left:4px solid #c77700;padding:4px 14px;margin:10px 0}
+code{font-size:.92em;word-break:break-all}
+h1,h2,h3,p,li,figcaption{overflow-wrap:anywhere}
+.tw{overflow-x:auto;max-width:100%}
+nav{display:flex;flex-wrap:wrap;gap:4px 0}
+details{margin:.2em 0 1em}summary{cursor:pointer;color:#3b4a6b;font-size:.9em}
+@media (max-width:640px){
+ main{padding:10px 12px 40px}
+ table.cards thead{display:none}
+ table.cards,table.cards tbody,table.cards tr,table.cards td{display:block}
+ table.cards tr{border:1px solid #d9dee8;margin:0 0 10px}
+ table.cards td{border:none;border-top:1px solid #eef1f7;white-space:normal;text-align:right}
+ table.cards td[data-label]::before{content:attr(data-label);float:left;text-align:left;
+  color:#4a5263;font-weight:600;margin-right:10px;max-width:62%}
+ table.cards td.t{font-weight:700;text-align:left;background:#eef1f7;border-top:none}
+ table.cards td::after{content:"";display:block;clear:both}
+ .tw table:not(.cards) tr>:first-child{position:sticky;left:0;background:#fff;z-index:1;
+  min-width:10em;max-width:45vw;white-space:normal}
+ .tw table:not(.cards) tr>th:first-child{background:#eef1f7}
+}
+@media (max-width:700px){
  figure{display:block;margin-right:0;overflow-x:auto}
  figure img{max-width:none;width:auto}}
 """
@@ -83,7 +103,21 @@ def scenario_title(scen: Scenario) -> str:
     return f"{wl} — underlay MTU {mtu}" + ("" if off == "default" else f" — offloads {off}")
 
 
+KEY_METRICS = ("cpu_busy", "cpu_per_gbit")   # beside the headline in a scenario's main table
+CPU_RANGE = ("cpu_busy_min", "cpu_busy_max")  # shown inside the CPU busy cell
+
+
+def _head(metric: str, unit: str, hib: bool) -> str:
+    arrow = "↑" if hib else "↓"
+    return (f'<span title="{esc(metric)}">{esc(catalogue.display_name(metric))}</span> '
+            f"{arrow}<br><small>{esc(catalogue.unit_label(metric, unit))}</small>")
+
+
 def summary_tables(c: Campaign) -> str:
+    """Per scenario: a main table a reader can take in at a glance (the headline metric with
+    its share of native, CPU busy with its min-max, CPU per Gbit/s), every further metric in a
+    folded table with one row per metric. On a phone the main table becomes one card per
+    tunnel (each cell labelled), and every table scrolls inside its own box, never the page."""
     parts = []
     for scen in c.scenarios():
         head = data.headline_metric(c, scen[0])
@@ -91,72 +125,109 @@ def summary_tables(c: Campaign) -> str:
         metrics = list(dict.fromkeys(r.metric for r in rows))
         metrics.sort(key=lambda m: (m != head, m != "cpu_busy", m != "cpu_per_gbit"))
         pct_cols = {m for m in metrics if m in (head, "cpu_per_gbit")}
+        parts.append(f"<h3>{esc(scenario_title(scen))}</h3>")
         if len(metrics) > WIDE_TABLE:
-            parts.append(_metric_rows_table(c, scen, rows, metrics, pct_cols))
+            parts.append(_metric_rows_table(c, rows, metrics, pct_cols))
             continue
-        out = [f"<h3>{esc(scenario_title(scen))}</h3><table><tr><th class=l>tunnel</th>"
-               "<th>n</th>"]
-        for m in metrics:
-            unit = next(r.unit for r in rows if r.metric == m)
-            hib = next(r.higher_is_better for r in rows if r.metric == m)
-            arrow = "↑" if hib else "↓"
-            out.append(f"<th>{esc(m)} {arrow}<br><small>{esc(unit)}, mean ± 95% CI</small></th>")
-            if m in pct_cols:
-                out.append("<th>% of<br>native</th>" if hib else "<th>×<br>native</th>")
-        out.append("</tr>")
-        for tun in c.tunnels():
-            trs = {r.metric: r for r in rows if r.tunnel == tun}
-            if not trs:
-                continue
-            cls = " class=native" if c.kind_of(tun) == "native" else ""
-            n = max(r.stats.n for r in trs.values())
-            out.append(f"<tr{cls}><td class=l>{esc(tun)}</td><td>{n}</td>")
-            for m in metrics:
-                r = trs.get(m)
-                if r is None:
-                    out.append("<td>–</td>" + ("<td>–</td>" if m in pct_cols else ""))
-                    continue
-                out.append(_value_cell(r))
-                if m in pct_cols:
-                    out.append(f"<td>{esc(stats.vs_native(r))}</td>")
-            out.append("</tr>")
-        out.append("</table>")
-        parts.append("".join(out))
+        key = [m for m in metrics if m == head or m in KEY_METRICS]
+        rest = [m for m in metrics if m not in key and m not in CPU_RANGE]
+        parts.append(_main_table(c, rows, key, pct_cols))
+        if rest:
+            parts.append(f"<details><summary>{len(rest)} more metric(s): "
+                         f"{esc(', '.join(catalogue.display_name(m) for m in rest))}</summary>"
+                         + _metric_rows_table(c, rows, rest, set()) + "</details>")
     if any(r.noisy for r in c.rows):
         parts.append(f"<p class=meta>⚠ noisy: coefficient of variation above "
                      f"{stats.NOISY_CV:.0%} over the repeats. ↑ higher is better, ↓ lower is "
                      "better.</p>")
     if any(r.bound for r in c.rows):
         parts.append(f"<p class=meta>{esc(stats.BOUND_NOTE)}.</p>")
+    if any(r.kind == "native" for r in c.rows):
+        parts.append("<p class=meta>Native is the reference of every share: its own row shows "
+                     "100% (ref.), not a measurement.</p>")
     return "\n".join(parts)
 
 
-def _metric_rows_table(c: Campaign, scen: Scenario, rows: list[stats.Row], metrics: list[str],
+def _cpu_cell(trs: dict[str, stats.Row], label: str) -> str:
+    r = trs["cpu_busy"]
+    lo, hi = trs.get("cpu_busy_min"), trs.get("cpu_busy_max")
+    rng = (f"<br><small>min–max {num(max(lo.stats.mean, 0.0))}–"
+           f"{num(min(hi.stats.mean, 100.0))}</small>" if lo and hi else "")
+    return _value_cell(r, rng).replace("<td", f'<td data-label="{esc(label)}"', 1)
+
+
+def _vs_native_cell(r: stats.Row, label: str) -> str:
+    text = "100% (ref.)" if r.kind == "native" and r.higher_is_better else \
+        "1.00× (ref.)" if r.kind == "native" else stats.vs_native(r)
+    return f'<td data-label="{esc(label)}">{esc(text)}</td>'
+
+
+def _main_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
+                pct_cols: set[str]) -> str:
+    first = {m: next(r for r in rows if r.metric == m) for m in metrics}
+    heads = ["<thead><tr><th class=l>tunnel</th><th>n</th>"]
+    labels: dict[str, str] = {}
+    for m in metrics:
+        f = first[m]
+        labels[m] = f"{catalogue.display_name(m)} ({catalogue.unit_label(m, f.unit)})"
+        heads.append(f"<th>{_head(m, f.unit, f.higher_is_better)}</th>")
+        if m in pct_cols:
+            heads.append("<th>% of<br>native</th>" if f.higher_is_better else
+                         "<th>×<br>native</th>")
+    heads.append("</tr></thead>")
+    out = ["<table class=cards>", *heads, "<tbody>"]
+    for tun in c.tunnels():
+        trs = {x.metric: x for x in rows if x.tunnel == tun}
+        if not trs:
+            continue
+        cls = " class=native" if c.kind_of(tun) == "native" else ""
+        n = max(x.stats.n for x in trs.values())
+        out.append(f'<tr{cls}><td class="l t">{esc(tun)}</td><td data-label="n">{n}</td>')
+        for m in metrics:
+            r = trs.get(m)
+            nat = ("% of native" if first[m].higher_is_better else "× native") + \
+                f" ({catalogue.display_name(m)})"
+            if r is None:
+                out.append(f'<td data-label="{esc(labels[m])}">–</td>'
+                           + (f'<td data-label="{esc(nat)}">–</td>' if m in pct_cols else ""))
+                continue
+            out.append(_cpu_cell(trs, labels[m]) if m == "cpu_busy" else
+                       _value_cell(r).replace("<td", f'<td data-label="{esc(labels[m])}"', 1))
+            if m in pct_cols:
+                out.append(_vs_native_cell(r, nat))
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _metric_rows_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
                        pct_cols: set[str]) -> str:
-    """A scenario with many metrics (loss-search has dozens): one row per metric and one
-    column per tunnel, so the table grows downwards instead of off the page."""
+    """One row per metric and one column per tunnel (loss-search has dozens of metrics, and
+    the further metrics of any scenario), so the table grows downwards."""
     tuns = [t for t in c.tunnels() if any(r.tunnel == t for r in rows)]
     by = {(r.tunnel, r.metric): r for r in rows}
-    out = [f"<h3>{esc(scenario_title(scen))}</h3><table><tr><th class=l>metric</th>"
-           "<th class=l>unit</th>"]
+    out = ["<table><thead><tr><th class=l>metric</th><th class=l>unit</th>"]
     out += [f"<th>{esc(t)}<br><small>n={max(r.stats.n for r in rows if r.tunnel == t)}"
             "</small></th>" for t in tuns]
-    out.append("</tr>")
+    out.append("</tr></thead><tbody>")
     for m in metrics:
         first = next(r for r in rows if r.metric == m)
         arrow = "↑" if first.higher_is_better else "↓"
-        out.append(f"<tr><td class=l>{esc(m)} {arrow}</td><td class=l>{esc(first.unit)}</td>")
+        out.append(f'<tr><td class=l title="{esc(m)}">{esc(catalogue.display_name(m))} '
+                   f"{arrow}</td><td class=l>{esc(catalogue.unit_label(m, first.unit))}</td>")
         for t in tuns:
             r = by.get((t, m))
             if r is None:
                 out.append("<td>–</td>")
                 continue
-            rel = stats.vs_native(r)
+            rel = "100% (ref.)" if r.kind == "native" else stats.vs_native(r)
             pct = (f"<br><small>{esc(rel)} {'of ' if rel.endswith('%') else ''}native</small>"
-                   if m in pct_cols and r.pct_of_native is not None else "")
+                   if m in pct_cols and r.pct_of_native is not None and r.kind != "native"
+                   else "<br><small>reference</small>" if m in pct_cols
+                   and r.kind == "native" else "")
             out.append(_value_cell(r, pct))
         out.append("</tr>")
-    out.append("</table>")
+    out.append("</tbody></table>")
     return "".join(out)
 
 
@@ -261,10 +332,34 @@ def env_html(c: Campaign) -> str:
     return "".join(out)
 
 
+def incomplete_html(c: Campaign) -> str:
+    """A campaign cut short or with case files gone says so above everything else: which
+    cases are pending or missing, and the command that resumes it."""
+    f = c.folder
+    if not f.incomplete and not f.missing:
+        return ""
+    out = ["<div class=warn>"]
+    if f.incomplete:
+        out.append(f"<p><b>Incomplete campaign</b> (state {esc(f.state)}): "
+                   f"{len(f.pending)} case(s) pending; figures cover only what was recorded. "
+                   f"Continue it with <code>{esc(f.resume_command)}</code>.</p>")
+        if f.pending:
+            out.append("<p>Pending: " + ", ".join(f"<code>{esc(p)}</code>" for p in f.pending)
+                       + "</p>")
+    if f.missing:
+        out.append(f"<p><b>{len(f.missing)} case file(s) missing</b> (listed in index.json, "
+                   "not in cases/): " + ", ".join(f"<code>{esc(m)}</code>" for m in f.missing)
+                   + "</p>")
+    out.append("</div>")
+    return "".join(out)
+
+
 def render(c: Campaign, figs: list[Figure], takes: list[Takeaway], out: Path) -> Path:
     exp = c.index.get("experiment") or {}
     ok, failed = len(c.ok), len(c.failed)
-    title = f"tunbench report — {c.root.name}"
+    tuns, wls = c.planned()
+    title = f"tunbench report — {c.root.name}" + (" (incomplete)" if c.folder.incomplete
+                                                  else "")
     tk = "".join(f"<li>{esc(t.text)}</li>" for t in takes) or \
         "<li>No take-away: the campaign has no figures to compare with native.</li>"
     body = f"""<!DOCTYPE html>
@@ -275,9 +370,10 @@ def render(c: Campaign, figs: list[Figure], takes: list[Takeaway], out: Path) ->
 <body><main>
 <h1>{esc(title)}</h1>
 <p class=meta>{esc(exp.get('name', 'campaign'))}: {ok} case(s) ok, {failed} failed or skipped;
-state {esc(c.index.get('state', '?'))}; started {esc(_when(c.index.get('created')))},
-finished {esc(_when(c.index.get('finished')))}. Tunnels: {esc(', '.join(c.tunnels()))}.
-Workloads: {esc(', '.join(c.workloads()))}.</p>
+state {esc(c.folder.state)}; started {esc(_when(c.index.get('created')))},
+finished {esc(_when(c.index.get('finished')))}. Tunnels: {esc(', '.join(tuns) or 'none')}.
+Workloads: {esc(', '.join(wls) or 'none')}.</p>
+{incomplete_html(c)}
 <nav><a href="#takeaways">Take-aways</a><a href="#tables">Tables</a><a href="#figures">Figures</a>
 <a href="#notes">Notes</a><a href="#failed">Failed cases</a><a href="#cases">All cases</a><a href="#env">Environment</a>
 <a href="results.csv">results.csv</a></nav>
@@ -296,6 +392,8 @@ Workloads: {esc(', '.join(c.workloads()))}.</p>
 {env_html(c)}
 </main></body></html>
 """
+    # every table scrolls inside its own box: the page itself never scrolls sideways
+    body = body.replace("<table", "<div class=tw><table").replace("</table>", "</table></div>")
     out.mkdir(parents=True, exist_ok=True)
     path = out / "index.html"
     path.write_text(body, encoding="utf-8")

@@ -4,7 +4,8 @@ encrypting tunnels by stream count. Each sentence is built from the rows; a diff
 called one only when the two 95% confidence intervals do not overlap.
 
 What a tunnel is comes from the case files: its recorded kind (`ovs-*` is Open vSwitch), and
-whether it encrypts from a recorded `encrypts` flag where the case has one, else from its kind.
+whether it encrypts as data.tunnel_identity reads it (the recorded `encrypts` flag, else the
+kind for older files).
 """
 
 from __future__ import annotations
@@ -87,16 +88,9 @@ def ovs_vs_linux(c: Campaign) -> list[Takeaway]:
 
 
 def encrypts(c: Campaign, label: str) -> bool:
-    """From the case files: a recorded `encrypts` flag, else the kind (ssh-tun and
-    ssh-forward encrypt like ssh)."""
-    for d in c.cases:
-        if data.tunnel(d) == label:
-            for holder in (d["case"]["tunnel"], d.get("tunnel") or {}):
-                if isinstance(holder.get("encrypts"), bool):
-                    return bool(holder["encrypts"])
-            break
-    kind = c.kind_of(label)
-    return kind in data.ENCRYPTING or kind.split("-")[0] in data.ENCRYPTING
+    """Whether the tunnel shown as `label` encrypts: data.tunnel_identity decides (the flag
+    the case recorded, or the kind for result files older than the flag)."""
+    return c.encrypts(label)
 
 
 def encrypted_by_streams(c: Campaign) -> list[Takeaway]:

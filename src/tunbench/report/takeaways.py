@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import cores, data, stats, wire
+from . import metrics as catalogue
 from .data import Campaign, Scenario
 
 
@@ -231,8 +232,7 @@ def scaling(c: Campaign) -> list[Takeaway]:
             summ = {x: stats.summarize(pts[x]) for x in xs}
             peak = max(xs, key=lambda x: summ[x].mean)
             last = xs[-1]
-            enc = any(k in data.ENCRYPTING for k in (c.kind_of(tun), tun))
-            what = f"{tun} (encrypting)" if enc else tun
+            what = f"{tun} (encrypting)" if c.encrypts(tun) else tun
             facts = {"workload": sw.workload, "tunnel": tun, "peak_x": peak,
                      "peak": summ[peak].mean, "last_x": last, "last": summ[last].mean}
             if peak == last:
@@ -425,7 +425,8 @@ def noisy(c: Campaign) -> list[Takeaway]:
     rows = [r for r in c.rows if r.noisy]
     if not rows:
         return []
-    names = ", ".join(f"{r.tunnel}/{r.metric}" + ("" if len(c.mtus()) < 2 else f"@{r.mtu}")
+    names = ", ".join(f"{r.tunnel} {catalogue.display_name(r.metric)}"
+                      + ("" if len(c.mtus()) < 2 else f" at MTU {r.mtu}")
                       + f" (CV {100 * (r.stats.cv or 0):.0f}%)" for r in rows[:8])
     more = f" and {len(rows) - 8} more" if len(rows) > 8 else ""
     return [Takeaway("noisy", f"{len(rows)} of {len(c.rows)} figures are noisy (coefficient "

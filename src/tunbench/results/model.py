@@ -1,5 +1,5 @@
 """The result file format. Bump FORMAT_VERSION on any incompatible change and say so in
-docs/results.md; readers refuse versions they do not know."""
+docs/results.md; the one reader (reader.py) refuses newer versions and upgrades older ones."""
 
 from __future__ import annotations
 
@@ -29,11 +29,3 @@ def case_document(*, case: dict[str, Any], status: str, started: float, ended: f
         "raw": raw, "notes": notes,
     }
 
-
-def check_format(doc: dict[str, Any], expected: str, source: str) -> None:
-    from ..errors import SpecError
-    if doc.get("format") != expected:
-        raise SpecError(f"{source} is not a {expected} file", "point at a tunbench result folder")
-    if doc.get("format_version", 0) > FORMAT_VERSION:
-        raise SpecError(f"{source} has format version {doc.get('format_version')}, newer than "
-                        f"this tunbench understands ({FORMAT_VERSION})", "upgrade tunbench")

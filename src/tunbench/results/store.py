@@ -8,8 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError
-from .model import CASE_FORMAT, FORMAT_VERSION, INDEX_FORMAT, check_format
+from .model import FORMAT_VERSION, INDEX_FORMAT
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:
@@ -50,17 +49,11 @@ class CampaignStore:
         return path
 
     def read_index(self) -> dict[str, Any]:
-        if not self.index_path.exists():
-            raise SpecError(f"{self.root} has no index.json", "point at a tunbench result folder")
-        doc = json.loads(self.index_path.read_text())
-        check_format(doc, INDEX_FORMAT, str(self.index_path))
-        return doc
+        """The index, checked by the one reader (results/reader.py)."""
+        from .reader import read_index
+        return read_index(self.root)
 
     def read_cases(self) -> list[dict[str, Any]]:
-        out = []
-        for path in sorted(self.cases_dir.glob("*.json")):
-            doc = json.loads(path.read_text())
-            check_format(doc, CASE_FORMAT, str(path))
-            doc["_path"] = str(path.relative_to(self.root))
-            out.append(doc)
-        return out
+        """Every recorded case, through the one reader (results/reader.py)."""
+        from .reader import read_campaign
+        return read_campaign(self.root).cases

@@ -23,6 +23,7 @@ class Site:
     underlay_if: str     # the interface facing the other site
     underlay4: str       # underlay IPv4 address of this site (no prefix length)
     underlay6: str       # underlay IPv6 address of this site
+    host: str | None = None   # the machine this site runs on; None: this host (namespaces)
 
     def run(self, argv: list[str], **kw: Any) -> proc.Completed:
         return proc.run(argv, netns=self.netns, **kw)

@@ -37,27 +37,34 @@ class Netem:
     def active(self) -> bool:
         return any((self.delay, self.jitter, self.loss, self.rate))
 
-    def validate(self, where: str = "experiment") -> list[str]:
-        """Problems, one line each, naming the field and a valid example."""
-        problems = []
+    def validate(self, where: str = "experiment",
+                 names: dict[str, str] | None = None) -> list[str]:
+        """Problems, one line each, naming the field (or, via `names`, the flag that set it:
+        delay, jitter, loss, netem_rate -> e.g. --delay) and a valid example."""
+        def spot(key: str) -> str:
+            return (names or {}).get(key) or f"{where}.{key}"
+
+        problems: list[str] = []
         for name in ("delay", "jitter"):
             val = getattr(self, name)
             if val is None:
                 continue
             if not isinstance(val, str) or not TIME_RE.match(val):
-                problems.append(f"{where}.{name} {val!r} is not a time like 25ms, 500us or 0.2s")
+                problems.append(f"{spot(name)} {val!r} is not a time like 25ms, 500us or 0.2s")
             elif seconds(val) > TIME_MAX_S:
-                problems.append(f"{where}.{name} {val} is longer than {TIME_MAX_S:g}s")
-        if self.jitter is not None and self.delay is None:
-            problems.append(f"{where}.jitter needs a delay (e.g. --delay 25ms --jitter 5ms)")
+                problems.append(f"{spot(name)} {val} is longer than {TIME_MAX_S:g}s")
+        if self.jitter is not None and self.delay is None and not problems:
+            problems.append(f"{spot('jitter')} needs a delay (e.g. --delay 25ms --jitter 5ms)")
         if self.loss is not None:
             m = LOSS_RE.match(self.loss) if isinstance(self.loss, str) else None
             if not m or not 0 <= float(m.group(1)) <= 100:
-                problems.append(f"{where}.loss {self.loss!r} is not a percentage from 0% to "
+                problems.append(f"{spot('loss')} {self.loss!r} is not a percentage from 0% to "
                                 "100% like 0.1%")
         if self.rate is not None and (not isinstance(self.rate, str)
-                                      or not RATE_RE.match(self.rate)):
-            problems.append(f"{where}.netem_rate {self.rate!r} is not a rate like 100mbit")
+                                      or not RATE_RE.match(self.rate)
+                                      or not float(re.sub(r"[a-z]+$", "", self.rate.lower()))):
+            problems.append(f"{spot('netem_rate')} {self.rate!r} is not a rate above 0 like "
+                            "100mbit")
         return problems
 
     def args(self) -> list[str]:

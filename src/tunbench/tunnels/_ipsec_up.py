@@ -13,6 +13,7 @@ from . import _spread, _xfrm
 from . import _strongswan as ss
 from .base import Endpoints
 from .base import inner_addrs as _inner_addrs
+from .ipsec import esp_overhead_at
 
 if TYPE_CHECKING:
     from .ipsec import Ipsec, IpsecParams
@@ -170,7 +171,8 @@ def up(drv: Ipsec, tb: Testbed, p: IpsecParams, impl: str) -> Endpoints:
     else:
         a4, b4, a6, b6 = _inner_addrs(0)
     return Endpoints(
-        a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=drv.overhead(p, p.underlay, tb.underlay_mtu),
+        a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu,
+        overhead=esp_overhead_at(p, p.underlay, tb.underlay_mtu),
         a_ifname=devices["a"][0], b_ifname=devices["b"][0], rx_ifnames=tuple(devices["b"]),
         datapath_pids={k: v for k, v in pids.items() if v and impl == "libipsec"},
         info=_info(p, impl, devices, charons))
@@ -218,6 +220,7 @@ def _up_transport(drv: Ipsec, tb: Testbed, p: IpsecParams, impl: str,
     a_addr, b_addr = drv.underlay_addr(tb.a, fam), drv.underlay_addr(tb.b, fam)
     return Endpoints(
         a4=a_addr if fam == 4 else tb.a.underlay4, b4=b_addr if fam == 4 else tb.b.underlay4,
-        a6=tb.a.underlay6, b6=tb.b.underlay6, mtu=mtu, overhead=drv.overhead(p, p.underlay, tb.underlay_mtu),
+        a6=tb.a.underlay6, b6=tb.b.underlay6, mtu=mtu,
+        overhead=esp_overhead_at(p, p.underlay, tb.underlay_mtu),
         a_ifname=tb.a.underlay_if, b_ifname=tb.b.underlay_if,
         info=_info(p, impl, {"a": [tb.a.underlay_if], "b": [tb.b.underlay_if]}, charons))

@@ -16,7 +16,7 @@ import functools
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import proc
@@ -24,7 +24,7 @@ from ..capabilities import Missing, kernel_missing, tool_missing
 from ..errors import CommandFailed
 from ..testbed.base import Site, Testbed
 from . import daemon
-from .base import TunnelParams
+from .base import KernelOption, Needs, Tool, TunnelParams
 
 DEFAULT_CIPHER = "aes128-gcm@openssh.com"
 HOST_ALIAS = "tunbench-b"
@@ -44,8 +44,9 @@ def supported_ciphers() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SshParams(TunnelParams):
-    cipher: str = DEFAULT_CIPHER
-    port: int = 22             # sshd port on site b's underlay address
+    cipher: str = field(default=DEFAULT_CIPHER, metadata={
+        "help": "SSH cipher (one of `ssh -Q cipher`)"})
+    port: int = field(default=22, metadata={"help": "sshd port on site b's underlay address"})
 
     def validate(self) -> list[str]:
         problems = []
@@ -58,16 +59,22 @@ class SshParams(TunnelParams):
         return problems
 
 
+TOOLS = (Tool("ssh", "openssh-client", "the SSH client in site a", ("-V",)),
+         Tool("ssh-keygen", "openssh-client", "per-run host and client keys", ()),
+         Tool("sshd", "openssh-server", "the SSH server in site b", ("-V",)),
+         Tool("ss", "iproute2", "readiness and TCP counters of the SSH connection", ("-V",)))
+TUN = KernelOption("CONFIG_TUN", "tun", "ssh -w tun devices")
+NEEDS = Needs(tools=TOOLS)
+TUN_NEEDS = Needs(tools=TOOLS, kernel=(TUN,))
+
+
 def ssh_requirements() -> list[Missing]:
-    found = [tool_missing("ssh", "the SSH client in site a"),
-             tool_missing("ssh-keygen", "per-run host and client keys"),
-             tool_missing("sshd", "the SSH server in site b"),
-             tool_missing("ss", "readiness and TCP counters of the SSH connection")]
+    found = [tool_missing(t.name, t.why) for t in TOOLS]
     return [m for m in found if m]
 
 
 def tun_requirements() -> list[Missing]:
-    found = [kernel_missing("CONFIG_TUN", "ssh -w tun devices", "tun")]
+    found = [kernel_missing(TUN.option, TUN.why, TUN.module)]
     if not Path("/dev/net/tun").exists():
         found.append(Missing("/dev/net/tun", "the TUN device node is missing",
                              "mknod /dev/net/tun c 10 200"))

@@ -1,9 +1,20 @@
 """The tunnel driver contract. One module per kind under tunnels/, each exporting DRIVER.
 
-A driver states:
+A driver is generic over its parameters class (`class Vxlan(TunnelDriver[VxlanParams])`), so
+every method receives its own typed params and mypy checks it. It declares:
 - `kind` and a one-line `summary`;
-- `Params`: a frozen dataclass of its parameters with defaults; `validate()` returns problems;
-- `requirements(params)`: what this host lacks to run it (kernel feature, tool), with fixes;
+- `Params`: a frozen dataclass of its parameters with defaults, each field with
+  `metadata={"help": "one line"}`; `validate()` returns problems;
+- `encrypts`: whether its datapath encrypts (the report labels it from the recorded flag);
+- `impl_param`: the name of a Literal-typed field choosing between implementations (wireguard
+  kernel|go, ipsec libipsec|kernel|xfrm, ovs-* netdev|system), and `resolve_impl(params)`:
+  which one runs on this host;
+- `needs`: per implementation ("" = all of them) the tools (with their Debian package and
+  version argv) and kernel options (with their module) it uses. Install hints, tool-version
+  capture, doctor's tools and kernel options and the VM lab's modules and guest packages are
+  derived from these declarations (tunnels/__init__.py), never listed centrally;
+- `requirements(params)`: what this host lacks to run it, with fixes (by default: the declared
+  tools and kernel options of the resolved implementation);
 - `overhead(params, family)`: bytes its encapsulation adds to an inner packet on an underlay
   of that IP family, so the tunnel MTU is computed, never hard-coded;
 - `up(testbed, params)`: builds the tunnel between site a and site b, registering every object
@@ -14,11 +25,12 @@ A kind with several implementations (kernel vs userspace) is one driver with an 
 from __future__ import annotations
 
 import dataclasses
+import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from ..capabilities import Missing
+from ..capabilities import Missing, kernel_missing, tool_missing
 from ..errors import SpecError
 from ..params import coerce_fields
 from ..testbed import netlink
@@ -76,52 +88,164 @@ class Endpoints:
         return dataclasses.asdict(self)
 
 
-class TunnelDriver(ABC):
+P = TypeVar("P", bound=TunnelParams)
+# values of an implementation field that mean "choose automatically"
+AUTO_IMPLS = ("", "auto", None)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A program a driver runs, the Debian package that provides it, and how it tells its
+    version (recorded with every campaign's environment)."""
+
+    name: str
+    package: str
+    why: str = ""
+    version_argv: tuple[str, ...] = ("--version",)
+
+
+@dataclass(frozen=True)
+class KernelOption:
+    """A kernel configuration option a driver needs, and the module providing it when it is
+    built as one (the VM lab loads these; None: no module of its own)."""
+
+    option: str
+    module: str | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What one implementation of a kind uses: tools, kernel options, and further Debian
+    packages that are no tool (plugins, schemas)."""
+
+    tools: tuple[Tool, ...] = ()
+    kernel: tuple[KernelOption, ...] = ()
+    packages: tuple[str, ...] = ()
+
+    def __add__(self, other: Needs) -> Needs:
+        return Needs(tuple(dict.fromkeys(self.tools + other.tools)),
+                     tuple(dict.fromkeys(self.kernel + other.kernel)),
+                     tuple(dict.fromkeys(self.packages + other.packages)))
+
+    def debian_packages(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([t.package for t in self.tools] + list(self.packages)))
+
+
+class TunnelDriver(ABC, Generic[P]):
     kind: ClassVar[str]
     summary: ClassVar[str]
-    Params: ClassVar[type[TunnelParams]] = TunnelParams
+    # the concrete driver's params class (P); ClassVar cannot name a type variable
+    Params: ClassVar[type[Any]] = TunnelParams
     underlay_family: ClassVar[int] = 4   # IP family the encapsulation runs over
     inner_families: ClassVar[tuple[int, ...]] = (4, 6)  # inner IP families it carries
     # a parameter an experiment may give as a list: one tunnel (and case) per value, like a
     # workload's sweep (wireguard and ipsec: `tunnels`, the number of ECMP-spread tunnels)
     sweep: ClassVar[str | None] = None
+    encrypts: ClassVar[bool] = False     # the datapath encrypts (recorded in every case)
+    impl_param: ClassVar[str | None] = None  # Literal field choosing the implementation
+    # per implementation ("" = every one): tools, kernel options, packages it uses
+    needs: ClassVar[dict[str, Needs]] = {}
+
+    # ---- declarations -------------------------------------------------------------------
+    @classmethod
+    def implementations(cls) -> tuple[str, ...]:
+        """The values of the `impl_param` field's Literal type, automatic choice left out."""
+        if not cls.impl_param:
+            return ()
+        want = typing.get_type_hints(cls.Params)[cls.impl_param]
+        values: list[Any] = []
+        for t in (want, *typing.get_args(want)):
+            if typing.get_origin(t) is typing.Literal:
+                values += list(typing.get_args(t))
+        return tuple(str(v) for v in dict.fromkeys(values) if v not in AUTO_IMPLS)
+
+    @classmethod
+    def resolve_impl(cls, params: P) -> str | None:
+        """The implementation these params run on this host (None: the kind has one). By
+        default an automatic choice is the first implementation, in the Literal's order, whose
+        declared needs this host meets (else the first); a driver may choose otherwise."""
+        if not cls.impl_param:
+            return None
+        value = getattr(params, cls.impl_param)
+        if value not in AUTO_IMPLS:
+            return str(value)
+        impls = cls.implementations()
+        return next((i for i in impls if not cls.declared_missing(i)),
+                    impls[0] if impls else None)
+
+    @classmethod
+    def display(cls, params: P, label: str | None = None) -> str:
+        """The name a reader sees: 'wireguard (go)', 'ipsec (libipsec)', 'vxlan'."""
+        impl = cls.resolve_impl(params)
+        name = label or cls.kind
+        return f"{name} ({impl})" if impl else name
+
+    @classmethod
+    def declared(cls, impl: str | None = None) -> Needs:
+        """The needs of one implementation (with those common to all), or of every one."""
+        keys = [k for k in cls.needs if k in ("", impl)] if impl else list(cls.needs)
+        out = Needs()
+        for k in keys:
+            out = out + cls.needs[k]
+        return out
+
+    @classmethod
+    def declared_missing(cls, impl: str | None) -> list[Missing]:
+        """The declared tools and kernel options of `impl` this host lacks; the kernel
+        options of one implementation fold into one record naming every absent one."""
+        need = cls.declared(impl)
+        missing = [m for m in (tool_missing(t.name, t.why) for t in need.tools) if m]
+        absent = [m for m in (kernel_missing(k.option, k.why or f"{cls.kind} tunnels",
+                                             k.module) for k in need.kernel) if m]
+        if len(absent) > 1:
+            names = ", ".join(m.what.removeprefix("kernel ") for m in absent)
+            absent = [Missing(f"kernel {names}", absent[0].why, absent[0].fix)]
+        return missing + absent
 
     # ---- parameters -------------------------------------------------------------------
     @classmethod
-    def parse_params(cls, raw: dict[str, Any], where: str = "") -> TunnelParams:
+    def parse_params(cls, raw: dict[str, Any], where: str = "") -> P:
         """Build Params from a dict of user values; unknown keys and bad types are errors."""
         problems, values = coerce_fields(cls.Params, raw, f"{where}tunnel {cls.kind}")
         if problems:
             raise SpecError("; ".join(problems), "see `tunbench list --params`")
-        params = cls.Params(**values)
+        params: P = cls.Params(**values)
         problems = [f"{where}tunnel {cls.kind}: {p}" for p in params.validate()]
         if problems:
             raise SpecError("; ".join(problems), "see `tunbench list --params`")
         return params
 
+    @classmethod
+    def default_params(cls) -> P:
+        params: P = cls.Params()
+        return params
+
     # ---- host capability -------------------------------------------------------------
     @classmethod
-    @abstractmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
-        """What this host lacks for these params (empty list: it can run here)."""
+    def requirements(cls, params: P) -> list[Missing]:
+        """What this host lacks for these params (empty list: it can run here). By default
+        the declared needs of the resolved implementation; a driver with further conditions
+        (plugins, devices, parameter-dependent options) overrides it."""
+        return cls.declared_missing(cls.resolve_impl(params))
 
     @classmethod
     @abstractmethod
-    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
+    def overhead(cls, params: P, family: int = 4) -> int:
         """Bytes added to each inner packet by the encapsulation over an underlay of `family`."""
 
     @classmethod
-    def family(cls, params: TunnelParams) -> int:
+    def family(cls, params: P) -> int:
         """Underlay IP family these params run over (a `underlay` param overrides the default)."""
         return int(getattr(params, "underlay", cls.underlay_family))
 
     @classmethod
-    def tunnel_mtu(cls, params: TunnelParams, underlay_mtu: int) -> int:
+    def tunnel_mtu(cls, params: P, underlay_mtu: int) -> int:
         return underlay_mtu - cls.overhead(params, cls.family(params))
 
     # ---- life cycle --------------------------------------------------------------------
     @abstractmethod
-    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
+    def up(self, tb: Testbed, params: P) -> Endpoints:
         """Build the tunnel; register every created object in tb.ledger as soon as it exists."""
 
     def counters(self, tb: Testbed, ep: Endpoints) -> dict[str, dict[str, int]]:

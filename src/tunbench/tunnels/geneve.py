@@ -7,19 +7,20 @@ site and sends to `remote`. No options are sent, so the header is the fixed 8 by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-from ..capabilities import Missing
 from ..params import out_of_range
 from ..testbed.base import Site, Testbed
-from ._kernel import kernel_needs, link_pair
+from ._kernel import link_pair
 from .base import (
     ETH_HEADER,
     IPV4_HEADER,
     IPV6_HEADER,
     UDP_HEADER,
     Endpoints,
+    KernelOption,
+    Needs,
     TunnelDriver,
     TunnelParams,
 )
@@ -29,30 +30,27 @@ GENEVE_HEADER = 8  # without options
 
 @dataclass(frozen=True)
 class GeneveParams(TunnelParams):
-    vni: int = 42
-    port: int = 6081
-    underlay: Literal[4, 6] = 4
+    vni: int = field(default=42, metadata={"help": "Geneve virtual network identifier "
+                                                   "(0..16777215)"})
+    port: int = field(default=6081, metadata={"help": "UDP destination port (IANA: 6081)"})
+    underlay: Literal[4, 6] = field(default=4, metadata={"help": "underlay IP family: 4 or 6"})
 
     def validate(self) -> list[str]:
         return out_of_range(vni=(self.vni, 0, 2**24 - 1), port=(self.port, 1, 65535))
 
 
-class Geneve(TunnelDriver):
+class Geneve(TunnelDriver[GeneveParams]):
     kind = "geneve"
     summary = "kernel Geneve over UDP (RFC 8926), no options"
     Params = GeneveParams
+    needs = {"": Needs(kernel=(KernelOption("CONFIG_GENEVE", "geneve", "Geneve tunnels"),))}
 
     @classmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
-        return kernel_needs("Geneve tunnels", [("CONFIG_GENEVE", "geneve")])
-
-    @classmethod
-    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
+    def overhead(cls, params: GeneveParams, family: int = 4) -> int:
         outer = IPV4_HEADER if family == 4 else IPV6_HEADER
         return ETH_HEADER + GENEVE_HEADER + UDP_HEADER + outer
 
-    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
-        assert isinstance(params, GeneveParams)
+    def up(self, tb: Testbed, params: GeneveParams) -> Endpoints:
         fam = params.underlay
 
         def attrs(site: Site, peer: Site) -> dict[str, str | int]:

@@ -7,13 +7,12 @@ this module with kind "gretap", which adds an inner Ethernet header.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..capabilities import Missing
 from ..testbed.base import Site, Testbed
-from ._kernel import kernel_needs, link_pair, underlay_index
-from .base import IPV4_HEADER, Endpoints, TunnelDriver, TunnelParams
+from ._kernel import link_pair, underlay_index
+from .base import IPV4_HEADER, Endpoints, KernelOption, Needs, TunnelDriver, TunnelParams
 
 GRE_HEADER = 4      # flags + protocol type
 GRE_KEY_FIELD = 4   # present when a key is set
@@ -23,7 +22,8 @@ GRE_TTL = 64
 
 @dataclass(frozen=True)
 class GreParams(TunnelParams):
-    key: int | None = None   # GRE key (RFC 2890), 0..4294967295; None: no key field
+    key: int | None = field(default=None, metadata={
+        "help": "GRE key (RFC 2890), 0..4294967295; unset: no key field"})
 
     def validate(self) -> list[str]:
         if self.key is not None and not 0 <= self.key < 2**32:
@@ -35,31 +35,29 @@ def gre_overhead(params: GreParams) -> int:
     return IPV4_HEADER + GRE_HEADER + (GRE_KEY_FIELD if params.key is not None else 0)
 
 
-class Gre(TunnelDriver):
+def gre_needs(feature: str) -> dict[str, Needs]:
+    return {"": Needs(kernel=(KernelOption("CONFIG_NET_IPGRE_DEMUX", "gre", feature),
+                              KernelOption("CONFIG_NET_IPGRE", "ip_gre", feature)))}
+
+
+class Gre(TunnelDriver[GreParams]):
     kind = "gre"
     summary = "kernel GRE over IPv4, L3 (IP in GRE), optional key"
     Params = GreParams
     link_kind: ClassVar[str] = "gre"
     suffix: ClassVar[str] = "gre"
     inner_eth: ClassVar[int] = 0
-    feature: ClassVar[str] = "GRE tunnels (ip_gre)"
+    needs = gre_needs("GRE tunnels (ip_gre)")
 
     @classmethod
-    def family(cls, params: TunnelParams) -> int:
+    def family(cls, params: GreParams) -> int:
         return 4
 
     @classmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
-        return kernel_needs(cls.feature, [("CONFIG_NET_IPGRE_DEMUX", "gre"),
-                                          ("CONFIG_NET_IPGRE", "ip_gre")])
-
-    @classmethod
-    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
-        assert isinstance(params, GreParams)
+    def overhead(cls, params: GreParams, family: int = 4) -> int:
         return cls.inner_eth + gre_overhead(params)
 
-    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
-        assert isinstance(params, GreParams)
+    def up(self, tb: Testbed, params: GreParams) -> Endpoints:
         key = params.key
 
         def attrs(site: Site, peer: Site) -> dict[str, object]:

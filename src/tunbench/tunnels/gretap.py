@@ -7,7 +7,7 @@ The same device attributes as `gre` (pyroute2 kind "gretap"); the inner Ethernet
 from __future__ import annotations
 
 from .base import ETH_HEADER
-from .gre import Gre
+from .gre import Gre, gre_needs
 
 
 class Gretap(Gre):
@@ -16,7 +16,7 @@ class Gretap(Gre):
     link_kind = "gretap"
     suffix = "gtap"
     inner_eth = ETH_HEADER
-    feature = "GRE tap tunnels (ip_gre)"
+    needs = gre_needs("GRE tap tunnels (ip_gre)")
 
 
 DRIVER = Gretap

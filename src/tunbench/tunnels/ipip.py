@@ -8,30 +8,24 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..capabilities import Missing
 from ..testbed.base import Site, Testbed
-from ._kernel import kernel_needs, link_pair, underlay_index
-from .base import IPV4_HEADER, Endpoints, TunnelDriver, TunnelParams
+from ._kernel import link_pair, underlay_index
+from .base import IPV4_HEADER, Endpoints, KernelOption, Needs, TunnelDriver, TunnelParams
 
 TTL = 64
 
 
-class Ipip(TunnelDriver):
+class Ipip(TunnelDriver[TunnelParams]):
     kind = "ipip"
     summary = "kernel IPv4-in-IPv4 (RFC 2003), inner IPv4 only"
     link_kind: ClassVar[str] = "ipip"
     suffix: ClassVar[str] = "ipip"
-    option: ClassVar[tuple[str, str]] = ("CONFIG_NET_IPIP", "ipip")
-    feature: ClassVar[str] = "IPIP tunnels"
+    needs = {"": Needs(kernel=(KernelOption("CONFIG_NET_IPIP", "ipip", "IPIP tunnels"),))}
     inner_families = (4,)
 
     @classmethod
     def family(cls, params: TunnelParams) -> int:
         return 4
-
-    @classmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
-        return kernel_needs(cls.feature, [cls.option])
 
     @classmethod
     def overhead(cls, params: TunnelParams, family: int = 4) -> int:

@@ -9,8 +9,11 @@ Each libipsec tunnel is its own charon per site (IKE/NAT-T port 4500+i), whose T
 PSKs are generated per run, written mode 0600 and included by swanctl.conf; never printed.
 
 Overhead (ESP with an AEAD: 8 IV, 16 ICV): outer IP (tunnel mode) + UDP 8 (NAT-T) + 8 ESP
-header + 8 IV + ciphertext (payload + 2 trailer, padded to 4 bytes) + 16 ICV. The tunnel MTU
-is the largest inner packet that fits the underlay MTU (computed, not a fixed subtraction).
+header + 8 IV + ciphertext (payload + 2 trailer, padded to 4 bytes) + 16 ICV. `overhead` is the
+least ESP adds to a packet (no padding): the contract's `overhead(params, family)`, the same
+for every kind. The tunnel MTU is the largest inner packet that fits the underlay MTU
+(computed, not a fixed subtraction, so it is at most underlay MTU - overhead), and what a case
+records as its overhead is what ESP adds to that packet (`esp_overhead_at`, padding included).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -28,10 +31,19 @@ from ..testbed import names, netlink
 from ..testbed.base import Site, Testbed
 from . import _spread, _xfrm
 from . import _strongswan as ss
-from .base import IPV4_HEADER, IPV6_HEADER, UDP_HEADER, Endpoints, TunnelDriver, TunnelParams
+from .base import (
+    IPV4_HEADER,
+    IPV6_HEADER,
+    UDP_HEADER,
+    Endpoints,
+    KernelOption,
+    Needs,
+    Tool,
+    TunnelDriver,
+    TunnelParams,
+)
 
 ESP_HEADER, ESP_IV, ESP_ICV, ESP_TRAILER, ESP_ALIGN = 8, 8, 16, 2, 4
-IMPLS = ("libipsec", "kernel", "xfrm")
 # charon's kernel-libipsec reads at most 1400 bytes per packet from its TUN (fixed in 5.9)
 LIBIPSEC_MAX_MTU = 1400
 PLUGIN_DIR = Path("/usr/lib/ipsec/plugins")
@@ -39,19 +51,22 @@ PLUGIN_DIR = Path("/usr/lib/ipsec/plugins")
 
 @dataclass(frozen=True)
 class IpsecParams(TunnelParams):
-    impl: str = ""                  # libipsec | kernel | xfrm | "" = automatic
-    mode: str = "tunnel"            # tunnel | transport
-    encap: bool | None = None       # ESP in UDP (NAT-T); None = libipsec: on, kernel: off
-    cipher: str = "aes-gcm-128"     # aes-gcm-128 | aes-gcm-256 | chacha20-poly1305
-    auth: str = "psk"               # psk (generated per run)
-    underlay: Literal[4, 6] = 4
-    tunnels: int = 1
+    impl: Literal["", "libipsec", "kernel", "xfrm"] = field(default="", metadata={
+        "help": "libipsec (charon, userspace ESP), kernel (IKEv2 + kernel ESP) or xfrm (static "
+                "keys); empty: kernel where the kernel has ESP, else libipsec"})
+    mode: str = field(default="tunnel", metadata={"help": "ESP mode: tunnel or transport"})
+    encap: bool | None = field(default=None, metadata={
+        "help": "ESP in UDP (NAT-T); unset: on for libipsec, off for kernel ESP"})
+    cipher: str = field(default="aes-gcm-128", metadata={
+        "help": "AEAD: aes-gcm-128, aes-gcm-256 or chacha20-poly1305"})
+    auth: str = field(default="psk", metadata={"help": "authentication: psk (generated per run)"})
+    underlay: Literal[4, 6] = field(default=4, metadata={"help": "underlay IP family: 4 or 6"})
+    tunnels: int = field(default=1, metadata={
+        "help": "parallel tunnels, flows spread over them by ECMP; a list "
+                "(tunnels = [1, 2, 4]) sweeps it: one tunnel and case per value"})
 
     def validate(self) -> list[str]:
         problems = []
-        if self.impl not in ("", *IMPLS):
-            problems.append(f"impl {self.impl!r} unknown (use libipsec, kernel or xfrm, or "
-                            "leave it empty to choose automatically)")
         if self.mode not in ("tunnel", "transport"):
             problems.append(f"mode {self.mode!r} unknown (use tunnel or transport)")
         if self.cipher not in ss.PROPOSALS:
@@ -86,7 +101,7 @@ def kernel_has_esp(family: int = 4) -> bool:
 
 def resolve_impl(p: IpsecParams) -> str:
     if p.impl:
-        return p.impl
+        return str(p.impl)
     if kernel_has_esp(p.underlay) or p.mode == "transport" or p.encap is False:
         return "kernel"
     return "libipsec"
@@ -103,20 +118,52 @@ def esp_mtu(underlay_mtu: int, family: int, mode: str, encap: bool) -> int:
     return room - room % ESP_ALIGN - ESP_TRAILER + ip_hdr
 
 
-class Ipsec(TunnelDriver):
+def esp_overhead_at(params: IpsecParams, family: int, underlay_mtu: int) -> int:
+    """What ESP adds to the largest inner packet that fits `underlay_mtu` (padding included):
+    the overhead a case records."""
+    return underlay_mtu - esp_mtu(underlay_mtu, family, params.mode, params.use_encap)
+
+
+_IKE = Needs(tools=(Tool("charon", "strongswan-charon", "strongSwan IKE daemon"),
+                    Tool("swanctl", "strongswan-swanctl", "strongSwan control")),
+             packages=("libstrongswan-standard-plugins",))
+_KERNEL_ESP = Needs(
+    tools=(Tool("ip", "iproute2", "xfrm states, policies and interfaces", ("-V",)),),
+    kernel=(KernelOption("CONFIG_INET_ESP", "esp4", "kernel ESP over IPv4"),
+            KernelOption("CONFIG_INET6_ESP", "esp6", "kernel ESP over IPv6"),
+            KernelOption("CONFIG_XFRM_USER", "xfrm_user", "xfrm configuration"),
+            KernelOption("CONFIG_XFRM_INTERFACE", "xfrm_interface", "route-based ESP tunnels"),
+            KernelOption("CONFIG_CRYPTO_GCM", "gcm", "kernel AES-GCM"),
+            KernelOption("CONFIG_CRYPTO_CHACHA20POLY1305", "chacha20poly1305",
+                         "kernel ChaCha20-Poly1305"),
+            KernelOption("CONFIG_CRYPTO_SEQIV", "seqiv", "ESP IV generation (GCM)"),
+            KernelOption("CONFIG_CRYPTO_ECHAINIV", "echainiv", "ESP IV generation")))
+
+
+class Ipsec(TunnelDriver[IpsecParams]):
     kind = "ipsec"
     summary = "IPsec ESP: strongSwan libipsec (userspace), kernel ESP via IKEv2 or static xfrm"
     Params = IpsecParams
     sweep = "tunnels"
+    encrypts = True
+    impl_param = "impl"
+    needs = {
+        "libipsec": _IKE + Needs(kernel=(KernelOption("CONFIG_TUN", "tun", "libipsec's TUN"),),
+                                 packages=("libcharon-extra-plugins",)),
+        "kernel": _IKE + _KERNEL_ESP,
+        "xfrm": _KERNEL_ESP,
+    }
 
     @classmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
-        assert isinstance(params, IpsecParams)
+    def resolve_impl(cls, params: IpsecParams) -> str:
+        return resolve_impl(params)
+
+    @classmethod
+    def requirements(cls, params: IpsecParams) -> list[Missing]:
         impl = resolve_impl(params)
         need: list[Missing | None] = []
         if impl in ("libipsec", "kernel"):
-            need += [tool_missing("charon", "strongSwan IKE daemon"),
-                     tool_missing("swanctl", "strongSwan control")]
+            need += [tool_missing(t.name, t.why) for t in _IKE.tools]
             for plugin, pkg in (("openssl", "libstrongswan-standard-plugins"),
                                 *((("kernel-libipsec", "libcharon-extra-plugins"),)
                                   if impl == "libipsec" else ())):
@@ -143,22 +190,21 @@ class Ipsec(TunnelDriver):
         return [m for m in need if m]
 
     @classmethod
-    def overhead(cls, params: TunnelParams, family: int = 4, underlay_mtu: int = 1500) -> int:
-        """ESP bytes added to the largest inner packet that fits `underlay_mtu`."""
-        assert isinstance(params, IpsecParams)
-        return underlay_mtu - esp_mtu(underlay_mtu, family, params.mode, params.use_encap)
+    def overhead(cls, params: IpsecParams, family: int = 4) -> int:
+        """The least ESP adds to an inner packet (no padding; see the module doc)."""
+        outer = (IPV4_HEADER if family == 4 else IPV6_HEADER) if params.mode == "tunnel" else 0
+        udp = UDP_HEADER if params.use_encap else 0
+        return outer + udp + ESP_HEADER + ESP_IV + ESP_ICV + ESP_TRAILER
 
     @classmethod
-    def tunnel_mtu(cls, params: TunnelParams, underlay_mtu: int) -> int:
-        assert isinstance(params, IpsecParams)
+    def tunnel_mtu(cls, params: IpsecParams, underlay_mtu: int) -> int:
         mtu = esp_mtu(underlay_mtu, cls.family(params), params.mode, params.use_encap)
         if resolve_impl(params) == "libipsec":
             mtu = min(mtu, LIBIPSEC_MAX_MTU)
         return mtu
 
     # ---- life cycle ------------------------------------------------------------------
-    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
-        assert isinstance(params, IpsecParams)
+    def up(self, tb: Testbed, params: IpsecParams) -> Endpoints:
         from . import _ipsec_up
         return _ipsec_up.up(self, tb, params, resolve_impl(params))
 

@@ -16,7 +16,7 @@ The sublayer is always set explicitly (`l2spec_type none|default`), never left t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ..capabilities import Missing
@@ -28,6 +28,9 @@ from .base import (
     IPV4_HEADER,
     UDP_HEADER,
     Endpoints,
+    KernelOption,
+    Needs,
+    Tool,
     TunnelDriver,
     TunnelParams,
     inner_addrs,
@@ -43,12 +46,15 @@ COOKIES = {4: ("4c32a001", "4c32b002"), 8: ("4c32a0014c32a001", "4c32b0024c32b00
 
 @dataclass(frozen=True)
 class L2tpParams(TunnelParams):
-    encap: Literal["udp", "ip"] = "udp"
-    port: int = 1701                            # UDP port on both ends (encap udp)
-    tunnel_id: int = 1000
-    session_id: int = 2000
-    cookie: Literal[0, 4, 8] = 0                # cookie length in bytes
-    l2spec: Literal["none", "default"] = "none"  # L2-specific sublayer
+    encap: Literal["udp", "ip"] = field(default="udp", metadata={
+        "help": "L2TPv3 over UDP or directly over IP (protocol 115)"})
+    port: int = field(default=1701, metadata={"help": "UDP port on both ends (encap udp)"})
+    tunnel_id: int = field(default=1000, metadata={"help": "L2TP tunnel id (1..4294967295)"})
+    session_id: int = field(default=2000, metadata={"help": "L2TP session id (1..4294967295)"})
+    cookie: Literal[0, 4, 8] = field(default=0, metadata={
+        "help": "cookie length in bytes: 0, 4 or 8"})
+    l2spec: Literal["none", "default"] = field(default="none", metadata={
+        "help": "L2-specific sublayer: none or default (4 bytes)"})
 
     def validate(self) -> list[str]:
         problems = []
@@ -61,18 +67,24 @@ class L2tpParams(TunnelParams):
         return problems
 
 
-class L2tp(TunnelDriver):
+class L2tp(TunnelDriver[L2tpParams]):
     kind = "l2tp"
     summary = "kernel L2TPv3 Ethernet pseudowire over UDP or IP (ip l2tp)"
     Params = L2tpParams
+    needs = {"": Needs(
+        tools=(Tool("ip", "iproute2", "ip l2tp tunnels and sessions", ("-V",)),),
+        kernel=(KernelOption("CONFIG_L2TP", "l2tp_core"),
+                KernelOption("CONFIG_L2TP_V3", "l2tp_netlink", "ip l2tp's generic netlink"),
+                KernelOption("CONFIG_L2TP_ETH", "l2tp_eth"),
+                KernelOption("CONFIG_L2TP_IP", "l2tp_ip", "L2TPv3 over IP (encap ip)"),
+                KernelOption("CONFIG_L2TP_IP", "l2tp_ip6", "L2TPv3 over IPv6 (encap ip)")))}
 
     @classmethod
-    def family(cls, params: TunnelParams) -> int:
+    def family(cls, params: L2tpParams) -> int:
         return 4
 
     @classmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
-        assert isinstance(params, L2tpParams)
+    def requirements(cls, params: L2tpParams) -> list[Missing]:
         opts: list[tuple[str, str | None]] = [
             ("CONFIG_L2TP", "l2tp_core"), ("CONFIG_L2TP_V3", None),
             ("CONFIG_L2TP_ETH", "l2tp_eth")]
@@ -81,14 +93,12 @@ class L2tp(TunnelDriver):
         return kernel_needs(f"L2TPv3 Ethernet pseudowires (encap {params.encap})", opts)
 
     @classmethod
-    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
-        assert isinstance(params, L2tpParams)
+    def overhead(cls, params: L2tpParams, family: int = 4) -> int:
         encap = UDP_HEADER + L2TP_UDP_FLAGS if params.encap == "udp" else 0
         l2spec = L2SPEC_DEFAULT if params.l2spec == "default" else 0
         return IPV4_HEADER + encap + SESSION_ID + params.cookie + l2spec + ETH_HEADER
 
-    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
-        assert isinstance(params, L2tpParams)
+    def up(self, tb: Testbed, params: L2tpParams) -> Endpoints:
         mtu = self.tunnel_mtu(params, tb.underlay_mtu)
         a4, b4, a6, b6 = inner_addrs(0)
         ifname = names.link_name(tb.run_id, "l2tp")

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from ..capabilities import Missing
 from ..testbed.base import Testbed
 from .base import Endpoints, TunnelDriver, TunnelParams
 
 
-class Native(TunnelDriver):
+class Native(TunnelDriver[TunnelParams]):
     kind = "native"
     summary = "the underlay itself, no encapsulation (baseline)"
-
-    @classmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
-        return []
 
     @classmethod
     def overhead(cls, params: TunnelParams, family: int = 4) -> int:

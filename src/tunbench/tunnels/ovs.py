@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -40,13 +40,17 @@ from .base import (
     IPV6_HEADER,
     UDP_HEADER,
     Endpoints,
+    KernelOption,
+    Needs,
+    Tool,
     TunnelDriver,
     TunnelParams,
     inner_addrs,
 )
 
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
-TOOLS = ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-appctl")
+TOOLS = tuple(Tool(t, "openvswitch-switch", "Open vSwitch daemons") for t in (
+    "ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-appctl"))
 VSCTL_TIMEOUT = 15
 
 
@@ -84,9 +88,12 @@ KINDS: dict[str, OvsKind] = {
 
 @dataclass(frozen=True)
 class OvsParams(TunnelParams):
-    vni: int = 42
-    datapath: Literal["auto", "netdev", "system"] = "auto"
-    underlay: Literal[4, 6] = 4
+    vni: int = field(default=42, metadata={
+        "help": "tunnel key (VNI / GRE key) of the tunnel port (1..16777215)"})
+    datapath: Literal["auto", "netdev", "system"] = field(default="auto", metadata={
+        "help": "netdev (userspace) or system (kernel openvswitch module); auto: system where "
+                "the kernel has it, else netdev"})
+    underlay: Literal[4, 6] = field(default=4, metadata={"help": "underlay IP family: 4 or 6"})
 
     def validate(self) -> list[str]:
         # GRE keys are 32 bits; VXLAN/Geneve/STT use the low 24 (STT 64) bits: keep one range
@@ -217,20 +224,24 @@ def move_underlay_addrs(tb: Testbed, site: Site, to_if: str) -> None:
     tb.ledger.command(["ip", "link", "set", "dev", site.underlay_if, "arp", "on"], ns)
 
 
-class OvsTunnel(TunnelDriver):
+class OvsTunnel(TunnelDriver[OvsParams]):
     """Base of the ovs-* kinds; `tkind` selects the row of KINDS."""
 
     tkind: ClassVar[str]
     Params = OvsParams
+    impl_param = "datapath"
 
     @classmethod
     def spec(cls) -> OvsKind:
         return KINDS[cls.tkind]
 
     @classmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
-        assert isinstance(params, OvsParams)
-        missing = [m for m in (tool_missing(t, "Open vSwitch daemons") for t in TOOLS) if m]
+    def resolve_impl(cls, params: OvsParams) -> str:
+        return resolve_datapath(params)
+
+    @classmethod
+    def requirements(cls, params: OvsParams) -> list[Missing]:
+        missing = [m for m in (tool_missing(t.name, t.why) for t in TOOLS) if m]
         if not missing and not SCHEMA.exists():
             missing.append(Missing(f"file {SCHEMA}", "the OVSDB schema is missing",
                                    "apt-get install --reinstall openvswitch-common"))
@@ -256,12 +267,11 @@ class OvsTunnel(TunnelDriver):
         return missing
 
     @classmethod
-    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
+    def overhead(cls, params: OvsParams, family: int = 4) -> int:
         outer = IPV4_HEADER if family == 4 else IPV6_HEADER
         return outer + cls.spec().header + ETH_HEADER
 
-    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
-        assert isinstance(params, OvsParams)
+    def up(self, tb: Testbed, params: OvsParams) -> Endpoints:
         missing = self.requirements(params)
         if missing:
             raise UnavailableError(f"{self.kind}: {missing[0].one_line()}",
@@ -362,8 +372,19 @@ def _system_roles(site: Site, roles: dict[str, Any], tun_name: str | None) -> di
     return out
 
 
+def ovs_needs(spec: OvsKind) -> dict[str, Needs]:
+    """Both datapaths run the daemons; the kernel one also needs the module and its vport."""
+    return {"": Needs(tools=TOOLS),
+            "netdev": Needs(kernel=(KernelOption("CONFIG_TUN", "tun",
+                                                 "netdev internal ports are TAP devices"),)),
+            "system": Needs(kernel=(
+                KernelOption("CONFIG_OPENVSWITCH", "openvswitch", "the OVS kernel datapath"),
+                KernelOption(spec.kernel_option, spec.kernel_module or None,
+                             f"OVS {spec.ovs_type} vports")))}
+
+
 def make_driver(tkind: str) -> type[OvsTunnel]:
     spec = KINDS[tkind]
     return type(f"Ovs{tkind.capitalize()}", (OvsTunnel,),
                 {"kind": f"ovs-{tkind}", "tkind": tkind, "summary": spec.summary,
-                 "__module__": __name__})
+                 "needs": ovs_needs(spec), "__module__": __name__})

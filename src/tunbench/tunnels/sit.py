@@ -6,6 +6,7 @@ only IPv6 inner addresses; the runner measures it with inner family 6.
 
 from __future__ import annotations
 
+from .base import KernelOption, Needs
 from .ipip import Ipip
 
 
@@ -14,8 +15,8 @@ class Sit(Ipip):
     summary = "kernel IPv6-in-IPv4 (sit, protocol 41), inner IPv6 only"
     link_kind = "sit"
     suffix = "sit"
-    option = ("CONFIG_IPV6_SIT", "sit")
-    feature = "SIT (IPv6-in-IPv4) tunnels"
+    needs = {"": Needs(kernel=(KernelOption("CONFIG_IPV6_SIT", "sit",
+                                            "SIT (IPv6-in-IPv4) tunnels"),))}
     inner_families = (6,)
 
 

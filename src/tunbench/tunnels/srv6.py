@@ -22,12 +22,20 @@ reports packets/bytes that arrived SRv6-encapsulated with that SID active (see c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..capabilities import Missing, kernel_missing, tool_missing
 from ..testbed.base import Site, Testbed
-from .base import IPV6_HEADER, Endpoints, TunnelDriver, TunnelParams, inner_addrs
+from .base import (
+    IPV6_HEADER,
+    Endpoints,
+    KernelOption,
+    Needs,
+    Tool,
+    TunnelDriver,
+    TunnelParams,
+    inner_addrs,
+)
 
 SRH_FIXED = 8
 SID_BYTES = 16
@@ -37,7 +45,8 @@ LOCATOR = {"a": "2001:2:0:f1::", "b": "2001:2:0:f2::"}   # per-site SID locator 
 
 @dataclass(frozen=True)
 class Srv6Params(TunnelParams):
-    segments: int = 1
+    segments: int = field(default=1, metadata={
+        "help": f"SIDs in the segment list (1..{MAX_SEGMENTS}; 16 bytes each)"})
 
     def validate(self) -> list[str]:
         if not 1 <= self.segments <= MAX_SEGMENTS:
@@ -68,26 +77,22 @@ def parse_seg6local_counters(text: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-class Srv6(TunnelDriver):
+class Srv6(TunnelDriver[Srv6Params]):
     kind = "srv6"
     summary = "kernel SRv6 encapsulation (seg6 lwtunnel, End.DX4/End.DT6) over IPv6"
     Params = Srv6Params
     underlay_family = 6
+    needs = {"": Needs(
+        tools=(Tool("ip", "iproute2", "SRv6 routes", ("-V",)),),
+        kernel=(KernelOption("CONFIG_IPV6", None, "IPv6"),
+                KernelOption("CONFIG_IPV6_SEG6_LWTUNNEL", None,
+                             "SRv6 encap and seg6local routes")))}
 
     @classmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
-        found = [kernel_missing("CONFIG_IPV6", "IPv6"),
-                 kernel_missing("CONFIG_IPV6_SEG6_LWTUNNEL", "SRv6 encap and seg6local routes"),
-                 tool_missing("ip", "SRv6 routes")]
-        return [m for m in found if m]
-
-    @classmethod
-    def overhead(cls, params: TunnelParams, family: int = 6) -> int:
-        assert isinstance(params, Srv6Params)
+    def overhead(cls, params: Srv6Params, family: int = 6) -> int:
         return IPV6_HEADER + SRH_FIXED + SID_BYTES * params.segments
 
-    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
-        assert isinstance(params, Srv6Params)
+    def up(self, tb: Testbed, params: Srv6Params) -> Endpoints:
         a4, b4, a6, b6 = inner_addrs(0)
         mtu = self.tunnel_mtu(params, tb.underlay_mtu)
         mine = {"a": (a4, a6), "b": (b4, b6)}
@@ -147,8 +152,8 @@ class Srv6(TunnelDriver):
                 if not sid.startswith(LOCATOR[site.name]):
                     continue
                 key = c["action"].lower().replace(".", "_")
-                for field in ("packets", "bytes", "errors"):
-                    acc[f"{key}_{field}"] = acc.get(f"{key}_{field}", 0) + c[field]
+                for what in ("packets", "bytes", "errors"):
+                    acc[f"{key}_{what}"] = acc.get(f"{key}_{what}", 0) + c[what]
             out[site.name] = acc
         return out
 

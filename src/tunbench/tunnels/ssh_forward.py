@@ -16,19 +16,21 @@ overhead 0. The cost is two extra TCP terminations plus SSH's encryption in user
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..capabilities import Missing
 from ..testbed import netlink
 from ..testbed.base import Testbed
 from . import _ssh
-from .base import Endpoints, TunnelDriver, TunnelParams
+from .base import Endpoints, TunnelDriver
 
 
 @dataclass(frozen=True)
 class SshForwardParams(_ssh.SshParams):
-    forward_port: int = 5201   # first forwarded port (the stream workload's port_base)
-    ports: int = 4             # consecutive ports forwarded (4: 512 streams / 4 processes)
+    forward_port: int = field(default=5201, metadata={
+        "help": "first forwarded port (the stream workload's port_base)"})
+    ports: int = field(default=4, metadata={
+        "help": "consecutive ports forwarded (4: 512 streams over 4 processes)"})
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -51,25 +53,26 @@ def listening(text: str) -> set[str]:
     return out
 
 
-class SshForward(TunnelDriver):
+class SshForward(TunnelDriver[SshForwardParams]):
     kind = "ssh-forward"
     summary = "OpenSSH TCP port forward (ssh -L): a stream relay, not a packet tunnel"
     Params = SshForwardParams
+    encrypts = True
+    needs = {"": _ssh.NEEDS}
 
     @classmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
+    def requirements(cls, params: SshForwardParams) -> list[Missing]:
         return _ssh.ssh_requirements()
 
     @classmethod
-    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
+    def overhead(cls, params: SshForwardParams, family: int = 4) -> int:
         return 0   # a stream relay: no per-packet header (see the module doc)
 
     @classmethod
-    def tunnel_mtu(cls, params: TunnelParams, underlay_mtu: int) -> int:
+    def tunnel_mtu(cls, params: SshForwardParams, underlay_mtu: int) -> int:
         return underlay_mtu   # nominal: the workload's packets never enter the underlay
 
-    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
-        assert isinstance(params, SshForwardParams)
+    def up(self, tb: Testbed, params: SshForwardParams) -> Endpoints:
         files = _ssh.make_keys(tb)
         sshd = _ssh.start_sshd(tb, files, params, tcp_forwarding="local")
         ports = range(params.forward_port, params.forward_port + params.ports)

@@ -24,7 +24,7 @@ from ..errors import CommandFailed
 from ..testbed import names, netlink
 from ..testbed.base import Testbed
 from . import _ssh
-from .base import IPV4_HEADER, IPV6_HEADER, Endpoints, TunnelDriver, TunnelParams, inner_addrs
+from .base import IPV4_HEADER, IPV6_HEADER, Endpoints, TunnelDriver, inner_addrs
 
 TCP_HEADER = 20 + 12   # with timestamps
 
@@ -34,23 +34,23 @@ class SshTunParams(_ssh.SshParams):
     pass
 
 
-class SshTun(TunnelDriver):
+class SshTun(TunnelDriver[SshTunParams]):
     kind = "ssh-tun"
     summary = "OpenSSH layer-3 tun tunnel (ssh -w), IP over SSH over TCP"
     Params = SshTunParams
+    encrypts = True
+    needs = {"": _ssh.TUN_NEEDS}
 
     @classmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
+    def requirements(cls, params: SshTunParams) -> list[Missing]:
         return _ssh.ssh_requirements() + _ssh.tun_requirements()
 
     @classmethod
-    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
-        assert isinstance(params, _ssh.SshParams)
+    def overhead(cls, params: SshTunParams, family: int = 4) -> int:
         outer = IPV4_HEADER if family == 4 else IPV6_HEADER
         return outer + TCP_HEADER + _ssh.framing_overhead(params.cipher)
 
-    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
-        assert isinstance(params, SshTunParams)
+    def up(self, tb: Testbed, params: SshTunParams) -> Endpoints:
         mtu = self.tunnel_mtu(params, tb.underlay_mtu)
         files = _ssh.make_keys(tb)
         sshd = _ssh.start_sshd(tb, files, params, permit_tunnel="point-to-point")

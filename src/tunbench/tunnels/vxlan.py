@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-from ..capabilities import Missing, kernel_missing
 from ..params import out_of_range
 from ..testbed.base import Site, Testbed
 from ._kernel import link_pair, underlay_index
@@ -15,6 +14,8 @@ from .base import (
     IPV6_HEADER,
     UDP_HEADER,
     Endpoints,
+    KernelOption,
+    Needs,
     TunnelDriver,
     TunnelParams,
 )
@@ -24,32 +25,28 @@ VXLAN_HEADER = 8
 
 @dataclass(frozen=True)
 class VxlanParams(TunnelParams):
-    vni: int = 42
-    port: int = 4789
-    underlay: Literal[4, 6] = 4
-    udp_csum: bool = False
+    vni: int = field(default=42, metadata={"help": "VXLAN network identifier (1..16777215)"})
+    port: int = field(default=4789, metadata={"help": "UDP destination port (IANA: 4789)"})
+    underlay: Literal[4, 6] = field(default=4, metadata={"help": "underlay IP family: 4 or 6"})
+    udp_csum: bool = field(default=False, metadata={
+        "help": "compute outer UDP checksums (IPv4 underlay; IPv6 always sends zero)"})
 
     def validate(self) -> list[str]:
         return out_of_range(vni=(self.vni, 1, 2**24 - 1), port=(self.port, 1, 65535))
 
 
-class Vxlan(TunnelDriver):
+class Vxlan(TunnelDriver[VxlanParams]):
     kind = "vxlan"
     summary = "kernel VXLAN over UDP (RFC 7348)"
     Params = VxlanParams
+    needs = {"": Needs(kernel=(KernelOption("CONFIG_VXLAN", "vxlan", "VXLAN tunnels"),))}
 
     @classmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
-        m = kernel_missing("CONFIG_VXLAN", "VXLAN tunnels", "vxlan")
-        return [m] if m else []
-
-    @classmethod
-    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
+    def overhead(cls, params: VxlanParams, family: int = 4) -> int:
         outer = IPV4_HEADER if family == 4 else IPV6_HEADER
         return ETH_HEADER + VXLAN_HEADER + UDP_HEADER + outer
 
-    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
-        assert isinstance(params, VxlanParams)
+    def up(self, tb: Testbed, params: VxlanParams) -> Endpoints:
         fam = params.underlay
 
         def attrs(site: Site, peer: Site) -> dict[str, str | int]:

@@ -16,16 +16,26 @@ Poly1305 tag 16) = 60 over IPv4, 80 over IPv6.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from .. import proc
-from ..capabilities import Missing, kernel_missing, tool_missing
+from ..capabilities import Missing, kernel_missing
 from ..errors import CommandFailed
 from ..testbed import names, netlink
 from ..testbed.base import Site, Testbed
 from . import _spread, daemon
-from .base import IPV4_HEADER, IPV6_HEADER, UDP_HEADER, Endpoints, TunnelDriver, TunnelParams
+from .base import (
+    IPV4_HEADER,
+    IPV6_HEADER,
+    UDP_HEADER,
+    Endpoints,
+    KernelOption,
+    Needs,
+    Tool,
+    TunnelDriver,
+    TunnelParams,
+)
 from .base import inner_addrs as _inner_addrs
 
 WG_HEADER = 32
@@ -34,17 +44,20 @@ SOCKET_DIR = "/var/run/wireguard"
 
 @dataclass(frozen=True)
 class WireguardParams(TunnelParams):
-    impl: str = ""                # "kernel", "go", or "" = kernel if available, else go
-    port: int = 51820             # UDP listen port of tunnel 0 (tunnel i uses port + i)
-    underlay: Literal[4, 6] = 4
-    tunnels: int = 1              # parallel tunnels, flows spread over them by ECMP
-    keepalive: int = 0            # persistent-keepalive seconds (0 = off)
+    impl: Literal["", "kernel", "go"] = field(default="", metadata={
+        "help": "kernel (module) or go (wireguard-go); empty: kernel where the kernel has it, "
+                "else go"})
+    port: int = field(default=51820, metadata={
+        "help": "UDP listen port of tunnel 0 (tunnel i uses port + i)"})
+    underlay: Literal[4, 6] = field(default=4, metadata={"help": "underlay IP family: 4 or 6"})
+    tunnels: int = field(default=1, metadata={
+        "help": "parallel tunnels, flows spread over them by ECMP; a list "
+                "(tunnels = [1, 2, 4]) sweeps it: one tunnel and case per value"})
+    keepalive: int = field(default=0, metadata={
+        "help": "persistent-keepalive seconds (0 = off)"})
 
     def validate(self) -> list[str]:
         problems = []
-        if self.impl not in ("", "kernel", "go"):
-            problems.append(f"impl {self.impl!r} unknown (use kernel, go, or leave it empty "
-                            "to choose automatically)")
         if not 0 < self.port < 65536 - self.tunnels:
             problems.append(f"port {self.port} out of range (1..{65535 - self.tunnels})")
         if not 0 <= self.keepalive <= 65535:
@@ -58,7 +71,7 @@ def kernel_has_wireguard() -> bool:
 
 def resolve_impl(params: WireguardParams) -> str:
     if params.impl:
-        return params.impl
+        return str(params.impl)
     return "kernel" if kernel_has_wireguard() else "go"
 
 
@@ -76,35 +89,42 @@ def endpoint(addr: str, port: int) -> str:
     return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
 
 
-class Wireguard(TunnelDriver):
+class Wireguard(TunnelDriver[WireguardParams]):
     kind = "wireguard"
     summary = "WireGuard (kernel module or wireguard-go userspace daemon), impl=kernel|go"
     Params = WireguardParams
     sweep = "tunnels"
+    encrypts = True
+    impl_param = "impl"
+    needs = {
+        "": Needs(tools=(Tool("wg", "wireguard-tools", "configures WireGuard interfaces"),)),
+        "kernel": Needs(kernel=(KernelOption("CONFIG_WIREGUARD", "wireguard",
+                                             "kernel WireGuard (impl=kernel)"),)),
+        "go": Needs(tools=(Tool("wireguard-go", "wireguard-go",
+                                "userspace WireGuard (impl=go)"),),
+                    kernel=(KernelOption("CONFIG_TUN", "tun", "wireguard-go's TUN device"),)),
+    }
 
     @classmethod
-    def requirements(cls, params: TunnelParams) -> list[Missing]:
-        assert isinstance(params, WireguardParams)
+    def resolve_impl(cls, params: WireguardParams) -> str:
+        return resolve_impl(params)
+
+    @classmethod
+    def requirements(cls, params: WireguardParams) -> list[Missing]:
         impl = resolve_impl(params)
-        missing = [tool_missing("wg", "configures WireGuard interfaces")]
-        if impl == "kernel":
-            missing.append(kernel_missing("CONFIG_WIREGUARD", "kernel WireGuard (impl=kernel)",
-                                          "wireguard"))
-        else:
-            missing.append(tool_missing("wireguard-go", "userspace WireGuard (impl=go)"))
-            if not os.path.exists("/dev/net/tun"):
-                missing.append(Missing("device /dev/net/tun", "wireguard-go needs TUN",
-                                       "load the tun module or use a kernel with CONFIG_TUN"))
-        return [m for m in missing if m]
+        missing = cls.declared_missing(impl)
+        if impl == "go" and not os.path.exists("/dev/net/tun"):
+            missing.append(Missing("device /dev/net/tun", "wireguard-go needs TUN",
+                                   "load the tun module or use a kernel with CONFIG_TUN"))
+        return missing
 
     @classmethod
-    def overhead(cls, params: TunnelParams, family: int = 4) -> int:
+    def overhead(cls, params: WireguardParams, family: int = 4) -> int:
         outer = IPV4_HEADER if family == 4 else IPV6_HEADER
         return outer + UDP_HEADER + WG_HEADER
 
     # ---- life cycle ------------------------------------------------------------------
-    def up(self, tb: Testbed, params: TunnelParams) -> Endpoints:
-        assert isinstance(params, WireguardParams)
+    def up(self, tb: Testbed, params: WireguardParams) -> Endpoints:
         impl = resolve_impl(params)
         fam = params.underlay
         mtu = self.tunnel_mtu(params, tb.underlay_mtu)

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
+from .. import proc, tunnels
 from ..errors import CommandFailed, TunbenchError, UnavailableError
 from . import initramfs
 
@@ -34,14 +34,18 @@ RECIPE_VERSION = 2
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 
-# Guest packages. libreswan is left out: in bookworm it conflicts with strongswan-charon.
-GUEST_PACKAGES: tuple[str, ...] = (
+# Guest packages: the guest's system, the testbed's and workloads' tools and the test runner
+# (libcharon-extra-plugins: ipsec impl=libipsec next to kernel ESP; libreswan is left out: in
+# bookworm it conflicts with strongswan-charon) ...
+BASE_GUEST_PACKAGES: tuple[str, ...] = (
     "linux-image-amd64", "kmod", "iproute2", "iputils-ping", "procps", "ethtool", "tcpdump",
-    "iperf3", "sockperf", "wireguard-tools",
-    "strongswan-charon", "strongswan-swanctl", "libcharon-extra-plugins",
-    "libstrongswan-standard-plugins",
-    "openvswitch-switch", "python3", "python3-pytest", "python3-pyroute2",
+    "iperf3", "sockperf", "libcharon-extra-plugins", "python3", "python3-pytest",
+    "python3-pyroute2",
 )
+# ... and the packages the tunnel drivers declare for their kernel implementations (kernel
+# WireGuard's wg, kernel ESP's charon/swanctl, the OVS system datapath's daemons).
+GUEST_PACKAGES: tuple[str, ...] = tuple(dict.fromkeys(
+    [*BASE_GUEST_PACKAGES, *tunnels.kernel_impl_packages()]))
 
 # Host tools the VM lab needs -> Debian package (the Makefile installs these; see docs/vmlab.md).
 HOST_PACKAGES: dict[str, str] = {

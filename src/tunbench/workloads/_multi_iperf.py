@@ -108,11 +108,16 @@ def run_pairs(ctx: Context, layout: list[int], base: StreamParams) -> PairsResul
     servers: list[Process] = []
     clients: list[Process] = []
     try:
+        ctx.phase("server start", f"{len(layout)} iperf3 server{'s' if len(layout) > 1 else ''}",
+                  site=ctx.server)
         for i in range(len(layout)):
             servers.append(ctx.tb.spawn(ctx.server, server_argv(addr, ctx.port_base + i),
                                         f"iperf3-server-{i}"))
         for s in servers:
             wait_for_output(s, "Server listening")
+        ctx.phase("measuring", f"{sum(layout)} TCP stream{'s' if sum(layout) > 1 else ''} in "
+                  f"{len(layout)} iperf3 process{'es' if len(layout) > 1 else ''}",
+                  expected_s=ctx.duration + ctx.warmup, warmup_s=ctx.warmup)
         with ctx.measuring() as cpu:
             for i, s in enumerate(servers):
                 cpu.track(s.pid, f"iperf3-server-{i}")

@@ -13,13 +13,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
-from ..capabilities import Missing, tool_missing
+from ..capabilities import Missing, congestion_missing, congestion_problems, tool_missing
 from ..errors import SpecError
 from ..metrics.cpu import CpuRecord, CpuSampler
 from ..params import coerce_fields
 from ..proc import Process, wait_ready
+from ..progress import PhaseEvent, ProgressSink, ignore
 from ..testbed.base import Site, Testbed
 from ..tunnels.base import Endpoints
 
@@ -31,6 +32,9 @@ class WorkloadParams:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+IPERF3_MAX_LENGTH = 1 << 20   # iperf3's largest TCP write (-l), MAX_BLOCKSIZE
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,17 @@ class Context:
     port_base: int = 5201
     cpu_interval: float = 1.0
     cpu_record: CpuRecord | None = None
+    progress: ProgressSink = ignore    # phase events for whoever shows progress (one way)
+
+    def phase(self, name: str, detail: str = "", *, site: Site | None = None,
+              expected_s: float | None = None, remaining_s: float | None = None,
+              warmup_s: float = 0.0, trial: int | None = None,
+              trials_about: int | None = None, rate_pps: float | None = None) -> None:
+        """Announce the phase that starts now (see progress.PhaseEvent). `site` when it runs
+        on one site only: its name and host go into the event."""
+        self.progress(PhaseEvent(name, detail, site.name if site else None,
+                                 site.host if site else None, expected_s, remaining_s,
+                                 warmup_s, trial, trials_about, rate_pps))
 
     @property
     def client(self) -> Site:
@@ -121,10 +136,17 @@ def wait_for_output(p: Process, needle: str, timeout: float = 5.0) -> None:
     wait_ready(p, ready_text=needle, timeout=timeout)
 
 
-class Workload(ABC):
+W = TypeVar("W", bound=WorkloadParams)
+
+
+class Workload(ABC, Generic[W]):
+    """Generic over its params class (`class Stream(Workload[StreamParams])`): every method
+    receives its own typed params, mypy checks them, no isinstance asserts."""
+
     name: ClassVar[str]
     summary: ClassVar[str]
-    Params: ClassVar[type[WorkloadParams]] = WorkloadParams
+    # the concrete workload's params class (W); ClassVar cannot name a type variable
+    Params: ClassVar[type[Any]] = WorkloadParams
     tools: ClassVar[tuple[str, ...]] = ()
     headline: ClassVar[tuple[str, ...]] = ()   # metrics the console summary shows first
     # A parameter that an experiment may give as a list: one case per value (e.g. streams).
@@ -132,29 +154,32 @@ class Workload(ABC):
     sweep_default: ClassVar[tuple[Any, ...]] = ()   # the values used when it is left out
 
     @classmethod
-    def parse_params(cls, raw: dict[str, Any], where: str = "") -> WorkloadParams:
+    def parse_params(cls, raw: dict[str, Any], where: str = "") -> W:
         problems, values = coerce_fields(cls.Params, raw, f"{where}workload {cls.name}")
         if not problems:
-            params = cls.Params(**values)
-            problems = [f"{where}workload {cls.name}: {p}" for p in params.validate()]
+            params: W = cls.Params(**values)
+            problems = [f"{where}workload {cls.name}: {p}" for p in params.validate()
+                        + congestion_problems(getattr(params, "congestion", ""))]
             if not problems:
                 return params
         raise SpecError("; ".join(problems), "see `tunbench list --params`")
 
     @classmethod
-    def requirements(cls, params: WorkloadParams) -> list[Missing]:
-        return [m for m in (tool_missing(t, f"workload {cls.name}") for t in cls.tools) if m]
+    def requirements(cls, params: W) -> list[Missing]:
+        found = [tool_missing(t, f"workload {cls.name}") for t in cls.tools]
+        found.append(congestion_missing(getattr(params, "congestion", "")))
+        return [m for m in found if m]
 
     @classmethod
-    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
+    def expected_seconds(cls, params: W, duration: float, warmup: float) -> float:
         """Rough wall time of one case, for the ETA."""
         return duration + warmup + 1.0
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+    def unsupported(self, ctx: Context, params: W) -> str | None:
         """Why this workload cannot run over these endpoints (None: it can). The runner then
         records the case as skipped with this reason instead of running it."""
         return None
 
     @abstractmethod
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
+    def run(self, ctx: Context, params: W) -> Output:
         """Run the traffic and return parsed figures."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,18 +34,27 @@ STATS = (("min", None), ("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99_9", 9
 CDF_LEVELS = tuple(i / 10 for i in range(1001)) + (99.95, 99.99, 99.995, 99.999)
 
 
+MAX_MPS = 10_000_000   # messages per second: beyond any ping-pong a host can do
+
+
 @dataclass(frozen=True)
 class LatencyParams(WorkloadParams):
-    protocol: Literal["tcp", "udp", "both"] = "both"
-    msg_size: int = 64          # bytes per request and per reply (sockperf -m)
-    mps: int = 0                # messages per second; 0 = as fast as replies come (like TCP_RR)
+    protocol: Literal["tcp", "udp", "both"] = field(
+        default="both",
+        metadata={"help": "tcp, udp or both: which sockperf ping-pong runs"})
+    msg_size: int = field(
+        default=64,
+        metadata={"help": "bytes per request and per reply (sockperf -m)"})
+    mps: int = field(
+        default=0,
+        metadata={"help": "messages per second; 0 = as fast as replies come (like TCP_RR)"})
 
     def validate(self) -> list[str]:
         problems = []
         if not 14 <= self.msg_size <= 65000:
             problems.append(f"msg_size {self.msg_size} out of range (14..65000, sockperf's)")
-        if self.mps < 0:
-            problems.append("mps must be >= 0 (0 = max)")
+        if not 0 <= self.mps <= MAX_MPS:
+            problems.append(f"mps {self.mps} out of range (0..{MAX_MPS}; 0 = max)")
         return problems
 
     def protocols(self) -> tuple[str, ...]:
@@ -194,7 +203,7 @@ def wait_bound(ctx: Context, server: Process, proto: str, port: int,
                         f"{timeout:g}s: {server.log_tail(3) or 'no output'}", argv=server.argv)
 
 
-class Latency(Workload):
+class Latency(Workload[LatencyParams]):
     name = "latency"
     summary = "request/response RTT distribution (sockperf ping-pong, --full-rtt), TCP and UDP"
     Params = LatencyParams
@@ -202,18 +211,15 @@ class Latency(Workload):
     headline = ("tcp_rtt_p50", "udp_rtt_p50", "tcp_rtt_p99", "udp_rtt_p99")
 
     @classmethod
-    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
-        assert isinstance(params, LatencyParams)
+    def expected_seconds(cls, params: LatencyParams, duration: float, warmup: float) -> float:
         return len(params.protocols()) * (math.ceil(duration + warmup) + 2.0)
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
-        assert isinstance(params, LatencyParams)
+    def unsupported(self, ctx: Context, params: LatencyParams) -> str | None:
         if "udp" in params.protocols():
             return relay_problem(ctx, not_tcp="UDP (sockperf)")
         return relay_problem(ctx, tcp_ports=[ctx.port_base + PORT_OFFSET])
 
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
-        assert isinstance(params, LatencyParams)
+    def run(self, ctx: Context, params: LatencyParams) -> Output:
         addr = ctx.server_addr()
         port = ctx.port_base + PORT_OFFSET
         out = Output()
@@ -223,13 +229,19 @@ class Latency(Workload):
         # a small tmpfs) in a private directory on disk, removed right after it is read.
         logdir = Path(tempfile.mkdtemp(prefix=f"tunbench-{ctx.tb.run_id}-", dir=LOG_DIR))
         ctx.tb.ledger.path(logdir)
+        protos = params.protocols()
         with ctx.measuring() as cpu:
-            for proto in params.protocols():
+            for i, proto in enumerate(protos):
+                ctx.phase("server start", f"sockperf {proto}", site=ctx.server)
                 server = ctx.tb.spawn(ctx.server, server_argv(proto, addr, port),
                                       f"sockperf-server-{proto}")
                 try:
                     wait_bound(ctx, server, proto, port)
                     cpu.track(server.pid, f"sockperf-server-{proto}")
+                    ctx.phase("measuring", f"sockperf {proto} ping-pong ({i + 1} of "
+                              f"{len(protos)})", expected_s=seconds,
+                              remaining_s=(len(protos) - i) * (seconds + 2.0),
+                              warmup_s=ctx.warmup)
                     log = logdir / f"sockperf-{proto}.csv"
                     client = ctx.tb.spawn(ctx.client, client_argv(proto, addr, port, seconds,
                                                                   params, log),

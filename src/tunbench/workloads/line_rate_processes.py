@@ -9,21 +9,39 @@ summary (report/stats.py) computes it and names its source.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..rates import rate_mbps
 from ._multi_iperf import run_pairs
-from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
+from .base import (
+    IPERF3_MAX_LENGTH,
+    Context,
+    Metric,
+    Output,
+    Workload,
+    WorkloadParams,
+    relay_problem,
+)
 from .stream import StreamParams
 
 
 @dataclass(frozen=True)
 class LineRateParams(WorkloadParams):
-    processes: int = 4          # independent iperf3 client/server pairs
-    streams: int = 1            # streams per process (-P); the study used 1
-    reverse: bool = False
-    length: int = 0
-    congestion: str = ""
+    processes: int = field(
+        default=4,
+        metadata={"help": "independent iperf3 client/server pairs, one stream each by default"})
+    streams: int = field(
+        default=1,
+        metadata={"help": "streams per process (iperf3 -P); the study used 1"})
+    reverse: bool = field(
+        default=False,
+        metadata={"help": "the servers send instead of the clients (iperf3 -R)"})
+    length: int = field(
+        default=0,
+        metadata={"help": "write size in bytes (iperf3 -l); 0 = iperf3's default"})
+    congestion: str = field(
+        default="",
+        metadata={"help": "TCP congestion control (iperf3 -C); empty = the system default"})
 
     def validate(self) -> list[str]:
         problems = []
@@ -31,12 +49,13 @@ class LineRateParams(WorkloadParams):
             problems.append(f"processes {self.processes} out of range (1..64)")
         if not 1 <= self.streams <= 128:
             problems.append(f"streams {self.streams} out of range (1..128 per iperf3 process)")
-        if self.length < 0:
-            problems.append("length must be >= 0")
+        if not 0 <= self.length <= IPERF3_MAX_LENGTH:
+            problems.append(f"length {self.length} out of range (0..{IPERF3_MAX_LENGTH} bytes, "
+                            "iperf3's largest write; 0 = its default)")
         return problems
 
 
-class LineRateProcesses(Workload):
+class LineRateProcesses(Workload[LineRateParams]):
     name = "line-rate-processes"
     summary = ("K independent single-stream iperf3 pairs at once; throughput as % of line rate "
                "(shaped --rate, else native)")
@@ -45,16 +64,13 @@ class LineRateProcesses(Workload):
     headline = ("throughput", "line_rate_pct")
 
     @classmethod
-    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
-        assert isinstance(params, LineRateParams)
+    def expected_seconds(cls, params: LineRateParams, duration: float, warmup: float) -> float:
         return duration + warmup + 1.0 + 0.3 * params.processes
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
-        assert isinstance(params, LineRateParams)
+    def unsupported(self, ctx: Context, params: LineRateParams) -> str | None:
         return relay_problem(ctx, tcp_ports=range(ctx.port_base, ctx.port_base + params.processes))
 
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
-        assert isinstance(params, LineRateParams)
+    def run(self, ctx: Context, params: LineRateParams) -> Output:
         layout = [params.streams] * params.processes
         res = run_pairs(ctx, layout, StreamParams(1, params.reverse, params.length,
                                                   params.congestion))

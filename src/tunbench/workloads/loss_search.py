@@ -9,11 +9,13 @@ byte accounting are documented in docs/loss-search.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..capabilities import Missing
 from ..errors import CommandFailed, SpecError
+from ..progress import rate_text
 from ..testbed import bpfdrop
 from . import loadgen
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
@@ -23,25 +25,52 @@ L2_EXTRA = 18      # Ethernet header + FCS per packet (loadgen's *_l2 accounting
 PROBE_MIN_SEEN = 0.5   # share of the probe the capture ring must see to be used
 
 
+MAX_RATE_PPS = 1e9
+
 @dataclass(frozen=True)
 class LossSearchParams(WorkloadParams):
-    method: Literal["rfc2544", "mlrsearch", "both"] = "both"
-    sizes: tuple[str, ...] = ("361", "imix")    # IP total lengths and/or "imix" (7x40,4x576,1x1500)
-    flows: int = 100
-    trial_duration: float = 60.0      # seconds per trial (RFC 2544); capped by --duration
-    loss_threshold_pct: float = 0.1   # RFC 2544 acceptable frame loss rate, percent
-    resolution_pct: float = 0.01      # search stops at this width, percent of the max rate
-    max_rate_pps: float = 0.0         # upper bound; 0 = measure the generator's unpaced rate
-    min_rate_pps: float = 1000.0      # lower bound of both searches
-    ndr_loss_pct: float = 0.0         # MLRsearch goals
-    pdr_loss_pct: float = 0.5
-    latency_at_pct: tuple[float, ...] = (10.0, 50.0, 90.0)   # of the found NDR; () = skip
-    port: int = 5301
-    # where loss is counted: "capture" = at site b's tunnel device (AF_PACKET ring; the far
-    # stack is bypassed by a tc drop), "socket" = UDP sockets in site b, "auto" = capture when
-    # the tunnel delivers inner packets on a device and a short probe confirms it
-    receiver: Literal["auto", "capture", "socket"] = "auto"
-    sender_threads: int = 0           # generator threads; 0 = one per CPU (at most 4)
+    method: Literal["rfc2544", "mlrsearch", "both"] = field(
+        default="both",
+        metadata={"help": "rfc2544 (binary search), mlrsearch (NDR and PDR), or both"})
+    sizes: tuple[str, ...] = field(
+        default=("361", "imix"),
+        metadata={"help": "IP total lengths in bytes and/or \"imix\" (7x40, 4x576, 1x1500)"})
+    flows: int = field(
+        default=100,
+        metadata={"help": "distinct UDP flows (source ports) the generator spreads packets over"})
+    trial_duration: float = field(
+        default=60.0,
+        metadata={"help": "seconds per trial (RFC 2544); capped by the experiment's duration"})
+    loss_threshold_pct: float = field(
+        default=0.1,
+        metadata={"help": "RFC 2544 acceptable loss, percent of packets sent"})
+    resolution_pct: float = field(
+        default=0.01,
+        metadata={"help": "a search stops at this width, percent of the maximum rate"})
+    max_rate_pps: float = field(
+        default=0.0,
+        metadata={"help": "upper bound in packets/s; 0 = measure the generator's unpaced rate"})
+    min_rate_pps: float = field(
+        default=1000.0,
+        metadata={"help": "lower bound of both searches, packets/s"})
+    ndr_loss_pct: float = field(
+        default=0.0,
+        metadata={"help": "MLRsearch goal: loss accepted for the NDR, percent (0 = none)"})
+    pdr_loss_pct: float = field(
+        default=0.5,
+        metadata={"help": "MLRsearch goal: loss accepted for the PDR, percent"})
+    latency_at_pct: tuple[float, ...] = field(
+        default=(10.0, 50.0, 90.0),
+        metadata={"help": "latency under load at these percentages of the NDR; [] = skip"})
+    port: int = field(
+        default=5301,
+        metadata={"help": "UDP destination port of the generated traffic"})
+    receiver: Literal["auto", "capture", "socket"] = field(
+        default="auto",
+        metadata={"help": "where loss is counted: capture (far tunnel device), socket, or auto"})
+    sender_threads: int = field(
+        default=0,
+        metadata={"help": "generator threads; 0 = one per CPU (at most 4)"})
 
     def validate(self) -> list[str]:
         p: list[str] = []
@@ -64,6 +93,9 @@ class LossSearchParams(WorkloadParams):
             p.append("max_rate_pps must be 0 (measure it) or above min_rate_pps")
         if self.min_rate_pps <= 0:
             p.append("min_rate_pps must be > 0 (MLRsearch needs a positive minimum load)")
+        if max(self.max_rate_pps, self.min_rate_pps) > MAX_RATE_PPS:
+            p.append(f"max_rate_pps and min_rate_pps must be at most {MAX_RATE_PPS:.0e} "
+                     "packets/s (beyond any link: 400G at 64 B is 6e8)")
         if not (0 <= self.ndr_loss_pct < 100 and 0 <= self.pdr_loss_pct < 100):
             p.append("ndr_loss_pct and pdr_loss_pct must be in 0..<100")
         if any(not 0 < x <= 100 for x in self.latency_at_pct):
@@ -140,7 +172,7 @@ def rate_metrics(prefix: str, key: str, pps: float | None, mean_l3: float,
 
 def latency_metrics(name: str, t: Any) -> dict[str, Metric]:
     lat = (t.latency_us if t is not None else None) or {}
-    return {f"lat_{q}_us_at_{name}": Metric(lat.get(q), "us", False) for q in ("p50", "p99")}
+    return {f"lat_{q}_us_at_{name}": Metric(lat.get(q), "µs", False) for q in ("p50", "p99")}
 
 
 def trial_at(trials: list[Any], rate: float | None) -> Any:
@@ -153,13 +185,60 @@ def trial_at(trials: list[Any], rate: float | None) -> Any:
     return None
 
 
+def expected_trials(params: LossSearchParams) -> int:
+    """Trials one packet size takes, roughly: the max-rate trial, a search that converges (not
+    one that passes at the upper bound: RFC 2544 bisects down to the resolution; MLRsearch
+    measured a few trials more, 7-17 at 1 %, here) and the latency trials."""
+    n = 1 + len(params.latency_at_pct)
+    bisect = 1 + math.ceil(math.log2(100 / params.resolution_pct))
+    n += bisect if params.method != "mlrsearch" else 0
+    n += bisect + 4 if params.method != "rfc2544" else 0
+    return n
+
+
+@dataclass
+class TrialCount:
+    """The trials of a case as progress shows them: "trial k of about N". N starts from
+    `expected_trials` per size and, once a size is done, follows the trials sizes really took;
+    a trial's wall time, from the trials taken so far (MLRsearch's first trials are short)."""
+    sizes: int
+    per_size: int
+    done: int = 0
+    taken: tuple[int, ...] = ()     # trials each finished size took
+    first_at: float | None = None   # when the first trial started (time.monotonic())
+
+    @property
+    def about(self) -> int:
+        per = round(sum(self.taken) / len(self.taken)) if self.taken else self.per_size
+        return max(sum(self.taken) + per * (self.sizes - len(self.taken)), self.done)
+
+    def next(self, now: float | None = None) -> int:
+        self.done += 1
+        if self.first_at is None:
+            self.first_at = time.monotonic() if now is None else now
+        return self.done
+
+    def trial_s(self, guess: float, now: float | None = None) -> float:
+        """Mean wall time of the trials done (the guess until one is)."""
+        if self.first_at is None or self.done < 2:
+            return guess
+        return ((time.monotonic() if now is None else now) - self.first_at) / (self.done - 1)
+
+    def left_s(self, guess: float, now: float | None = None) -> float:
+        """Seconds of trials still to come after the current one."""
+        return (self.about - self.done) * self.trial_s(guess, now)
+
+    def size_done(self) -> None:
+        self.taken += (self.done - sum(self.taken),)
+
+
 def search_summary(res: SearchResult) -> dict[str, Any]:
     return {"method": res.method, "rate_pps": res.rate_pps, "lower_pps": res.lower_pps,
             "upper_pps": res.upper_pps, "trial_seconds": res.trial_seconds,
             "trials": len(res.trials), "lower_bound": res.lower_bound}
 
 
-class LossSearch(Workload):
+class LossSearch(Workload[LossSearchParams]):
     name = "loss-search"
     summary = ("loss-threshold throughput: RFC 2544 binary search and MLRsearch NDR/PDR "
                "(native UDP generator, 100 flows, fixed sizes and IMIX), latency under load")
@@ -168,9 +247,8 @@ class LossSearch(Workload):
                 "rfc2544_pps_imix", "rfc2544_pps_361")
 
     @classmethod
-    def requirements(cls, params: WorkloadParams) -> list[Missing]:
+    def requirements(cls, params: LossSearchParams) -> list[Missing]:
         missing = [m for m in (loadgen.binary_missing(),) if m]
-        assert isinstance(params, LossSearchParams)
         if params.method in ("mlrsearch", "both"):
             try:
                 import MLRsearch  # type: ignore[import-untyped]  # noqa: F401
@@ -180,26 +258,17 @@ class LossSearch(Workload):
         return missing
 
     @classmethod
-    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
-        assert isinstance(params, LossSearchParams)
+    def expected_seconds(cls, params: LossSearchParams, duration: float, warmup: float) -> float:
         t = min(params.trial_duration, duration) + 1.0
-        per_size = 1 + len(params.latency_at_pct)   # the max-rate trial and latency trials
-        # a search that converges (not one that passes at the upper bound): RFC 2544 bisects
-        # down to the resolution; MLRsearch measured a few trials more (7-17 at 1%, here)
-        bisect = 1 + math.ceil(math.log2(100 / params.resolution_pct))
-        per_size += bisect if params.method != "mlrsearch" else 0
-        per_size += bisect + 4 if params.method != "rfc2544" else 0
-        return t * per_size * len(params.sizes) + 1.5   # + the capture probe
+        return t * expected_trials(params) * len(params.sizes) + 1.5   # + the capture probe
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
-        assert isinstance(params, LossSearchParams)
+    def unsupported(self, ctx: Context, params: LossSearchParams) -> str | None:
         if params.receiver == "capture" and not ctx.ep.rx_ifnames:
             return ("receiver=capture needs a tunnel whose inner packets arrive on a device in "
                     "site b, and this one delivers them without one; use receiver=auto or socket")
         return relay_problem(ctx, not_tcp="UDP (the load generator)")
 
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
-        assert isinstance(params, LossSearchParams)
+    def run(self, ctx: Context, params: LossSearchParams) -> Output:
         if ctx.family == 6 and "imix" in params.sizes:
             raise SpecError("the simple IMIX has 40-byte packets, which IPv6 cannot carry",
                             "use IPv4 (family 4) or leave \"imix\" out of sizes")
@@ -216,13 +285,15 @@ class LossSearch(Workload):
         out.raw["accounting"] = accounting(capture)
         out.notes.append(counted_where(capture, params.receiver, bool(ctx.ep.rx_ifnames),
                                        threads))
+        count = TrialCount(len(params.sizes), expected_trials(params))
         with ctx.measuring(), bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns,
                                                ctx.ep.rx_ifnames if capture else (),
                                                params.port, params.port):
             for size in params.sizes:
                 key = size_key(size)
                 out.raw["sizes"][key] = self._one_size(ctx, params, dst, size, key, duration,
-                                                       out, capture, threads)
+                                                       out, capture, threads, count)
+                count.size_done()
         return out
 
     @staticmethod
@@ -238,6 +309,8 @@ class LossSearch(Workload):
         if not ifnames:
             return False, {}
         info: dict[str, Any] = {}
+        ctx.phase("capture probe", f"0.5 s at 2,000 pps, seen on {', '.join(ifnames)}",
+                  site=ctx.server, expected_s=1.0)
         try:
             with bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns, ifnames, p.port, p.port):
                 spec = loadgen.TrafficSpec(size="128", flows=min(p.flows, 10), port=p.port)
@@ -256,11 +329,18 @@ class LossSearch(Workload):
         return False, {**info, "fallback": why}
 
     def _one_size(self, ctx: Context, p: LossSearchParams, dst: str, size: str, key: str,
-                  duration: float, out: Output, capture: bool, threads: int) -> dict[str, Any]:
+                  duration: float, out: Output, capture: bool, threads: int,
+                  count: TrialCount) -> dict[str, Any]:
         spec = loadgen.TrafficSpec(size=size, flows=p.flows, port=p.port)
         trials: list[dict[str, Any]] = []
+        mean_l3 = (4084 / 12) if size == "imix" else float(int(size))
 
         def measure(rate: float | None, dur: float, phase: str) -> loadgen.TrialResult:
+            k = count.next()
+            ctx.phase("trial", f"{phase}, {key}{'' if key == 'imix' else ' B'}, "
+                      f"{rate_text(rate, mean_l3)}", trial=k, trials_about=count.about,
+                      rate_pps=rate, expected_s=dur + 1.0,
+                      remaining_s=count.left_s(duration + 1.0) + dur + 1.0)
             t = loadgen.run_trial(ctx.tb, dst, spec, dur, rate, label=f"loadgen-{key}",
                                   capture=capture, threads=threads)
             trials.append({"phase": phase, **t.to_dict()})
@@ -272,7 +352,6 @@ class LossSearch(Workload):
             t = measure(None, duration, "max-rate")
             max_pps = t.offered_pps
             raw["max_rate_trial_loss_ratio"] = t.loss_ratio
-        mean_l3 = (4084 / 12) if size == "imix" else float(int(size))
         raw.update(max_pps=max_pps, mean_size_l3=mean_l3)
         out.metrics[f"max_offered_pps_{key}"] = Metric(max_pps, "packets/s")
         if max_pps <= p.min_rate_pps:
@@ -336,7 +415,7 @@ class LossSearch(Workload):
                                                          "loss_ratio": t.loss_ratio}
                 for q in ("p50", "p90", "p99"):
                     out.metrics[f"lat_{q}_us_at_{pct:g}pct_ndr_{key}"] = Metric(
-                        t.latency_us.get(q), "us", False)
+                        t.latency_us.get(q), "µs", False)
         raw["trial_seconds_total"] = sum(t["duration_s"] for t in trials)
         return raw
 

@@ -10,11 +10,19 @@ CPU (min/avg/max of all cores, warm-up excluded) comes from the runner's sampler
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import proc
 from ._multi_iperf import MAX_PER_PROCESS, run_pairs, split_streams
-from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
+from .base import (
+    IPERF3_MAX_LENGTH,
+    Context,
+    Metric,
+    Output,
+    Workload,
+    WorkloadParams,
+    relay_problem,
+)
 from .stream import StreamParams
 
 STUDY_STREAMS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -22,11 +30,21 @@ STUDY_STREAMS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 @dataclass(frozen=True)
 class ParallelStreamsParams(WorkloadParams):
-    streams: int = 1            # total parallel TCP streams (a list in an experiment = a sweep)
-    per_process: int = MAX_PER_PROCESS   # at most this many streams per iperf3 process
-    reverse: bool = False
-    length: int = 0
-    congestion: str = ""
+    streams: int = field(
+        default=1,
+        metadata={"help": "total parallel TCP streams (a list in an experiment = one case per value)"})
+    per_process: int = field(
+        default=MAX_PER_PROCESS,
+        metadata={"help": "at most this many streams per iperf3 process (iperf3 caps it at 128)"})
+    reverse: bool = field(
+        default=False,
+        metadata={"help": "the servers send instead of the clients (iperf3 -R)"})
+    length: int = field(
+        default=0,
+        metadata={"help": "write size in bytes (iperf3 -l); 0 = iperf3's default"})
+    congestion: str = field(
+        default="",
+        metadata={"help": "TCP congestion control (iperf3 -C); empty = the system default"})
 
     def validate(self) -> list[str]:
         problems = []
@@ -34,12 +52,13 @@ class ParallelStreamsParams(WorkloadParams):
             problems.append(f"streams {self.streams} out of range (1..4096)")
         if not 1 <= self.per_process <= MAX_PER_PROCESS:
             problems.append(f"per_process {self.per_process} out of range (1..128, iperf3's limit)")
-        if self.length < 0:
-            problems.append("length must be >= 0")
+        if not 0 <= self.length <= IPERF3_MAX_LENGTH:
+            problems.append(f"length {self.length} out of range (0..{IPERF3_MAX_LENGTH} bytes, "
+                            "iperf3's largest write; 0 = its default)")
         return problems
 
 
-class ParallelStreams(Workload):
+class ParallelStreams(Workload[ParallelStreamsParams]):
     name = "parallel-streams"
     summary = ("aggregate TCP throughput and CPU for N parallel streams (iperf3, several "
                "processes past 128); streams is swept, default 1..512")
@@ -50,18 +69,15 @@ class ParallelStreams(Workload):
     sweep_default = STUDY_STREAMS
 
     @classmethod
-    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
-        assert isinstance(params, ParallelStreamsParams)
+    def expected_seconds(cls, params: ParallelStreamsParams, duration: float, warmup: float) -> float:
         return duration + warmup + 1.0 + 0.5 * len(split_streams(params.streams,
                                                                  params.per_process))
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
-        assert isinstance(params, ParallelStreamsParams)
+    def unsupported(self, ctx: Context, params: ParallelStreamsParams) -> str | None:
         n = len(split_streams(params.streams, params.per_process))
         return relay_problem(ctx, tcp_ports=range(ctx.port_base, ctx.port_base + n))
 
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
-        assert isinstance(params, ParallelStreamsParams)
+    def run(self, ctx: Context, params: ParallelStreamsParams) -> Output:
         layout = split_streams(params.streams, params.per_process)
         res = run_pairs(ctx, layout, StreamParams(1, params.reverse, params.length,
                                                   params.congestion))

@@ -13,24 +13,31 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CommandFailed
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 
+MAX_COUNT = 1_000_000   # echo requests per case
+
 
 @dataclass(frozen=True)
 class PingParams(WorkloadParams):
-    count: int = 0             # echo requests; 0 = as many as fit the duration
-    interval: float = 0.2      # seconds between requests (-i)
-    size: int = 56             # payload bytes (-s)
-    initial_ttl: int = 64      # TTL the far end sends replies with
+    count: int = field(
+        default=0,
+        metadata={"help": "echo requests; 0 = as many as fit the duration"})
+    interval: float = field(default=0.2, metadata={"help": "seconds between requests (ping -i)"})
+    size: int = field(default=56, metadata={"help": "payload bytes (ping -s)"})
+    initial_ttl: int = field(
+        default=64,
+        metadata={"help": "TTL the far end sends replies with (to count hops)"})
 
     def validate(self) -> list[str]:
         problems = []
-        if self.count < 0:
-            problems.append("count must be >= 0 (0 = duration / interval)")
+        if not 0 <= self.count <= MAX_COUNT:
+            problems.append(f"count {self.count} out of range (0..{MAX_COUNT}; 0 = duration / "
+                            "interval)")
         if not 0.002 <= self.interval <= 60:
             problems.append(f"interval {self.interval} out of range (0.002..60 s)")
         if not 0 <= self.size <= 65507:
@@ -76,7 +83,7 @@ def figures(replies: list[tuple[int, int, float]], skip: int, initial_ttl: int) 
             "ttl": ttl, "ttls_seen": ttls, "hops": initial_ttl - ttl}
 
 
-class Ping(Workload):
+class Ping(Workload[PingParams]):
     name = "ping"
     summary = "ICMP echo RTT min/avg/max/mdev and hop count from the reply TTL (ping -i 0.2)"
     Params = PingParams
@@ -84,22 +91,22 @@ class Ping(Workload):
     headline = ("rtt_avg", "hops")
 
     @classmethod
-    def expected_seconds(cls, params: WorkloadParams, duration: float, warmup: float) -> float:
-        assert isinstance(params, PingParams)
+    def expected_seconds(cls, params: PingParams, duration: float, warmup: float) -> float:
         n = params.count or math.ceil((duration + warmup) / params.interval)
         return n * params.interval + 1.0
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+    def unsupported(self, ctx: Context, params: PingParams) -> str | None:
         return relay_problem(ctx, not_tcp="ICMP (ping)")
 
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
-        assert isinstance(params, PingParams)
+    def run(self, ctx: Context, params: PingParams) -> Output:
         skip = math.ceil(ctx.warmup / params.interval) if ctx.warmup else 0
         count = params.count + skip if params.count else \
             math.ceil(ctx.duration / params.interval) + skip
         addr = ctx.server_addr()
         argv = ["ping", "-n", "-c", str(count), "-i", f"{params.interval:g}", "-s",
                 str(params.size), "-W", "2", *(["-6"] if ctx.family == 6 else []), addr]
+        ctx.phase("measuring", f"{count} pings every {params.interval:g} s",
+                  expected_s=count * params.interval, warmup_s=skip * params.interval)
         with ctx.measuring():
             r = ctx.client.run(argv, check=False, timeout=count * params.interval + 30)
         parsed = parse_ping(r.stdout)

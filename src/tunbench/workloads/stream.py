@@ -7,26 +7,44 @@ PID after it. The per-interval series is kept; warm-up intervals (iperf3 -O) are
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CommandFailed
-from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem, wait_for_output
+from .base import (
+    IPERF3_MAX_LENGTH,
+    Context,
+    Metric,
+    Output,
+    Workload,
+    WorkloadParams,
+    relay_problem,
+    wait_for_output,
+)
 
 
 @dataclass(frozen=True)
 class StreamParams(WorkloadParams):
-    streams: int = 1          # parallel TCP streams inside one iperf3 process (-P)
-    reverse: bool = False     # server sends (-R)
-    length: int = 0           # write size in bytes (-l); 0 = iperf3's default (128 KiB)
-    congestion: str = ""      # TCP congestion control (-C), "" = system default
+    streams: int = field(
+        default=1,
+        metadata={"help": "parallel TCP streams inside one iperf3 process (-P), 1..128"})
+    reverse: bool = field(
+        default=False,
+        metadata={"help": "the server sends instead of the client (iperf3 -R)"})
+    length: int = field(
+        default=0,
+        metadata={"help": "write size in bytes (iperf3 -l); 0 = iperf3's default (128 KiB)"})
+    congestion: str = field(
+        default="",
+        metadata={"help": "TCP congestion control (iperf3 -C); empty = the system default"})
 
     def validate(self) -> list[str]:
         problems = []
         if not 1 <= self.streams <= 128:
             problems.append(f"streams {self.streams} out of range (1..128 per iperf3 process)")
-        if self.length < 0:
-            problems.append("length must be >= 0")
+        if not 0 <= self.length <= IPERF3_MAX_LENGTH:
+            problems.append(f"length {self.length} out of range (0..{IPERF3_MAX_LENGTH} bytes, "
+                            "iperf3's largest write; 0 = its default)")
         return problems
 
 
@@ -82,22 +100,25 @@ def parse_iperf3(text: str) -> dict[str, Any]:
     }
 
 
-class Stream(Workload):
+class Stream(Workload[StreamParams]):
     name = "stream"
     summary = "single-stream TCP throughput series (iperf3, 1 s intervals)"
     Params = StreamParams
     tools = ("iperf3",)
     headline = ("throughput", "retransmits")
 
-    def unsupported(self, ctx: Context, params: WorkloadParams) -> str | None:
+    def unsupported(self, ctx: Context, params: StreamParams) -> str | None:
         return relay_problem(ctx, tcp_ports=[ctx.port_base])
 
-    def run(self, ctx: Context, params: WorkloadParams) -> Output:
-        assert isinstance(params, StreamParams)
+    def run(self, ctx: Context, params: StreamParams) -> Output:
         addr = ctx.server_addr()
+        ctx.phase("server start", "iperf3", site=ctx.server)
         server = ctx.tb.spawn(ctx.server, server_argv(addr, ctx.port_base), "iperf3-server")
         try:
             wait_for_output(server, "Server listening")
+            ctx.phase("measuring", f"iperf3, {params.streams} TCP stream"
+                      f"{'s' if params.streams != 1 else ''}{', reverse' if params.reverse else ''}",
+                      expected_s=ctx.duration + ctx.warmup, warmup_s=ctx.warmup)
             with ctx.measuring() as cpu:
                 cpu.track(server.pid, "iperf3-server")
                 client = ctx.tb.spawn(ctx.client, client_argv(addr, ctx.port_base, ctx.duration,

@@ -1,0 +1,135 @@
+"""`tunbench list`: what can run here, and every parameter as TOML that pastes into an
+experiment file.
+
+`list --params [KIND]` prints one `[[tunnel]]` (or `[[workload]]`) table per kind with every
+parameter at its default and the one-line description its dataclass field declares
+(`field(metadata={"help": ...})`); the whole output parses back with tomllib. A parameter
+whose default TOML cannot express (None: "unset") is printed commented out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from . import tunnels, workloads
+from .errors import SpecError
+
+LIST_FORMAT = "tunbench-list"
+LIST_FORMAT_VERSION = 1
+
+
+def toml_value(v: Any) -> str | None:
+    """A default as TOML (None when TOML has no way to say it)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)   # a TOML basic string (same escapes)
+    if isinstance(v, (list, tuple)):
+        items = [toml_value(x) for x in v]
+        return None if any(i is None for i in items) else "[" + ", ".join(
+            i for i in items if i is not None) + "]"
+    if isinstance(v, dict):
+        pairs = {k: toml_value(x) for k, x in v.items()}
+        if any(i is None for i in pairs.values()):
+            return None
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {i}" for k, i in pairs.items()) + "}"
+    return None
+
+
+def _help(f: dataclasses.Field[Any]) -> str:
+    return " ".join(str(f.metadata.get("help", "")).split())
+
+
+def params_lines(params: Any) -> list[str]:
+    """`name = default  # description` per field of a Params dataclass instance."""
+    out = []
+    for f in dataclasses.fields(params):
+        val = toml_value(getattr(params, f.name))
+        desc = _help(f)
+        if val is None:
+            out.append(f"# {f.name} =   # unset by default" + (f"; {desc}" if desc else ""))
+        else:
+            out.append(f"{f.name} = {val}" + (f"  # {desc}" if desc else ""))
+    return out
+
+
+def tunnel_toml(kind: str, why: list[str]) -> str:
+    drv = tunnels.get(kind)
+    head = [f"# {kind}: {drv.summary}"] + [f"# not available here: {w}" for w in why]
+    if drv.sweep:
+        head.append(f"# {drv.sweep} may be a list (one tunnel and case per value)")
+    return "\n".join(head + ["[[tunnel]]", f"kind = {toml_value(kind)}"]
+                     + params_lines(drv.Params())) + "\n"
+
+
+def workload_toml(name: str) -> str:
+    wl = workloads.get(name)
+    head = [f"# {name}: {wl.summary}"]
+    head += [f"# not available here: {m.one_line()}" for m in wl.requirements(wl.Params())]
+    if wl.sweep:
+        head.append(f"# {wl.sweep} may be a list (one case per value); left out: "
+                    f"{', '.join(map(str, wl.sweep_default))}")
+    return "\n".join(head + ["[[workload]]", f"name = {toml_value(name)}"]
+                     + params_lines(wl.Params())) + "\n"
+
+
+def check_kind(name: str) -> str:
+    """'tunnel' or 'workload'; a name that is neither is one line, exit 2."""
+    if name in tunnels.registry():
+        return "tunnel"
+    if name in workloads.registry():
+        return "workload"
+    raise SpecError(f"unknown tunnel kind or workload {name!r}", "tunbench list shows them: "
+                    + ", ".join(sorted(tunnels.registry()) + sorted(workloads.registry())))
+
+
+def params_toml(kinds: dict[str, list[str]], only: str | None = None) -> str:
+    """Every kind and workload (or only one) as pasteable TOML."""
+    if only:
+        return (tunnel_toml(only, kinds.get(only, [])) if check_kind(only) == "tunnel"
+                else workload_toml(only))
+    parts = ["# tunbench list --params: paste the tables you need into an experiment file"]
+    parts += [tunnel_toml(k, why) for k, why in kinds.items()]
+    parts += [workload_toml(n) for n in sorted(workloads.registry())]
+    return "\n".join(parts)
+
+
+def params_json(params: Any) -> dict[str, Any]:
+    return {f.name: {"default": getattr(params, f.name), "help": _help(f) or None}
+            for f in dataclasses.fields(params)}
+
+
+def list_json(kinds: dict[str, list[str]], presets: dict[str, Any],
+              offload_variants: dict[str, Any], only: str | None = None) -> dict[str, Any]:
+    """The machine-readable list: versioned, and `reasons` as `tunbench doctor` says."""
+    tun = {k: {"available": not why, "reasons": why, "summary": tunnels.get(k).summary,
+               "encrypts": tunnels.get(k).encrypts,
+               "implementations": {
+                   str(r.impl): {"display": r.display, "available": r.available,
+                                 "reasons": r.reasons}
+                   for r in tunnels.availability(k)[1:]},
+               "params": params_json(tunnels.get(k).Params())}
+           for k, why in kinds.items()}
+    wls = {}
+    for n, w in sorted(workloads.registry().items()):
+        why = [m.one_line() for m in w.requirements(w.Params())]
+        wls[n] = {"available": not why, "reasons": why, "summary": w.summary,
+                  "params": params_json(w.Params())}
+    if only:
+        check_kind(only)
+        tun = {k: v for k, v in tun.items() if k == only}
+        wls = {k: v for k, v in wls.items() if k == only}
+        presets, offload_variants = {}, {}
+    return {"format": LIST_FORMAT, "format_version": LIST_FORMAT_VERSION, "tunnels": tun,
+            "workloads": wls, "presets": presets, "offload_variants": offload_variants}

@@ -1,0 +1,1 @@
+"""The tunbench agent: shipped to a remote site for a run (core.py runs there; client.py here)."""

@@ -1,0 +1,328 @@
+"""The agent: what runs on a remote site for the length of a run (this file runs THERE).
+
+Shipped over the SSH channel at connect time (client.py zips this package, plus pyroute2 for
+netlink, and pipes it to the site's python3): nothing is installed. Standard library only
+(pyroute2 is imported lazily by nl.py). It speaks JSON lines on stdin/stdout:
+
+    request   {"id": 7, "op": "run", "args": {"argv": ["ip", "-j", "link"], "timeout": 10}}
+    reply     {"id": 7, "ok": true, "result": {"returncode": 0, "stdout": "...", ...}}
+    failure   {"id": 7, "ok": false, "error": "one line", "type": "timeout"}
+
+Everything it creates (processes, files, links) is journaled the moment it exists in
+STATE/journal.jsonl (STATE = /run/tunbench/<agent id> on the site), so a later `sweep` can
+undo what a crashed agent left. It ends when its stdin reaches EOF (the connection dropped or
+the client closed it) or on SIGTERM/SIGHUP, and then undoes everything it started, newest
+first, and removes its state directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from .journal import Journal, starttime, sweep, undo
+
+PROTOCOL = 1
+
+
+class AgentError(Exception):
+    def __init__(self, message: str, kind: str = "error") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class Agent:
+    def __init__(self, state: str) -> None:
+        self.state = state
+        self.journal = Journal(state)
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.sampler: Sampler | None = None
+        self.eof = threading.Event()     # set by the reader when stdin ends
+
+    # -- operations: each takes keyword arguments and returns a JSON-able result ----------
+    def op_hello(self) -> dict[str, Any]:
+        u = os.uname()
+        return {"protocol": PROTOCOL, "pid": os.getpid(), "python": sys.version.split()[0],
+                "kernel": u.release, "machine": u.machine, "hostname": u.nodename,
+                "state": self.state, "euid": os.geteuid()}
+
+    def op_run(self, argv: list[str], timeout: float = 60.0, input: str | None = None,
+               env: dict[str, str] | None = None) -> dict[str, Any]:
+        """Run to completion, like tunbench.proc.run. Polled, so that a connection that drops
+        meanwhile ends the command too (its process group) instead of waiting for it."""
+        try:
+            p = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None
+                                 else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                 env=None if env is None else {**os.environ, **env})
+        except FileNotFoundError:
+            raise AgentError(f"{argv[0]}: not found on this host", "notfound") from None
+        deadline = time.monotonic() + timeout
+        send = input
+        while True:
+            try:
+                out, err = p.communicate(send, timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                send = None
+                if self.eof.is_set() or time.monotonic() > deadline:
+                    _killgroup(p)
+                    if self.eof.is_set():
+                        raise AgentError("the connection closed", "eof") from None
+                    raise AgentError(f"timed out after {timeout:g}s", "timeout") from None
+        return {"returncode": p.returncode, "stdout": out, "stderr": err}
+
+    def op_spawn(self, argv: list[str], log: str, env: dict[str, str] | None = None,
+                 grace: float = 3.0) -> dict[str, Any]:
+        existed = os.path.lexists(log)
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if not existed:
+            self.journal.add("path", path=log)   # undone after the process (newest first)
+        try:
+            p = subprocess.Popen(argv, stdout=fd, stderr=fd, stdin=subprocess.DEVNULL,
+                                 start_new_session=True,
+                                 env=None if env is None else {**os.environ, **env})
+        except FileNotFoundError:
+            raise AgentError(f"{argv[0]}: not found on this host", "notfound") from None
+        finally:
+            os.close(fd)
+        st = starttime(p.pid)
+        self.procs[p.pid] = p
+        self.journal.add("process", pid=p.pid, starttime=st, grace=grace, label=argv[0])
+        return {"pid": p.pid, "starttime": st}
+
+    def op_poll(self, pid: int) -> dict[str, Any]:
+        p = self._proc(pid)
+        return {"returncode": p.poll()}
+
+    def op_stop(self, pid: int, grace: float = 3.0) -> dict[str, Any]:
+        p = self._proc(pid)
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            if p.poll() is not None:
+                break
+            try:
+                os.killpg(pid, sig)   # its own session: the group is what it started
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+        code = p.wait(timeout=5)
+        self.journal.forget("process", "pid", pid)
+        del self.procs[pid]
+        return {"returncode": code}
+
+    def _proc(self, pid: int) -> subprocess.Popen[bytes]:
+        if pid not in self.procs:
+            raise AgentError(f"process {pid} was not started by this agent", "notours")
+        return self.procs[pid]
+
+    def op_read_file(self, path: str) -> dict[str, Any]:
+        try:
+            with open(path, "rb") as f:
+                return {"data": base64.b64encode(f.read()).decode()}
+        except FileNotFoundError:
+            raise AgentError(f"{path}: no such file", "notfound") from None
+
+    def _ours(self, path: str) -> bool:
+        """A path this agent created, or one inside a directory it created (or its state)."""
+        real = os.path.abspath(path)
+        mine = [self.state] + [e["path"] for e in self.journal.entries if e["kind"] == "path"]
+        return any(real == m or real.startswith(m.rstrip("/") + "/") for m in mine)
+
+    def op_write_file(self, path: str, data: str, mode: int = 0o600,
+                      journal: bool = True) -> dict[str, Any]:
+        """Write atomically with `mode` (a temporary file created with it, then renamed).
+        An existing file is replaced only if this agent created it: never a file of the
+        host's own."""
+        existed = os.path.lexists(path)
+        if existed and not self._ours(path):
+            raise AgentError(f"{path} exists and was not created by tunbench: not replaced",
+                             "notours")
+        tmp = f"{path}.tb-{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(fd, mode)  # umask never widens or narrows what was asked
+            f.write(base64.b64decode(data))
+        os.replace(tmp, path)
+        if journal and not existed:
+            self.journal.add("path", path=path)
+        return {"size": os.path.getsize(path)}
+
+    def op_mkdir(self, path: str, mode: int = 0o700) -> dict[str, Any]:
+        os.mkdir(path, mode)
+        os.chmod(path, mode)
+        self.journal.add("path", path=path)
+        return {}
+
+    def op_remove(self, path: str) -> dict[str, Any]:
+        if not self._ours(path):
+            raise AgentError(f"{path} was not created by tunbench: not removed", "notours")
+        undo([{"kind": "path", "path": path}])
+        self.journal.forget("path", "path", path)
+        return {}
+
+    def op_proc_stat(self) -> dict[str, Any]:
+        with open("/proc/stat") as f:
+            return {"text": f.read(), "time": time.time()}
+
+    def op_clock(self) -> dict[str, Any]:
+        """The site's wall clock, for the client's offset estimate (client.clock_offset)."""
+        return {"time": time.time()}
+
+    def op_cpu_start(self, interval: float = 1.0) -> dict[str, Any]:
+        if self.sampler is None:
+            self.sampler = Sampler(interval)
+            self.sampler.start()
+        return {}
+
+    def op_cpu_take(self, stop: bool = False) -> dict[str, Any]:
+        """The /proc/stat readings taken since the last take (sampled here, no round trip
+        per second)."""
+        if self.sampler is None:
+            return {"samples": []}
+        samples = self.sampler.take()
+        if stop:
+            self.sampler.stop()
+            self.sampler = None
+        return {"samples": samples}
+
+    def op_links(self) -> dict[str, Any]:
+        from . import nl
+        return {"links": nl.links()}
+
+    def op_link_add(self, ifname: str, kind: str, attrs: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
+        from . import nl
+        nl.add(ifname, kind, attrs or {})
+        self.journal.add("link", ifname=ifname)
+        return {}
+
+    def op_link_del(self, ifname: str) -> dict[str, Any]:
+        from . import nl
+        nl.delete(ifname)
+        self.journal.forget("link", "ifname", ifname)
+        return {}
+
+    def op_addr_add(self, ifname: str, cidr: str) -> dict[str, Any]:
+        from . import nl
+        nl.add_addr(ifname, cidr)
+        return {}
+
+    def op_sweep(self) -> dict[str, Any]:
+        return {"undone": sweep(self.state)}
+
+    # -- the loop ---------------------------------------------------------------------------
+    def handle(self, line: bytes) -> dict[str, Any]:
+        try:
+            req = json.loads(line)
+            rid = req.get("id")
+        except ValueError:
+            return {"id": None, "ok": False, "error": "request is not JSON", "type": "protocol"}
+        fn = getattr(self, f"op_{req.get('op')}", None)
+        if fn is None:
+            return {"id": rid, "ok": False, "error": f"unknown op {req.get('op')!r}",
+                    "type": "protocol"}
+        try:
+            return {"id": rid, "ok": True, "result": fn(**req.get("args", {}))}
+        except AgentError as exc:
+            return {"id": rid, "ok": False, "error": str(exc), "type": exc.kind}
+        except Exception as exc:  # noqa: BLE001 - one line back to the client
+            return {"id": rid, "ok": False, "error": f"{type(exc).__name__}: {exc}",
+                    "type": "error"}
+
+    def close(self) -> list[str]:
+        if self.sampler is not None:
+            self.sampler.stop()
+        errors = undo(self.journal.entries)
+        if not errors:
+            shutil.rmtree(self.state, ignore_errors=True)
+        return errors
+
+
+class Sampler(threading.Thread):
+    def __init__(self, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.samples: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            with open("/proc/stat") as f:
+                text = f.read()
+            with self.lock:
+                self.samples.append({"time": time.time(), "text": text})
+            self.done.wait(self.interval)
+
+    def take(self) -> list[dict[str, Any]]:
+        with self.lock:
+            out, self.samples = self.samples, []
+        return out
+
+    def stop(self) -> None:
+        self.done.set()
+
+
+def _reader(lines: queue.Queue[bytes | None], eof: threading.Event) -> None:
+    """Requests from stdin into the queue; EOF (the connection is gone) ends the agent."""
+    try:
+        for line in sys.stdin.buffer:
+            lines.put(line)
+    finally:
+        eof.set()
+        lines.put(None)
+
+
+def _killgroup(p: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.communicate()
+
+
+def _end(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(state: str) -> int:
+    """Serve requests until EOF, then undo everything. stdout carries only the protocol."""
+    os.umask(0o077)        # journal, owner, logs: root's alone
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)          # a stray print (ours or pyroute2's) can never corrupt the protocol
+    with open(os.path.join(state, "owner"), "w") as f:
+        f.write(f"{os.getpid()} {starttime(os.getpid())}\n")
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, _end)
+    agent = Agent(state)
+    try:
+        out.write(json.dumps({"id": 0, "ok": True, "result": agent.op_hello()}).encode() + b"\n")
+        lines: queue.Queue[bytes | None] = queue.Queue()
+        threading.Thread(target=_reader, args=(lines, agent.eof), daemon=True).start()
+        while (line := lines.get()) is not None:
+            reply = agent.handle(line)
+            try:
+                out.write(json.dumps(reply).encode() + b"\n")
+            except BrokenPipeError:
+                break     # the connection is gone: clean up below
+    except SystemExit:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        errors = agent.close()
+        for e in errors:
+            sys.stderr.write(f"tunbench agent: could not undo {e}\n")
+    return 1 if errors else 0

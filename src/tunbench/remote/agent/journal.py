@@ -1,0 +1,140 @@
+"""What the agent created on its site, journaled so it is undone even after a crash (runs THERE).
+
+Entries are one JSON object a line in STATE/journal.jsonl, fsync'd the moment the object
+exists; the agent's own `pid starttime` is in STATE/owner. `undo` reverses entries newest
+first (processes by PID and start time, with their process group; files; tb links); `sweep`
+does it for the journals of agents on this host whose owner is gone. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from typing import Any
+
+ROOT = "/run/tunbench"
+
+
+def starttime(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    rest = stat[stat.rindex(")") + 2:].split()
+    return None if rest[0] == "Z" else int(rest[19])
+
+
+def kill(pid: int, start: int | None, grace: float = 3.0) -> bool:
+    """SIGTERM then SIGKILL a process group we started, only if the PID is still ours."""
+    if start is None or starttime(pid) != start:
+        return False
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(pid, sig)   # spawned with a new session: pid is its group
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            _reap(pid)
+            if starttime(pid) != start:
+                return True
+            time.sleep(0.02)
+    return starttime(pid) != start
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+class Journal:
+    """What this agent created, on disk (one JSON object a line) and in memory."""
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+        self.path = os.path.join(state, "journal.jsonl")
+        self.entries: list[dict[str, Any]] = []
+
+    def add(self, kind: str, **info: Any) -> dict[str, Any]:
+        entry = {"kind": kind, **info}
+        self.entries.append(entry)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        return entry
+
+    def forget(self, kind: str, key: str, value: Any) -> None:
+        self.entries = [e for e in self.entries if not (e["kind"] == kind and e[key] == value)]
+        self._rewrite()
+
+    def _rewrite(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(e) + "\n" for e in self.entries)
+        os.replace(tmp, self.path)
+
+
+def undo(entries: list[dict[str, Any]]) -> list[str]:
+    """Undo journal entries newest first; collect failures, keep going."""
+    errors = []
+    for e in reversed(entries):
+        try:
+            if e["kind"] == "process":
+                kill(int(e["pid"]), e.get("starttime"), float(e.get("grace", 3.0)))
+            elif e["kind"] == "path":
+                if os.path.isdir(e["path"]) and not os.path.islink(e["path"]):
+                    shutil.rmtree(e["path"], ignore_errors=True)
+                elif os.path.lexists(e["path"]):
+                    os.unlink(e["path"])
+            elif e["kind"] == "link":
+                from . import nl
+                nl.delete(e["ifname"])
+        except Exception as exc:  # noqa: BLE001 - reported, the rest is still undone
+            errors.append(f"{e['kind']} {e.get('pid') or e.get('path') or e.get('ifname')}: "
+                          f"{exc}")
+    return errors
+
+
+def sweep(own: str) -> list[str]:
+    """Undo the journals of agents on this host that are gone (crash, SIGKILL, power loss)."""
+    done: list[str] = []
+    if not os.path.isdir(ROOT):
+        return done
+    for name in sorted(os.listdir(ROOT)):
+        state = os.path.join(ROOT, name)
+        journal = os.path.join(state, "journal.jsonl")
+        if state == own or not name.startswith("tb-") or not os.path.isfile(journal):
+            continue
+        if _owner_alive(state):
+            continue
+        entries = []
+        with open(journal, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    entries.append(json.loads(line))
+                except ValueError:
+                    continue   # a line cut short by the crash
+        errors = undo(entries)
+        done += [f"{name}: {e['kind']} {e.get('pid') or e.get('path') or e.get('ifname')}"
+                 for e in entries]
+        if not errors:
+            shutil.rmtree(state, ignore_errors=True)
+    return done
+
+
+def _owner_alive(state: str) -> bool:
+    try:
+        with open(os.path.join(state, "owner")) as f:
+            pid, start = f.read().split()
+    except (OSError, ValueError):
+        return False
+    return starttime(int(pid)) == int(start)

@@ -1,0 +1,295 @@
+"""Test "hosts": network namespaces each running a real sshd, reached only over SSH.
+
+Layout (every name tb-prefixed, every object in a ledger, removed at teardown):
+
+    root namespace (the test process, tunbench)            tb<rid>m0  198.18.N.1/24
+        | veth
+    tb-<rid>-m: bridge tb<rid>br  -- ports tb<rid>m1, tb<rid>p1, tb<rid>p2 ...
+        | veth                     | veth
+    tb-<rid>-h1 (tb<rid>h1 .11)   tb-<rid>-h2 (tb<rid>h2 .12)   each: sshd with its own host key
+
+N is the first of 198.18.200..249 (RFC 2544 benchmarking range) that has no route here yet;
+the local testbed uses 198.18.0.0/24 and 198.18.1.0/24 inside its namespaces only.
+Each sshd runs with a private tmpfs on /run (tunbench.privrun), so /run/tunbench on a "host"
+is that host's own and invisible from the root namespace, and one on /root, so a session
+starts like on a fresh host (this machine's root .bashrc runs `pyenv init`: +0.5 s a command). The client side uses a private ssh
+config (-F) with its own key and known_hosts: the user's ~/.ssh is never read or written.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tunbench import proc
+from tunbench.remote.transport import SshOptions
+from tunbench.testbed import names, netlink
+from tunbench.testbed.ledger import Ledger
+
+SSHD = "/usr/sbin/sshd"
+
+
+def free_subnet() -> ipaddress.IPv4Network:
+    used = proc.run(["ip", "-4", "route", "show", "table", "all"], timeout=10).stdout
+    for third in range(200, 250):
+        net = ipaddress.IPv4Network(f"198.18.{third}.0/24")
+        if f"198.18.{third}." not in used:
+            return net
+    raise RuntimeError("no free /24 in 198.18.200-249 for the test hosts")
+
+
+def keygen(path: Path, comment: str) -> str:
+    proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+             timeout=20)
+    os.chmod(path, 0o600)
+    return Path(f"{path}.pub").read_text().strip()
+
+
+@dataclass
+class Host:
+    name: str            # "h1": also its Host alias in the private ssh config
+    netns: str
+    addr: str
+    dir: Path            # private 0700 directory with this host's key, config and log
+    ledger: Ledger
+    sshd: proc.Process | None = None
+
+    @property
+    def host_key(self) -> Path:
+        return self.dir / "host_ed25519_key"
+
+    @property
+    def sshd_log(self) -> Path:
+        return self.dir / "sshd.log"
+
+    def start_sshd(self, authorized_keys: Path) -> None:
+        cfg = self.dir / "sshd_config"
+        cfg.write_text("\n".join([
+            "Port 22", "Port 2222", f"ListenAddress {self.addr}", f"HostKey {self.host_key}",
+            "PidFile none", f"AuthorizedKeysFile {authorized_keys}",
+            "PermitRootLogin prohibit-password", "PubkeyAuthentication yes",
+            "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
+            "AllowTcpForwarding local", "X11Forwarding no", "PermitTTY no", "PrintMotd no",
+            "UseDNS no", "StrictModes no", "LogLevel VERBOSE", "MaxSessions 50",
+            "MaxStartups 50", "ClientAliveInterval 0", ""]))
+        self.sshd_log.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "tunbench.privrun", "--tmpfs", "/run",
+                "--tmpfs", "/root", "--mkdir", "/run/sshd", "--", SSHD, "-D", "-f", str(cfg),
+                "-E", str(self.sshd_log)]
+        self.sshd = proc.spawn(argv, netns=self.netns, log_path=self.dir / "privrun.log",
+                               label=f"sshd-{self.name}")
+        self.ledger.process(self.sshd)
+        listening = f"Server listening on {self.addr} port 22"
+        proc.wait_ready(self.sshd, timeout=15, ready=lambda: listening in self.log())
+
+    def stop_sshd(self) -> None:
+        """Stop the listener and every session it forked (all started by this fixture)."""
+        if self.sshd is None:
+            return
+        for pid in self.session_pids():
+            proc.kill_pid(pid, proc.proc_starttime(pid), grace=1.0)
+        self.sshd.stop()
+        self.sshd = None
+
+    def log(self) -> str:
+        try:
+            return self.sshd_log.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def session_pids(self) -> list[int]:
+        """PIDs of the sshd processes serving connections (children of our listener that
+        are sshd itself, not the commands they run)."""
+        if self.sshd is None:
+            return []
+        return [pid for pid in descendants(self.sshd.pid) if _exe(pid) == SSHD]
+
+    def kill_sessions(self) -> list[int]:
+        """SIGKILL the sshd processes of open connections: a connection dropped mid-use."""
+        pids = self.session_pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pids
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+@dataclass
+class SshHosts:
+    """N sshd "hosts" and the private client config that reaches them."""
+
+    run_id: str
+    dir: Path
+    ledger: Ledger
+    subnet: ipaddress.IPv4Network
+    hosts: dict[str, Host] = field(default_factory=dict)
+
+    @property
+    def client_key(self) -> Path:
+        return self.dir / "client_ed25519_key"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.dir / "known_hosts"
+
+    @property
+    def authorized_keys(self) -> Path:
+        return self.dir / "authorized_keys"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.dir / "ssh_config"
+
+    def options(self, **kw: object) -> SshOptions:
+        args: dict[str, object] = {"config_file": self.ssh_config, "control_dir": self.dir / "ctl",
+                                   **kw}
+        return SshOptions(**args)  # type: ignore[arg-type]
+
+    def write_known_hosts(self, names_: list[str] | None = None) -> None:
+        """known_hosts with the real host keys of `names_` (all hosts by default)."""
+        lines = []
+        for h in self.hosts.values():
+            if names_ is None or h.name in names_:
+                pub = Path(f"{h.host_key}.pub").read_text().split()
+                lines.append(f"{h.addr},[{h.addr}]:2222 {pub[0]} {pub[1]}\n")
+        self.known_hosts.write_text("".join(lines))
+
+    def write_config(self) -> None:
+        blocks = []
+        for h in self.hosts.values():
+            blocks.append("\n".join([
+                f"Host {h.name}", f"  HostName {h.addr}", "  User root",
+                f"  IdentityFile {self.client_key}", "  IdentitiesOnly yes",
+                "  IdentityAgent none", f"  UserKnownHostsFile {self.known_hosts}",
+                "  GlobalKnownHostsFile /dev/null", "  CheckHostIP no", ""]))
+        # ~/.ssh/config features: another Port, a ProxyJump, the key only in an ssh-agent
+        h1, h2 = self.hosts["h1"], self.hosts.get("h2")
+        common = [f"  UserKnownHostsFile {self.known_hosts}", "  GlobalKnownHostsFile /dev/null",
+                  "  User root", "  CheckHostIP no"]
+        blocks.append("\n".join([
+            "Host h1-port", f"  HostName {h1.addr}", "  Port 2222", *common,
+            f"  IdentityFile {self.client_key}", "  IdentitiesOnly yes", "  IdentityAgent none",
+            ""]))
+        blocks.append("\n".join([
+            "Host h1-agent", f"  HostName {h1.addr}", *common,
+            f"  IdentityAgent {self.dir / 'agent.sock'}", ""]))
+        if h2 is not None:
+            blocks.append("\n".join([
+                "Host h2-via-h1", f"  HostName {h2.addr}", "  ProxyJump h1", *common,
+                f"  IdentityFile {self.client_key}", "  IdentitiesOnly yes",
+                "  IdentityAgent none", ""]))
+        # a host no one listens on (refused) and a name that does not resolve (DNS)
+        blocks.append("\n".join([
+            "Host tb-nosshd", f"  HostName {self.subnet.network_address + 99}", "  User root",
+            f"  IdentityFile {self.client_key}", "  IdentitiesOnly yes", "  IdentityAgent none",
+            f"  UserKnownHostsFile {self.known_hosts}", "  GlobalKnownHostsFile /dev/null", ""]))
+        self.ssh_config.write_text("\n".join(blocks))
+
+    def close(self) -> list[str]:
+        for h in self.hosts.values():
+            h.stop_sshd()
+        return self.ledger.close()
+
+
+def build(tmp: Path, count: int = 2) -> SshHosts:
+    """Create the management network and `count` sshd hosts (h1, h2, ...)."""
+    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
+    rid = names.new_run_id(taken)
+    ledger = Ledger(rid)
+    tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(tmp, 0o700)
+    hosts = SshHosts(rid, tmp, ledger, free_subnet())
+    try:
+        _build_network(hosts, count)
+        keygen(hosts.client_key, "tunbench-test-client")
+        hosts.authorized_keys.write_text(Path(f"{hosts.client_key}.pub").read_text())
+        for h in hosts.hosts.values():
+            keygen(h.host_key, f"tunbench-test-{h.name}")
+        hosts.write_known_hosts()
+        hosts.write_config()
+        for h in hosts.hosts.values():
+            h.start_sshd(hosts.authorized_keys)
+    except BaseException:
+        hosts.close()
+        raise
+    return hosts
+
+
+def _build_network(hosts: SshHosts, count: int) -> None:
+    rid, ledger, net = hosts.run_id, hosts.ledger, hosts.subnet
+    mgmt = names.netns_name(rid, "m")
+    netlink.create_netns(mgmt)
+    ledger.netns(mgmt)
+    br, m0, m1 = (names.link_name(rid, s) for s in ("br", "m0", "m1"))
+    netlink.add_link(mgmt, br, "bridge")
+    with netlink.ipr(None) as ip:   # the one root-namespace object: our end of the mgmt link
+        ip.link("add", ifname=m0, kind="veth", peer={"ifname": m1, "net_ns_fd": mgmt})
+    ledger.link(m0, None)
+    with netlink.ipr(None) as ip:
+        idx = netlink.index(ip, m0)
+        ip.addr("add", index=idx, address=str(net.network_address + 1), prefixlen=24)
+        ip.link("set", index=idx, state="up")
+    netlink.set_link(mgmt, m1, master=_idx(mgmt, br), state="up")
+    netlink.set_link(mgmt, br, state="up")
+    for i in range(1, count + 1):
+        name = f"h{i}"
+        ns = names.netns_name(rid, name)
+        netlink.create_netns(ns)
+        ledger.netns(ns)
+        inner, port = names.link_name(rid, f"h{i}"), names.link_name(rid, f"p{i}")
+        netlink.add_veth(inner, ns, port, mgmt)
+        netlink.set_link(mgmt, port, master=_idx(mgmt, br), state="up")
+        addr = str(net.network_address + 10 + i)
+        netlink.add_addr(ns, inner, f"{addr}/24")
+        netlink.set_link(ns, inner, state="up")
+        netlink.set_link(ns, "lo", state="up")
+        hdir = hosts.dir / name
+        hdir.mkdir(mode=0o700)
+        hosts.hosts[name] = Host(name, ns, addr, hdir, ledger)
+    _wait_reachable(hosts)
+
+
+def _idx(netns: str, ifname: str) -> int:
+    with netlink.ipr(netns) as ip:
+        return netlink.index(ip, ifname)
+
+
+def _wait_reachable(hosts: SshHosts, timeout: float = 10.0) -> None:
+    """The bridge forwards once its ports leave the listening state: wait for a ping."""
+    deadline = time.monotonic() + timeout
+    for h in hosts.hosts.values():
+        while proc.run(["ping", "-c1", "-W1", h.addr], check=False, timeout=5).returncode:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"test host {h.name} ({h.addr}) not reachable")

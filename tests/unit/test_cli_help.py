@@ -1,0 +1,33 @@
+"""Every command and sub-command renders its --help (a stray '%' in a help text breaks argparse
+only when that help is printed), and each lists the exit codes."""
+
+from __future__ import annotations
+
+import argparse
+
+from tunbench import cli
+
+
+def _parsers(p: argparse.ArgumentParser, path: str = "tunbench"):
+    yield path, p
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+def test_every_help_renders() -> None:
+    seen = []
+    for path, p in _parsers(cli.build_parser()):
+        text = p.format_help()
+        assert text.startswith("usage:"), path
+        seen.append(path)
+    assert {"tunbench run", "tunbench db import", "tunbench schedule add",
+            "tunbench trend"} <= set(seen)
+
+
+def test_top_level_commands_list_exit_codes() -> None:
+    top = cli.build_parser()
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    for name, p in sub.choices.items():
+        assert "exit codes:" in p.format_help(), name

@@ -1,0 +1,129 @@
+"""Remote pieces that need no root: ssh error classification on captured ssh output, the one
+quoting point, target validation, the zipapp, and the agent's request handling run locally."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shlex
+import zipfile
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+
+from tunbench.errors import SpecError
+from tunbench.remote.agent import client, core
+from tunbench.remote.transport import ConnectError, check_target, classify, remote_command
+
+CAPTURES = {   # tests/data/ssh/<name>.txt: stderr of OpenSSH 9.2 -M -N with our options
+    "unknown-host-key": (ConnectError, "host key is unknown"),
+    "changed-host-key": (ConnectError, "host key CHANGED"),
+    "refused": (ConnectError, "connection refused on port 22"),
+    "timeout": (ConnectError, "connection timed out after 2s"),
+    "no-route": (ConnectError, "no route to host"),
+    "auth-wrong-user": (ConnectError, "authentication refused (publickey)"),
+    "dns": (SpecError, "unknown host 'tb-no-such-host.invalid'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CAPTURES))
+def test_classify_captured_ssh_errors(data_dir: Path, name: str) -> None:
+    cls, text = CAPTURES[name]
+    target = "tb-no-such-host.invalid" if name == "dns" else "root@198.18.200.11"
+    err = classify((data_dir / "ssh" / f"{name}.txt").read_text(), target, connect_timeout=2)
+    assert type(err) is cls
+    assert text in err.message
+    assert err.hint and "\n" not in err.one_line()
+
+
+def test_changed_key_hint_names_the_host() -> None:
+    text = (Path(__file__).parent.parent / "data" / "ssh" / "changed-host-key.txt").read_text()
+    assert "ssh-keygen -R 198.18.200.11" in classify(text, "root@198.18.200.11").hint
+
+
+TRICKY = ["printf", "%s\n", "a b", "it's", '"q"', "$HOME", "`id`", "; rm -rf /", "x\ny",
+          "back\\slash", "*", "", "-n", "~", "a|b&c>d<e", "tab\there", "ünïcode"]
+
+
+def test_remote_command_round_trips_through_a_posix_shell_parser() -> None:
+    assert shlex.split(remote_command(TRICKY)) == TRICKY
+
+
+def test_remote_command_refuses_shell_strings() -> None:
+    with pytest.raises(TypeError, match="never a shell string"):
+        remote_command("ls -l")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["-oProxyCommand=x", "a b", "", "user@", "@host", "h;ls",
+                                 "h\nx", "$(id)"])
+def test_bad_targets_are_spec_errors(bad: str) -> None:
+    with pytest.raises(SpecError, match="invalid site target"):
+        check_target(bad)
+
+
+@pytest.mark.parametrize("good", ["host", "root@198.18.200.11", "me@db-1.example.org",
+                                  "my_alias", "2001:db8::1"])
+def test_good_targets(good: str) -> None:
+    assert check_target(good) == good
+
+
+def test_zipapp_holds_the_agent_and_pyroute2() -> None:
+    names = zipfile.ZipFile(BytesIO(client.build_zipapp(netlink=True))).namelist()
+    assert {"tbagent/core.py", "tbagent/journal.py", "tbagent/nl.py",
+            "pyroute2/__init__.py"} <= set(names)
+    small = zipfile.ZipFile(BytesIO(client.build_zipapp(netlink=False))).namelist()
+    assert not any(n.startswith("pyroute2/") for n in small)
+
+
+def _req(agent: core.Agent, op: str, **args: object) -> dict:
+    reply = agent.handle(json.dumps({"id": 3, "op": op, "args": args}).encode())
+    assert reply["id"] == 3
+    return reply
+
+
+def test_agent_ops_and_undo_in_a_local_state_dir(tmp_path: Path) -> None:
+    """The agent's request handling, run here on real processes and files (no SSH)."""
+    state = tmp_path / "tb-unit-a"
+    state.mkdir(mode=0o700)
+    agent = core.Agent(str(state))
+    r = _req(agent, "run", argv=["sh", "-c", 'printf "%s" "$1"; echo err >&2; exit 3', "x",
+                                 "a b"])
+    assert r["ok"] and r["result"] == {"returncode": 3, "stdout": "a b", "stderr": "err\n"}
+    r = _req(agent, "run", argv=["cat"], input="through stdin")
+    assert r["result"]["stdout"] == "through stdin"
+    assert _req(agent, "run", argv=["sleep", "5"], timeout=0.3)["type"] == "timeout"
+    assert _req(agent, "run", argv=["tb-no-such-tool"])["type"] == "notfound"
+    secret = tmp_path / "psk"
+    assert _req(agent, "write_file", path=str(secret),
+                data=base64.b64encode(b"s3cret").decode(), mode=0o600)["ok"]
+    assert secret.stat().st_mode & 0o777 == 0o600 and secret.read_bytes() == b"s3cret"
+    sp = _req(agent, "spawn", argv=["sleep", "60"], log=str(tmp_path / "sleep.log"))["result"]
+    assert _req(agent, "poll", pid=sp["pid"])["result"]["returncode"] is None
+    assert _req(agent, "stop", pid=os.getpid())["type"] == "notours"
+    sp2 = _req(agent, "spawn", argv=["sleep", "61"], log=str(tmp_path / "s2.log"))["result"]
+    journal = [json.loads(x) for x in (state / "journal.jsonl").read_text().splitlines()]
+    assert [e["kind"] for e in journal] == ["path", "path", "process", "path", "process"]
+    assert _req(agent, "stop", pid=sp["pid"], grace=1)["result"]["returncode"] == -15
+    assert _req(agent, "bogus")["type"] == "protocol"
+    assert agent.close() == []
+    assert not secret.exists() and not (tmp_path / "s2.log").exists()
+    assert core.starttime(sp2["pid"]) is None   # the still-running one was ended
+    assert not state.exists()
+
+
+def test_spawn_piped_is_a_line_channel(tmp_path: Path) -> None:
+    """proc.spawn_piped: what the agent's SSH session is built on (stdin/stdout pipes)."""
+    from tunbench import proc
+    p = proc.spawn_piped(["sh", "-c", "read -r x; echo \"got $x\"; echo oops >&2"],
+                         stderr_path=tmp_path / "err")
+    assert p.popen.stdin is not None and p.popen.stdout is not None
+    p.popen.stdin.write(b"ping\n")
+    p.popen.stdin.close()
+    assert p.popen.stdout.readline() == b"got ping\n"
+    assert p.wait(timeout=10) == 0
+    p.popen.stdout.close()
+    assert (tmp_path / "err").read_text() == "oops\n"
+    with pytest.raises(TypeError, match="never a shell string"):
+        proc.spawn_piped("cat", stderr_path=tmp_path / "e2")  # type: ignore[arg-type]
