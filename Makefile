@@ -9,9 +9,9 @@ RUN_ARGS ?= --tunnels all --duration 5 --repeats 3
 BINDIR ?= /usr/local/bin
 TB_BIN := $(CURDIR)/$(VENV)/bin/tunbench
 
-.PHONY: run test fuzz deps venv loadgen link unlink lint typecheck bench cleanup clean
+.PHONY: run test fuzz deps venv loadgen bpf link unlink lint typecheck bench cleanup clean
 
-run: deps venv loadgen link
+run: deps venv loadgen bpf link
 	$(VENV)/bin/tunbench run $(RUN_ARGS)
 
 # `tunbench` on PATH, as the README types it: a symlink $(BINDIR)/tunbench -> this checkout's
@@ -30,7 +30,7 @@ unlink:
 	@link="$(BINDIR)/tunbench"; \
 	if [ "$$(readlink "$$link" 2>/dev/null)" = "$(TB_BIN)" ]; then rm -f "$$link" && echo "unlink: removed $$link"; fi
 
-test: deps venv loadgen
+test: deps venv loadgen bpf
 	$(PY) -m pytest $(TEST_ARGS)
 
 # The input fuzz test with a long budget and a fresh seed each run (make test runs it with a
@@ -58,6 +58,17 @@ loadgen:
 	@if [ -x "$(CARGO)" ] && "$(CARGO)" --version 2>/dev/null | awk '{split($$2,v,"."); exit !(v[1]>1 || v[2]>=85)}'; then \
 		cd loadgen && "$(CARGO)" build --release --locked --quiet; \
 	else echo "loadgen: no cargo >= 1.85 found (install Rust >= 1.85, e.g. with rustup); loss-search will be unavailable"; fi
+
+# tbtun's eBPF datapath (bpf/<name>.bpf.c -> build/bpf/<name>.bpf.o) with Debian's clang and
+# libbpf-dev headers (deps/apt-ebpf.txt). One object serves every site: settings are map values.
+BPF_SRC := $(wildcard bpf/*.bpf.c)
+BPF_OBJ := $(patsubst bpf/%.bpf.c,build/bpf/%.bpf.o,$(BPF_SRC))
+BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(shell gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
+bpf: deps $(BPF_OBJ)
+
+build/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h)
+	@mkdir -p $(@D)
+	clang $(BPF_CFLAGS) -c $< -o $@
 
 lint: venv
 	$(VENV)/bin/ruff check src tests bench

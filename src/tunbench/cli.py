@@ -122,6 +122,7 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
         over["tunnel"] = [{"kind": k} for k in inputs.split_list("--tunnels", args.tunnels)]
     if args.workloads is not None:
         over["workload"] = [{"name": w} for w in inputs.split_list("--workloads", args.workloads)]
+    _site_overrides(args, data, over)
     merged = spec.merge(data, over)
     kinds = available_kinds()
     avail = {k for k, why in kinds.items() if not why}
@@ -148,6 +149,26 @@ def check_out(out: Path) -> None:
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise SpecError(f"--out {out} cannot be created: {parent} is not a writable folder",
                         "choose another --out")
+
+
+def _site_overrides(args: argparse.Namespace, data: dict[str, Any],
+                    over: dict[str, Any]) -> None:
+    """--site a=USER@HOST --site b=... (and --ssh-config) replace the file's [sites]."""
+    sites: dict[str, Any] | None = None
+    for item in getattr(args, "site", None) or []:
+        name, eq, target = item.partition("=")
+        if not eq or not target:
+            raise SpecError(f"--site {item!r} is not NAME=TARGET",
+                            "e.g. --site a=root@gw1 --site b=root@gw2 (or b=local)")
+        sites = sites or {}
+        if name in sites:
+            raise SpecError(f"--site {name} given twice", "give each of a and b once")
+        sites[name] = target
+    if getattr(args, "ssh_config", None):
+        sites = sites or dict(data.get("sites") or {})
+        sites["ssh_config"] = args.ssh_config
+    if sites is not None:
+        over["sites"] = sites
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -274,6 +295,11 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
                       **({"mtus": w["mtus"]} if w.get("mtus") else {})}
                      for w in recorded["workloads"]],
         "offloads": [{"name": o["name"], **o["settings"]} for o in recorded["offloads"]],
+        **({"sites": {**{n: {k: v for k, v in site.items() if v}
+                         for n, site in recorded["sites"].items()},
+                      **({"ssh_config": recorded["ssh_config"]}
+                         if recorded.get("ssh_config") else {})}}
+           if recorded.get("sites") else {}),
     }
 
 
@@ -299,8 +325,19 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ssh_options(args: argparse.Namespace) -> Any:
+    from .remote.transport import SshOptions
+    cfg = getattr(args, "ssh_config", None)
+    return SshOptions(config_file=Path(os.path.expanduser(cfg)) if cfg else None)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from . import doctor
+    if args.site:
+        from .remote import sitecheck
+        sdoc = sitecheck.report(args.site, _ssh_options(args))
+        print(json.dumps(sdoc, indent=1) if args.json else sitecheck.format_table(sdoc))
+        return 0
     doc = doctor.report(probe=args.probe)
     print(json.dumps(doc, indent=1) if args.json else doctor.format_table(doc))
     return 0
@@ -312,6 +349,14 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     m = root_missing()
     if m:
         raise TunbenchError(m.why, m.fix)
+    if args.site:   # a remote host: its agent sweeps the journals crashed agents left there
+        from .remote import sitecheck
+        swept = sitecheck.cleanup(args.site, _ssh_options(args))
+        for line in swept:
+            print(f"removed on {args.site}: {line}")
+        print(f"cleanup {args.site}: {len(swept)} leftover object(s) removed" if swept else
+              f"cleanup {args.site}: nothing left over")
+        return 0
     done = ledger.replay_journals() + local.sweep()
     for line in done:
         print(f"removed {line}")
@@ -369,6 +414,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--jitter", help="netem jitter (needs --delay), e.g. 5ms")
     r.add_argument("--loss", help="netem random loss on both underlay ends, e.g. 0.1%%")
     r.add_argument("--netem-rate", dest="netem_rate", help="netem rate limit, e.g. 100mbit")
+    r.add_argument("--site", action="append", metavar="NAME=TARGET",
+                   help="run between real hosts over SSH: --site a=USER@HOST --site "
+                   "b=USER@HOST ('local' = this host); default: two namespaces here")
+    r.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
+                   help="ssh config file for the sites (ssh -F; default ~/.ssh/config)")
     r.add_argument("--shuffle", action="store_true", help="shuffle case order within a round")
     r.add_argument("--seed", type=int, help="seed for --shuffle")
     r.add_argument("--out", help="result folder (default results/<timestamp>)")
@@ -417,6 +467,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true")
     d.add_argument("--probe", action="store_true", help="build a throwaway testbed to read the "
                    "underlay's offloads (needs root; torn down at once)")
+    d.add_argument("--site", metavar="USER@HOST", help="check a remote host over SSH instead")
+    d.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
+                   help="ssh config file (ssh -F; default ~/.ssh/config)")
     d.set_defaults(func=cmd_doctor)
 
     from types import SimpleNamespace
@@ -430,7 +483,14 @@ def build_parser() -> argparse.ArgumentParser:
     trend_commands.add_parsers(shared)
 
     c = add("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
+    c.add_argument("--site", metavar="USER@HOST", help="sweep a remote host over SSH instead "
+                   "(what crashed tunbench agents left in its /run/tunbench)")
+    c.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
+                   help="ssh config file (ssh -F; default ~/.ssh/config)")
     c.set_defaults(func=cmd_cleanup)
+
+    from .tbtun import rules
+    rules.add_parser(shared)
     return p
 
 

@@ -8,6 +8,7 @@ campaign can be resumed: cases already recorded are kept as they are.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +24,8 @@ from .results import envinfo, fingerprint
 from .results.model import case_document
 from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
-from .testbed import local, names, netlink
-from .testbed.base import Testbed
+from .testbed import local, names, netlink, topology
+from .testbed.base import Site, Testbed
 from .testbed.ledger import Ledger
 from .tunnels.base import Endpoints
 from .watch import DatapathWatch
@@ -54,11 +55,17 @@ class SilentReporter:
 
 
 def preflight(exp: Experiment) -> None:
-    """Everything this experiment needs that the host lacks, all at once, before any change."""
+    """Everything this experiment needs that the host lacks, all at once, before any change.
+    With sites on real hosts, what each host needs is checked there once connected
+    (topology.Topology.open); here only what this host itself does."""
     missing: list[str] = []
     root = root_missing()
     if root:
         missing.append(root.one_line())
+    if exp.sites:
+        _inner_mtu_problems(exp, missing)
+        _raise_missing(missing)
+        return
     for t in exp.tunnels:
         drv = tunnels.get(t.kind)
         for m in drv.requirements(t.params):   # named with its implementation
@@ -75,12 +82,59 @@ def preflight(exp: Experiment) -> None:
         if not proc.which(tool):
             missing.append(f"tool {tool}: not installed (apt-get install "
                            f"{proc.package_for(tool)})")
+    _inner_mtu_problems(exp, missing)
+    _raise_missing(missing)
+
+
+def _inner_mtu_problems(exp: Experiment, missing: list[str]) -> None:
     for t in exp.tunnels:
         for mtu in exp.all_mtus():
             inner = tunnels.get(t.kind).tunnel_mtu(t.params, mtu)
             if inner < 1280 and exp.family == 6 or inner < 576:
                 missing.append(f"tunnel {t.label}: underlay MTU {mtu} leaves only {inner} bytes "
                                "inside the tunnel (raise the MTU)")
+
+
+def site_tools(exp: Experiment) -> dict[str, list[str]]:
+    """Tools every site must have for this experiment: tool -> what needs it."""
+    out: dict[str, list[str]] = {}
+    for t in exp.tunnels:
+        drv = tunnels.get(t.kind)
+        for tool in drv.declared(drv.resolve_impl(t.params)).tools:
+            out.setdefault(tool.name, []).append(f"tunnel {t.kind}")
+    for w in exp.workloads:
+        for name in workloads.get(w.name).tools:
+            out.setdefault(name, []).append(f"workload {w.name}")
+    if exp.rate or exp.netem:
+        out.setdefault("tc", []).append("underlay shaping")
+    return out
+
+
+def site_kernel(exp: Experiment) -> dict[str, list[str]]:
+    """Kernel options every site must have: option -> the tunnels that need it."""
+    out: dict[str, list[str]] = {}
+    for t in exp.tunnels:
+        drv = tunnels.get(t.kind)
+        for k in drv.declared(drv.resolve_impl(t.params)).kernel:
+            out.setdefault(k.option, []).append(drv.display(t.params, t.label))
+    return out
+
+
+def open_topology(exp: Experiment) -> topology.Topology | None:
+    """Connect to the experiment's sites (None: the local testbed) and check them, before
+    anything is changed on any host."""
+    if not exp.sites:
+        return None
+    cfg = Path(os.path.expanduser(exp.ssh_config)) if exp.ssh_config else None
+    topo = topology.Topology(exp.sites, topology.SshOptions(config_file=cfg))
+    moving = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
+              if tunnels.get(t.kind).moves_underlay(t.params)]
+    topo.open(mtus=exp.all_mtus(), tools=site_tools(exp), kernel=site_kernel(exp),
+              shaping=bool(exp.rate or exp.netem), takes_underlay=", ".join(moving))
+    return topo
+
+
+def _raise_missing(missing: list[str]) -> None:
     if missing:
         uniq = list(dict.fromkeys(missing))
         if len(uniq) == 1:  # one problem: one line
@@ -138,18 +192,34 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
     }
     store.write_index(index)
     todo = [c for c in cases if c.case_id not in done]
+    topo = open_topology(exp)
+    try:
+        return _run_cases(exp, store, index, todo, done, reporter, topo)
+    finally:
+        if topo is not None:
+            topo.close()
+
+
+def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], todo: list[Case],
+               done: dict[str, str], reporter: Reporter,
+               topo: topology.Topology | None) -> CampaignOutcome:
     reporter.campaign_start(todo, case_plans(exp, todo))
     outcome = CampaignOutcome(store, dict(done))
     try:
         for case in todo:
             reporter.case_start(case)
-            doc = run_case(exp, case, reporter.phase)
+            doc = run_case(exp, case, reporter.phase, topo)
+            unreachable = _heal(topo, doc)
             interrupts.check()   # a signal whose exception a library swallowed: not recorded
             store.write_case(case.case_id, doc)
             outcome.statuses[case.case_id] = doc["status"]
             index["cases"][case.index]["status"] = doc["status"]
             store.write_index(index)
             reporter.case_end(case, doc)
+            if unreachable is not None:   # recorded the case that lost it; stop here
+                index["state"] = "stopped"
+                store.write_index(index)
+                raise unreachable
     except Interrupted:
         index["state"] = "interrupted"
         store.write_index(index)
@@ -161,14 +231,33 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
     return outcome
 
 
+def _heal(topo: topology.Topology | None, doc: dict[str, Any]) -> TunbenchError | None:
+    """After a case on hosts: reconnect every site whose connection dropped (that case failed
+    with the reason; the new agent sweeps the host) so the campaign goes on, noted in the
+    case. A host that stays unreachable: its connect error, to end the campaign with."""
+    if topo is None:
+        return None
+    try:
+        healed = topo.heal()
+    except TunbenchError as exc:
+        doc.setdefault("notes", []).append(f"campaign stopped: {exc.one_line()}")
+        return exc
+    if healed:
+        doc.setdefault("notes", []).append(
+            "reconnected to site(s) " + ", ".join(healed) + " after this case")
+    return None
+
+
 def _case_keys(c: Case) -> dict[str, Any]:
     return {"tunnel": c.tunnel.label, "kind": c.tunnel.kind, "workload": c.workload.name,
             "workload_label": c.workload.label, "mtu": c.mtu, "offloads": c.offloads.name, "repeat": c.repeat}
 
 
-def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> dict[str, Any]:
-    """One case on a fresh testbed; always torn down; never raises except Interrupted.
-    `progress` hears each phase as it starts (bring-up, the workload's own, teardown)."""
+def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
+             topo: topology.Topology | None = None) -> dict[str, Any]:
+    """One case on a fresh testbed (two namespaces here, or `topo`'s hosts); always torn
+    down; never raises except Interrupted. `progress` hears each phase as it starts
+    (bring-up, the workload's own, teardown)."""
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
     run_id = names.new_run_id(taken)
     ledger = Ledger(run_id)
@@ -184,7 +273,10 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> di
     case_notes: list[str] = []
     try:
         progress(PhaseEvent(SETUP, f"testbed and {case.tunnel.kind} tunnel"))
-        tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
+        if topo is not None:
+            tb = topo.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
+        else:
+            tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
         driver = tunnels.get(case.tunnel.kind)()
         # a kind that carries one inner family only (sit: IPv6) is measured with that one
         family = exp.family if exp.family in driver.inner_families else driver.inner_families[0]
@@ -225,11 +317,11 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> di
         status, error = "failed", exc.one_line() + _vanished(tb)
         if watch is not None and watch.problem:   # the cause, not the workload's symptom
             error = f"{watch.problem} (see the case's error_log)"
-        error_log = _log_tails(tb)
+        error_log = _log_tails(tb, topo)
     except Exception as exc:  # netlink errors and anything unforeseen: record, go on
         interrupts.check()
         status, error = "failed", f"{type(exc).__name__}: {exc}"
-        error_log = _log_tails(tb)
+        error_log = _log_tails(tb, topo)
     finally:
         _announce(progress, PhaseEvent(TEARDOWN))
         undo_errors = ledger.close()
@@ -287,6 +379,8 @@ def cpu_summary(record: CpuRecord, warmup: float) -> dict[str, Any]:
     summary["samples"] = record.samples
     summary["warmup_excluded_samples"] = excluded
     summary["shared_by_sites"] = record.shared_by_sites
+    if record.sites:   # separate hosts: each site's own figures (the top level is site a's)
+        summary["sites"] = {name: cpu_summary(r, warmup) for name, r in record.sites.items()}
     return summary
 
 
@@ -305,6 +399,10 @@ def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, Any]:
     res = {"cpu_busy": Metric(cpu["busy_avg"], "%", False).to_dict(),
            "cpu_busy_min": Metric(cpu["busy_min"], "%", False).to_dict(),
            "cpu_busy_max": Metric(cpu["busy_max"], "%", False).to_dict()}
+    for name, site_cpu in (cpu.get("sites") or {}).items():
+        # separate hosts: each end's CPU apart (a = client/sender, b = server/receiver)
+        res[f"cpu_busy_{name}"] = Metric(site_cpu["busy_avg"], "%", False).to_dict()
+        res[f"cpu_busy_max_{name}"] = Metric(site_cpu["busy_max"], "%", False).to_dict()
     tput = out.metrics.get("throughput")
     if tput and tput.value:
         cpu_pct_total = cpu["busy_avg"] * max(len(cpu["cores"]) - 1, 1)  # % of one core
@@ -332,20 +430,20 @@ def wait_reachable(tb: Testbed, ep: Endpoints, family: int, timeout: float = 15.
                         f"{timeout:g}s ({last})", "see the case's error_log")
 
 
-def _ifaces(tb: Testbed, ep: Endpoints) -> list[tuple[str | None, str]]:
-    out = [(tb.a.netns, tb.a.underlay_if), (tb.b.netns, tb.b.underlay_if)]
+def _ifaces(tb: Testbed, ep: Endpoints) -> list[tuple[Site, str]]:
+    out = [(tb.a, tb.a.underlay_if), (tb.b, tb.b.underlay_if)]
     for site, ifn in ((tb.a, ep.a_ifname), (tb.b, ep.b_ifname)):
-        if ifn and (site.netns, ifn) not in out:
-            out.append((site.netns, ifn))
+        if ifn and (site, ifn) not in out:
+            out.append((site, ifn))
     return out
 
 
-def read_offloads(ns: str | None, ifn: str, tries: int = 3) -> dict[str, str]:
+def read_offloads(site: Site, ifn: str, tries: int = 3) -> dict[str, str]:
     """`ethtool -k` of one device; retried, since a busy host sometimes fails a read. A device
     that still cannot be read is recorded with the error instead of features."""
     msg = ""
     for attempt in range(tries):
-        r = proc.run(["ethtool", "-k", ifn], netns=ns, timeout=10, check=False)
+        r = site.run(["ethtool", "-k", ifn], timeout=10, check=False)
         feats = envinfo.parse_ethtool_k(r.stdout) if r.ok else {}
         if feats:
             return feats
@@ -355,7 +453,7 @@ def read_offloads(ns: str | None, ifn: str, tries: int = 3) -> dict[str, str]:
 
 
 def record_offloads(tb: Testbed, ep: Endpoints) -> dict[str, dict[str, str]]:
-    return {f"{ns}/{ifn}": read_offloads(ns, ifn) for ns, ifn in _ifaces(tb, ep)}
+    return {f"{site.where}/{ifn}": read_offloads(site, ifn) for site, ifn in _ifaces(tb, ep)}
 
 
 def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], ...],
@@ -365,11 +463,11 @@ def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], 
     feature, what happened: set, unchanged (already so), fixed (the device cannot change it),
     absent (the device has no such feature) or failed (ethtool's message)."""
     result: dict[str, dict[str, str]] = {}
-    for ns, ifn in _ifaces(tb, ep):
-        dev = f"{ns}/{ifn}"
+    for site, ifn in _ifaces(tb, ep):
+        dev = f"{site.where}/{ifn}"
         have = before.get(dev) or {}
         if "error" in have:
-            have = read_offloads(ns, ifn)
+            have = read_offloads(site, ifn)
         res = result.setdefault(dev, {})
         for feat, val in settings:
             cur = have.get(OFFLOAD_LONG_NAMES.get(feat, feat))
@@ -382,8 +480,8 @@ def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], 
             if cur.endswith("[fixed]"):
                 res[feat] = "fixed"
                 continue
-            r = proc.run(["ethtool", "-K", ifn, feat, val], netns=ns, check=False, timeout=10)
-            now = read_offloads(ns, ifn).get(OFFLOAD_LONG_NAMES.get(feat, feat), "")
+            r = site.run(["ethtool", "-K", ifn, feat, val], check=False, timeout=10)
+            now = read_offloads(site, ifn).get(OFFLOAD_LONG_NAMES.get(feat, feat), "")
             if now.split()[:1] == [val]:
                 res[feat] = "set"
             else:
@@ -392,10 +490,11 @@ def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], 
     return result
 
 
-def _log_tails(tb: Testbed | None, lines: int = 20) -> str | None:
+def _log_tails(tb: Testbed | None, topo: topology.Topology | None = None,
+               lines: int = 20) -> str | None:
     if tb is None or not tb.workdir.exists():
         return None
-    parts = []
+    parts = topo.log_tails(tb, lines) if topo is not None else []
     for log in sorted(Path(tb.workdir).glob("*.log*")):
         text = log.read_text(errors="replace").splitlines()[-lines:]
         if text:

@@ -34,6 +34,11 @@ them together before anything runs. The same dict shape is used for TOML files a
     [[offloads]]                  # optional variants; each is applied with ethtool -K
     name = "no-gro"
     gro = "off"
+
+    [sites]                       # optional: run between real hosts over SSH (docs/remote.md)
+    ssh_config = "~/.ssh/config"  # optional: ssh -F
+    a = "root@gw1"                # or "local" for this host
+    b = { target = "root@gw2", underlay_if = "eth1", underlay4 = "10.0.0.2" }
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from typing import Any
 from . import inputs, rates, tunnels, workloads
 from .errors import SpecError
 from .testbed.netem import Netem
+from .testbed.topology import SiteSpec, parse_sites
 from .tunnels.base import TunnelParams
 from .workloads.base import WorkloadParams
 
@@ -137,6 +143,9 @@ class Experiment:
     source: str = "command line"
     extra: dict[str, Any] = field(default_factory=dict)
     netem: Netem | None = None        # WAN emulation on the underlay (None: none)
+    # sites on real hosts (testbed/topology.py); empty: the local two-namespace testbed
+    sites: dict[str, SiteSpec] = field(default_factory=dict)
+    ssh_config: str | None = None     # ssh -F FILE for the sites (None: ~/.ssh/config)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -149,6 +158,8 @@ class Experiment:
             "cpu_interval": self.cpu_interval, "noisy_cv": self.noisy_cv,
             **({"delay": self.netem.delay, "jitter": self.netem.jitter, "loss": self.netem.loss,
                 "netem_rate": self.netem.rate} if self.netem else {}),
+            **({"sites": {n: sp.to_dict() for n, sp in self.sites.items()},
+                "ssh_config": self.ssh_config} if self.sites else {}),
         }
 
     def all_mtus(self) -> tuple[int, ...]:
@@ -170,7 +181,7 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     exp = dict(out.get("experiment", {}))
     exp.update(overrides.get("experiment", {}))
     out["experiment"] = exp
-    for key in ("tunnel", "workload", "offloads"):
+    for key in ("tunnel", "workload", "offloads", "sites"):
         if key in overrides:
             out[key] = overrides[key]
     return out
@@ -206,10 +217,14 @@ def build(data: dict[str, Any], source: str = "command line",
     """
     problems: list[str] = []
     where = source
-    unknown_top = set(data) - {"experiment", "tunnel", "workload", "offloads"}
+    unknown_top = set(data) - {"experiment", "tunnel", "workload", "offloads", "sites"}
     for key in sorted(unknown_top):
         problems.append(f"{where}: unknown section '{key}' (known: experiment, tunnel, workload, "
-                        "offloads)")
+                        "offloads, sites)")
+    raw_sites = dict(data.get("sites") or {}) if isinstance(data.get("sites"), dict) \
+        else data.get("sites")
+    ssh_config = raw_sites.pop("ssh_config", None) if isinstance(raw_sites, dict) else None
+    sites = parse_sites(raw_sites, where, problems)
     exp = data.get("experiment", {})
     if not isinstance(exp, dict):
         problems.append(f"{where}: [experiment] must be a table")
@@ -266,7 +281,8 @@ def build(data: dict[str, Any], source: str = "command line",
     return Experiment(tuple(tunnel_specs), tuple(workload_specs), tuple(mtus), tuple(offloads),
                       repeats, float(duration), float(warmup), rate, order, seed, family,
                       float(cpu_interval), float(noisy_cv), name, source,
-                      netem=netem if netem.active else None)
+                      netem=netem if netem.active else None, sites=sites,
+                      ssh_config=str(ssh_config) if ssh_config else None)
 
 
 def _rate_ok(rate: Any) -> bool:

@@ -41,6 +41,8 @@ class DatapathWatch:
     def _dead(self) -> str | None:
         for site, pids in self.ep.datapath_pids.items():
             for pid in pids:
+                if pid not in self._procs:
+                    continue   # a daemon on a remote host: its agent owns it, not this one
                 entry = self._procs.get(pid, {})
                 if not proc.pid_alive(pid, entry.get("starttime")):
                     label = entry.get("label", "daemon")

@@ -117,6 +117,8 @@ class CpuRecord:
     samples: list[dict[str, Any]] = field(default_factory=list)   # per tick: t, per-cpu usage
     processes: dict[str, dict[str, Any]] = field(default_factory=dict)
     shared_by_sites: bool = True
+    # sites on separate hosts: each site's own record (the top-level one is site a's)
+    sites: dict[str, CpuRecord] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """Study-style figures: per core min/avg/max busy %, and the all-cores average."""
@@ -225,3 +227,45 @@ class CpuSampler:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def record_from_texts(interval: float, texts: list[tuple[float, str]]) -> CpuRecord:
+    """A CpuRecord from /proc/stat readings taken elsewhere ((time, text) pairs, the first
+    one the baseline): what a remote site's agent samples."""
+    rec = CpuRecord(interval)
+    if not texts:
+        return rec
+    t0, prev_text = texts[0]
+    prev = parse_proc_stat(prev_text)
+    for t, text in texts[1:]:
+        cur = parse_proc_stat(text)
+        rec.samples.append({"t": round(t - t0, 3), "cpus": usage(prev, cur)})
+        prev = cur
+    return rec
+
+
+class SplitSampler:
+    """One sampler per site when the sites are separate hosts: CPU per core of each end,
+    apart. Per-process CPU is kept only for PIDs named with their site (the datapath
+    daemons); a bare PID could be on either host."""
+
+    def __init__(self, samplers: dict[str, Any], first: str) -> None:
+        self.samplers = samplers
+        self.first = first
+
+    def track(self, pid: int, label: str, site: str | None = None) -> None:
+        if site is not None and site in self.samplers:
+            self.samplers[site].track(pid, label)
+
+    def start(self) -> SplitSampler:
+        for s in self.samplers.values():
+            s.start()
+        return self
+
+    def stop(self) -> CpuRecord:
+        records = {name: s.stop() for name, s in self.samplers.items()}
+        for r in records.values():
+            r.shared_by_sites = False
+        first = records[self.first]
+        top = CpuRecord(first.interval_s, first.samples, first.processes, False, records)
+        return top

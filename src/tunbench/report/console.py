@@ -12,7 +12,10 @@ from .. import workloads
 from . import data, stats
 from . import metrics as catalogue
 
-CPU_METRICS = ("cpu_busy", "cpu_per_gbit")
+# cpu_busy_a/_b exist when the sites are separate hosts: each end's CPU apart
+CPU_METRICS = ("cpu_busy", "cpu_busy_a", "cpu_busy_b", "cpu_per_gbit")
+CPU_LABELS = {"cpu_busy": "CPU busy avg (min-max)", "cpu_busy_a": "CPU of site a (client)",
+              "cpu_busy_b": "CPU of site b (server)"}
 MAX_NOTES = 12   # case notes printed under the tables; the report lists them all
 
 
@@ -126,7 +129,7 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
     by: dict[tuple[str, str], stats.Row] = {(r.tunnel, r.metric): r for r in grp}
     for m in metrics:
         unit = catalogue.unit_label(m, next(r.unit for r in grp if r.metric == m))
-        label = catalogue.display_name(m) + (" avg (min-max)" if m == "cpu_busy" else "")
+        label = CPU_LABELS.get(m) or catalogue.display_name(m)
         table.add_column(f"{label}\n({unit})", justify="right")
         if m in pct_cols:
             hib = next(r.higher_is_better for r in grp if r.metric == m)

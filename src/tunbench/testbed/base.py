@@ -1,8 +1,10 @@
 """The two sites of a testbed and the testbed itself, as seen by tunnels and workloads.
 
 A tunnel driver or workload never asks how a site is reached: it calls `site.run(argv)` or
-`testbed.spawn(site, argv)`. The local testbed reaches a site with `ip netns exec`; a remote
-testbed would reach it over SSH behind the same two calls.
+`testbed.spawn(site, argv)`, and does netlink through `site.links`. A local site (a namespace,
+or this host's root namespace) is reached in this process (`ip netns exec`, pyroute2); a
+remote site (testbed/remote.py, a subclass) over SSH through its agent, behind the same calls:
+the Site methods below are the only place where the two differ.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from .. import proc
 from .ledger import Ledger
+from .netlink import NetnsLinks
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,62 @@ class Site:
 
     def run(self, argv: list[str], **kw: Any) -> proc.Completed:
         return proc.run(argv, netns=self.netns, **kw)
+
+    @property
+    def links(self) -> NetnsLinks:
+        """Netlink on this site (links, addresses, counters)."""
+        return NetnsLinks(self.netns)
+
+    @property
+    def where(self) -> str:
+        """How results name this site's devices: its namespace (or host)."""
+        return str(self.netns) if self.netns is not None else str(self.host)
+
+    @property
+    def remote(self) -> bool:
+        return False
+
+    def spawn(self, argv: list[str], workdir: Path, label: str, *,
+              env: dict[str, str] | None, split_stderr: bool) -> proc.Process:
+        return proc.spawn(argv, netns=self.netns, log_path=workdir / f"{label}.log", env=env,
+                          label=label, split_stderr=split_stderr)
+
+    def read_file(self, path: Path | str) -> bytes:
+        """A file a program on this site wrote (on this site's host)."""
+        return Path(path).read_bytes()
+
+    def cpu_sampler(self, interval: float) -> Any:
+        """CPU per core of this site's host (a sampler with track/start/stop)."""
+        from ..metrics.cpu import CpuSampler
+        return CpuSampler(interval)
+
+    def record_process(self, ledger: Ledger, p: proc.Process, grace: float) -> None:
+        ledger.process(p, grace=grace)
+
+    def record_link(self, ledger: Ledger, ifname: str) -> None:
+        ledger.link(ifname, self.netns)
+
+    def record_command(self, ledger: Ledger, argv: list[str]) -> None:
+        """An argv that undoes something on this site, run at teardown."""
+        ledger.command(argv, self.netns)
+
+    def make_dir(self, ledger: Ledger, path: Path) -> None:
+        """A private (0700) directory on this site's host, removed at teardown."""
+        path.mkdir(mode=0o700)
+        ledger.path(path)
+
+    @property
+    def management_if(self) -> str:
+        """The interface carrying our SSH session to this site ("" on the local testbed):
+        never changed."""
+        return ""
+
+    def write_file(self, ledger: Ledger, path: Path, raw: bytes, mode: int = 0o600) -> None:
+        """Create `path` with `mode` (O_EXCL: never over an existing file), in the ledger."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        ledger.path(path)
 
 
 @dataclass
@@ -44,6 +103,8 @@ class Testbed:
     prefix4: int = 24
     prefix6: int = 64
     notes: dict[str, Any] = field(default_factory=dict)
+    # programs copied to a site for this case (site name -> path there)
+    shipped: dict[str, str] = field(default_factory=dict, repr=False)
 
     def sites(self) -> tuple[Site, Site]:
         return self.a, self.b
@@ -51,31 +112,33 @@ class Testbed:
     def other(self, site: Site) -> Site:
         return self.b if site is self.a else self.a
 
+    def site_dir(self, site: Site) -> Path:
+        """The case's private directory on the host of `site` (files a site's programs
+        read or write): the local workdir, or /run/tunbench/<run id> on a remote host."""
+        remote_dir = getattr(site, "workdir", None)
+        return Path(remote_dir) if remote_dir else self.workdir
+
     def spawn(self, site: Site, argv: list[str], label: str, *,
               env: dict[str, str] | None = None, grace: float = 3.0,
               split_stderr: bool = False) -> proc.Process:
-        """Start a process in a site, logging to the workdir, registered in the ledger."""
-        log_path = self.workdir / f"{label}.log"
-        p = proc.spawn(argv, netns=site.netns, log_path=log_path, env=env, label=label,
-                       split_stderr=split_stderr)
-        self.ledger.process(p, grace=grace)
+        """Start a process in a site, logging to its workdir, registered in the ledger."""
+        p = site.spawn(argv, self.site_dir(site), label, env=env, split_stderr=split_stderr)
+        site.record_process(self.ledger, p, grace)
         return p
 
-    def write_secret(self, name: str, data: str | bytes) -> Path:
-        """Write a secret (key, PSK) mode 0600 in the private workdir; removed at teardown."""
-        path = self.workdir / name
-        raw = data.encode() if isinstance(data, str) else data
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-        self.ledger.path(path)
+    def write_secret(self, name: str, data: str | bytes, site: Site | None = None) -> Path:
+        """Write a secret (key, PSK) mode 0600 in the private workdir of the host of `site`
+        (this host when None); removed at teardown. The content never enters an argv."""
+        where = site or self.a
+        path = self.site_dir(where) / name
+        where.write_file(self.ledger, path, data.encode() if isinstance(data, str) else data)
         return path
 
     def describe(self) -> dict[str, Any]:
         return {
             "kind": self.kind, "run_id": self.run_id, "underlay_mtu": self.underlay_mtu,
             "rate": self.rate, "shares_cpus": self.shares_cpus,
-            "sites": {s.name: {"netns": s.netns, "underlay_if": s.underlay_if,
+            "sites": {s.name: {"netns": s.netns, "host": s.host, "underlay_if": s.underlay_if,
                                "underlay4": s.underlay4, "underlay6": s.underlay6}
                       for s in self.sites()},
             **self.notes,

@@ -104,6 +104,27 @@ def _undo_bpfdrop(e: dict[str, Any]) -> None:
     bpfdrop.detach(e)
 
 
+@register_undo("bpffs")
+def _undo_bpffs(e: dict[str, Any]) -> None:
+    """bpffs mounted on /sys/fs/bpf by a tbtun run: unmounted once nothing is pinned."""
+    from ..tbtun import loader
+    loader.undo_bpffs(e)
+
+
+@register_undo("bpfpins")
+def _undo_bpfpins(e: dict[str, Any]) -> None:
+    """A run's tbtun pins (/sys/fs/bpf/tb-<run>): programs and maps go with them."""
+    from ..tbtun import loader
+    loader.undo_pins(e)
+
+
+@register_undo("tbtun-tc")
+def _undo_tbtun_tc(e: dict[str, Any]) -> None:
+    """tbtun's tc filters (and the clsact qdisc when it created it) on an underlay device."""
+    from ..tbtun import loader
+    loader.undo_tc(e)
+
+
 @register_undo("command")
 def _undo_command(e: dict[str, Any]) -> None:
     """An argv that undoes something (e.g. `ip route del ...`); failure is reported."""

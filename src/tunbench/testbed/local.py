@@ -74,8 +74,8 @@ def build(run_id: str, ledger: Ledger, *, mtu: int = 1500, rate: str | None = No
 
 
 def sweep(run_id: str | None = None) -> list[str]:
-    """Remove namespaces (and the processes inside them) and root-namespace links of this
-    project left by crashed runs; only those of `run_id` when given."""
+    """Remove namespaces (and the processes inside them), root-namespace links and tbtun pin
+    directories of this project left by crashed runs; only those of `run_id` when given."""
     removed = []
     for ns in netlink.list_netns():
         if not names.is_ours_netns(ns):
@@ -94,7 +94,8 @@ def sweep(run_id: str | None = None) -> list[str]:
         if run_id is None or rid == run_id:
             netlink.delete_link(link, None)
             removed.append(f"link {link}")
-    return removed
+    from ..tbtun import loader  # tbtun pins of crashed runs (/sys/fs/bpf/tb-<run>)
+    return removed + loader.sweep(run_id)
 
 
 def add_routed_hop(tb: Testbed) -> str:

@@ -113,7 +113,7 @@ def set_link(netns: str | None, ifname: str, **attrs: Any) -> None:
         ip.link("set", index=index(ip, ifname), **attrs)
 
 
-def add_addr(netns: str, ifname: str, cidr: str) -> None:
+def add_addr(netns: str | None, ifname: str, cidr: str) -> None:
     iface = ipaddress.ip_interface(cidr)
     with ipr(netns) as ip:
         kw: dict[str, Any] = {}
@@ -153,3 +153,39 @@ def link_stats(netns: str | None, ifname: str) -> dict[str, int]:
     with ipr(netns) as ip:
         st = ip.get_links(index(ip, ifname))[0].get_attr("IFLA_STATS64")
         return {k: int(st[k]) for k in STAT_KEYS}
+
+
+class NetnsLinks:
+    """The netlink operations of one site reached in this process (a namespace here, or this
+    host's root namespace): what `Site.links` returns for a local site. A remote site returns
+    an object with the same methods that forwards them to its agent (testbed/remote.py), so a
+    driver calls `site.links.add_link(...)` without knowing which one it has."""
+
+    def __init__(self, netns: str | None) -> None:
+        self.netns = netns
+
+    def add_link(self, ifname: str, kind: str, **attrs: Any) -> None:
+        with ipr(self.netns) as ip:
+            ip.link("add", ifname=ifname, kind=kind, **attrs)
+
+    def set_link(self, ifname: str, **attrs: Any) -> None:
+        set_link(self.netns, ifname, **attrs)
+
+    def add_addr(self, ifname: str, cidr: str) -> None:
+        add_addr(self.netns, ifname, cidr)
+
+    def delete_link(self, ifname: str) -> None:
+        delete_link(ifname, self.netns)
+
+    def index(self, ifname: str) -> int:
+        with ipr(self.netns) as ip:
+            return index(ip, ifname)
+
+    def names(self) -> list[str]:
+        return link_names(self.netns)
+
+    def mtu(self, ifname: str) -> int:
+        return link_mtu(self.netns, ifname)
+
+    def stats(self, ifname: str) -> dict[str, int]:
+        return link_stats(self.netns, ifname)

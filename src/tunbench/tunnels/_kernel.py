@@ -3,7 +3,7 @@
 Not a driver itself (the leading underscore keeps it out of the registry). It holds:
 - `kernel_needs`: the kernel options a kind needs, folded into ONE Missing record naming every
   absent option, so `tunbench list` / `run` say exactly which option this kernel lacks;
-- `add_link`: create a link with pyroute2 in a site's namespace and register it in the ledger
+- `add_link`: create a link with netlink on a site (`site.links`) and register it in the ledger
   at once;
 - `address_and_up`: MTU, inner addresses and link up, the same for every kind;
 - `link_pair`: the whole `up` of a point-to-point kind whose tunnel is one kernel link per
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..capabilities import Missing, kernel_missing
-from ..testbed import names, netlink
+from ..testbed import names
 from ..testbed.base import Site, Testbed
 from .base import Endpoints, inner_addrs
 
@@ -38,26 +38,25 @@ def kernel_needs(feature: str, options: list[tuple[str, str | None]]) -> list[Mi
 
 
 def add_link(tb: Testbed, site: Site, ifname: str, kind: str, **attrs: Any) -> None:
-    """Create a link in the site's namespace with pyroute2; it enters the ledger at once."""
-    ns = str(site.netns)
-    netlink.add_link(ns, ifname, kind, **attrs)
-    tb.ledger.link(ifname, ns)
+    """Create a link on the site with netlink (here, or by its agent); it enters the ledger
+    at once."""
+    site.links.add_link(ifname, kind, **attrs)
+    site.record_link(tb.ledger, ifname)
 
 
 def underlay_index(site: Site) -> int:
-    with netlink.ipr(site.netns) as ip:
-        return netlink.index(ip, site.underlay_if)
+    return site.links.index(site.underlay_if)
 
 
 def address_and_up(site: Site, ifname: str, mtu: int, addr4: str | None,
                    addr6: str | None) -> None:
-    ns = str(site.netns)
-    netlink.set_link(ns, ifname, mtu=mtu)
+    links = site.links
+    links.set_link(ifname, mtu=mtu)
     if addr4:
-        netlink.add_addr(ns, ifname, f"{addr4}/24")
+        links.add_addr(ifname, f"{addr4}/24")
     if addr6:
-        netlink.add_addr(ns, ifname, f"{addr6}/64")
-    netlink.set_link(ns, ifname, state="up")
+        links.add_addr(ifname, f"{addr6}/64")
+    links.set_link(ifname, state="up")
 
 
 def link_pair(tb: Testbed, kind: str, suffix: str, *, mtu: int, overhead: int,

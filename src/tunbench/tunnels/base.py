@@ -33,7 +33,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 from ..capabilities import Missing, kernel_missing, tool_missing
 from ..errors import SpecError
 from ..params import coerce_fields
-from ..testbed import netlink
 from ..testbed.base import Site, Testbed
 
 IPV4_HEADER = 20
@@ -235,6 +234,12 @@ class TunnelDriver(ABC, Generic[P]):
         """Bytes added to each inner packet by the encapsulation over an underlay of `family`."""
 
     @classmethod
+    def moves_underlay(cls, params: P) -> bool:
+        """Whether `up` moves the underlay interface's addresses elsewhere (a remote site
+        refuses that on the interface carrying its SSH session)."""
+        return False
+
+    @classmethod
     def family(cls, params: P) -> int:
         """Underlay IP family these params run over (a `underlay` param overrides the default)."""
         return int(getattr(params, "underlay", cls.underlay_family))
@@ -253,7 +258,7 @@ class TunnelDriver(ABC, Generic[P]):
         out: dict[str, dict[str, int]] = {}
         for site, ifname in ((tb.a, ep.a_ifname), (tb.b, ep.b_ifname)):
             if ifname:
-                out[site.name] = netlink.link_stats(site.netns, ifname)
+                out[site.name] = site.links.stats(ifname)
         return out
 
     @staticmethod

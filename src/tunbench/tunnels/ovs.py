@@ -30,8 +30,8 @@ from typing import Any, ClassVar, Literal
 
 from .. import proc
 from ..capabilities import Missing, kernel_missing, tool_missing
-from ..errors import CommandFailed, UnavailableError
-from ..testbed import names, netlink
+from ..errors import CommandFailed, SpecError, UnavailableError
+from ..testbed import names
 from ..testbed.base import Site, Testbed
 from . import daemon
 from .base import (
@@ -188,11 +188,15 @@ class OvsSite:
                              env=self.env(), check=check, timeout=15)
 
 
+NETDEV_TAP = "ovs-netdev"
+# Constant script: delete the interface named by $1 if it is there.
+DEL_IF_PRESENT = 'ip link show "$1" >/dev/null 2>&1 || exit 0; exec ip link del "$1"'
+
+
 def start_site(tb: Testbed, site: Site, datapath: str) -> OvsSite:
     """Private ovsdb-server + ovs-vswitchd for one site; returns once both answer."""
-    d = tb.workdir / f"ovs-{site.name}"
-    d.mkdir(mode=0o700)
-    tb.ledger.path(d)
+    d = tb.site_dir(site) / f"ovs-{site.name}"
+    site.make_dir(tb.ledger, d)
     o = OvsSite(site, d)
     site.run(["ovsdb-tool", "create", str(d / "conf.db"), str(SCHEMA)], env=o.env(), timeout=20)
     daemon.start(tb, site, ["ovsdb-server", str(d / "conf.db"),
@@ -202,6 +206,10 @@ def start_site(tb: Testbed, site: Site, datapath: str) -> OvsSite:
                             "-vconsole:info", "-vsyslog:off"],
                  "ovsdb-server", env=o.env(),
                  ready=lambda: o.vsctl("init", wait=False, check=False).ok)
+    if datapath == "netdev" and NETDEV_TAP not in site.links.names():
+        # the userspace datapath's own TAP device (not tb-named: OVS names it) stays after
+        # ovs-vswitchd exits: removed after the daemon stops, only when this run made it
+        site.record_command(tb.ledger, ["sh", "-c", DEL_IF_PRESENT, "tb-del", NETDEV_TAP])
     argv = ["ovs-vswitchd", o.db, f"--pidfile={d / 'ovs-vswitchd.pid'}",
             f"--unixctl={o.ctl}", "-vconsole:info", "-vsyslog:off"]
     if datapath == "netdev":
@@ -213,15 +221,23 @@ def start_site(tb: Testbed, site: Site, datapath: str) -> OvsSite:
 
 
 def move_underlay_addrs(tb: Testbed, site: Site, to_if: str) -> None:
-    """Move the site's underlay addresses from the veth to `to_if` (undone in the ledger)."""
-    ns = str(site.netns)
-    for cidr in (f"{site.underlay4}/{tb.prefix4}", f"{site.underlay6}/{tb.prefix6}"):
-        proc.run(["ip", "addr", "del", cidr, "dev", site.underlay_if], netns=ns, timeout=10)
-        tb.ledger.command(["ip", "addr", "add", cidr, "dev", site.underlay_if], ns)
-        netlink.add_addr(ns, to_if, cidr)
+    """Move the site's underlay addresses from the veth to `to_if` (undone in the ledger).
+    Never the interface that carries the SSH session to a remote site."""
+    if site.underlay_if and site.underlay_if == site.management_if:
+        raise SpecError(f"refusing to move the addresses of {site.underlay_if} on "
+                        f"{site.host}: it carries the SSH session",
+                        "give the site another underlay interface")
+    addrs = [(site.underlay4, tb.prefix4), (site.underlay6, tb.prefix6)]
+    # undone last: neighbours learnt while OVS answered with its bridge's MAC go stale once
+    # the addresses are back on the interface (a host outlives the case, a namespace doesn't)
+    site.record_command(tb.ledger, ["ip", "neigh", "flush", "dev", site.underlay_if])
+    for cidr in (f"{a}/{plen}" for a, plen in addrs if a):
+        site.run(["ip", "addr", "del", cidr, "dev", site.underlay_if], timeout=10)
+        site.record_command(tb.ledger, ["ip", "addr", "add", cidr, "dev", site.underlay_if])
+        site.links.add_addr(to_if, cidr)
     # the kernel must not answer ARP for the moved addresses on the veth (OVS does it)
-    proc.run(["ip", "link", "set", "dev", site.underlay_if, "arp", "off"], netns=ns, timeout=10)
-    tb.ledger.command(["ip", "link", "set", "dev", site.underlay_if, "arp", "on"], ns)
+    site.run(["ip", "link", "set", "dev", site.underlay_if, "arp", "off"], timeout=10)
+    site.record_command(tb.ledger, ["ip", "link", "set", "dev", site.underlay_if, "arp", "on"])
 
 
 class OvsTunnel(TunnelDriver[OvsParams]):
@@ -271,6 +287,11 @@ class OvsTunnel(TunnelDriver[OvsParams]):
         outer = IPV4_HEADER if family == 4 else IPV6_HEADER
         return outer + cls.spec().header + ETH_HEADER
 
+    @classmethod
+    def moves_underlay(cls, params: OvsParams) -> bool:
+        """The userspace datapath takes the underlay port and its addresses."""
+        return resolve_datapath(params) == "netdev"
+
     def up(self, tb: Testbed, params: OvsParams) -> Endpoints:
         missing = self.requirements(params)
         if missing:
@@ -288,15 +309,20 @@ class OvsTunnel(TunnelDriver[OvsParams]):
         tun = names.link_name(tb.run_id, "tn")
         sites: dict[str, OvsSite] = {}
         for site, peer, my4, my6 in ((tb.a, tb.b, a4, a6), (tb.b, tb.a, b4, b6)):
+            # the bridges' devices (TAP or internal ports) can outlive ovs-vswitchd: deleted
+            # after it stops (recorded first), or a remote host would keep them and the
+            # underlay addresses moved onto them
+            for ifn in (phy, inner):
+                site.record_link(tb.ledger, ifn)
             o = start_site(tb, site, dp)
             sites[site.name] = o
-            ns = str(site.netns)
+            links = site.links
             if dp == "netdev":
                 o.vsctl("add-br", phy, "--", "set", "bridge", phy, "datapath_type=netdev",
                         "--", "add-port", phy, site.underlay_if,
                         "--", "set", "interface", phy, f"mtu_request={tb.underlay_mtu}")
                 move_underlay_addrs(tb, site, phy)
-                netlink.set_link(ns, phy, state="up")
+                links.set_link(phy, state="up")
             o.vsctl("add-br", inner, "--", "set", "bridge", inner, f"datapath_type={dp}",
                     "--", "set", "interface", inner, f"mtu_request={mtu}",
                     "--", "add-port", inner, tun, "--", "set", "interface", tun,
@@ -308,9 +334,9 @@ class OvsTunnel(TunnelDriver[OvsParams]):
             if err and err != "[]":
                 raise CommandFailed(f"OVS refused the {self.spec().ovs_type} port: {err}",
                                     "see ovs-vswitchd's log in the case's error_log")
-            netlink.add_addr(ns, inner, f"{my4}/24")
-            netlink.add_addr(ns, inner, f"{my6}/64")
-            netlink.set_link(ns, inner, state="up")
+            links.add_addr(inner, f"{my4}/24")
+            links.add_addr(inner, f"{my6}/64")
+            links.set_link(inner, state="up")
         return Endpoints(
             a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params, fam),
             a_ifname=inner, b_ifname=inner, rx_ifnames=(inner,),
@@ -326,7 +352,7 @@ class OvsTunnel(TunnelDriver[OvsParams]):
         decapsulate (tnl_pop) in the userspace datapath (flows may expire: not cumulative)."""
         out: dict[str, dict[str, int]] = {}
         for site in tb.sites():
-            for pid in ep.datapath_pids.get(site.name, []):
+            for pid in ep.datapath_pids.get(site.name, []) if not site.remote else []:
                 if not proc.pid_alive(pid):
                     raise CommandFailed(f"ovs-vswitchd of site {site.name} (PID {pid}) is gone: "
                                         "the datapath died during the case",
@@ -368,7 +394,7 @@ def _system_roles(site: Site, roles: dict[str, Any], tun_name: str | None) -> di
                         "tx_packets": inner.get("rx_packets", 0),
                         "tx_bytes": inner.get("rx_bytes", 0)}
     if tun_name:
-        out["tunnel"] = netlink.link_stats(site.netns, tun_name)
+        out["tunnel"] = site.links.stats(tun_name)
     return out
 
 

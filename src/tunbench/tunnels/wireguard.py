@@ -19,10 +19,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .. import proc
 from ..capabilities import Missing, kernel_missing
 from ..errors import CommandFailed
-from ..testbed import names, netlink
+from ..testbed import names
 from ..testbed.base import Site, Testbed
 from . import _spread, daemon
 from .base import (
@@ -135,17 +134,16 @@ class Wireguard(TunnelDriver[WireguardParams]):
         b6: str | None
         for i in range(params.tunnels):
             a4, b4, a6, b6 = _inner_addrs(i)
-            keys = {s.name: self._keypair(tb, f"wg{i}-{s.name}") for s in tb.sites()}
+            keys = {s.name: self._keypair(tb, s, f"wg{i}-{s.name}") for s in tb.sites()}
             for site, peer, me4, me6, p4, p6 in ((tb.a, tb.b, a4, a6, b4, b6),
                                                  (tb.b, tb.a, b4, b6, a4, a6)):
-                ns = str(site.netns)
                 # unique system-wide: wireguard-go's socket directory is shared by all netns
                 ifname = names.link_name(tb.run_id, f"wg{i}{site.name}")
                 devices[site.name].append(ifname)
                 if impl == "go":
                     pids[site.name].append(self._start_go(tb, site, ifname, i))
                 else:
-                    tb.ledger.link(ifname, ns)
+                    site.record_link(tb.ledger, ifname)
                     site.run(["ip", "link", "add", ifname, "type", "wireguard"], timeout=15)
                 private, _ = keys[site.name]
                 _, peer_pub = keys[peer.name]
@@ -156,10 +154,11 @@ class Wireguard(TunnelDriver[WireguardParams]):
                 if params.keepalive:
                     argv += ["persistent-keepalive", str(params.keepalive)]
                 site.run(argv, timeout=15)
-                netlink.set_link(ns, ifname, mtu=mtu)
-                netlink.add_addr(ns, ifname, f"{me4}/24")
-                netlink.add_addr(ns, ifname, f"{me6}/64")
-                netlink.set_link(ns, ifname, state="up")
+                links = site.links
+                links.set_link(ifname, mtu=mtu)
+                links.add_addr(ifname, f"{me4}/24")
+                links.add_addr(ifname, f"{me6}/64")
+                links.set_link(ifname, state="up")
                 hops[site.name].append(_spread.Hop(ifname, p4, p6))
         if params.tunnels > 1:
             a4, b4, a6, b6 = _spread.setup(tb, hops)
@@ -182,26 +181,37 @@ class Wireguard(TunnelDriver[WireguardParams]):
         return allowed
 
     @staticmethod
-    def _keypair(tb: Testbed, stem: str) -> tuple[os.PathLike[str], str]:
-        """A fresh private key (file, 0600) and its public key. Nothing secret is printed."""
-        private = proc.run(["wg", "genkey"], timeout=10).stdout.strip()
-        path = tb.write_secret(f"{stem}.key", private + "\n")
-        public = proc.run(["wg", "pubkey"], input=private + "\n", timeout=10).stdout.strip()
+    def _keypair(tb: Testbed, site: Site, stem: str) -> tuple[os.PathLike[str], str]:
+        """A fresh private key (file, 0600, on the host of `site`, the one that uses it) and
+        its public key, made by that site's own `wg` (so this host needs none when the sites
+        are remote). Nothing secret is printed or enters an argv."""
+        private = site.run(["wg", "genkey"], timeout=10).stdout.strip()
+        path = tb.write_secret(f"{stem}.key", private + "\n", site)
+        public = site.run(["wg", "pubkey"], input=private + "\n", timeout=10).stdout.strip()
         del private
         return path, public
 
     @staticmethod
     def _start_go(tb: Testbed, site: Site, ifname: str, i: int) -> int:
         sock = f"{SOCKET_DIR}/{ifname}.sock"
+
+        def sock_exists() -> bool:   # on the site's host (checked there for a remote site)
+            if site.remote:
+                return site.run(["test", "-e", sock], check=False, timeout=10).ok
+            return os.path.exists(sock)
+
         # Registered before the daemon exists: undone after it is stopped (it removes its
         # socket itself on SIGTERM; a SIGKILLed one leaves it, and the ledger removes it).
-        tb.ledger.path(sock)
-        tb.ledger.link(ifname, site.netns)
-        if os.path.exists(sock):
+        # On a remote host the socket is not ours to journal: the agent stops the daemon
+        # with SIGTERM, so it removes its socket itself.
+        if not site.remote:
+            tb.ledger.path(sock)
+        site.record_link(tb.ledger, ifname)
+        if sock_exists():
             raise CommandFailed(f"{sock} already exists: another wireguard-go uses {ifname}",
                                 "run `tunbench cleanup`")
         p = daemon.start(tb, site, ["wireguard-go", "-f", ifname], f"wireguard-go{i}",
-                         ready=lambda: os.path.exists(sock) and _wg_answers(site, ifname),
+                         ready=lambda: sock_exists() and _wg_answers(site, ifname),
                          env={"LOG_LEVEL": "verbose"}, timeout=15)
         return p.pid
 
@@ -213,7 +223,7 @@ class Wireguard(TunnelDriver[WireguardParams]):
         for site in tb.sites():
             total: dict[str, int] = {}
             for i, ifname in enumerate(ep.info["devices"][site.name]):
-                st = netlink.link_stats(site.netns, ifname)
+                st = site.links.stats(ifname)
                 tr = parse_transfer(site.run(["wg", "show", ifname, "transfer"],
                                              timeout=10).stdout)
                 st["wg_rx_bytes"] = sum(rx for rx, _ in tr.values())

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from ..capabilities import Missing, congestion_missing, congestion_problems, tool_missing
 from ..errors import SpecError
-from ..metrics.cpu import CpuRecord, CpuSampler
+from ..metrics.cpu import CpuRecord, CpuSampler, SplitSampler
 from ..params import coerce_fields
 from ..proc import Process, wait_ready
 from ..progress import PhaseEvent, ProgressSink, ignore
@@ -100,12 +100,21 @@ class Context:
 
     @contextmanager
     def measuring(self) -> Iterator[CpuSampler]:
-        """The measurement window: CPU per core and per datapath daemon are sampled inside."""
-        sampler = CpuSampler(self.cpu_interval)
-        for site, pids in self.ep.datapath_pids.items():
-            for pid in pids:
-                sampler.track(pid, f"datapath-{site}")
-        sampler.track_kernel_threads("ksoftirqd/")
+        """The measurement window: CPU per core and per datapath daemon are sampled inside.
+        Sites on separate hosts are sampled each on its own host (SplitSampler)."""
+        sampler: Any
+        if self.tb.shares_cpus:
+            sampler = CpuSampler(self.cpu_interval)
+            for site, pids in self.ep.datapath_pids.items():
+                for pid in pids:
+                    sampler.track(pid, f"datapath-{site}")
+            sampler.track_kernel_threads("ksoftirqd/")   # softirq work no process is charged
+        else:
+            sampler = SplitSampler({s.name: s.cpu_sampler(self.cpu_interval)
+                                    for s in self.tb.sites()}, self.tb.a.name)
+            for site, pids in self.ep.datapath_pids.items():
+                for pid in pids:
+                    sampler.track(pid, f"datapath-{site}", site)
         sampler.start()
         try:
             yield sampler

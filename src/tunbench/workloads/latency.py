@@ -243,8 +243,12 @@ class Latency(Workload[LatencyParams]):
                               remaining_s=(len(protos) - i) * (seconds + 2.0),
                               warmup_s=ctx.warmup)
                     log = logdir / f"sockperf-{proto}.csv"
+                    # the client writes its full log on its own host: on a remote site into
+                    # the case directory there, fetched here once it is done
+                    site_log = (ctx.tb.site_dir(ctx.client) / log.name if ctx.client.remote
+                                else log)
                     client = ctx.tb.spawn(ctx.client, client_argv(proto, addr, port, seconds,
-                                                                  params, log),
+                                                                  params, site_log),
                                           f"sockperf-client-{proto}")
                     cpu.track(client.pid, f"sockperf-client-{proto}")
                     rc = client.wait(timeout=seconds + 60)
@@ -252,6 +256,8 @@ class Latency(Workload[LatencyParams]):
                         raise CommandFailed(f"sockperf client ({proto}) exited {rc}: "
                                             f"{client.log_tail(2)}", argv=client.argv)
                     printed = parse_sockperf(client.output())
+                    if ctx.client.remote:
+                        log.write_bytes(ctx.client.read_file(site_log))
                     tx, rtt = read_full_log(log)
                     log.unlink(missing_ok=True)
                 finally:

@@ -177,6 +177,31 @@ def trial_result(send: dict[str, Any], recv: dict[str, Any],
         per_size_received=dict(recv["per_size_received"] or {}))
 
 
+def binary_on(tb: Testbed, site: Site) -> str:
+    """The load generator as `site` runs it: our build on this host; on a remote host its own
+    copy when it has one on PATH, else ours copied into the case directory there (removed
+    with it) when the architectures match."""
+    if not site.remote:
+        return require_binary()
+    if site.name in tb.shipped:
+        return tb.shipped[site.name]
+    r = site.run(["sh", "-c", 'command -v "$1"', "tb-which", BINARY], check=False, timeout=10)
+    path = r.stdout.strip() if r.ok else ""
+    if not path:
+        local = require_binary()
+        theirs = site.run(["uname", "-m"], timeout=10).stdout.strip()
+        ours = os.uname().machine
+        if theirs != ours:
+            raise CommandFailed(f"{BINARY} is not installed on {site.host} ({theirs}) and ours "
+                                f"is built for {ours}", "build it there (make loadgen) and "
+                                "put it on PATH")
+        path = str(tb.site_dir(site) / BINARY)
+        site.write_file(tb.ledger, Path(path), Path(local).read_bytes(), mode=0o700)
+        tb.notes.setdefault("loadgen_copied_to", {})[site.name] = path
+    tb.shipped[site.name] = path
+    return path
+
+
 def wait_ready(p: proc.Process, timeout: float = 10.0) -> None:
     """The receiver prints `ready` on stderr once its sockets are bound."""
     proc.wait_ready(p, ready=lambda: "ready" in p.errors().split(), timeout=timeout)
@@ -199,16 +224,15 @@ def run_trial(tb: Testbed, dst: str, spec: TrafficSpec, duration: float,
     """One trial from site a to `dst` in site b; both processes are stopped by PID on any exit.
     `capture`: the receiver counts at site b's devices (AF_PACKET ring) instead of sockets; the
     caller has installed the drop filter (testbed/bpfdrop.py). `threads`: sender threads."""
-    binary = require_binary()
     sender, receiver = sender or tb.a, receiver or tb.b
     t0 = time.monotonic()
-    recv = tb.spawn(receiver, recv_argv(binary, bind or dst, spec, duration, capture=capture),
+    recv = tb.spawn(receiver, recv_argv(binary_on(tb, receiver), bind or dst, spec, duration, capture=capture),
                     f"{label}-recv",
                     split_stderr=True, grace=1.0)
     send = None
     try:
         wait_ready(recv)
-        send = tb.spawn(sender, send_argv(binary, dst, spec, duration, rate_pps, threads),
+        send = tb.spawn(sender, send_argv(binary_on(tb, sender), dst, spec, duration, rate_pps, threads),
                         f"{label}-send", split_stderr=True, grace=1.0)
         code = send.wait(timeout=duration + 20)
         if code != 0:

@@ -308,6 +308,12 @@ class LossSearch(Workload[LossSearchParams]):
         ifnames = ctx.ep.rx_ifnames if p.receiver != "socket" else ()
         if not ifnames:
             return False, {}
+        if ctx.server.remote:
+            # the drop filter is loaded by this process (bpf(2)): not on another host
+            why = "the capture receiver's drop filter cannot be loaded on a remote site"
+            if p.receiver == "capture":
+                raise CommandFailed(why, "use receiver=auto or receiver=socket")
+            return False, {"fallback": why}
         info: dict[str, Any] = {}
         ctx.phase("capture probe", f"0.5 s at 2,000 pps, seen on {', '.join(ifnames)}",
                   site=ctx.server, expected_s=1.0)

@@ -10,6 +10,7 @@ then on stdin/stdout of that one SSH session carry JSON lines (core.py has the s
 from __future__ import annotations
 
 import base64
+import gzip
 import io
 import json
 import os
@@ -108,6 +109,7 @@ class Agent:
     _buf: bytes = b""
     _next: int = 1
     _dead: bool = False
+    _lost: CommandFailed | None = None   # why the agent's session ended, when it dropped
     procs: list[AgentProcess] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -154,6 +156,8 @@ class Agent:
     def call(self, op: str, *, wait: float = 60.0, **args: Any) -> dict[str, Any]:
         """One request, its reply's result; a failed op raises CommandFailed (one line)."""
         if self._dead:
+            if self._lost is not None:   # the reason it ended, again (not a vaguer one)
+                raise type(self._lost)(self._lost.message, self._lost.hint)
             raise TunbenchError(f"the agent on {self.conn.target} is not running",
                                 "reconnect: open a new connection and agent")
         with self._lock:      # one request in flight: callers in several threads queue
@@ -210,7 +214,8 @@ class Agent:
         while self.conn.alive() and time.monotonic() < deadline:
             time.sleep(0.02)
         if not self.conn.alive():
-            return self.conn._lost(op)
+            self._lost = self.conn._lost(op)
+            return self._lost
         self.process.stop(grace=1.0)
         why = _last_line(_read(self.err_path)) or f"exit {self.process.poll()}"
         return CommandFailed(f"the tunbench agent on {self.conn.target} ended during {op}: "
@@ -233,8 +238,12 @@ class Agent:
         return res
 
     def spawn(self, argv: list[str], log_path: str, *, env: dict[str, str] | None = None,
-              grace: float = 3.0) -> AgentProcess:
-        r = self.call("spawn", argv=[str(a) for a in argv], log=log_path, env=env, grace=grace)
+              grace: float = 3.0, err_path: str | None = None) -> AgentProcess:
+        """Start `argv` on the site; stdout and stderr to `log_path` (stderr to `err_path`
+        when given, so stdout stays machine-readable)."""
+        extra: dict[str, Any] = {"err": err_path} if err_path else {}
+        r = self.call("spawn", argv=[str(a) for a in argv], log=log_path, env=env, grace=grace,
+                      **extra)
         p = AgentProcess(self, list(argv), int(r["pid"]), r["starttime"], log_path)
         self.procs.append(p)
         return p
@@ -276,6 +285,25 @@ class Agent:
                 best = (remote - (t0 + t1) / 2, rtt)
         assert best is not None
         return best
+
+    def kernel_config(self) -> dict[str, str] | None:
+        """The site's kernel build configuration (/proc/config.gz, else
+        /boot/config-<release>), or None when it cannot be read there."""
+        release = str(self.hello.get("kernel", ""))
+        for path in ("/proc/config.gz", f"/boot/config-{release}"):
+            try:
+                raw = self.read_file(path)
+            except CommandFailed:
+                continue
+            if path.endswith(".gz"):
+                raw = gzip.decompress(raw)
+            conf: dict[str, str] = {}
+            for line in raw.decode(errors="replace").splitlines():
+                if line.startswith("CONFIG_") and "=" in line:
+                    key, _, val = line.partition("=")
+                    conf[key] = val
+            return conf
+        return None
 
     def links(self) -> list[dict[str, Any]]:
         return list(self.call("links", wait=30)["links"])

@@ -81,20 +81,29 @@ class Agent:
                     raise AgentError(f"timed out after {timeout:g}s", "timeout") from None
         return {"returncode": p.returncode, "stdout": out, "stderr": err}
 
-    def op_spawn(self, argv: list[str], log: str, env: dict[str, str] | None = None,
-                 grace: float = 3.0) -> dict[str, Any]:
-        existed = os.path.lexists(log)
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    def _log_fd(self, path: str) -> int:
+        existed = os.path.lexists(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         if not existed:
-            self.journal.add("path", path=log)   # undone after the process (newest first)
+            self.journal.add("path", path=path)   # undone after the process (newest first)
+        return fd
+
+    def op_spawn(self, argv: list[str], log: str, env: dict[str, str] | None = None,
+                 grace: float = 3.0, err: str | None = None) -> dict[str, Any]:
+        """Start a process in its own session, stdout (and stderr, unless `err` names a file
+        of its own) to `log`."""
+        fd = self._log_fd(log)
+        efd = self._log_fd(err) if err else fd
         try:
-            p = subprocess.Popen(argv, stdout=fd, stderr=fd, stdin=subprocess.DEVNULL,
+            p = subprocess.Popen(argv, stdout=fd, stderr=efd, stdin=subprocess.DEVNULL,
                                  start_new_session=True,
                                  env=None if env is None else {**os.environ, **env})
         except FileNotFoundError:
             raise AgentError(f"{argv[0]}: not found on this host", "notfound") from None
         finally:
             os.close(fd)
+            if efd != fd:
+                os.close(efd)
         st = starttime(p.pid)
         self.procs[p.pid] = p
         self.journal.add("process", pid=p.pid, starttime=st, grace=grace, label=argv[0])
@@ -218,6 +227,17 @@ class Agent:
         from . import nl
         nl.add_addr(ifname, cidr)
         return {}
+
+    def op_link_set(self, ifname: str, attrs: dict[str, Any], keep: str = ""
+                    ) -> dict[str, Any]:
+        from . import nl
+        return nl.set_link(ifname, attrs, keep)
+
+    def op_list_dir(self, path: str) -> dict[str, Any]:
+        """Names in a directory this agent created (log files of a case)."""
+        if not self._ours(path):
+            raise AgentError(f"{path} was not created by tunbench", "notours")
+        return {"names": sorted(os.listdir(path))}
 
     def op_sweep(self) -> dict[str, Any]:
         return {"undone": sweep(self.state)}

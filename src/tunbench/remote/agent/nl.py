@@ -64,4 +64,31 @@ def add_addr(ifname: str, cidr: str) -> None:
     idx = _index(_ours(ifname))
     if idx is None:
         raise ValueError(f"no link {ifname}")
-    _ipr().addr("add", index=idx, address=str(iface.ip), prefixlen=iface.network.prefixlen)
+    kw: dict[str, Any] = {"flags": 0x02} if iface.version == 6 else {}   # IFA_F_NODAD
+    _ipr().addr("add", index=idx, address=str(iface.ip), prefixlen=iface.network.prefixlen,
+                **kw)
+
+
+SETTABLE = {"mtu", "state"}
+
+
+def set_link(ifname: str, attrs: dict[str, Any], keep: str = "") -> dict[str, Any]:
+    """Set MTU/state of a link. A tunbench link: anything in SETTABLE. Another link (an
+    underlay the user named): only its MTU, never the one carrying the SSH session (`keep`),
+    and the value it had is returned so the caller can journal the way back."""
+    bad = set(attrs) - SETTABLE
+    if bad:
+        raise ValueError(f"refusing to set {sorted(bad)} on {ifname}: only {sorted(SETTABLE)}")
+    idx = _index(ifname)
+    if idx is None:
+        raise ValueError(f"no link {ifname}")
+    old = _ipr().get_links(idx)[0].get_attr("IFLA_MTU")
+    if not ifname.startswith(PREFIX):
+        if set(attrs) != {"mtu"}:
+            raise ValueError(f"refusing to change {ifname}: not a tunbench interface")
+        if ifname == keep and int(attrs["mtu"]) != int(old):
+            raise ValueError(f"refusing to change the MTU of {ifname}: it carries the SSH "
+                             "session")
+    if attrs:
+        _ipr().link("set", index=idx, **attrs)
+    return {"old_mtu": old}

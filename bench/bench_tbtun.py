@@ -1,0 +1,97 @@
+"""tbtun against native veth and kernel VXLAN (issue 14). Run as root: python bench/bench_tbtun.py
+
+In ONE sitting, alternating round by round so host drift hits all alike, the order rotated
+every round (each variant on a fresh testbed, single TCP stream with tunbench's stream
+workload):
+(a) ebpf-vxlan / native and ebpf-vxlan / kernel vxlan; targets >= 0.97 and >= 1.15;
+(b) ebpf-vxlan with 1000 rules / with the default 2 (the peer's IPv4 and IPv6); target >= 0.98;
+(c) TCP request/response latency p50 / p99 (sockperf, latency workload): ebpf-vxlan / vxlan;
+    target <= 1.0;
+(d) setup time of one site pair: ebpf-vxlan (1 and 1000 rules) and kernel vxlan.
+Figures are medians of per-round ratios; they print, they do not pass or fail (the host is
+shared and noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Any
+
+from tunbench import tunnels
+from tunbench.testbed import local, names
+from tunbench.testbed.ledger import Ledger
+from tunbench.workloads.base import Context
+from tunbench.workloads.latency import Latency, LatencyParams
+from tunbench.workloads.stream import Stream, StreamParams
+
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "native": ("native", {}),
+    "vxlan": ("vxlan", {}),
+    "ebpf-vxlan": ("ebpf-vxlan", {}),
+    "ebpf-vxlan-1000": ("ebpf-vxlan", {"rules": 1000}),
+}
+
+
+def measure(variant: str, duration: float, latency: bool) -> dict[str, float]:
+    kind, raw = VARIANTS[variant]
+    drv = tunnels.get(kind)
+    rid = names.new_run_id()
+    out: dict[str, float] = {}
+    with Ledger(rid) as ledger:
+        tb = local.build(rid, ledger)
+        t0 = time.monotonic()
+        ep = drv().up(tb, drv.parse_params(raw))
+        out["setup_s"] = time.monotonic() - t0
+        ctx = Context(tb, ep, duration=duration, warmup=1)
+        res = Stream().run(ctx, StreamParams())
+        out["mbps"] = float(res.metrics["throughput"].value or 0)
+        if latency:
+            lat = Latency().run(ctx, LatencyParams(protocol="tcp"))
+            out["p50"] = float(lat.metrics["tcp_rtt_p50"].value or 0)
+            out["p99"] = float(lat.metrics["tcp_rtt_p99"].value or 0)
+    return out
+
+
+def _ratio(rows: list[dict[str, dict[str, float]]], a: str, b: str, key: str) -> str:
+    rs = [r[a][key] / r[b][key] for r in rows if r[b].get(key)]
+    return (f"median {statistics.median(rs):.3f} (min {min(rs):.3f}, max {max(rs):.3f}, "
+            f"n={len(rs)})") if rs else "n/a"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=5)
+    args = ap.parse_args()
+    rows: list[dict[str, dict[str, float]]] = []
+    for i in range(args.rounds):
+        row = {}
+        names_ = list(VARIANTS)
+        for v in names_[i % len(names_):] + names_[:i % len(names_)]:   # rotate: no position bias
+            row[v] = measure(v, args.duration, latency=v in ("vxlan", "ebpf-vxlan"))
+            extra = (f", p50 {row[v]['p50']:.1f} µs, p99 {row[v]['p99']:.1f} µs"
+                     if "p50" in row[v] else "")
+            print(f"round {i + 1} {v:<16} {row[v]['mbps']:>8,.0f} Mbit/s, setup "
+                  f"{row[v]['setup_s'] * 1000:.0f} ms{extra}", flush=True)
+        rows.append(row)
+    print(f"(a) ebpf-vxlan / native:       {_ratio(rows, 'ebpf-vxlan', 'native', 'mbps')}; "
+          "target >= 0.97")
+    print(f"    ebpf-vxlan / kernel vxlan: {_ratio(rows, 'ebpf-vxlan', 'vxlan', 'mbps')}; "
+          "target >= 1.15")
+    print(f"    kernel vxlan / native:     {_ratio(rows, 'vxlan', 'native', 'mbps')}")
+    print(f"(b) 1000 rules / 2 rules:      "
+          f"{_ratio(rows, 'ebpf-vxlan-1000', 'ebpf-vxlan', 'mbps')}; target >= 0.98")
+    print(f"(c) TCP RTT p50 ebpf/vxlan:    {_ratio(rows, 'ebpf-vxlan', 'vxlan', 'p50')}; "
+          "target <= 1.0")
+    print(f"    TCP RTT p99 ebpf/vxlan:    {_ratio(rows, 'ebpf-vxlan', 'vxlan', 'p99')}")
+    for v in VARIANTS:
+        setups = [r[v]["setup_s"] * 1000 for r in rows]
+        print(f"(d) setup {v:<16} median {statistics.median(setups):.0f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""`tunbench doctor --site` and `tunbench cleanup --site`: a remote host, over SSH.
+
+doctor: what that host can run and exactly why not — its kernel, python, root, the tools every
+tunnel kind and workload declares (missing ones with the install command of *that host's*
+distribution), and the kernel options they declare, read from the host's own configuration
+(/proc/config.gz or /boot/config-<release>). Read-only: the agent starts (it is how the host
+is asked) and leaves nothing behind.
+
+cleanup: connect, and the agent's `sweep` undoes the journals that crashed agents left in
+/run/tunbench on that host (objects whose owner is dead; a live run on that host is never
+touched).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import doctor, proc, tunnels
+from ..testbed.topology import install_command
+from .agent.client import Agent
+from .transport import Connection, SshOptions
+
+WHICH_SH = 'for t; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
+
+
+def report(target: str, options: SshOptions | None = None) -> dict[str, Any]:
+    with Connection.open(target, options=options, name="doctor") as conn:
+        agent = Agent.start(conn, netlink=False)
+        try:
+            return _report(target, agent)
+        finally:
+            agent.close()
+
+
+def _report(target: str, agent: Agent) -> dict[str, Any]:
+    h = agent.hello
+    rel = agent.run(["cat", "/etc/os-release"], check=False, timeout=10).stdout
+    install = install_command(rel)
+    tools = doctor.doctor_tools()
+    missing = set(agent.run(["sh", "-c", WHICH_SH, "tb-which", *tools], timeout=30)
+                  .stdout.split())
+    conf = agent.kernel_config()
+
+    def absent(option: str) -> bool:
+        return conf is not None and conf.get(option, "n") not in ("y", "m")
+
+    kinds: dict[str, Any] = {}
+    for kind, drv in sorted(tunnels.registry().items()):
+        impls: list[str | None] = list(drv.implementations()) or [None]
+        rows = {}
+        for impl in impls:
+            need = drv.declared(impl)
+            why = [f"tool {t.name}: not installed ({install} {t.package})"
+                   for t in need.tools if t.name in missing]
+            why += [f"kernel {k.option}: not set in this kernel's configuration"
+                    for k in need.kernel if absent(k.option)]
+            rows[impl or kind] = why
+        kinds[kind] = {"summary": drv.summary, "available": any(not w for w in rows.values()),
+                       "variants": rows if impls != [None] else None,
+                       "reasons": rows[kind] if impls == [None] else []}
+    return {
+        "format": "tunbench-doctor-site", "format_version": 1, "target": target,
+        "hostname": h.get("hostname"), "kernel": h.get("kernel"), "machine": h.get("machine"),
+        "python": h.get("python"), "root": int(h.get("euid", -1)) == 0,
+        "install_command": install,
+        "kernel_config_readable": conf is not None,
+        "tools": {t: t not in missing for t in tools},
+        "missing_tools": {t: f"{install} {proc.package_for(t)}" for t in tools if t in missing},
+        "tunnels": kinds,
+    }
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    lines = [f"{doc['target']} ({doc['hostname']}): kernel {doc['kernel']} {doc['machine']}, "
+             f"python {doc['python']}, root: {'yes' if doc['root'] else 'NO'}"]
+    if not doc["kernel_config_readable"]:
+        lines.append("  kernel configuration not readable there: kernel options not checked")
+    lines += ["", "tunnel kinds:"]
+    width = max(len(k) for k in doc["tunnels"]) + 2
+    for kind, e in doc["tunnels"].items():
+        lines.append(f"  {kind:<{width}}{'yes' if e['available'] else 'NO ':<5}{e['summary']}")
+        for r in e["reasons"]:
+            lines.append(f"  {'':<{width}}     - {r}")
+        for impl, why in (e["variants"] or {}).items():
+            lines.append(f"  {'':<{width}}  {impl:<22}{'no' if why else 'yes'}")
+            for r in why:
+                lines.append(f"  {'':<{width}}      - {r}")
+    if doc["missing_tools"]:
+        lines += ["", "missing tools (install there):"]
+        for tool, cmd in doc["missing_tools"].items():
+            lines.append(f"  {tool:<16}{cmd}")
+    return "\n".join(lines)
+
+
+def cleanup(target: str, options: SshOptions | None = None) -> list[str]:
+    """Undo what crashed tunbench agents left on the host (their journals)."""
+    with Connection.open(target, options=options, name="cleanup") as conn:
+        agent = Agent.start(conn, netlink=True)
+        try:
+            return agent.sweep()
+        finally:
+            agent.close()

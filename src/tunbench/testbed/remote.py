@@ -1,0 +1,235 @@
+"""Sites on real hosts: a site reached over SSH, behind the same calls as a namespace.
+
+A `RemoteSite` is a `Site` whose `run`, `spawn`, `links` and file writes go to the tunbench
+agent on its host (remote/agent/, one per site for the whole campaign, over one OpenSSH
+ControlMaster connection). Drivers and workloads never see the difference.
+
+Cleanup across hosts: every object created on a remote host is created *by its agent*, which
+journals it on that host (/run/tunbench/<agent id>/journal.jsonl) the moment it exists. The
+local ledger records, per object, an entry of kind "remote" naming the agent and the undo
+operation; teardown of a case sends those operations to the live agent (newest first). If the
+connection drops, the agent on the host sees EOF and undoes its own journal; if the agent was
+killed outright, the next agent's `sweep` (every connect, and `tunbench cleanup --site`)
+undoes journals whose owner is dead. So nothing depends on this process surviving.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .. import proc
+from ..errors import CommandFailed
+from ..metrics.cpu import CpuRecord, record_from_texts
+from ..remote.agent.client import Agent, AgentProcess
+from ..remote.transport import ConnectionLost
+from .base import Site
+from .ledger import Ledger, register_undo
+
+log = logging.getLogger(__name__)
+
+REMOTE_ROOT = "/run/tunbench"
+LOCAL = "local"
+
+# Agents alive in this process, by agent id: how a ledger entry reaches its host.
+LIVE_AGENTS: dict[str, Agent] = {}
+
+
+@register_undo("remote")
+def _undo_remote(e: dict[str, Any]) -> None:
+    """Undo an object on a remote host through its agent. An agent that is gone undid its
+    journal itself when its connection ended (or the next sweep will): nothing to do here."""
+    agent = LIVE_AGENTS.get(e["agent"])
+    if agent is None or not agent.alive:
+        return
+    try:
+        agent.call(e["op"], wait=30, **e["args"])
+    except ConnectionLost:
+        return
+    except CommandFailed as exc:
+        if any(s in str(exc) for s in ("not started by this agent", "no such",
+                                       "not created by tunbench")):
+            return   # already gone (stopped by the workload, removed with its directory)
+        raise
+
+
+# ---- a remote site ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RemoteSite(Site):
+    """A site on another host, reached through its agent."""
+
+    agent: Agent | None = field(default=None, compare=False, repr=False)
+    workdir: str = ""          # this case's private directory on that host
+    mgmt_if: str = ""          # the interface carrying the SSH session there
+
+    def _agent(self) -> Agent:
+        assert self.agent is not None
+        return self.agent
+
+    def run(self, argv: list[str], **kw: Any) -> proc.Completed:
+        kw.pop("netns", None)
+        if "cwd" in kw:
+            raise TypeError("cwd is not supported on remote sites")
+        return self._agent().run(argv, **kw)
+
+    @property
+    def links(self) -> AgentLinks:  # type: ignore[override]
+        return AgentLinks(self._agent())
+
+    @property
+    def where(self) -> str:
+        return str(self.host)
+
+    @property
+    def remote(self) -> bool:
+        return True
+
+    def spawn(self, argv: list[str], workdir: Path, label: str, *,
+              env: dict[str, str] | None, split_stderr: bool) -> proc.Process:
+        log_path = str(PurePosixPath(workdir) / f"{label}.log")
+        p = self._agent().spawn(argv, log_path, env=env,
+                                err_path=f"{log_path}.err" if split_stderr else None)
+        return RemoteProcess(p, label, split_stderr)  # type: ignore[return-value]
+
+    def read_file(self, path: Path | str) -> bytes:
+        return self._agent().read_file(str(path))
+
+    def cpu_sampler(self, interval: float) -> RemoteCpuSampler:
+        return RemoteCpuSampler(self._agent(), interval)
+
+    def record_process(self, ledger: Ledger, p: proc.Process, grace: float) -> None:
+        ledger.add("remote", agent=self._agent().agent_id, op="stop", label=p.label,
+                   args={"pid": p.pid, "grace": grace})
+
+    def record_link(self, ledger: Ledger, ifname: str) -> None:
+        ledger.add("remote", agent=self._agent().agent_id, op="link_del", name=ifname,
+                   args={"ifname": ifname})
+
+    def record_command(self, ledger: Ledger, argv: list[str]) -> None:
+        ledger.add("remote", agent=self._agent().agent_id, op="run", name=" ".join(argv),
+                   args={"argv": argv, "timeout": 20})
+
+    def make_dir(self, ledger: Ledger, path: Path) -> None:
+        self._agent().mkdir(str(path))   # journaled by the agent; inside the case directory
+
+    @property
+    def management_if(self) -> str:
+        return self.mgmt_if
+
+    def write_file(self, ledger: Ledger, path: Path, raw: bytes, mode: int = 0o600) -> None:
+        # inside the case directory the agent created: removed with it, and by the agent
+        self._agent().write_file(str(path), raw, mode=mode)
+
+
+class RemoteProcess:
+    """What workloads and drivers use of proc.Process, for a process the agent started.
+    Its log lives on the site: output() reads it over the connection."""
+
+    def __init__(self, p: AgentProcess, label: str, split_stderr: bool = False) -> None:
+        self._p = p
+        self.split_stderr = split_stderr
+        self.label = label
+        self.argv = p.argv
+        self.starttime = p.starttime
+        self.log_path = p.log_path
+
+    @property
+    def pid(self) -> int:
+        return self._p.pid
+
+    def poll(self) -> int | None:
+        return self._p.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self._p.wait(timeout)
+
+    def stop(self, grace: float = 3.0) -> int | None:
+        try:
+            return self._p.stop(grace)
+        except CommandFailed as exc:
+            if "not started by this agent" in str(exc):
+                return None   # stopped before
+            raise
+
+    def _read(self, path: str) -> str:
+        try:
+            return self._p.agent.read_file(path).decode(errors="replace")
+        except CommandFailed as exc:
+            if "no such file" in str(exc):
+                return ""
+            raise
+
+    def output(self) -> str:
+        return self._read(self.log_path)
+
+    def errors(self) -> str:
+        """What it wrote to stderr, when spawned with split_stderr."""
+        return self._read(f"{self.log_path}.err") if self.split_stderr else ""
+
+    def log_tail(self, lines: int = 15) -> str:
+        return "\n".join((self.output() + self.errors()).splitlines()[-lines:])
+
+
+class RemoteCpuSampler:
+    """/proc/stat of a remote host, read there by its agent every `interval` (no round trip
+    per sample) and fetched at the end of the window."""
+
+    def __init__(self, agent: Agent, interval: float) -> None:
+        self.agent = agent
+        self.interval = interval
+
+    def track(self, pid: int, label: str) -> None:
+        """Per-process CPU on a remote host is not sampled yet (see docs/remote.md)."""
+
+    def start(self) -> RemoteCpuSampler:
+        self.agent.cpu_start(self.interval)
+        return self
+
+    def stop(self) -> CpuRecord:
+        samples = self.agent.cpu_take(stop=True)
+        return record_from_texts(self.interval, [(float(s["time"]), str(s["text"]))
+                                                 for s in samples])
+
+
+class AgentLinks:
+    """Site.links of a remote site: the same methods as netlink.NetnsLinks, through the
+    agent's netlink (pyroute2 running on that host)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def add_link(self, ifname: str, kind: str, **attrs: Any) -> None:
+        self.agent.link_add(ifname, kind, **attrs)
+
+    def set_link(self, ifname: str, **attrs: Any) -> None:
+        self.agent.call("link_set", wait=30, ifname=ifname, attrs=attrs)
+
+    def add_addr(self, ifname: str, cidr: str) -> None:
+        self.agent.addr_add(ifname, cidr)
+
+    def delete_link(self, ifname: str) -> None:
+        self.agent.link_del(ifname)
+
+    def _link(self, ifname: str) -> dict[str, Any]:
+        for link in self.agent.links():
+            if link["ifname"] == ifname:
+                return link
+        raise CommandFailed(f"on {self.agent.conn.target}: no link {ifname}")
+
+    def index(self, ifname: str) -> int:
+        return int(self._link(ifname)["index"])
+
+    def names(self) -> list[str]:
+        return [str(link["ifname"]) for link in self.agent.links()]
+
+    def mtu(self, ifname: str) -> int:
+        return int(self._link(ifname)["mtu"])
+
+    def stats(self, ifname: str) -> dict[str, int]:
+        from .netlink import STAT_KEYS
+        st = self._link(ifname)["stats"]
+        return {k: int(st.get(k, 0)) for k in STAT_KEYS}
+
+

@@ -1,0 +1,477 @@
+"""The sites of a campaign on real hosts: what the user names (`[sites]`, `--site`), one
+connection and agent per remote site for the whole campaign, every check before anything is
+changed on any host, and the per-case testbed of `RemoteSite`s (testbed/remote.py).
+
+See docs/remote.md ("How a campaign runs on hosts", "Cleanup across hosts").
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import proc
+from ..errors import SpecError, TunbenchError, UnavailableError
+from ..remote.agent.client import Agent
+from ..remote.sshfail import ConnectError
+from ..remote.transport import Connection, SshOptions, check_target
+from .base import Site
+from .ledger import Ledger
+from .remote import LIVE_AGENTS, LOCAL, REMOTE_ROOT, AgentLinks, RemoteSite
+
+log = logging.getLogger(__name__)
+
+# ---- what the user names ----------------------------------------------------------------
+@dataclass(frozen=True)
+class SiteSpec:
+    """One site of a topology: where it is and (optionally) its underlay."""
+
+    name: str                  # "a" or "b"
+    target: str                # "local" or [USER@]HOST (an ssh config alias works)
+    underlay_if: str = ""      # detected from the route to the other site when empty
+    underlay4: str = ""
+    underlay6: str = ""
+
+    @property
+    def local(self) -> bool:
+        return self.target == LOCAL
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "underlay_if": self.underlay_if,
+                "underlay4": self.underlay4, "underlay6": self.underlay6}
+
+
+SITE_KEYS = ("target", "underlay_if", "underlay4", "underlay6")
+
+
+def parse_sites(raw: Any, where: str, problems: list[str]) -> dict[str, SiteSpec]:
+    """`[sites]` of an experiment file ({a = {target = ...}, b = ...}, or a = "user@host"),
+    or what `--site a=...` gave. Both sites or none."""
+    if raw in (None, {}):
+        return {}
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: [sites] must be a table with a and b")
+        return {}
+    out: dict[str, SiteSpec] = {}
+    for name in sorted(set(raw) - {"a", "b"}):
+        problems.append(f"{where}: unknown site '{name}' (the sites are a and b)")
+    for name in ("a", "b"):
+        val = raw.get(name)
+        if val is None:
+            problems.append(f"{where}: site {name} is missing (give both: --site a=USER@HOST "
+                            f"--site b=USER@HOST, or 'local' for this host)")
+            continue
+        if isinstance(val, str):
+            val = {"target": val}
+        if not isinstance(val, dict):
+            problems.append(f"{where}: sites.{name} must be a target string or a table")
+            continue
+        bad = sorted(set(val) - set(SITE_KEYS))
+        if bad:
+            problems.append(f"{where}: unknown field sites.{name}.{bad[0]} (known: "
+                            f"{', '.join(SITE_KEYS)})")
+            continue
+        target = str(val.get("target", ""))
+        if target != LOCAL:
+            try:
+                check_target(target)
+            except SpecError as exc:
+                problems.append(f"{where}: sites.{name}: {exc.message}")
+                continue
+        for key in ("underlay4", "underlay6"):
+            if val.get(key):
+                try:
+                    ipaddress.ip_address(str(val[key]))
+                except ValueError:
+                    problems.append(f"{where}: sites.{name}.{key} {val[key]!r} is not an "
+                                    "IP address")
+        out[name] = SiteSpec(name, target, str(val.get("underlay_if", "")),
+                             str(val.get("underlay4", "")), str(val.get("underlay6", "")))
+    if len(out) == 2 and out["a"].local and out["b"].local:
+        problems.append(f"{where}: both sites are 'local': leave --site out for the local "
+                        "two-namespace testbed")
+    return out if len(out) == 2 else {}
+
+
+# ---- connections for a campaign -------------------------------------------------------------
+@dataclass
+class Endpoint:
+    """One remote site's connection and agent, kept for the whole campaign."""
+
+    spec: SiteSpec
+    options: SshOptions
+    conn: Connection | None = None
+    agent: Agent | None = None
+    mgmt: dict[str, str] = field(default_factory=dict)
+
+    def connect(self) -> None:
+        """Connect, start the agent (with netlink), sweep what crashed agents left there."""
+        self.conn = Connection.open(self.spec.target, options=self.options, name=self.spec.name)
+        try:
+            self.agent = Agent.start(self.conn, netlink=True)
+            LIVE_AGENTS[self.agent.agent_id] = self.agent
+            for line in self.agent.sweep():
+                log.info("%s: swept %s", self.spec.target, line)
+            self.mgmt = self.conn.management_path()
+        except BaseException:
+            self.close()
+            raise
+        if int(self.agent.hello.get("euid", -1)) != 0:
+            self.close()
+            raise TunbenchError(f"{self.spec.target}: tunbench needs root there (it logs in "
+                                "as a user without it)", "use root@HOST, or a user with uid 0")
+
+    @property
+    def alive(self) -> bool:
+        return bool(self.conn and self.conn.alive() and self.agent and self.agent.alive)
+
+    def reconnect(self) -> None:
+        self.close()
+        self.connect()
+
+    def close(self) -> None:
+        if self.agent is not None:
+            LIVE_AGENTS.pop(self.agent.agent_id, None)
+            try:
+                self.agent.close()
+            except Exception as exc:   # a dead connection: the host cleans up itself
+                log.debug("agent close on %s: %s", self.spec.target, exc)
+            self.agent = None
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def route_to(run: Any, addr: str) -> tuple[str, str]:
+    """(device, source address) a host uses to reach `addr` (`ip -j route get`)."""
+    r = run(["ip", "-j", "route", "get", addr], check=False, timeout=15)
+    if not r.ok or not r.stdout.strip():
+        return "", ""
+    route = json.loads(r.stdout)[0]
+    return str(route.get("dev", "")), str(route.get("prefsrc", ""))
+
+
+# Inner (overlay) ranges every tunnel kind assigns (tunnels/base.py, _spread.py): a site
+# reached through one of them would lose its SSH route once the tunnel is up.
+# a host that dropped is tried this often, this many seconds apart, before the campaign stops
+RECONNECT_TRIES = 3
+RECONNECT_PAUSE = 5.0
+INNER_NETS = (ipaddress.ip_network("198.19.0.0/16"), ipaddress.ip_network("2001:2::/48"))
+BASE_TOOLS = ("ip", "ping", "ethtool")
+# Constant script: which of the tools named as its arguments are missing on the host.
+WHICH_SH = 'for t; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
+INSTALL = {"debian": "apt-get install", "ubuntu": "apt-get install", "fedora": "dnf install",
+           "rhel": "dnf install", "centos": "dnf install", "rocky": "dnf install",
+           "almalinux": "dnf install", "alpine": "apk add", "arch": "pacman -S",
+           "opensuse-leap": "zypper install", "sles": "zypper install"}
+
+
+@dataclass
+class Resolved:
+    """A site's underlay as used for the campaign: given, or detected from the route."""
+
+    dev: str
+    addr4: str
+    addr6: str
+    mgmt_dev: str          # the interface carrying the SSH session (or, on this host, the
+                           # one towards the remote site): never changed
+
+
+def install_command(os_release: str) -> str:
+    """The package install command of a host's distribution (/etc/os-release text)."""
+    ids: list[str] = []
+    for line in os_release.splitlines():
+        key, _, val = line.partition("=")
+        if key in ("ID", "ID_LIKE"):
+            ids += val.strip().strip('"').split()
+    return next((INSTALL[i] for i in ids if i in INSTALL), "apt-get install")
+
+
+class Topology:
+    """The two sites of a campaign on real hosts (or one on this host): one connection and
+    agent per remote site for the whole campaign; a fresh case directory per case."""
+
+    def __init__(self, specs: dict[str, SiteSpec], options: SshOptions | None = None) -> None:
+        self.specs = specs
+        self.options = options or SshOptions()
+        self.endpoints = {n: Endpoint(s, self.options) for n, s in specs.items() if not s.local}
+        self.resolved: dict[str, Resolved] = {}
+
+    # -- opening: every check before anything is changed on any host ---------------------
+    def open(self, *, mtus: tuple[int, ...] = (), tools: dict[str, list[str]] | None = None,
+             kernel: dict[str, list[str]] | None = None, shaping: bool = False,
+             takes_underlay: str = "") -> None:
+        """Connect and check everything; `tools` and `kernel` (option -> what needs it) must
+        be on every site; `takes_underlay` names a tunnel that moves the underlay's addresses
+        (OVS userspace datapath)."""
+        try:
+            for ep in self.endpoints.values():
+                ep.connect()
+            self._resolve()
+            self._check_management(mtus, shaping, takes_underlay)
+            self._check_tools(tools or {}, kernel or {})
+        except BaseException:
+            self.close()
+            raise
+
+    def _run(self, name: str) -> Any:
+        ep = self.endpoints.get(name)
+        if ep is None:
+            return proc.run
+        assert ep.agent is not None
+        return ep.agent.run
+
+    def target(self, name: str) -> str:
+        return self.specs[name].target
+
+    def _peer_addr(self, name: str) -> str:
+        """An address of site `name` the other site can reach."""
+        spec = self.specs[name]
+        if spec.underlay4:
+            return spec.underlay4
+        if not spec.local:
+            return self.endpoints[name].mgmt["address"]
+        other = "b" if name == "a" else "a"
+        return self.endpoints[other].mgmt["peer"]   # this host, as the other site sees it
+
+    def _resolve(self) -> None:
+        for name, other in (("a", "b"), ("b", "a")):
+            spec, run = self.specs[name], self._run(name)
+            peer = self._peer_addr(other)
+            dev, src = route_to(run, peer)
+            if not dev:
+                raise UnavailableError(
+                    f"no route from site {name} ({spec.target}) to site {other}'s address "
+                    f"{peer}", f"fix routing, or give sites.{other}.underlay4; nothing was "
+                    "changed")
+            ping = run(["ping", "-c", "1", "-W", "2", "-n", peer], check=False, timeout=10)
+            if not ping.ok:
+                raise UnavailableError(
+                    f"site {name} ({spec.target}) cannot reach site {other} at {peer} "
+                    "(no ping reply)", "check firewalls and routing between the hosts; "
+                    "nothing was changed")
+            if spec.local:
+                mgmt_dev = dev   # this host reaches the remote site (and its SSH) over it
+            else:
+                mgmt_dev = self.endpoints[name].mgmt.get("dev", "")
+            self.resolved[name] = Resolved(spec.underlay_if or dev, spec.underlay4 or src,
+                                           spec.underlay6, mgmt_dev)
+
+    def _check_management(self, mtus: tuple[int, ...], shaping: bool,
+                          takes_underlay: str = "") -> None:
+        """Refuse, before any change, what would touch the path carrying the SSH session."""
+        for name, r in self.resolved.items():
+            spec = self.specs[name]
+            ep = self.endpoints.get(name)
+            addrs = [ep.mgmt.get("peer", ""), ep.mgmt.get("address", "")] if ep else []
+            for a in filter(None, addrs):
+                if any(ipaddress.ip_address(a) in net for net in INNER_NETS):
+                    raise SpecError(f"site {name} ({spec.target}) is reached over {a}, inside "
+                                    "the tunnels' inner range 198.19.0.0/16 / 2001:2::/48: a "
+                                    "tunnel address would shadow the SSH route",
+                                    "reach the host over another address")
+            if r.dev != r.mgmt_dev:
+                continue
+            current = int(self._link_mtu(name, r.dev))
+            for mtu in mtus:
+                if mtu != current:
+                    raise SpecError(f"refusing MTU {mtu} on {r.dev} of site {name} "
+                                    f"({spec.target}): it carries the SSH session (its MTU "
+                                    f"is {current})", f"use --mtu {current}, or give "
+                                    f"sites.{name}.underlay_if another interface")
+            if shaping:
+                raise SpecError(f"refusing --rate/--delay/--loss on {r.dev} of site {name} "
+                                f"({spec.target}): it carries the SSH session",
+                                f"give sites.{name}.underlay_if another interface")
+            if takes_underlay:
+                raise SpecError(f"refusing {takes_underlay} on site {name} ({spec.target}): "
+                                f"it moves the addresses of {r.dev}, which carries the SSH "
+                                "session", f"give sites.{name}.underlay_if another "
+                                "interface, or use datapath=system")
+
+    def _link_mtu(self, name: str, dev: str) -> int:
+        ep = self.endpoints.get(name)
+        if ep is None:
+            from . import netlink
+            return netlink.link_mtu(None, dev)
+        assert ep.agent is not None
+        return AgentLinks(ep.agent).mtu(dev)
+
+    def _check_tools(self, tools: dict[str, list[str]], kernel: dict[str, list[str]]) -> None:
+        """Each needed tool and kernel option on each site (-> what needs it), all problems
+        at once. A kernel whose configuration cannot be read is not judged."""
+        want = list(dict.fromkeys([*BASE_TOOLS, *tools]))
+        problems = []
+        for name in ("a", "b"):
+            conf = self._kernel_config(name)
+            absent = [o for o in kernel if conf is not None and conf.get(o, "n") not in ("y", "m")]
+            if absent:
+                problems.append(f"site {name} ({self.target(name)}): kernel lacks "
+                                + ", ".join(f"{o} ({', '.join(kernel[o])})" for o in absent))
+            run = self._run(name)
+            missing = run(["sh", "-c", WHICH_SH, "tb-which", *want], timeout=20).stdout.split()
+            if not missing:
+                continue
+            rel = run(["cat", "/etc/os-release"], check=False, timeout=10).stdout
+            pkgs = " ".join(dict.fromkeys(proc.package_for(t) for t in missing))
+            problems.append(f"site {name} ({self.target(name)}) lacks "
+                            f"{', '.join(missing)} ({install_command(rel)} {pkgs} there)")
+        if problems:
+            raise UnavailableError("cannot run this experiment on these sites: "
+                                   + "; ".join(problems), "nothing was changed")
+
+    def _kernel_config(self, name: str) -> dict[str, str] | None:
+        ep = self.endpoints.get(name)
+        if ep is None:
+            from ..capabilities import kernel_config
+            return kernel_config()
+        assert ep.agent is not None
+        return ep.agent.kernel_config()
+
+    # -- per case -------------------------------------------------------------------------
+    def heal(self) -> list[str]:
+        """Reconnect every site whose connection dropped (the new agent sweeps what the old
+        one left). A host that stays unreachable raises its connect error."""
+        healed = []
+        for name, ep in self.endpoints.items():
+            if ep.alive:
+                continue
+            for attempt in range(RECONNECT_TRIES):
+                try:
+                    ep.reconnect()
+                    break
+                except ConnectError:
+                    if attempt == RECONNECT_TRIES - 1:
+                        raise
+                    time.sleep(RECONNECT_PAUSE)
+            healed.append(name)
+        return healed
+
+    def build(self, run_id: str, ledger: Ledger, *, mtu: int, rate: str | None = None,
+              netem: Any = None, workdir: Path | None = None) -> Any:
+        from .base import Testbed
+        from .ledger import STATE_DIR
+        from .local import tbf_args
+        from .netem import qdisc_argvs
+        if workdir is None:
+            workdir = STATE_DIR / run_id
+        workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ledger.path(workdir)
+        sites: list[Site] = []
+        hosts: dict[str, Any] = {}
+        for name in ("a", "b"):
+            spec, r = self.specs[name], self.resolved[name]
+            ep = self.endpoints.get(name)
+            site: Site
+            if ep is None:
+                site = Site(name, None, r.dev, r.addr4, r.addr6, host=LOCAL)
+                hosts[name] = {"target": LOCAL, **_local_host()}
+            else:
+                if not ep.alive:
+                    raise TunbenchError(f"site {name} ({spec.target}) is not connected",
+                                        "a tunbench bug: report it")
+                assert ep.agent is not None
+                wd = f"{REMOTE_ROOT}/{run_id}"
+                ep.agent.mkdir(wd)
+                ledger.add("remote", agent=ep.agent.agent_id, op="remove", name=wd,
+                           args={"path": wd})
+                site = RemoteSite(name, None, r.dev, r.addr4, r.addr6, host=spec.target,
+                                  agent=ep.agent, workdir=wd, mgmt_if=r.mgmt_dev)
+                h = ep.agent.hello
+                hosts[name] = {"target": spec.target, "hostname": h.get("hostname"),
+                               "kernel": h.get("kernel"), "machine": h.get("machine"),
+                               "ssh": dict(ep.mgmt)}
+            self._underlay(site, ledger, mtu)
+            for argv in qdisc_argvs(site.underlay_if, netem, rate,
+                                    tbf_args(rate) if rate else []):
+                site.run(argv, timeout=10)
+                self._undo_run(site, ledger, ["tc", "qdisc", "del", "dev", site.underlay_if,
+                                              "root"])
+            sites.append(site)
+        a, b = sites
+        tb = Testbed("hosts", run_id, a, b, mtu, ledger, workdir, rate=rate, shares_cpus=False)
+        tb.notes["hosts"] = hosts
+        tb.notes["clock"] = self.clock()
+        if netem is not None and netem.active:
+            tb.notes["netem"] = netem.describe()
+        return tb
+
+    @staticmethod
+    def _undo_run(site: Site, ledger: Ledger, argv: list[str]) -> None:
+        site.record_command(ledger, argv)
+
+    def _underlay(self, site: Site, ledger: Ledger, mtu: int) -> None:
+        """The underlay MTU of the case, set (and set back at teardown) only where it
+        differs; the management interface was refused before (open)."""
+        current = site.links.mtu(site.underlay_if)
+        if current == mtu:
+            return
+        keep = self.resolved[site.name].mgmt_dev
+        if isinstance(site, RemoteSite):
+            site._agent().call("link_set", wait=30, ifname=site.underlay_if,
+                               attrs={"mtu": mtu}, keep=keep)
+            ledger.add("remote", agent=site._agent().agent_id, op="link_set",
+                       name=site.underlay_if, args={"ifname": site.underlay_if,
+                                                    "attrs": {"mtu": current}, "keep": keep})
+        else:
+            if site.underlay_if == keep:
+                raise SpecError(f"refusing to change the MTU of {keep}: it carries the SSH "
+                                "session", "give the site another underlay interface")
+            site.links.set_link(site.underlay_if, mtu=mtu)
+            ledger.command(["ip", "link", "set", "dev", site.underlay_if, "mtu", str(current)])
+
+    def clock(self) -> dict[str, Any]:
+        """Each remote site's wall clock minus ours, and b's minus a's, with the error bound
+        (half the round trip): one-way delays between the sites mean something only when
+        the offset is known this well."""
+        per: dict[str, tuple[float, float]] = {}
+        for name in ("a", "b"):
+            ep = self.endpoints.get(name)
+            if ep is None or ep.agent is None:
+                per[name] = (0.0, 0.0)
+            else:
+                per[name] = ep.agent.clock_offset(samples=5)
+        off = per["b"][0] - per["a"][0]
+        err = (per["a"][1] + per["b"][1]) / 2
+        return {"offset_b_minus_a_ms": round(off * 1000, 3), "error_ms": round(err * 1000, 3),
+                "sites": {n: {"offset_ms": round(o * 1000, 3), "rtt_ms": round(t * 1000, 3)}
+                          for n, (o, t) in per.items()}}
+
+    def log_tails(self, tb: Any, lines: int = 20) -> list[str]:
+        """The tails of the case's logs on each remote site (read through its agent)."""
+        parts = []
+        for site in tb.sites():
+            if not isinstance(site, RemoteSite) or site.agent is None or not site.agent.alive:
+                continue
+            try:
+                names = site.agent.call("list_dir", path=site.workdir)["names"]
+                for n in names:
+                    if ".log" in n:
+                        text = site.agent.read_file(f"{site.workdir}/{n}").decode(
+                            errors="replace").splitlines()[-lines:]
+                        if text:
+                            parts.append(f"--- {site.name}:{n}\n" + "\n".join(text))
+            except TunbenchError:
+                continue
+        return parts
+
+    def close(self) -> None:
+        for ep in self.endpoints.values():
+            ep.close()
+
+    def __enter__(self) -> Topology:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _local_host() -> dict[str, Any]:
+    import os
+    u = os.uname()
+    return {"hostname": u.nodename, "kernel": u.release, "machine": u.machine}

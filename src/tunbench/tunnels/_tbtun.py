@@ -1,0 +1,139 @@
+"""Shared driver of the tbtun kinds (ebpf-vxlan, ebpf-geneve): our eBPF tunnel, one attach
+point per site.
+
+Not a driver itself (the leading underscore keeps it out of the registry). Per site it loads
+bpf/tbtun.bpf.o once (pinned under /sys/fs/bpf/tb-<run>/<site>), writes the site's settings
+into tb_config, installs the rule towards the peer (plus `rules - 1` filler rules, so a
+campaign can measure a full rule table), attaches tb_encap/tb_decap to the underlay device,
+puts the inner address on that device (/32) and routes the overlay prefix onto it with the
+tbtun route realm and the tunnel MTU. The realm is what tells the program "encapsulate this":
+the underlay's own traffic carries none and passes untouched.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from ..capabilities import Missing
+from ..params import out_of_range
+from ..tbtun import loader, maps
+from ..testbed.base import Site, Testbed
+from .base import Endpoints, KernelOption, Needs, Tool, TunnelDriver, TunnelParams, inner_addrs
+
+REALM = 116          # route realm of tunnel-bound IPv4 routes (tb_config.realm)
+MARKER_HOP = "fe80::7462:fffe"   # next hop of tunnel-bound IPv6 routes (-> maps.MARKER_MAC)
+TOOLS = (Tool("bpftool", "bpftool", "loads and pins tbtun, edits its rule maps",
+              ("version",)),
+         Tool("tc", "iproute2", "attaches tbtun to the underlay device", ("-V",)),
+         Tool("nsenter", "util-linux", "runs tc in a site's network namespace"))
+KERNEL = (KernelOption("CONFIG_BPF_SYSCALL", None, "eBPF programs and maps"),
+          KernelOption("CONFIG_NET_CLS_BPF", None, "tc bpf filters (tbtun attach)"),
+          KernelOption("CONFIG_NET_SCH_INGRESS", None, "clsact qdisc (tc egress/ingress)"),
+          KernelOption("CONFIG_IP_ROUTE_CLASSID", None, "route realms mark tunnel traffic"))
+
+
+@dataclass(frozen=True)
+class TbtunParams(TunnelParams):
+    vni: int = field(default=42, metadata={"help": "network identifier (1..16777215)"})
+    port: int = field(default=0, metadata={
+        "help": "outer UDP destination port (0: the IANA port, 4789 VXLAN / 6081 Geneve)"})
+    rules: int = field(default=2, metadata={
+        "help": "rules per site: the peer's two (IPv4, IPv6) plus filler prefixes"})
+
+    def validate(self) -> list[str]:
+        return out_of_range(vni=(self.vni, 1, 2**24 - 1), port=(self.port, 0, 65535),
+                            rules=(self.rules, 2, maps.MAX_RULES))
+
+
+def filler_rules(n: int, remote: str, vni: int, encap: maps.Encap, port: int) -> list[maps.Rule]:
+    """n /32 rules in 10.0.0.0/8 that no traffic uses: a full table for scaling runs."""
+    base = int(ipaddress.IPv4Address("10.0.0.0"))
+    return [maps.Rule(f"{ipaddress.IPv4Address(base + 4 * i + 1)}/32", remote, vni, encap, port)
+            for i in range(n)]
+
+
+class TbtunDriver(TunnelDriver[TbtunParams]):
+    """tbtun with the encapsulation of `encap`."""
+
+    encap: ClassVar[maps.Encap] = "vxlan"
+    Params = TbtunParams
+    inner_families = (4, 6)
+    needs = {"": Needs(tools=TOOLS, kernel=KERNEL)}
+
+    @classmethod
+    def requirements(cls, params: TbtunParams) -> list[Missing]:
+        return super().requirements(params) + loader.missing()
+
+    @classmethod
+    def overhead(cls, params: TbtunParams, family: int = 4) -> int:
+        return maps.OVERHEAD
+
+    def up(self, tb: Testbed, params: TbtunParams) -> Endpoints:
+        a4, b4, a6, b6 = inner_addrs(0)
+        mtu = self.tunnel_mtu(params, tb.underlay_mtu)
+        port = params.port or maps.DEFAULT_PORTS[self.encap]
+        pins: dict[str, str] = {}
+        for site, peer, mine, theirs, mine6, theirs6 in ((tb.a, tb.b, a4, b4, a6, b6),
+                                                         (tb.b, tb.a, b4, a4, b6, a6)):
+            where = loader.load(tb.ledger, tb.run_id, site.name)
+            pins[site.name] = str(where)
+            ports = {"vxlan": maps.DEFAULT_PORTS["vxlan"], "geneve": maps.DEFAULT_PORTS["geneve"],
+                     self.encap: port}
+            loader.configure(where, local4=site.underlay4, realm=REALM, mtu=tb.underlay_mtu,
+                             vxlan_port=ports["vxlan"], geneve_port=ports["geneve"])
+            peer_rules = [maps.Rule(f"{theirs}/32", peer.underlay4, params.vni, self.encap, port),
+                          maps.Rule(f"{theirs6}/128", peer.underlay4, params.vni, self.encap,
+                                    port)]
+            loader.add_rules(where, [*peer_rules, *filler_rules(
+                params.rules - len(peer_rules), peer.underlay4, params.vni, self.encap, port)])
+            loader.attach(tb.ledger, site.netns, site.underlay_if, where)
+            self._inner(tb, site, peer, mine, mtu)
+            self._inner6(tb, site, mine6, mtu)
+        return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
+                         a_ifname=tb.a.underlay_if, b_ifname=tb.b.underlay_if,
+                         # decapsulated in tc ingress of the underlay device: a capture
+                         # there sees the outer packets, so loss-search counts by sockets
+                         rx_ifnames=(),
+                         info={"encap": self.encap, "vni": params.vni, "port": port,
+                               "rules": params.rules, "realm": REALM, "pins": pins,
+                               "created_with": "bpftool+tc"})
+
+    @staticmethod
+    def _inner(tb: Testbed, site: Site, peer: Site, mine: str, mtu: int) -> None:
+        """Inner address (/32) on the underlay device and the overlay route onto it: via the
+        peer's underlay address (its MAC becomes the outer Ethernet destination), tbtun realm,
+        tunnel MTU (so TCP's MSS and PMTU fit the encapsulated packet)."""
+        dev, ns = site.underlay_if, site.netns
+        net = str(ipaddress.ip_network(f"{mine}/{tb.prefix4}", strict=False))
+        site.run(["ip", "addr", "add", f"{mine}/32", "dev", dev], timeout=10)
+        tb.ledger.command(["ip", "addr", "del", f"{mine}/32", "dev", dev], ns)
+        site.run(["ip", "route", "add", net, "via", peer.underlay4, "dev", dev, "onlink",
+                  "realm", str(REALM), "mtu", str(mtu), "src", mine], timeout=10)
+        tb.ledger.command(["ip", "route", "del", net, "dev", dev], ns)
+
+    @staticmethod
+    def _inner6(tb: Testbed, site: Site, mine: str, mtu: int) -> None:
+        """IPv6 routes carry no realm: the overlay route goes via a link-local next hop whose
+        permanent neighbour entry is the marker MAC, which tb_encap recognises (and replaces
+        with the real next hop's MAC from the FIB)."""
+        dev, ns = site.underlay_if, site.netns
+        net = str(ipaddress.ip_network(f"{mine}/{tb.prefix6}", strict=False))
+        site.run(["ip", "-6", "addr", "add", f"{mine}/128", "dev", dev, "nodad"], timeout=10)
+        tb.ledger.command(["ip", "-6", "addr", "del", f"{mine}/128", "dev", dev], ns)
+        site.run(["ip", "-6", "neigh", "add", MARKER_HOP, "lladdr", maps.MARKER_MAC, "dev", dev,
+                  "nud", "permanent"], timeout=10)
+        tb.ledger.command(["ip", "-6", "neigh", "del", MARKER_HOP, "dev", dev], ns)
+        site.run(["ip", "-6", "route", "add", net, "via", MARKER_HOP, "dev", dev, "mtu",
+                  str(mtu), "src", mine], timeout=10)
+        tb.ledger.command(["ip", "-6", "route", "del", net, "dev", dev], ns)
+
+    def counters(self, tb: Testbed, ep: Endpoints) -> dict[str, dict[str, int]]:
+        """The datapath's own counters: packets encapsulated, decapsulated, dropped."""
+        out: dict[str, dict[str, int]] = {}
+        for site, where in ep.info.get("pins", {}).items():
+            if Path(where).exists():
+                out[site] = {k: v["packets"] for k, v in loader.stats(Path(where)).items()}
+        return out

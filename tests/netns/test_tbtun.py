@@ -1,0 +1,424 @@
+"""tbtun (ebpf-vxlan / ebpf-geneve) with real traffic between two namespaces.
+
+Interop with the kernel's VXLAN device, exact outer headers on the underlay, GSO segmented
+after encap and GRO-merged packets decapsulated, rules edited while traffic runs, unknown
+destinations dropped and counted, 1000 rules, nothing left after teardown or SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tunbench import pcap, tunnels
+from tunbench.capabilities import root_missing
+from tunbench.tbtun import loader, maps
+from tunbench.testbed import local, names, netlink
+from tunbench.testbed.base import Testbed
+from tunbench.testbed.ledger import STATE_DIR, Ledger
+from tunbench.tunnels._tbtun import REALM, TbtunDriver
+from tunbench.tunnels.base import Endpoints
+
+TB = [sys.executable, "-m", "tunbench"]
+
+
+def _why_not() -> str | None:
+    if root_missing():
+        return "needs root"
+    drv = tunnels.get("ebpf-vxlan")
+    missing = drv.requirements(drv.default_params())
+    return missing[0].one_line() if missing else None
+
+
+pytestmark = pytest.mark.skipif(_why_not() is not None, reason=f"tbtun: {_why_not()}")
+
+
+def _up(tb: Testbed, kind: str = "ebpf-vxlan", **raw: Any) -> tuple[TbtunDriver, Endpoints]:
+    drv = tunnels.get(kind)
+    d = drv()
+    return d, d.up(tb, drv.parse_params(raw))
+
+
+def _site(tb: Testbed, name: str) -> Path:
+    return loader.site_dir(tb.run_id, name)
+
+
+def _iperf(tb: Testbed, dst: str, seconds: float = 2, reverse: bool = False) -> dict[str, Any]:
+    """One TCP stream a -> b (b -> a with reverse); iperf3's JSON end summary."""
+    server = tb.spawn(tb.b, ["iperf3", "-s", "-1", "-B", dst], f"iperf3-s-{time.monotonic_ns()}")
+    deadline = time.monotonic() + 30      # a loaded host starts processes slowly
+    while "Server listening" not in server.output() and time.monotonic() < deadline:
+        assert server.poll() is None, server.log_tail()
+        time.sleep(0.05)
+    r = tb.a.run(["iperf3", "-c", dst, "-t", str(seconds), "-J", *(["-R"] if reverse else [])],
+                 timeout=seconds + 30, check=False)
+    out = r.stdout
+    server.stop()   # iperf3 3.12 -s -1 sometimes lingers after -R
+    doc = json.loads(out)
+    assert "error" not in doc, f"iperf3: {doc['error']}"
+    end: dict[str, Any] = doc["end"]
+    return end
+
+
+def _frames(path: Path) -> Iterator[bytes]:
+    """Raw Ethernet frames of a classic pcap file (pcap.parse_pcap keeps only IP facts)."""
+    raw = path.read_bytes()
+    off = 24
+    while off + 16 <= len(raw):
+        incl = struct.unpack("<I", raw[off + 8:off + 12])[0]
+        yield raw[off + 16:off + 16 + incl]
+        off += 16 + incl
+
+
+def _retrans_share(end: dict[str, Any], mss: int = 1400) -> float:
+    sent = end["sum_sent"]
+    return float(sent["retransmits"]) / max(1, sent["bytes"] // mss)
+
+
+# ---- interop with the kernel's VXLAN device ------------------------------------------------
+def _kernel_vxlan_on_b(tb: Testbed, mac: str, peer_mac: str) -> str:
+    """A kernel VXLAN device in site b towards site a's underlay (VNI 42, port 4789), inner
+    198.19.0.2/24; site a's inner address is a static neighbour (tbtun answers no ARP)."""
+    ifname = names.link_name(tb.run_id, "kx")
+    ns = str(tb.b.netns)
+    tb.b.run(["ip", "link", "add", ifname, "address", mac, "type", "vxlan", "id", "42",
+              "local", tb.b.underlay4, "remote", tb.a.underlay4, "dstport", "4789",
+              "dev", tb.b.underlay_if], timeout=10)
+    tb.ledger.link(ifname, ns)
+    for argv in (["ip", "link", "set", ifname, "mtu", "1450", "up"],
+                 ["ip", "addr", "add", "198.19.0.2/24", "dev", ifname],
+                 ["ip", "neigh", "add", "198.19.0.1", "lladdr", peer_mac, "nud", "permanent",
+                  "dev", ifname]):
+        tb.b.run(argv, timeout=10)
+    return ifname
+
+
+def _tbtun_on_a(tb: Testbed, inner_mac: str) -> Path:
+    """Only site a runs tbtun: the loader's steps, with a rule towards b's kernel device."""
+    where = loader.load(tb.ledger, tb.run_id, "a")
+    loader.configure(where, local4=tb.a.underlay4, realm=REALM, mtu=tb.underlay_mtu,
+                     vxlan_port=4789, geneve_port=6081)
+    loader.add_rules(where, [maps.Rule("198.19.0.2/32", tb.b.underlay4, 42, "vxlan",
+                                       inner_mac=inner_mac)])
+    loader.attach(tb.ledger, tb.a.netns, tb.a.underlay_if, where)
+    TbtunDriver._inner(tb, tb.a, tb.b, "198.19.0.1", 1450)
+    return where
+
+
+def test_interop_with_the_kernel_vxlan_device_tcp_both_ways(testbed: Testbed) -> None:
+    tb = testbed
+    kx_mac = "02:74:62:00:00:0b"
+    where = _tbtun_on_a(tb, kx_mac)
+    kx = _kernel_vxlan_on_b(tb, kx_mac, "02:74:62:00:00:0a")
+    with pcap.capture(tb, tb.b, tb.b.underlay_if, "interop", snaplen=96) as cap:
+        tb.a.run(["ping", "-c", "3", "-i", "0.2", "-s", "100", "-W", "2", "198.19.0.2"],
+                 timeout=20)
+        tb.b.run(["ping", "-c", "3", "-i", "0.2", "-s", "100", "-W", "2", "198.19.0.1"],
+                 timeout=20)
+    up = _iperf(tb, "198.19.0.2")
+    down = _iperf(tb, "198.19.0.2", reverse=True)
+    assert up["sum_received"]["bytes"] > 10_000_000, up["sum_received"]
+    assert down["sum_received"]["bytes"] > 10_000_000, down["sum_received"]
+    kstats = netlink.link_stats(tb.b.netns, kx)
+    assert kstats["rx_packets"] > 1000 and kstats["tx_packets"] > 1000, kstats
+
+    # exact outer headers: ICMP inner IP 128 B -> outer IP 178 B (+ outer Ethernet: 50 B)
+    # (the kernel device also sends its own IPv6 link-local traffic: only ICMP sizes here)
+    tunnel = [p for p in cap.packets if p.udp_to(4789)]
+    assert {p.length for p in tunnel if p.src == tb.a.underlay4} == {178}
+    assert 178 in {p.length for p in tunnel if p.src == tb.b.underlay4}
+    ours = [f for f in _frames(cap.path) if f[12:14] == b"\x08\x00" and f[26:30]
+            == bytes(map(int, tb.a.underlay4.split(".")))]
+    assert len(ours) == 6, len(ours)      # a's 3 requests and 3 replies
+    for f in ours:
+        ip, udp, vx, inner = f[14:34], f[34:42], f[42:50], f[50:64]
+        assert ip[0] == 0x45 and ip[9] == 17 and ip[6] & 0x40, ip.hex()      # DF, UDP
+        sport, dport, ulen, csum = struct.unpack("!HHHH", udp)
+        assert 32768 <= sport <= 60999 and dport == 4789 and ulen == 178 - 20 and csum == 0
+        assert vx == bytes.fromhex("08000000") + (42 << 8).to_bytes(4, "big")
+        assert inner[:6] == bytes.fromhex(kx_mac.replace(":", ""))
+        assert inner[12:14] == b"\x08\x00" and f[64] == 0x45                   # inner IPv4
+    st = loader.stats(where)
+    assert st["encap"]["packets"] > 1000 and st["decap"]["packets"] > 1000, st
+
+
+# ---- GSO / GRO ------------------------------------------------------------------------------
+def test_single_stream_segmented_after_encap_fits_the_underlay(testbed: Testbed) -> None:
+    """With the underlay's UDP-tunnel segmentation off the GSO skb is segmented in software
+    right after encap: every packet on the wire fits the MTU and TCP has no retransmit storm."""
+    tb = testbed
+    _, ep = _up(tb)
+    tb.a.run(["ethtool", "-K", tb.a.underlay_if, "tx-udp_tnl-segmentation", "off",
+              "tx-udp_tnl-csum-segmentation", "off"], timeout=10)
+    with pcap.capture(tb, tb.b, tb.b.underlay_if, "segmented") as cap:
+        end = _iperf(tb, ep.b4, seconds=2)
+    tunnel = [p for p in cap.packets if p.udp_to(4789)]
+    assert len(tunnel) > 1000, len(tunnel)
+    assert max(p.length for p in tunnel) <= tb.underlay_mtu
+    assert max(p.length for p in tunnel) == tb.underlay_mtu      # full-size segments
+    assert not any(p.fragment for p in tunnel)
+    assert _retrans_share(end) < 0.02, end["sum_sent"]
+
+
+def test_gso_skbs_decapsulated_whole_with_fixed_gso(testbed: Testbed) -> None:
+    """veth carries the UDP-tunnel GSO skb unsegmented, so tb_decap strips 64 KB skbs that
+    carry a gso_size (the skb shape of a GRO-merged packet): FIXED_GSO keeps gso_size, TCP
+    delivers without a retransmit storm."""
+    tb = testbed
+    _, ep = _up(tb)
+    end = _iperf(tb, ep.b4, seconds=2)
+    st = loader.stats(_site(tb, "b"))["decap"]
+    assert st["bytes"] / st["packets"] > 4 * tb.underlay_mtu, st       # GSO skbs, whole
+    assert _retrans_share(end) < 0.02, end["sum_sent"]
+
+
+
+def test_segmented_then_gro_on_with_a_kernel_vxlan_socket_on_the_port(
+        testbed: Testbed) -> None:
+    """Segmented on the wire (site a's UDP-tunnel segmentation off); in site b GRO on (veth
+    NAPI) and a collect_md VXLAN device on 4789 registering the UDP-tunnel GRO handler, as
+    on a host that also runs kernel VXLAN: tb_decap still decapsulates (before the socket)
+    and TCP delivers without a retransmit storm."""
+    tb = testbed
+    _, ep = _up(tb)
+    tb.a.run(["ethtool", "-K", tb.a.underlay_if, "tx-udp_tnl-segmentation", "off",
+              "tx-udp_tnl-csum-segmentation", "off"], timeout=10)
+    gx = names.link_name(tb.run_id, "gx")
+    tb.b.run(["ip", "link", "add", gx, "type", "vxlan", "external", "dstport", "4789"],
+             timeout=10)
+    tb.ledger.link(gx, tb.b.netns)
+    tb.b.run(["ip", "link", "set", gx, "up"], timeout=10)
+    tb.b.run(["ethtool", "-K", tb.b.underlay_if, "gro", "on"], timeout=10)
+    before = loader.stats(_site(tb, "b"))["decap"]
+    end = _iperf(tb, ep.b4, seconds=2)
+    after = loader.stats(_site(tb, "b"))["decap"]
+    assert after["packets"] - before["packets"] > 1000
+    assert end["sum_received"]["bytes"] > 10_000_000
+    assert _retrans_share(end) < 0.02, end["sum_sent"]
+
+
+def test_ipv6_inside_over_the_ipv4_underlay(testbed: Testbed) -> None:
+    """IPv6 routes carry no realm: they go via a marker next hop; the marker MAC never
+    reaches the wire (the FIB's MACs replace it), the inner Ethernet type is IPv6, and TCP
+    over IPv6 runs as GSO like IPv4."""
+    tb = testbed
+    _, ep = _up(tb)
+    assert ep.a6 and ep.b6
+    with pcap.capture(tb, tb.b, tb.b.underlay_if, "v6", snaplen=96) as cap:
+        tb.a.run(["ping", "-6", "-c", "3", "-i", "0.2", "-s", "100", "-W", "2", ep.b6],
+                 timeout=20)
+    ours = [f for f in _frames(cap.path) if f[12:14] == b"\x08\x00" and f[23] == 17]
+    assert len(ours) == 6, len(ours)
+    marker = bytes.fromhex(maps.MARKER_MAC.replace(":", ""))
+    for f in ours:
+        assert marker not in (f[0:6], f[6:12], f[50:56]), f[:64].hex()
+        assert f[62:64] == b"\x86\xdd" and f[64] >> 4 == 6                   # inner IPv6
+        assert struct.unpack("!H", f[16:18])[0] == 40 + 8 + 100 + 50          # outer IP length
+    end = _iperf(tb, ep.b6, seconds=2)
+    assert end["sum_received"]["bytes"] > 10_000_000
+    assert _retrans_share(end) < 0.02, end["sum_sent"]
+    counters = loader.rule_counters(_site(tb, "a"))
+    v6 = next(r for r in loader.list_rules(_site(tb, "a")) if r.prefix == f"{ep.b6}/128")
+    assert counters[v6.id][1] >= end["sum_sent"]["bytes"]
+
+
+def test_mtu_enforced_and_oversize_dropped_and_counted(testbed: Testbed) -> None:
+    """The overlay route's MTU is the underlay's minus 50: a DF ping of exactly that size
+    passes, one byte more is refused by the sender's stack. A route MTU set too high lets an
+    oversize non-GSO packet reach tb_encap: dropped and counted, never sent truncated."""
+    tb = testbed
+    _, ep = _up(tb)
+    assert ep.mtu == tb.underlay_mtu - 50
+    ping = ["ping", "-c", "2", "-i", "0.2", "-W", "1", "-M", "do"]
+    tb.a.run([*ping, "-s", str(ep.mtu - 28), ep.b4], timeout=20)
+    assert not tb.a.run([*ping, "-s", str(ep.mtu - 27), ep.b4], timeout=20, check=False).ok
+    tb.a.run(["ip", "route", "change", "198.19.0.0/24", "via", tb.b.underlay4, "dev",
+              tb.a.underlay_if, "onlink", "realm", str(REALM), "mtu",
+              str(tb.underlay_mtu), "src", ep.a4], timeout=10)
+    before = loader.stats(_site(tb, "a"))["oversize"]["packets"]
+    with pcap.capture(tb, tb.b, tb.b.underlay_if, "oversize") as cap:
+        r = tb.a.run([*ping, "-s", str(tb.underlay_mtu - 28), ep.b4], timeout=20, check=False)
+    assert not r.ok
+    assert loader.stats(_site(tb, "a"))["oversize"]["packets"] >= before + 2
+    assert not [p for p in cap.packets if p.udp_to(4789) and p.length > tb.underlay_mtu]
+
+
+# ---- rules ----------------------------------------------------------------------------------
+def _tunnel_dsts(packets: list[pcap.Packet]) -> set[str]:
+    return {p.dst for p in packets if p.udp_to(4789)}
+
+
+def test_rules_edited_while_traffic_runs_and_unknown_destinations_dropped(
+        testbed: Testbed) -> None:
+    tb = testbed
+    _, ep = _up(tb)
+    site = f"{tb.run_id}/a"
+    ping = tb.spawn(tb.a, ["ping", "-i", "0.05", "-W", "1", ep.b4], "ping-live")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run(TB + ["tunnel-rules", *args], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r
+
+    def replies() -> int:
+        return ping.output().count("bytes from")
+
+    time.sleep(0.5)
+    assert replies() > 0
+    # the rule now points elsewhere: packets leave towards the new remote, no replies
+    with pcap.capture(tb, tb.b, tb.b.underlay_if, "moved") as cap:
+        cli("add", "--site", site, f"{ep.b4}/32", "--remote", "198.18.0.99")
+        time.sleep(0.6)
+        n = replies()
+        time.sleep(0.6)
+        stalled = replies() - n
+    assert "198.18.0.99" in _tunnel_dsts(cap.packets), _tunnel_dsts(cap.packets)
+    assert stalled == 0
+    # deleted: dropped and counted as no_rule
+    before = loader.stats(_site(tb, "a"))["no_rule"]["packets"]
+    cli("del", "--site", site, f"{ep.b4}/32")
+    time.sleep(0.5)
+    assert loader.stats(_site(tb, "a"))["no_rule"]["packets"] >= before + 5
+    # back: replies resume, nothing restarted (same ping process)
+    cli("add", "--site", site, f"{ep.b4}/32", "--remote", tb.b.underlay4)
+    n = replies()
+    time.sleep(0.6)
+    assert replies() > n + 3
+    ping.stop()
+    listed = json.loads(cli("list", "--site", site, "--json").stdout)["sites"][0]
+    rule = next(r for r in listed["rules"] if r["prefix"] == f"{ep.b4}/32")
+    assert rule["remote"] == tb.b.underlay4 and len(listed["rules"]) == 2
+    assert rule["packets"] > 0 and listed["stats"]["no_rule"]["packets"] >= 5
+
+    # an inner destination without a rule: dropped, counted, ping fails
+    before = loader.stats(_site(tb, "a"))["no_rule"]["packets"]
+    r = tb.a.run(["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.19.0.77"], timeout=20,
+                 check=False)
+    assert r.returncode != 0
+    assert loader.stats(_site(tb, "a"))["no_rule"]["packets"] >= before + 3
+    # the underlay's own traffic carries no realm: untouched
+    tb.a.run(["ping", "-c", "1", "-W", "2", tb.b.underlay4], timeout=10)
+
+
+def test_bad_rule_is_one_line_exit_2_and_changes_nothing(testbed: Testbed) -> None:
+    tb = testbed
+    _up(tb)
+    before = loader.list_rules(_site(tb, "a"))
+    for args, words in (
+            (["198.19.9.0/24", "--remote", "fe80::1"], "only IPv4 underlay"),
+            (["198.19.9.1/24", "--remote", "198.18.0.2"], "host bits"),
+            (["198.19.9.0/24", "--remote", "198.18.0.2", "--vni", "0"], "vni 0")):
+        r = subprocess.run(TB + ["tunnel-rules", "add", "--site", f"{tb.run_id}/a", *args],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and words in r.stderr and len(r.stderr.splitlines()) == 1, \
+            r.stderr
+    assert loader.list_rules(_site(tb, "a")) == before
+
+
+def test_1000_rules_load_and_traffic_uses_the_right_one(testbed: Testbed) -> None:
+    tb = testbed
+    t0 = time.monotonic()
+    d, ep = _up(tb, rules=1000)
+    took = time.monotonic() - t0
+    rules = loader.list_rules(_site(tb, "a"))
+    assert len(rules) == 1000 and len({r.id for r in rules}) == 1000
+    tb.a.run(["ping", "-c", "3", "-i", "0.2", "-W", "2", ep.b4], timeout=20)
+    counters = loader.rule_counters(_site(tb, "a"))
+    peer = next(r for r in rules if r.prefix == f"{ep.b4}/32")
+    assert list(counters) == [peer.id], counters
+    assert took < 60, took
+
+
+def test_ebpf_geneve_carries_tcp_with_geneve_on_the_wire(testbed: Testbed) -> None:
+    tb = testbed
+    _, ep = _up(tb, "ebpf-geneve")
+    with pcap.capture(tb, tb.b, tb.b.underlay_if, "geneve", snaplen=96) as cap:
+        tb.a.run(["ping", "-c", "2", "-i", "0.2", "-s", "100", "-W", "2", ep.b4], timeout=20)
+    end = _iperf(tb, ep.b4, seconds=1)
+    assert end["sum_received"]["bytes"] > 1_000_000
+    gen = [p for p in cap.packets if p.udp_to(6081)]
+    assert {p.length for p in gen} == {178}
+    for f in _frames(cap.path):
+        if f[12:14] == b"\x08\x00" and f[23] == 17 and f[36:38] == b"\x17\xc1":
+            assert f[42:50] == bytes.fromhex("00006558") + (42 << 8).to_bytes(4, "big")
+
+
+# ---- nothing left behind --------------------------------------------------------------------
+def _leftovers(rid: str) -> list[str]:
+    left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
+    left += [str(p) for p in (loader.run_dir(rid),) if p.exists()]
+    return left
+
+
+def test_teardown_removes_pins_filters_and_routes() -> None:
+    rid = names.new_run_id()
+    ledger = Ledger(rid)
+    try:
+        tb = local.build(rid, ledger)
+        _, ep = _up(tb)
+        assert loader.run_dir(rid).is_dir()
+        # undo everything but the testbed: filters, routes and pins go, namespaces stay
+        first = next(i for i, e in enumerate(ledger.entries) if e["kind"] == "bpffs" or
+                     e["kind"] == "bpfpins")
+        mine = ledger.entries[first:]
+        del ledger.entries[first:]
+        Ledger(rid, journal=False, entries=mine).undo_all()
+        assert not loader.run_dir(rid).exists()
+        assert loader.filters(tb.a.netns, tb.a.underlay_if) == {"egress": [], "ingress": []}
+        routes = tb.a.run(["ip", "route", "show"], timeout=10).stdout
+        assert "realm" not in routes, routes
+        routes6 = tb.a.run(["ip", "-6", "route", "show"], timeout=10).stdout
+        neigh6 = tb.a.run(["ip", "-6", "neigh", "show"], timeout=10).stdout
+        assert "fe80::7462" not in routes6 + neigh6, routes6 + neigh6
+    finally:
+        errors = ledger.close()
+        local.sweep(rid)
+    assert not errors
+    assert not _leftovers(rid)
+
+
+def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    env = {**os.environ, "TUNBENCH_STATE_DIR": str(state)}
+    script = (
+        "import sys, time\n"
+        "from tunbench import tunnels\n"
+        "from tunbench.testbed import local, names\n"
+        "from tunbench.testbed.ledger import Ledger\n"
+        "rid = names.new_run_id(); led = Ledger(rid); tb = local.build(rid, led)\n"
+        "d = tunnels.get('ebpf-vxlan')(); d.up(tb, d.default_params())\n"
+        "print(rid, flush=True); time.sleep(120)\n")
+    p = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                         text=True)
+    rid = ""
+    try:
+        assert p.stdout is not None
+        rid = p.stdout.readline().strip()
+        assert rid and loader.run_dir(rid).is_dir()
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=10)
+        assert loader.run_dir(rid).is_dir(), "nothing was left to clean"
+        # what `tunbench cleanup` does, restricted to this run (others' runs are not ours):
+        journal = state / f"{rid}.jsonl"
+        entries = [json.loads(ln) for ln in journal.read_text().splitlines()]
+        assert {"bpfpins", "tbtun-tc"} <= {e["kind"] for e in entries}
+        assert not Ledger(rid, journal=False, entries=entries).undo_all()
+        local.sweep(rid)
+        assert not _leftovers(rid)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        if rid:
+            local.sweep(rid)
+    assert not (STATE_DIR / f"{rid}.jsonl").exists()
