@@ -67,6 +67,8 @@ def params_lines(params: Any) -> list[str]:
 def tunnel_toml(kind: str, why: list[str]) -> str:
     drv = tunnels.get(kind)
     head = [f"# {kind}: {drv.summary}"] + [f"# not available here: {w}" for w in why]
+    if drv.sweep:
+        head.append(f"# {drv.sweep} may be a list (one tunnel and case per value)")
     return "\n".join(head + ["[[tunnel]]", f"kind = {toml_value(kind)}"]
                      + params_lines(drv.Params())) + "\n"
 

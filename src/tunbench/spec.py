@@ -89,9 +89,14 @@ class TunnelSpec:
     kind: str
     label: str
     params: TunnelParams
+    base: str = ""          # a swept tunnel: the label given in the experiment
+    sweep: tuple[tuple[str, int], ...] = ()   # and its point, e.g. (("tunnels", 2),)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "label": self.label, "params": self.params.to_dict()}
+        out = {"kind": self.kind, "label": self.label, "params": self.params.to_dict()}
+        if self.sweep:   # recorded so the report draws the sweep without asking a registry
+            out.update(base=self.base, sweep=dict(self.sweep))
+        return out
 
 
 @dataclass(frozen=True)
@@ -334,17 +339,38 @@ def _tunnels(raw: Any, where: str, available: set[str] | None,
         if not isinstance(label, str) or not LABEL_RE.match(label):
             problems.append(f"{spot}: label {label!r} must be 1-40 letters, digits, . _ + -")
             label = kind
-        if label in labels:
-            problems.append(f"{spot}: label {label!r} is used twice; give each tunnel a label")
-        labels.add(label)
         params = {k: v for k, v in t.items() if k not in ("kind", "label")}
-        try:
-            out.append(TunnelSpec(kind, label, drv.parse_params(params, f"{spot}: ")))
-        except SpecError as exc:
-            problems.append(exc.message)
+        for lab, p, point in _tunnel_variants(drv.sweep, label, params, spot, problems):
+            if lab in labels:
+                problems.append(f"{spot}: label {lab!r} is used twice; give each tunnel a "
+                                "label")
+            labels.add(lab)
+            try:
+                out.append(TunnelSpec(kind, lab, drv.parse_params(p, f"{spot}: "),
+                                      label if point else "", point))
+            except SpecError as exc:
+                problems.append(exc.message)
     if tables and not expanded:
         problems.append(f"{where}: no tunnels to run")
     return out
+
+
+def _tunnel_variants(sweep: str | None, label: str, params: dict[str, Any], spot: str,
+                     problems: list[str]
+                     ) -> list[tuple[str, dict[str, Any], tuple[tuple[str, int], ...]]]:
+    """A list given for the kind's sweep parameter (`tunnels = [1, 2, 4]`) -> one tunnel per
+    value, labelled LABEL-tN (wireguard-t2), each recording its point; else the one tunnel."""
+    values = params.get(sweep) if sweep else None
+    if sweep is None or not isinstance(values, list):
+        return [(label, params, ())]
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        problems.append(f"{spot}: {sweep} must be an integer or a non-empty list of integers "
+                        f"(e.g. {sweep} = [1, 2, 4]), got {values!r}")
+        return []
+    if len(set(values)) != len(values):
+        problems.append(f"{spot}: {sweep} lists a value twice: {values!r}")
+        return []
+    return [(f"{label}-{sweep[0]}{v}", {**params, sweep: v}, ((sweep, v),)) for v in values]
 
 
 def _workloads(raw: Any, where: str, problems: list[str]) -> list[WorkloadSpec]:

@@ -56,7 +56,7 @@ def test_basic_report_figures_html_and_exports(campaign: Callable[[str], Path],
     names = {f.name for f in rep.figures}
     # what the data holds is drawn; what it does not hold (latency, sweeps, NDR, MTUs) is not
     assert {"pct-native-stream-throughput", "series-throughput-stream-1500", "cpu-stream",
-            "metrics-stream"} == names
+            "cores-stream-1500", "metrics-stream"} == names
     for f in rep.figures:
         assert f.png.stat().st_size > 5000 and f.svg.read_text().startswith("<?xml")
         _not_blank(f.png.read_bytes())

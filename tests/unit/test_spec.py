@@ -121,3 +121,32 @@ def test_plan_rounds_native_first_and_shuffle_is_seeded() -> None:
     assert a == b
     first = plan(spec.build(shuffled))[0]
     assert first.tunnel.kind == "native"
+
+
+def test_tunnel_sweep_expands_one_tunnel_per_count_and_records_it() -> None:
+    """`tunnels = [1, 2, 4]` (ECMP over N tunnels) is a sweep like stream counts: one tunnel
+    and case per value, labelled LABEL-tN, each recording its base label and point."""
+    exp = spec.build({"tunnel": [{"kind": "native"},
+                                 {"kind": "wireguard", "tunnels": [1, 2, 4], "port": 51000},
+                                 {"kind": "ipsec", "label": "esp", "tunnels": [1, 2]}]})
+    assert [(t.label, getattr(t.params, "tunnels", None)) for t in exp.tunnels] == [
+        ("native", None), ("wireguard-t1", 1), ("wireguard-t2", 2), ("wireguard-t4", 4),
+        ("esp-t1", 1), ("esp-t2", 2)]
+    assert all(getattr(t.params, "port", 51000) == 51000 for t in exp.tunnels[1:4])
+    d = exp.tunnels[2].to_dict()
+    assert d["base"] == "wireguard" and d["sweep"] == {"tunnels": 2}
+    assert "sweep" not in exp.tunnels[0].to_dict()
+    ids = [c.case_id for c in plan(exp)]
+    assert "0002-wireguard-t2-stream-mtu1500-r1" in ids
+
+
+@pytest.mark.parametrize("tunnel, needle", [
+    ({"kind": "wireguard", "tunnels": []}, r"tunnels must be an integer or a non-empty list"),
+    ({"kind": "ipsec", "tunnels": [1, "2"]}, r"got \[1, '2'\]"),
+    ({"kind": "wireguard", "tunnels": [1, 1]}, "lists a value twice"),
+    ({"kind": "wireguard", "tunnels": [1, 17]}, "tunnels 17 out of range"),
+    ({"kind": "vxlan", "tunnels": [1, 2]}, "unknown parameter 'tunnels'"),
+])
+def test_tunnel_sweep_errors(tunnel: dict, needle: str) -> None:
+    with pytest.raises(SpecError, match=needle):
+        spec.build({"tunnel": [tunnel]})

@@ -3,6 +3,12 @@
 /proc/stat is system-wide: on the local testbed both sites share these CPUs, so the figures
 are the cost of both ends together (results say so). Parsing is pure and tested on captured
 /proc/stat text; the sampler is a thread that reads two small files once a second.
+
+A tracked process is recorded with its command name and its busiest thread: one thread at
+~100% of a core while other cores idle is the one-core bottleneck of userspace encryption
+(charon's libipsec, one SA on one core), which the process total of a multi-threaded daemon
+(wireguard-go) hides. The kernel's ksoftirqd threads are tracked too, by name, since softirq
+work deferred to them is where kernel datapaths saturate a core.
 """
 
 from __future__ import annotations
@@ -57,18 +63,59 @@ def parse_pid_cpu_ticks(stat_text: str) -> int:
     return int(rest[11]) + int(rest[12])
 
 
-def _read_pid_ticks(pid: int) -> int | None:
+def _read_pid_ticks(pid: int, root: str = "/proc") -> int | None:
     try:
-        return parse_pid_cpu_ticks(Path(f"/proc/{pid}/stat").read_text())
+        return parse_pid_cpu_ticks(Path(f"{root}/{pid}/stat").read_text())
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _read_thread_ticks(pid: int, root: str = "/proc") -> dict[int, int]:
+    """tid -> utime + stime of every thread of a process (empty once it is gone)."""
+    out: dict[int, int] = {}
+    try:
+        tids = [int(t.name) for t in Path(f"{root}/{pid}/task").iterdir()]
+    except (OSError, ValueError):
+        return out
+    for tid in tids:
+        ticks = _read_pid_ticks(tid, f"{root}/{pid}/task")
+        if ticks is not None:
+            out[tid] = ticks
+    return out
+
+
+def _read_comm(pid: int, root: str = "/proc") -> str:
+    try:
+        return Path(f"{root}/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def kernel_threads(prefix: str, root: str = "/proc") -> dict[int, str]:
+    """PIDs of the kernel threads whose name starts with `prefix` (e.g. 'ksoftirqd/')."""
+    out: dict[int, str] = {}
+    for d in Path(root).iterdir():
+        if d.name.isdigit():
+            comm = _read_comm(int(d.name), root)
+            if comm.startswith(prefix):
+                out[int(d.name)] = comm
+    return out
+
+
+def busiest_thread(first: dict[int, int], last: dict[int, int]) -> tuple[int, int] | None:
+    """(tid, ticks used between two readings) of the thread that used the most, or None."""
+    used = [(last[t] - first.get(t, 0), t) for t in last]
+    if not used:
+        return None
+    ticks, tid = max(used)
+    return tid, ticks
 
 
 @dataclass
 class CpuRecord:
     interval_s: float
     samples: list[dict[str, Any]] = field(default_factory=list)   # per tick: t, per-cpu usage
-    processes: dict[str, dict[str, float]] = field(default_factory=dict)
+    processes: dict[str, dict[str, Any]] = field(default_factory=dict)
     shared_by_sites: bool = True
     # sites on separate hosts: each site's own record (the top-level one is site a's)
     sites: dict[str, CpuRecord] = field(default_factory=dict)
@@ -102,6 +149,8 @@ class CpuSampler:
         self._record = CpuRecord(interval)
         self._pids: dict[int, tuple[str, int, float]] = {}   # pid -> (label, first ticks, t0)
         self._last: dict[int, tuple[int, float]] = {}        # pid -> (ticks, t)
+        self._comm: dict[int, str] = {}
+        self._threads: dict[int, tuple[dict[int, int], dict[int, int]]] = {}  # first, last
         self._lock = threading.Lock()
         self._t0 = 0.0
 
@@ -109,19 +158,34 @@ class CpuSampler:
         return parse_proc_stat(Path(self.proc_root, "stat").read_text())
 
     def track(self, pid: int, label: str) -> None:
-        ticks = _read_pid_ticks(pid)
+        ticks = _read_pid_ticks(pid, self.proc_root)
         if ticks is not None:
+            threads = _read_thread_ticks(pid, self.proc_root)
             with self._lock:
                 now = time.monotonic()
                 self._pids[pid] = (label, ticks, now)
                 self._last[pid] = (ticks, now)
+                self._comm[pid] = _read_comm(pid, self.proc_root)
+                self._threads[pid] = (threads, threads)
+
+    def track_kernel_threads(self, prefix: str = "ksoftirqd/") -> None:
+        """Track the kernel's per-CPU threads named `prefix`N (labelled by their name)."""
+        for pid, comm in kernel_threads(prefix, self.proc_root).items():
+            self.track(pid, comm)
 
     def _sample_pids(self) -> None:
         with self._lock:
             for pid in self._pids:
-                ticks = _read_pid_ticks(pid)
+                ticks = _read_pid_ticks(pid, self.proc_root)
                 if ticks is not None:
                     self._last[pid] = (ticks, time.monotonic())
+                    # read again: a process tracked right after spawn may still be the
+                    # `ip netns exec` wrapper that is about to exec the tool
+                    self._comm[pid] = _read_comm(pid, self.proc_root) or self._comm[pid]
+                    threads = _read_thread_ticks(pid, self.proc_root)
+                    if threads:   # a thread that ended keeps its last reading
+                        self._threads[pid] = (self._threads[pid][0],
+                                              {**self._threads[pid][1], **threads})
 
     def _run(self) -> None:
         prev = self._read()
@@ -148,8 +212,14 @@ class CpuSampler:
                 last, t1 = self._last.get(pid, (first, t0))
                 secs = (last - first) / CLK_TCK
                 span = max(t1 - t0, 1e-9)
-                self._record.processes[f"{label}[{pid}]"] = {
-                    "cpu_seconds": secs, "pct_of_one_core": 100.0 * secs / span}
+                entry: dict[str, Any] = {"cpu_seconds": secs,
+                                         "pct_of_one_core": 100.0 * secs / span,
+                                         "comm": self._comm.get(pid, "")}
+                top = busiest_thread(*self._threads.get(pid, ({}, {})))
+                if top is not None:
+                    entry["busiest_thread_pct"] = 100.0 * top[1] / CLK_TCK / span
+                    entry["threads"] = len(self._threads[pid][1])
+                self._record.processes[f"{label}[{pid}]"] = entry
         return self._record
 
     def __enter__(self) -> CpuSampler:

@@ -10,6 +10,10 @@ figure when it follows one of these conventions:
 - percentiles: metrics named ``<base>_p<NN>`` (``latency_p50``, ``latency_p99.9``);
 - distributions: ``doc["distributions"]`` or ``doc["raw"]["distributions"]``, each
   ``{name: {"unit": u, "values": [...]}}`` (full samples) or ``{"unit": u, "percentiles": {"50": v}}``;
+  or a quantile sketch ``doc["raw"][group]["cdf"] = {"pct": [...], "<q>_<unit>": [...]}``
+  (the latency workload's ``raw.tcp.cdf.rtt_us``), repeats pooled as a mixture;
+- tunnel sweeps: ``case.tunnel.base`` and ``case.tunnel.sweep`` (``{"tunnels": 2}``), recorded
+  for an experiment's ``tunnels = [1, 2, 4]``;
 - NDR/PDR: metrics named ``ndr``/``pdr`` optionally suffixed with a frame size or mix
   (``ndr_64``, ``pdr_imix``, ``ndr@size1518``);
 - line rate: metrics whose unit is ``% of line rate`` or whose name contains ``line_rate``;
@@ -85,9 +89,9 @@ class Campaign:
                     label)
 
     def encrypts(self, label: str) -> bool:
-        """Whether the tunnel shown as `label` encrypts, as its cases recorded it."""
-        return any(d["case"]["tunnel"].get("encrypts") for d in self.cases
-                   if tunnel(d) == label)
+        """Whether the tunnel shown as `label` encrypts (tunnel_identity: as its cases recorded
+        it, or from the kind in older files)."""
+        return any(tunnel_identity(d)["encrypts"] for d in self.cases if tunnel(d) == label)
 
     def scenarios(self) -> list[Scenario]:
         return list(dict.fromkeys((r.workload, r.mtu, r.offloads) for r in self.rows))
@@ -171,8 +175,13 @@ def name_tunnels(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         t = d["case"]["tunnel"]
         label = t.get("given_label", t["label"])
         ident = best[label]
-        out.append({**d, "case": {**d["case"], "tunnel": {
-            **t, **ident, "label": ident["display"], "given_label": label}}})
+        named = {**t, **ident, "label": ident["display"], "given_label": label}
+        base = t.get("given_base", t.get("base"))
+        if base:   # a tunnel sweep's curve is named like its points: 'wireguard (go)'
+            impl = ident["impl"]
+            named.update(base=f"{base} ({impl})" if impl and ident["display"].endswith(
+                f" ({impl})") else base, given_base=base)
+        out.append({**d, "case": {**d["case"], "tunnel": named}})
     return out
 
 
@@ -276,6 +285,9 @@ class Sweep:
     # metric -> tunnel -> x -> values over repeats
     points: dict[str, dict[str, dict[int, list[float]]]]
     units: dict[str, str]
+    # "workload": a workload parameter (streams); "tunnel": a tunnel parameter recorded as
+    # the case's tunnel sweep (tunnels=N), the curve's name then being the base label
+    over: str = "workload"
 
 
 def sweeps(c: Campaign) -> list[Sweep]:
@@ -309,8 +321,48 @@ def sweeps(c: Campaign) -> list[Sweep]:
             for p in varying.get(scen[0], ()):
                 add(scen, p, name, m.get("unit", ""), tunnel(d), int(params[p]),
                     float(m["value"]))
+    for d in c.ok:
+        point = tunnel_sweep(d)
+        if point is None:
+            continue
+        base, param, x = point
+        scen = scenario(d)
+        key = (scen[0], param, scen[1], scen[2])
+        found.setdefault(key, Sweep(scen[0], param, scen[1], scen[2], {}, {}, "tunnel"))
+        for name, m in (d.get("metrics") or {}).items():
+            if m.get("value") is not None and not _SWEEP_METRIC.match(name):
+                add(scen, param, name, m.get("unit", ""), base, x, float(m["value"]))
+        dp = datapath_cpu(d)
+        if dp is not None:
+            add(scen, param, DATAPATH_CPU, "% of one core", base, x, dp)
     return [sw for sw in found.values()
             if any(len(xs) > 1 for per in sw.points.values() for xs in per.values())]
+
+
+DATAPATH_CPU = "datapath_cpu"
+
+
+def datapath_cpu(doc: dict[str, Any]) -> float | None:
+    """CPU of the tunnel's datapath daemons (wireguard-go, charon, ovs-vswitchd, ssh), both
+    sites summed, in % of one core, from the per-process CPU the case recorded; None for a
+    kernel datapath (no daemon tracked)."""
+    procs = (doc.get("cpu") or {}).get("processes") or {}
+    vals = [float(e.get("pct_of_one_core", 0.0)) for label, e in procs.items()
+            if label.startswith("datapath")]
+    return sum(vals) if vals else None
+
+
+def tunnel_sweep(doc: dict[str, Any]) -> tuple[str, str, int] | None:
+    """(base label, parameter, value) of a case whose tunnel is one value of a recorded
+    tunnel sweep (an experiment's `tunnels = [1, 2, 4]`), else None."""
+    t = doc["case"]["tunnel"]
+    point = t.get("sweep") or {}
+    if len(point) != 1:
+        return None
+    (param, value), = point.items()
+    if not isinstance(value, int):
+        return None
+    return str(t.get("base") or t["kind"]), str(param), value
 
 
 # -- latency distributions -----------------------------------------------------------------
@@ -322,11 +374,65 @@ class Distribution:
     # tunnel -> sorted values (full samples) or (quantile 0..1, value) points
     samples: dict[str, list[float]] = field(default_factory=dict)
     quantiles: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    # tunnel -> how many transactions the quantiles summarize (a sketch), when recorded
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def dense(self, tun: str) -> bool:
+        """True when a tunnel's quantiles are a sketch of the whole distribution (hundreds of
+        levels), not a handful of reported percentiles."""
+        return len(self.quantiles.get(tun, ())) >= SKETCH_MIN
+
+
+SKETCH_MIN = 50
+_UNIT_SUFFIX = re.compile(r"^(?P<q>.+)_(?P<unit>us|ms|ns|s)$")
+
+
+def _sketches(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Quantile sketches a case recorded: ``raw.<group>.cdf = {"pct": [...], "<q>_<unit>":
+    [...]}`` (the latency workload: ``raw.tcp.cdf.rtt_us`` -> ``tcp_rtt`` in us), with the
+    group's ``stats.samples`` as the count when present."""
+    out: dict[str, dict[str, Any]] = {}
+    for group, val in ((doc.get("raw") or {}).items()):
+        cdf = val.get("cdf") if isinstance(val, dict) else None
+        if not isinstance(cdf, dict) or not isinstance(cdf.get("pct"), list):
+            continue
+        for key, vals in cdf.items():
+            m = _UNIT_SUFFIX.match(key)
+            if key == "pct" or not m or not isinstance(vals, list) \
+                    or len(vals) != len(cdf["pct"]):
+                continue
+            out[f"{group}_{m['q']}"] = {
+                "unit": "µs" if m["unit"] == "us" else m["unit"],
+                "pct": cdf["pct"], "values": vals,
+                "count": (val.get("stats") or {}).get("samples")}
+    return out
+
+
+def mixture(sketches: list[tuple[list[float], list[float]]],
+            levels: list[float]) -> list[tuple[float, float]]:
+    """The CDF of repeats pooled with equal weight, from each repeat's quantile sketch
+    (levels in %, values ascending): F(x) = mean of the repeats' F_r(x), each F_r linear
+    between its quantiles; returned as (fraction, value) at the given levels. With one repeat
+    this is the repeat's own sketch."""
+    import numpy as np
+    if len(sketches) == 1:
+        pct, vals = sketches[0]
+        return [(p / 100.0, v) for p, v in zip(pct, vals)]
+    grid = np.unique(np.concatenate([np.asarray(v, dtype=float) for _, v in sketches]))
+    f = np.zeros(len(grid))
+    for pct, vals in sketches:
+        f += np.interp(grid, np.asarray(vals, dtype=float), np.asarray(pct, dtype=float) / 100)
+    f /= len(sketches)
+    xs = np.interp(np.asarray(levels, dtype=float) / 100, f, grid)
+    return [(p / 100.0, float(x)) for p, x in zip(levels, xs)]
 
 
 def distributions(c: Campaign, scen: Scenario) -> list[Distribution]:
+    """Every distribution of a scenario, per tunnel, best data first: full samples, then a
+    recorded quantile sketch (repeats pooled), then the percentile metrics (``*_pNN``)."""
     out: dict[str, Distribution] = {}
     qpts: dict[tuple[str, str], dict[float, list[float]]] = {}
+    sk: dict[tuple[str, str], list[tuple[list[float], list[float]]]] = {}
     for d in c.ok:
         if scenario(d) != scen:
             continue
@@ -341,14 +447,24 @@ def distributions(c: Campaign, scen: Scenario) -> list[Distribution]:
                 dd.samples.setdefault(tun, []).extend(float(v) for v in dist["values"])
             for q, v in (dist.get("percentiles") or {}).items():
                 qpts.setdefault((name, tun), {}).setdefault(float(q) / 100, []).append(float(v))
+        for name, s in _sketches(d).items():
+            if name in dists:
+                continue
+            dd = out.setdefault(name, Distribution(name, s["unit"]))
+            sk.setdefault((name, tun), []).append(
+                ([float(p) for p in s["pct"]], [float(v) for v in s["values"]]))
+            if s["count"]:
+                dd.counts[tun] = dd.counts.get(tun, 0) + int(s["count"])
         for mname, m in (d.get("metrics") or {}).items():
             mm = _PCTL.match(mname)
             if mm and m.get("value") is not None and mm["base"] not in dists:
                 out.setdefault(mm["base"], Distribution(mm["base"], str(m.get("unit", ""))))
                 qpts.setdefault((mm["base"], tun), {}).setdefault(
                     float(mm["q"]) / 100, []).append(float(m["value"]))
+    for (name, tun), reps in sk.items():
+        out[name].quantiles[tun] = mixture(reps, reps[0][0])
     for (name, tun), pts in qpts.items():
-        if tun in out[name].samples:
+        if tun in out[name].samples or tun in out[name].quantiles:
             continue
         out[name].quantiles[tun] = sorted((q, sum(v) / len(v)) for q, v in pts.items())
     for dist in out.values():

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -17,9 +18,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
+from matplotlib.ticker import EngFormatter, MaxNLocator  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
-from . import data, stats  # noqa: E402
+from . import cores, data, stats  # noqa: E402
 from . import metrics as catalogue  # noqa: E402
 from .data import Campaign, Scenario  # noqa: E402
 
@@ -39,6 +42,7 @@ class Figure:
     caption: str
     png: Path
     svg: Path
+    overlaps: tuple[str, ...] = ()   # tick labels that ran into a neighbour (should be none)
 
 
 class Palette:
@@ -67,13 +71,64 @@ def slug(*parts: object) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
 
 
+def _collisions(labels: list[Text], renderer: Any) -> list[str]:
+    """Neighbouring tick labels that touch: boxes intersecting for level text; for slanted
+    text, anchors closer than the text's height across the slant."""
+    shown = [t for t in labels if t.get_visible() and t.get_text()]
+    out = []
+    for a, b in zip(shown, shown[1:]):
+        ea, eb = a.get_window_extent(renderer), b.get_window_extent(renderer)
+        angle = abs(a.get_rotation()) % 180
+        if angle < 1:
+            inter = Bbox.intersection(ea, eb)
+            hit = inter is not None and inter.width > 1 and inter.height > 1
+        else:
+            pa = a.get_transform().transform(a.get_position())
+            pb = b.get_transform().transform(b.get_position())
+            line = float(a.get_fontsize()) * a.figure.dpi / 72   # px
+            gap = max(abs(pb[0] - pa[0]), abs(pb[1] - pa[1]))
+            hit = gap * math.sin(math.radians(angle)) < line * 0.95
+        if hit:
+            out.append(f"{a.get_text()}|{b.get_text()}")
+    return out
+
+
+def overlapping_ticks(fig: MplFigure, fix: bool = False) -> tuple[str, ...]:
+    """Tick labels of the drawn figure that run into a neighbour ('a|b' pairs): the check
+    behind "no overlapping tick labels". With fix, an axis whose x labels collide gets them
+    slanted (right-aligned on their tick), and y labels a smaller font, before checking."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()   # type: ignore[attr-defined]
+    if fix:
+        changed = False
+        for ax in fig.axes:
+            if ax.get_visible() and _collisions(ax.get_xticklabels(), renderer):
+                ax.tick_params(axis="x", labelrotation=35, labelsize=7)
+                for t in ax.get_xticklabels():
+                    t.set_horizontalalignment("right")
+                    t.set_rotation_mode("anchor")
+                changed = True
+            if ax.get_visible() and _collisions(ax.get_yticklabels(), renderer):
+                ax.tick_params(axis="y", labelsize=6.5)
+                changed = True
+        if changed:
+            fig.canvas.draw()
+    found: list[str] = []
+    for ax in fig.axes:
+        if ax.get_visible():
+            found += _collisions(ax.get_xticklabels(), renderer)
+            found += _collisions(ax.get_yticklabels(), renderer)
+    return tuple(found)
+
+
 def _save(fig: MplFigure, out: Path, name: str, title: str, caption: str) -> Figure:
     out.mkdir(parents=True, exist_ok=True)
     png, svg = out / f"{name}.png", out / f"{name}.svg"
+    overlaps = overlapping_ticks(fig, fix=True)
     fig.savefig(png)
     fig.savefig(svg, metadata={"Date": None})
     plt.close(fig)
-    return Figure(name, title, caption, png, svg)
+    return Figure(name, title, caption, png, svg, overlaps)
 
 
 def _grid(n: int, width: float = 3.6, height: float = 2.6) -> tuple[MplFigure, list[Axes]]:
@@ -108,6 +163,13 @@ def _label_in_bar(ax: Axes, x: float, height: float, text: str) -> None:
                 fontweight="bold")
 
 
+def _own_scale(tops: list[float]) -> bool:
+    """One shared linear axis flattens the small curves when the largest is over 8x the
+    smallest (native at 10 Gbit/s next to wireguard-go at 0.2)."""
+    pos = [t for t in tops if t > 0]
+    return len(pos) > 1 and max(pos) / min(pos) > 8
+
+
 # -- 1. throughput (any) series per tunnel -------------------------------------------------
 
 def series_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
@@ -121,7 +183,9 @@ def series_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                 continue
             unit = data.metric_unit(c.ok, name)
             fig, axes = _grid(len(per))
-            ymax = max(max(v) for runs in per.values() for v in runs)
+            tops = {t: max(max(v) for v in runs) for t, runs in per.items()}
+            own = _own_scale(list(tops.values()))   # a shared axis would flatten some
+            ymax = max(tops.values())
             for ax, (tun, runs) in zip(axes, sorted(per.items(), key=lambda kv:
                                                     c.tunnels().index(kv[0]))):
                 for i, r in enumerate(runs):
@@ -134,13 +198,16 @@ def series_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                 ax.set_title(tun, color=pal(tun))
                 ax.set_xlabel("time (s, after warm-up)")
                 ax.set_ylabel(f"{name} ({unit})" if unit else name)
-                ax.set_ylim(0, ymax * 1.1)
+                ax.set_ylim(0, (tops[tun] if own else ymax) * 1.1 or None)
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             axes[0].legend(loc="lower left", ncols=2)
             title = f"{name} series per tunnel ({scen_text(scen, c)})"
             fig.suptitle(title)
             yield _save(fig, out, slug("series", name, *scen), title,
-                        "Each repeat's per-second values; the red dashed line is their mean.")
+                        "Each repeat's per-second values; the red dashed line is their mean."
+                        + (" Each panel has its own y scale: the tunnels differ by more "
+                           "than 8x, and one shared scale would flatten the smaller ones."
+                           if own else ""))
 
 
 # -- 2. CPU bars with min/max whiskers -----------------------------------------------------
@@ -185,6 +252,85 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         yield _save(fig, out, slug("cpu", wl), title, cap)
 
 
+# -- 2b. CPU per core: cores ranked per sample, and the one-core bottleneck -----------------
+
+CORE_PARTS = (("usr", "user", "#4c78a8"), ("sys", "system", "#f58518"),
+              ("softirq", "irq + softirq", "#e45756"))
+MAX_RANKS = 8
+
+
+def _shown_ranks(n: int) -> list[int]:
+    """Which core ranks to draw: all up to MAX_RANKS, else the busiest ones and the least."""
+    return list(range(n)) if n <= MAX_RANKS else [*range(MAX_RANKS - 1), n - 1]
+
+
+def _core_groups(c: Campaign) -> list[tuple[Scenario, list[Scenario]]]:
+    """One figure per scenario; the values of a workload sweep (stream streams=1, 4, 16)
+    share one figure, keyed by the base workload."""
+    groups: dict[Scenario, list[Scenario]] = {}
+    for scen in c.scenarios():
+        point = c.sweep_point(scen[0])
+        key = (point[0], scen[1], scen[2]) if point else scen
+        groups.setdefault(key, []).append(scen)
+    for members in groups.values():
+        members.sort(key=lambda m: (c.sweep_point(m[0]) or ("", "", 0))[2])
+    return list(groups.items())
+
+
+def percore_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
+    profs = cores.profiles(c)
+    for scen, members in _core_groups(c):
+        ps = [p for m in members for p in profs if p.scenario == m]
+        if not ps:
+            continue
+        swept = len(members) > 1
+        ranks = max(len(_shown_ranks(p.cores)) for p in ps)
+        rows = sum(len(_shown_ranks(p.cores)) for p in ps) + len(ps)
+        fig, ax = plt.subplots(figsize=(6.4, 0.6 + 0.24 * rows), layout="constrained")
+        y, centers, labels = 0.0, [], []
+        for p in ps:
+            shown = _shown_ranks(p.cores)
+            top = y
+            for i in shown:
+                left = 0.0
+                for key, name, color in CORE_PARTS:
+                    v = p.parts[i][key]
+                    ax.barh(y, v, left=left, height=0.8, color=color,
+                            label=name if (p is ps[0] and i == 0) else None)
+                    left += v
+                rank = "busiest" if i == 0 else ("least busy" if i == p.cores - 1
+                                                 else f"#{i + 1}")
+                ax.text(101, y, f"{p.busy[i]:.0f}% {rank}", va="center", fontsize=7)
+                y += 1
+            centers.append((top + y - 1) / 2)
+            b = cores.bottleneck(p)
+            point = c.sweep_point(p.scenario[0]) if swept else None
+            labels.append(p.tunnel + (f" · {point[1]}={point[2]}" if point else "")
+                          + ("\n⚠ one core" if b else ""))
+            y += 1
+        ax.set_yticks(centers, labels)
+        for t, p in zip(ax.get_yticklabels(), ps):
+            t.set_color(pal(p.tunnel))   # type: ignore[arg-type]
+        ax.invert_yaxis()
+        ax.set_xlim(0, 130)
+        ax.set_xticks([0, 25, 50, 75, 100])
+        ax.set_xlabel("busy (% of one core)")
+        ax.grid(False, axis="y")
+        fig.legend(loc="outside lower center", ncols=3, fontsize=7)
+        shared = any(p.shared_by_sites for p in ps)
+        title = f"CPU per core ({scen_text(scen, c)})"
+        ax.set_title(title)
+        cap = (f"Each tunnel's cores ranked by how busy they were in each 1 s sample (busiest "
+               f"first; threads move between cores), averaged over samples and repeats; "
+               f"split into user, system and irq + softirq time. ⚠ marks one core at "
+               f"≥{cores.SATURATED:.0f}% while another stayed ≥{cores.ROOM:.0f} points lower.")
+        if ranks < max(p.cores for p in ps):
+            cap += f" Over {MAX_RANKS} cores: the busiest {MAX_RANKS - 1} and the least busy."
+        if shared:
+            cap += " Both sites share this host's cores: the bars are both ends together."
+        yield _save(fig, out, slug("cores", *scen), title, cap)
+
+
 # -- 3. % of native with 95% CI ------------------------------------------------------------
 
 def pct_interval(r: stats.Row, base: stats.Row) -> tuple[float, float, float]:
@@ -198,7 +344,18 @@ def pct_interval(r: stats.Row, base: stats.Row) -> tuple[float, float, float]:
     return pct, half, half
 
 
+def _hbar_height(n: int) -> float:
+    return max(2.3, 0.9 + 0.3 * n)
+
+
+def _value_label(ax: Axes, y: float, end: float, text: str) -> None:
+    """A bar's value just right of its end (or whisker): readable however short the bar."""
+    ax.text(end, y, f" {text}", va="center", ha="left", fontsize=7.5)
+
+
 def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
+    """Horizontal bars sorted by share, each labelled with its value next to its end, so a
+    tunnel at 2% of native is as readable as one at 100%."""
     for wl in c.workloads():
         metric = data.headline_metric(c, wl)
         if metric is None:
@@ -218,29 +375,51 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
                     entries.append((tun, scen, pct, lo))
         if len(entries) < 2:
             continue
-        fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(entries) + 1.5), 3.2),
+        higher = next((r.higher_is_better for r in c.rows
+                       if r.workload == wl and r.metric == metric), True)
+        entries.sort(key=lambda e: -e[2] if higher else e[2])   # best first, top down
+        fig, ax = plt.subplots(figsize=(6.0, _hbar_height(len(entries))),
                                layout="constrained")
+        # the scale follows the shares, not the CIs: two repeats give t = 12.7 and whiskers
+        # that would squeeze every bar into the left edge; a cut whisker ends in an arrow
+        top = max(110.0, max(e[2] for e in entries) * 1.25)
+        cut = False
         labels = []
         for i, (tun, scen, pct, half) in enumerate(entries):
-            if c.kind_of(tun) == "native":
-                ax.bar(i, pct, color="white", edgecolor=pal(tun), hatch="//", width=0.7)
-                ax.text(i, pct / 2, "reference", ha="center", va="center", fontsize=7,
-                        rotation=90)
+            if c.kind_of(tun) == "native":   # the reference (100%), not a measurement
+                ax.barh(i, pct, color="white", edgecolor=pal(tun), hatch="//", height=0.7)
+                ax.text(pct / 2, i, "reference", ha="center", va="center", fontsize=7)
+                _value_label(ax, i, pct, f"{pct:.0f}%")
             else:
-                ax.bar(i, pct, color=pal(tun), width=0.7)
-                ax.errorbar(i, pct, yerr=half, color="k", capsize=4, lw=1)
-                _label_in_bar(ax, i, pct, f"{pct:.0f}%")
-            labels.append(tun if len(scens) == 1 else f"{tun}\nMTU {scen[1]}")
-        ax.axhline(100, color="k", lw=0.8, ls=":")
-        ax.set_xticks(range(len(entries)), labels)
-        ax.set_ylabel(f"{metric} (% of native)")
-        ax.set_ylim(0, max(110, max(e[2] + e[3] for e in entries) * 1.1))
-        title = f"{metric} as % of native ({wl})"
+                ax.barh(i, pct, color=pal(tun), height=0.7)
+                hi = min(pct + half, top * 0.86)
+                ax.errorbar(pct, i, xerr=[[min(half, pct)], [hi - pct]], color="k", capsize=3,
+                            lw=0.9)
+                if hi < pct + half:
+                    cut = True
+                    ax.annotate("", (hi + top * 0.03, i), (hi, i),
+                                arrowprops={"arrowstyle": "->", "lw": 0.9})
+                text = f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
+                if not higher and pct >= 150:    # a delay or cost many times native's
+                    text += f" ({pct / 100:.1f}× native)"
+                _value_label(ax, i, hi + (top * 0.03 if hi < pct + half else 0), text)
+            labels.append(tun if len(scens) == 1 else f"{tun} · MTU {scen[1]}"
+                          + ("" if scen[2] == "default" else f" · {scen[2]}"))
+        ax.axvline(100, color="k", lw=0.8, ls=":")
+        ax.set_yticks(range(len(entries)), labels)
+        ax.invert_yaxis()
+        ax.grid(False, axis="y")
+        ax.set_xlim(0, top)
+        name = catalogue.display_name(metric)
+        ax.set_xlabel(f"{name} (% of native)")
+        title = f"{name} as % of native ({wl})"
         ax.set_title(title)
         yield _save(fig, out, slug("pct-native", wl, metric), title,
                     "Mean over repeats divided by native's mean in the same campaign and "
-                    "scenario; whiskers: 95% CI (both relative errors combined). Native is the "
-                    "reference (100%, hatched), not a measurement.")
+                    "scenario, " + ("highest" if higher else "closest to native") + " first; "
+                    "whiskers: 95% CI (both relative errors combined)"
+                    + ("; an arrow marks a whisker cut at the edge" if cut else "")
+                    + ". Native is the reference (100%, hatched), not a measurement.")
 
 
 # -- 4. MTU grouped bars -------------------------------------------------------------------
@@ -272,7 +451,7 @@ def mtu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             ax.set_xticks(range(len(tuns)), tuns)
             unit = next(r.unit for r in c.rows if r.metric == metric and r.workload == wl)
             ax.set_ylabel(f"{metric} ({unit})")
-            leg = ax.legend(title="underlay MTU", loc="lower right")
+            leg = ax.legend(title="underlay MTU", loc="upper left", bbox_to_anchor=(1.0, 1.0))
             for h in leg.legend_handles:
                 if h is not None and hasattr(h, "set_color"):
                     h.set_color("0.5")
@@ -286,34 +465,59 @@ def mtu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
 
 # -- 5. latency CDF ------------------------------------------------------------------------
 
+def _cdf_points(dist: data.Distribution, tun: str) -> tuple[list[float], list[float], str]:
+    """x values, cumulative fractions and a legend label of one tunnel's curve."""
+    if tun in dist.samples:
+        v = dist.samples[tun]
+        return v, [(i + 1) / len(v) for i in range(len(v))], f"{tun} (n={len(v):,})"
+    q = dist.quantiles[tun]
+    xs, fs = [v for _, v in q], [p for p, _ in q]
+    if dist.dense(tun):
+        n = dist.counts.get(tun)
+        return xs, fs, f"{tun} (n={n:,})" if n else f"{tun} ({len(q)} quantiles)"
+    return xs, fs, f"{tun} (percentiles only)"
+
+
 def cdf_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
+    """The study's RTT CDF: one curve per tunnel from the recorded distribution (every sample,
+    or the workload's quantile sketch with repeats pooled), and the tail (1 - F, log axis)
+    where p99 and p99.9 differ, which a linear CDF squeezes into its top pixel."""
     for scen in c.scenarios():
         for dist in data.distributions(c, scen):
-            fig, ax = plt.subplots(figsize=(5.6, 3.4), layout="constrained")
+            tuns = [t for t in c.tunnels() if t in dist.samples or t in dist.quantiles]
+            fig, (ax, tail) = plt.subplots(1, 2, figsize=(8.4, 3.4), layout="constrained")
             allv: list[float] = []
-            for tun in c.tunnels():
-                if tun in dist.samples:
-                    v = dist.samples[tun]
-                    ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post",
-                            color=pal(tun), label=f"{tun} (n={len(v)})")
-                    allv += v
-                elif tun in dist.quantiles:
-                    q = dist.quantiles[tun]
-                    ax.plot([v for _, v in q], [p for p, _ in q], marker="o", ms=3,
-                            color=pal(tun), label=f"{tun} (percentiles)")
-                    allv += [v for _, v in q]
+            for tun in tuns:
+                xs, fs, label = _cdf_points(dist, tun)
+                sparse = tun not in dist.samples and not dist.dense(tun)
+                style = {"marker": "o", "ms": 3} if sparse else {}
+                ax.plot(xs, fs, color=pal(tun), label=label, drawstyle="steps-post"
+                        if tun in dist.samples else "default", **style)
+                tx = [(x, 1 - f) for x, f in zip(xs, fs) if 1 - f > 0]
+                if tx:
+                    tail.plot([x for x, _ in tx], [y for _, y in tx], color=pal(tun), **style)
+                allv += xs
             pos = [v for v in allv if v > 0]
-            if pos and max(pos) / min(pos) > 50:
-                ax.set_xscale("log")
+            for a in (ax, tail):
+                if pos and max(pos) / min(pos) > 4:
+                    a.set_xscale("log")
+                a.set_xlabel(f"{catalogue.display_name(dist.name)} "
+                             f"({catalogue.unit_label(dist.name, dist.unit)})" if dist.unit
+                             else catalogue.display_name(dist.name))
             ax.set_ylim(0, 1.02)
-            ax.set_xlabel(f"{dist.name} ({dist.unit})" if dist.unit else dist.name)
-            ax.set_ylabel("fraction of samples ≤ x")
+            ax.set_ylabel("fraction of transactions ≤ x")
+            ax.set_title("CDF")
+            tail.set_yscale("log")
+            tail.set_ylabel("fraction > x (tail)")
+            tail.set_title("tail: p90 at 0.1, p99 at 0.01, p99.9 at 0.001")
             ax.legend(loc="lower right")
-            title = f"{dist.name} CDF per tunnel ({scen_text(scen, c)})"
-            ax.set_title(title)
+            title = f"{catalogue.display_name(dist.name)} CDF per tunnel ({scen_text(scen, c)})"
+            fig.suptitle(title)
             yield _save(fig, out, slug("cdf", dist.name, *scen), title,
-                        "Cumulative distribution over all repeats (full samples where the "
-                        "workload kept them, otherwise its reported percentiles).")
+                        "Cumulative distribution of every transaction over all repeats (full "
+                        "samples, or the workload's 1000-quantile sketch of them with repeats "
+                        "pooled); where only a few percentiles were recorded, they are marked. "
+                        "Right: the tail on a log scale.")
 
 
 # -- 6. sweeps: aggregate throughput and CPU vs parallel streams / processes ---------------
@@ -321,9 +525,18 @@ def cdf_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
 def _metric_rank(name: str, unit: str) -> tuple[int, str]:
     if data.is_rate_unit(unit) or data.is_line_rate(name, unit):
         return (0, name)
-    if name == "cpu_busy":
+    if name in ("cpu_busy", data.DATAPATH_CPU):
         return (1, name)
     return (2, name)
+
+
+def _sweep_color(c: Campaign, pal: Palette, name: str) -> tuple[float, ...]:
+    """A tunnel's colour; a tunnel sweep's curve (base label) takes its first value's."""
+    if name in pal.colors:
+        return pal(name)
+    first = next((data.tunnel(d) for d in c.cases
+                  if (data.tunnel_sweep(d) or ("",))[0] == name), name)
+    return pal(first)
 
 
 def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
@@ -331,36 +544,56 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         ranked = sorted(sw.points, key=lambda m: _metric_rank(m, sw.units.get(m, "")))
         metrics = [m for m in ranked if _metric_rank(m, sw.units.get(m, ""))[0] < 2] \
             or ranked[:2]
+        head = data.headline_metric(c, sw.workload)
+        if head in sw.points and head not in metrics:   # latency vs N: the median RTT
+            metrics.insert(0, head)
         fig, axes = _grid(len(metrics), 4.2, 3.0)
         xs_all: set[int] = set()
+        logy = False
         for ax, metric in zip(axes, metrics):
-            top = 0.0
-            for tun in c.tunnels():
-                pts = sw.points[metric].get(tun)
-                if not pts:
-                    continue
+            tops: list[float] = []
+            lows: list[float] = []
+            for tun, pts in sw.points[metric].items():
                 xs = sorted(pts)
                 xs_all.update(xs)
                 summ = [stats.summarize(pts[x]) for x in xs]
+                ceil = _ceiling(metric, sw.units.get(metric, ""))
                 ax.errorbar(xs, [s.mean for s in summ],
-                            yerr=[[s.mean - s.ci95_low for s in summ],
-                                  [s.ci95_high - s.mean for s in summ]],
-                            marker="o", ms=3, capsize=2, color=pal(tun), label=tun)
-                top = max(top, *(min(s.ci95_high, 2 * s.mean) for s in summ))
+                            yerr=[[min(s.mean - s.ci95_low, s.mean * 0.9) for s in summ],
+                                  [_err(s, ceil)[1] for s in summ]],
+                            marker="o", ms=3, capsize=2, color=_sweep_color(c, pal, tun),
+                            label=tun)
+                tops.append(max(min(s.ci95_high, 2 * s.mean) for s in summ))
+                lows.append(min(s.mean for s in summ))
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(xs_all), [str(x) for x in sorted(xs_all)])
-            ax.set_xlabel(f"parallel {sw.param}")
+            ax.minorticks_off()
+            ax.set_xlabel("ECMP tunnels" if sw.over == "tunnel" else f"parallel {sw.param}")
             unit = sw.units.get(metric, "")
-            ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
-            ax.set_ylim(0, top * 1.08 or None)
-            ax.set_title(metric)
+            shown = catalogue.unit_label(metric, unit)
+            name = catalogue.display_name(metric)
+            ax.set_ylabel(f"{name} ({shown})" if shown else name)
+            if _metric_rank(metric, unit)[0] == 0 and _own_scale(tops) and min(lows) > 0:
+                ax.set_yscale("log")   # each curve readable: equal ratios, equal distances
+                logy = True
+            else:
+                ax.set_ylim(0, max(tops) * 1.08 or None)
+            ax.set_title(name)
         axes[0].legend(loc="best")
-        title = f"{', '.join(metrics)} vs {sw.param} ({sw.workload}" + \
+        over = "ECMP tunnels" if sw.over == "tunnel" else sw.param
+        title = f"{', '.join(map(catalogue.display_name, metrics))} vs {over} ({sw.workload}" + \
                 ("" if sw.mtu == 1500 else f", MTU {sw.mtu}") + ")"
         fig.suptitle(title)
+        cap = (f"Mean over repeats at each number of {over} (log2 axis); whiskers: 95% CI "
+               "(cut at twice the mean).")
+        if sw.over == "tunnel":
+            cap += (" Each point is the tunnel built N times in parallel, flows spread over "
+                    "them by an L4-hashed ECMP route (tunnels=N). datapath_cpu: the tunnel's "
+                    "daemons (both sites, all N) in % of one core.")
+        if logy:
+            cap += " Rates on a log axis: the curves differ by more than 8x."
         yield _save(fig, out, slug("sweep", sw.workload, sw.param, sw.mtu, sw.offloads), title,
-                    f"Mean over repeats at each number of {sw.param} (log2 axis); "
-                    "whiskers: 95% CI (cut at twice the mean).")
+                    cap)
 
 
 # -- 7. bars by tunnel for selected metrics (line rate, NDR/PDR, latency under load) -------
@@ -401,13 +634,23 @@ def line_rate_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             axes[0].legend(loc="best")
             axes[0].set_title("share of line rate")
             if panels == 2:
-                _grouped(axes[1], c, pal, [""], {("", r.tunnel): r.stats for r in cpu if r})
+                _grouped(axes[1], c, pal, [""], {("", r.tunnel): r.stats for r in cpu if r},
+                         CPU_CEILING)
                 axes[1].set_ylabel("CPU busy (% of all cores)")
                 axes[1].set_title("CPU")
             title = f"Percent of line rate ({scen_text(scen, c)})"
             fig.suptitle(title)
             yield _save(fig, out, slug("line-rate", metric, *scen), title,
                         "Mean over repeats; whiskers: 95% CI.")
+
+
+def _size_label(size: str, unit: str) -> str:
+    """'pps_361' on a pps axis -> '361'; 'mbps_l2_imix' on a Mbit/s axis -> 'l2_imix': the
+    unit is on the axis already."""
+    for prefix in ("pps_", "mbps_", "gbps_", "bps_"):
+        if size.startswith(prefix):
+            return size[len(prefix):]
+    return size
 
 
 def ndr_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
@@ -417,27 +660,33 @@ def ndr_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         loaded = [r for r in srows if data.is_under_load(r.metric)]
         if not nd and not loaded:
             continue
-        kinds = sorted({k for k, _ in nd.values()})
-        panels = len(kinds) + (1 if loaded else 0)
+        units = {r.metric: r.unit for r in srows if r.metric in nd}
+        # one panel per kind and unit: pps and Mbit/s never share an axis
+        panels_nd = sorted({(k, units[m]) for m, (k, _) in nd.items()},   # packets first
+                           key=lambda ku: ("packets" not in ku[1] and "pps" not in ku[1],
+                                           ku[1], ku[0]))
+        panels = len(panels_nd) + (1 if loaded else 0)
         fig, axes = _grid(panels, 4.6, 3.0)
-        for ax, kind in zip(axes, kinds):
-            sizes = sorted({s for k, s in nd.values() if k == kind}, key=data.size_order)
-            vals = {(nd[r.metric][1], r.tunnel): r.stats for r in srows
-                    if r.metric in nd and nd[r.metric][0] == kind}
+        for ax, (kind, unit) in zip(axes, panels_nd):
+            mine = {m: _size_label(sz, unit) for m, (k, sz) in nd.items()
+                    if k == kind and units[m] == unit}
+            sizes = sorted(set(mine.values()), key=data.size_order)
+            vals = {(mine[r.metric], r.tunnel): r.stats for r in srows if r.metric in mine}
             _grouped(ax, c, pal, sizes, vals)
-            unit = next(r.unit for r in srows if r.metric in nd and nd[r.metric][0] == kind)
             ax.set_ylabel(f"{kind.upper()} ({unit})")
+            if "packets" in unit or "pps" in unit:
+                ax.yaxis.set_major_formatter(EngFormatter(sep=" "))   # 1.5 M, not 1e6
             ax.set_xlabel("frame size (bytes) / mix")
             ax.set_title(f"{kind.upper()}: " + ("no drop" if kind == "ndr" else "partial drop")
-                         + " rate")
-            ax.legend(loc="best")
+                         + f" rate, {unit}")
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 6))
         if loaded:
             ax = axes[-1]
             names = list(dict.fromkeys(r.metric for r in loaded))
             _grouped(ax, c, pal, names, {(r.metric, r.tunnel): r.stats for r in loaded})
             ax.set_ylabel(f"latency ({loaded[0].unit})")
             ax.set_title("latency under load")
-            ax.tick_params(axis="x", labelrotation=15)
         title = f"NDR/PDR and latency under load ({scen_text(scen, c)})"
         fig.suptitle(title)
         yield _save(fig, out, slug("ndr", *scen), title,
@@ -480,7 +729,7 @@ def other_metric_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figur
 
 
 FIGURES: tuple[Callable[[Campaign, Path, Palette], Iterator[Figure]], ...] = (
-    pct_native_figures, series_figures, cpu_figures, mtu_figures, cdf_figures,
+    pct_native_figures, series_figures, cpu_figures, percore_figures, mtu_figures, cdf_figures,
     sweep_figures, line_rate_figures, ndr_figures, other_metric_figures)
 
 

@@ -67,6 +67,9 @@ details{margin:.2em 0 1em}summary{cursor:pointer;color:#3b4a6b;font-size:.9em}
   min-width:10em;max-width:45vw;white-space:normal}
  .tw table:not(.cards) tr>th:first-child{background:#eef1f7}
 }
+@media (max-width:700px){
+ figure{display:block;margin-right:0;overflow-x:auto}
+ figure img{max-width:none;width:auto}}
 """
 
 

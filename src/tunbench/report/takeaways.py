@@ -8,14 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import data, stats
+from . import cores, data, stats, wire
 from . import metrics as catalogue
 from .data import Campaign, Scenario
 
 
 @dataclass(frozen=True)
 class Takeaway:
-    topic: str                      # share-of-native, cpu-per-gbit, jumbo, scaling, latency, noisy
+    topic: str   # share-of-native, cpu-per-gbit, jumbo, scaling, scale-out, latency,
+    #              on-wire, one-core, noisy
     text: str
     facts: dict[str, Any] = field(default_factory=dict)
 
@@ -220,7 +221,7 @@ def scaling(c: Campaign) -> list[Takeaway]:
     out = []
     for sw in data.sweeps(c):
         rates = [m for m in sw.points if data.is_rate_unit(sw.units.get(m, ""))]
-        if not rates:
+        if not rates or sw.over == "tunnel":   # scale_out() speaks for tunnel sweeps
             continue
         metric = rates[0]
         unit = sw.units[metric]
@@ -255,6 +256,99 @@ def scaling(c: Campaign) -> list[Takeaway]:
                         f"{unit} at {last}.")
                 facts["stops"] = True
             out.append(Takeaway("scaling", text, facts))
+    return out
+
+
+def scale_out(c: Campaign) -> list[Takeaway]:
+    """Encryption scale-out: a tunnel built N times with flows spread by ECMP (tunnels=N).
+    The scaling factor is the rate at N over the rate at the sweep's smallest N; it is called
+    a gain only when the two 95% CIs do not overlap. CPU busy at both ends says whether the
+    extra tunnels found idle cores or only shared the same ones."""
+    out = []
+    for sw in data.sweeps(c):
+        rates = [m for m in sw.points if data.is_rate_unit(sw.units.get(m, ""))]
+        if sw.over != "tunnel" or not rates:
+            continue
+        metric = data.headline_metric(c, sw.workload)
+        metric = metric if metric in rates else rates[0]
+        unit = sw.units[metric]
+        for tun, pts in sw.points[metric].items():
+            xs = sorted(pts)
+            if len(xs) < 2:
+                continue
+            summ = {x: stats.summarize(pts[x]) for x in xs}
+            first = summ[xs[0]]
+            if not first.mean:
+                continue
+            factors = {x: summ[x].mean / first.mean for x in xs}
+            items = ", ".join(f"×{factors[x]:.2f} at {x} ({num(summ[x].mean)} {unit})"
+                              for x in xs[1:])
+            best = max(xs, key=lambda x: summ[x].mean)
+            text = (f"In {sw.workload}, {tun} over N ECMP tunnels: {metric} {num(first.mean)} "
+                    f"{unit} with {xs[0]}; {items}")
+            facts: dict[str, Any] = {"workload": sw.workload, "tunnel": tun, "metric": metric,
+                                     "factors": factors, "best_x": best}
+            if _single(summ[best], first):
+                text += "; one run each: no confidence interval, significance not tested"
+                facts["scales"] = None
+            elif best == xs[0]:
+                text += f"; more tunnels bring nothing: {xs[0]} is the best"
+                facts["scales"] = False
+            elif data.overlap(summ[best], first):
+                text += (f"; the gain at {best} is not significant with these repeats (95% CIs "
+                         f"of {best} and {xs[0]} overlap)")
+                facts["scales"] = False
+            else:
+                text += (f"; the gain at {best} is significant (×{factors[best]:.2f}, "
+                         f"{100 * factors[best] / best * xs[0]:.0f}% of linear)")
+                facts["scales"] = True
+            cpu = sw.points.get("cpu_busy", {}).get(tun, {})
+            if xs[0] in cpu and best in cpu:
+                lo, hi = (stats.summarize(cpu[x]).mean for x in (xs[0], best))
+                text += f". CPU busy {lo:.0f}% with {xs[0]}, {hi:.0f}% with {best}"
+                facts["cpu"] = (lo, hi)
+                if min(lo, hi) >= 90:
+                    text += " (every core full at both counts)"
+            dp = sw.points.get(data.DATAPATH_CPU, {}).get(tun, {})
+            if xs[0] in dp and best in dp:
+                lo, hi = (stats.summarize(dp[x]).mean for x in (xs[0], best))
+                text += (f"; its datapath daemons used {lo:.0f}% of one core with {xs[0]} and "
+                         f"{hi:.0f}% with {best} (both sites)")
+                facts["datapath_cpu"] = (lo, hi)
+            out.append(Takeaway("scale-out", text + ".", facts))
+    return out
+
+
+def goodput_on_wire(c: Campaign) -> list[Takeaway]:
+    """Per scenario: each tunnel's goodput and what it puts on the wire (full segments in
+    outer IP packets; see report/wire.py), and the share of wire bytes that is goodput, most
+    efficient first. A swept workload gets it once (the share does not depend on streams)."""
+    by_scen: dict[Scenario, list[wire.Wire]] = {}
+    seen_sweeps: set[tuple[str, int, str]] = set()
+    for w in wire.per_tunnel(c):
+        point = c.sweep_point(w.scenario[0])
+        key = (point[0] if point else w.scenario[0], w.scenario[1], w.scenario[2])
+        if point and key in seen_sweeps and w.scenario not in by_scen:
+            continue
+        seen_sweeps.add(key)
+        by_scen.setdefault(w.scenario, []).append(w)
+    out = []
+    for scen, ws in by_scen.items():
+        ws.sort(key=lambda w: -w.efficiency)
+        items = "; ".join(f"{w.tunnel} {num(w.goodput)} → {num(w.on_wire)} Mbit/s "
+                          f"({100 * w.efficiency:.1f}% of the wire is goodput: "
+                          f"{w.mss} of {w.frame} bytes)" for w in ws)
+        text = (f"In {where(c, scen)}, goodput against the wire (full TCP segments in the "
+                f"outer IP packets the tunnel sends): {items}.")
+        base = next((w for w in ws if c.kind_of(w.tunnel) == "native"), None)
+        if base is not None and len(ws) > 1:
+            worst = ws[-1]
+            text += (f" {worst.tunnel}'s headers take {100 * (base.efficiency - worst.efficiency):.1f}"
+                     " points more of the wire than native's.")
+        out.append(Takeaway("on-wire", text, {
+            "scenario": scen, "efficiency": {w.tunnel: w.efficiency for w in ws},
+            "on_wire": {w.tunnel: w.on_wire for w in ws},
+            "goodput": {w.tunnel: w.goodput for w in ws}}))
     return out
 
 
@@ -297,6 +391,33 @@ def latency(c: Campaign) -> list[Takeaway]:
                 text += " One run each: no confidence interval, significance not tested."
             out.append(Takeaway("latency", text, {"scenario": scen, "metric": metric,
                                                   "deltas": deltas, "same": same}))
+    return out
+
+
+def one_core(c: Campaign) -> list[Takeaway]:
+    """Where a tunnel is bound by one core: a recorded thread at a full core, or the busiest
+    core near full while another has room; naming the process whose thread used it."""
+    out = []
+    for b in cores.bottlenecks(c):
+        cores_txt = (f"the busiest core averaged {b.busiest:.0f}% busy"
+                     + (f" ({b.softirq:.0f}% of it irq + softirq)" if b.softirq >= 20 else "")
+                     + f", the least busy {b.least:.0f}%")
+        if b.signature == "thread":
+            text = (f"In {where(c, b.scenario)}, {b.tunnel} is bound by one core: {b.process}'s "
+                    f"busiest thread ran at {b.process_pct:.0f}% of a core, as much as one "
+                    f"thread can ({cores_txt}).")
+        else:
+            who = (f"; its user: {b.process}, whose busiest thread ran at "
+                   f"{b.process_pct:.0f}% of a core" if b.process else
+                   "; no recorded process came near a full core (kernel work: softirq or "
+                   "kworkers)")
+            text = f"In {where(c, b.scenario)}, {b.tunnel} is bound by one core: {cores_txt}{who}."
+        text += (" More cores do not help it; spreading its work does (more tunnels with "
+                 "ECMP, tunnels=N, or more flows where the datapath is multi-threaded).")
+        out.append(Takeaway("one-core", text, {
+            "scenario": b.scenario, "tunnel": b.tunnel, "signature": b.signature,
+            "busiest": b.busiest, "least": b.least, "softirq": b.softirq,
+            "process": b.process, "process_pct": b.process_pct}))
     return out
 
 
@@ -366,5 +487,7 @@ def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
 
 
 def compute(c: Campaign) -> list[Takeaway]:
+    from . import peers  # builds on this module's sentences; imported here, not in a cycle
     return merge_sweeps(c, share_of_native(c) + cpu_per_gbit(c) + jumbo(c) + scaling(c)
-                        + latency(c) + noisy(c))
+                        + scale_out(c) + peers.compute(c) + goodput_on_wire(c) + latency(c)
+                        + one_core(c) + noisy(c))

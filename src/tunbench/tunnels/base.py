@@ -138,6 +138,9 @@ class TunnelDriver(ABC, Generic[P]):
     Params: ClassVar[type[Any]] = TunnelParams
     underlay_family: ClassVar[int] = 4   # IP family the encapsulation runs over
     inner_families: ClassVar[tuple[int, ...]] = (4, 6)  # inner IP families it carries
+    # a parameter an experiment may give as a list: one tunnel (and case) per value, like a
+    # workload's sweep (wireguard and ipsec: `tunnels`, the number of ECMP-spread tunnels)
+    sweep: ClassVar[str | None] = None
     encrypts: ClassVar[bool] = False     # the datapath encrypts (recorded in every case)
     impl_param: ClassVar[str | None] = None  # Literal field choosing the implementation
     # per implementation ("" = every one): tools, kernel options, packages it uses

@@ -62,7 +62,8 @@ class IpsecParams(TunnelParams):
     auth: str = field(default="psk", metadata={"help": "authentication: psk (generated per run)"})
     underlay: Literal[4, 6] = field(default=4, metadata={"help": "underlay IP family: 4 or 6"})
     tunnels: int = field(default=1, metadata={
-        "help": "parallel tunnels, flows spread over them by ECMP"})
+        "help": "parallel tunnels, flows spread over them by ECMP; a list "
+                "(tunnels = [1, 2, 4]) sweeps it: one tunnel and case per value"})
 
     def validate(self) -> list[str]:
         problems = []
@@ -143,6 +144,7 @@ class Ipsec(TunnelDriver[IpsecParams]):
     kind = "ipsec"
     summary = "IPsec ESP: strongSwan libipsec (userspace), kernel ESP via IKEv2 or static xfrm"
     Params = IpsecParams
+    sweep = "tunnels"
     encrypts = True
     impl_param = "impl"
     needs = {

@@ -50,7 +50,8 @@ class WireguardParams(TunnelParams):
         "help": "UDP listen port of tunnel 0 (tunnel i uses port + i)"})
     underlay: Literal[4, 6] = field(default=4, metadata={"help": "underlay IP family: 4 or 6"})
     tunnels: int = field(default=1, metadata={
-        "help": "parallel tunnels, flows spread over them by ECMP"})
+        "help": "parallel tunnels, flows spread over them by ECMP; a list "
+                "(tunnels = [1, 2, 4]) sweeps it: one tunnel and case per value"})
     keepalive: int = field(default=0, metadata={
         "help": "persistent-keepalive seconds (0 = off)"})
 
@@ -91,6 +92,7 @@ class Wireguard(TunnelDriver[WireguardParams]):
     kind = "wireguard"
     summary = "WireGuard (kernel module or wireguard-go userspace daemon), impl=kernel|go"
     Params = WireguardParams
+    sweep = "tunnels"
     encrypts = True
     impl_param = "impl"
     needs = {

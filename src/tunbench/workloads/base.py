@@ -108,6 +108,7 @@ class Context:
             for site, pids in self.ep.datapath_pids.items():
                 for pid in pids:
                     sampler.track(pid, f"datapath-{site}")
+            sampler.track_kernel_threads("ksoftirqd/")   # softirq work no process is charged
         else:
             sampler = SplitSampler({s.name: s.cpu_sampler(self.cpu_interval)
                                     for s in self.tb.sites()}, self.tb.a.name)
