@@ -312,8 +312,11 @@ class OvsTunnel(TunnelDriver[OvsParams]):
             # the bridges' devices (TAP or internal ports) can outlive ovs-vswitchd: deleted
             # after it stops (recorded first), or a remote host would keep them and the
             # underlay addresses moved onto them
-            for ifn in (phy, inner):
-                site.record_link(tb.ledger, ifn)
+            # (netdev only: the system datapath's internal ports cannot be deleted through
+            # rtnetlink, EOPNOTSUPP; the kernel datapath removes them with its bridge)
+            if dp == "netdev":
+                for ifn in (phy, inner):
+                    site.record_link(tb.ledger, ifn)
             o = start_site(tb, site, dp)
             sites[site.name] = o
             links = site.links
