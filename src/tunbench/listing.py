@@ -21,6 +21,11 @@ LIST_FORMAT = "tunbench-list"
 LIST_FORMAT_VERSION = 1
 
 
+def toml_string(text: str) -> str:
+    """A TOML basic string: JSON's escapes, plus DEL (0x7F), which TOML forbids unescaped."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
 def toml_value(v: Any) -> str | None:
     """A default as TOML (None when TOML has no way to say it)."""
     if isinstance(v, bool):
@@ -34,7 +39,7 @@ def toml_value(v: Any) -> str | None:
             return "inf" if v > 0 else "-inf"
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)   # a TOML basic string (same escapes)
+        return toml_string(v)
     if isinstance(v, (list, tuple)):
         items = [toml_value(x) for x in v]
         return None if any(i is None for i in items) else "[" + ", ".join(
@@ -43,7 +48,7 @@ def toml_value(v: Any) -> str | None:
         pairs = {k: toml_value(x) for k, x in v.items()}
         if any(i is None for i in pairs.values()):
             return None
-        return "{" + ", ".join(f"{json.dumps(str(k))} = {i}" for k, i in pairs.items()) + "}"
+        return "{" + ", ".join(f"{toml_string(str(k))} = {i}" for k, i in pairs.items()) + "}"
     return None
 
 

@@ -336,3 +336,23 @@ def spawn_piped(argv: list[str], *, stderr_path: Path, label: str | None = None)
     finally:
         err.close()
     return Process(full, popen, None, label or Path(argv[0]).name, proc_starttime(popen.pid))
+
+
+def descendants(pid: int) -> list[int]:
+    """PIDs of every process below `pid` (sshd's per-connection children)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return sorted(out)

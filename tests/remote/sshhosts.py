@@ -107,7 +107,7 @@ class Host:
         are sshd itself, not the commands they run)."""
         if self.sshd is None:
             return []
-        return [pid for pid in descendants(self.sshd.pid) if _exe(pid) == SSHD]
+        return [pid for pid in proc.descendants(self.sshd.pid) if _exe(pid) == SSHD]
 
     def kill_sessions(self) -> list[int]:
         """SIGKILL the sshd processes of open connections: a connection dropped mid-use."""
@@ -125,25 +125,6 @@ def _exe(pid: int) -> str:
         return os.readlink(f"/proc/{pid}/exe")
     except OSError:
         return ""
-
-
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 @dataclass

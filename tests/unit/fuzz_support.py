@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import json
 import math
 import os
 import re
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunbench import cli, spec, tunnels, workloads
+from tunbench import cli, listing, spec, tunnels, workloads
 from tunbench.testbed import ledger
 from tunbench.testbed.netem import Netem
 
@@ -125,28 +124,15 @@ def out_of_range_values(want: Any) -> list[Any]:
 # ---- TOML --------------------------------------------------------------------------------
 
 def toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{toml_key(k)} = {toml_value(x)}" for k, x in v.items()) + "}"
-    raise TypeError(v)
+    """A value as TOML, by the writer `tunbench list --params` uses."""
+    text = listing.toml_value(v)
+    if text is None:
+        raise TypeError(v)
+    return text
 
 
 def toml_key(k: str) -> str:
-    return k if BARE_KEY.match(k) else json.dumps(k, ensure_ascii=False).replace("\x7f",
-                                                                                 "\\u007f")
+    return k if BARE_KEY.match(k) else listing.toml_string(k)
 
 
 def dumps(doc: dict[str, Any]) -> str:

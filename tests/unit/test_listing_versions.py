@@ -93,3 +93,13 @@ def test_swanctl_version_read_here() -> None:
         pytest.skip("swanctl is not installed (strongswan-swanctl)")
     v = envinfo.tool_versions(["swanctl"])["swanctl"]
     assert v and "strongSwan" in v and "plugin" not in v
+
+
+def test_toml_strings_round_trip_with_control_characters() -> None:
+    """DEL (0x7F) must be escaped in a TOML basic string; JSON's escapes alone leave it raw."""
+    import tomllib
+
+    from tunbench import listing
+    for text in ("a\x7fb", "tab\tnl\nquote\"back\\", "\x00\x1f", "µs ✓"):
+        doc = f"k = {listing.toml_value(text)}\nt = {listing.toml_value({text: [text]})}\n"
+        assert tomllib.loads(doc) == {"k": text, "t": {text: [text]}}

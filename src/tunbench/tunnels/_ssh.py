@@ -203,33 +203,13 @@ def _tail(path: Path) -> str:
     return lines[-1] if lines else "empty"
 
 
-def descendants(pid: int) -> list[int]:
-    """PIDs of every process below `pid` (sshd's per-connection children)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return sorted(out)
-
-
 def register_sessions(tb: Testbed, sshd: proc.Process, timeout: float = 5.0) -> list[int]:
     """Register sshd's per-connection processes in the ledger (SIGTERM to the listener does
     not end established sessions) and return their PIDs."""
     deadline = time.monotonic() + timeout
     pids: list[int] = []
     while time.monotonic() < deadline:
-        pids = descendants(sshd.pid)
+        pids = proc.descendants(sshd.pid)
         if pids:
             break
         time.sleep(0.02)
