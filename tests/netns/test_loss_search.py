@@ -108,13 +108,17 @@ def test_loss_counted_exactly_on_a_real_underlay_drop(testbed: Testbed) -> None:
     assert t.loss_ratio == pytest.approx(0.1, abs=1e-3)
 
 
-RATE_BPS, BURST, LATENCY = 20_000_000, 4096, 0.025
+RATE_BPS, BURST, LATENCY = 20_000_000, 32768, 0.025
 
 
 def tight_tbf(tb: Testbed) -> None:
     """The testbed's tbf keeps a 256 KB burst for GSO frames: a 1 s trial would hide ~15% of
     overload in it. For a sharp knee, re-shape site a's egress with a small bucket and a 25 ms
-    queue (enough to absorb the sender's scheduling hiccups on this shared host)."""
+    queue (enough to absorb the sender's scheduling hiccups on this shared host). The bucket is
+    still 32 KB (13 ms of tokens), not one MTU: tbf's dequeue runs from a timer and the NET_TX
+    softirq, which a loaded 2-core host defers to ksoftirqd for milliseconds; the tokens that
+    accrue meanwhile beyond the bucket are lost, so a 4 KB bucket (1.6 ms) delivered 3-4% less
+    than its nominal rate under the full suite's load and moved the knee below the formula."""
     tb.a.run(["tc", "qdisc", "replace", "dev", tb.a.underlay_if, "root", "tbf",
               "rate", str(RATE_BPS), "burst", str(BURST), "latency", f"{LATENCY * 1000:g}ms"],
              timeout=10)
@@ -147,36 +151,57 @@ def shaped() -> Testbed:
 @pytest.mark.parametrize("size", ["361", "imix"])
 def test_searches_converge_to_tbf_rate(shaped: Testbed, size: str) -> None:
     mean_l3 = 4084 / 12 if size == "imix" else 361.0
-    expected = tbf_knee_pps(mean_l3 + 14, 1.0)
+    formula = tbf_knee_pps(mean_l3 + 14, 1.0)
     spec = loadgen.TrafficSpec(size=size, flows=100, port=5304)
 
     def measure(rate: float, dur: float) -> loadgen.TrialResult:
         return loadgen.run_trial(shaped, DST, spec, dur, rate)
 
+    def capacity() -> float:
+        """What the shaped link delivers in an overloaded 1 s trial: the tokens of the trial,
+        the full bucket and the queue drained after the sender stops, i.e. the formula's
+        knee as this host's (deferred) softirqs let tbf deliver it right now.
+        Counted in bytes: overload drops a large packet where a small one still fits in the
+        queue, so an IMIX mix arrives richer in small packets than it was sent."""
+        t = measure(formula * 1.3, 1.0)
+        l2_bytes = sum(n * (int(size) + 14) for size, n in t.per_size_received.items())
+        return l2_bytes / (mean_l3 + 14) / t.duration_s
+
     def rfc() -> dict[str, float | None]:
-        r = rfc2544_search(measure, expected * 1.5, threshold=0.001,
-                           resolution_pps=expected * 0.005, duration=1.0, min_pps=100)
+        r = rfc2544_search(measure, formula * 1.5, threshold=0.001,
+                           resolution_pps=formula * 0.005, duration=1.0, min_pps=100)
         return {"rfc2544": r.rate_pps}
 
     def mlr() -> dict[str, float | None]:
-        m = mlr_search(measure, expected * 1.5, goals={"ndr": 0.0, "pdr": 0.005},
+        m = mlr_search(measure, formula * 1.5, goals={"ndr": 0.0, "pdr": 0.005},
                        relative_width=0.005, duration=1.0, min_pps=100)
         return {"ndr": m["ndr"].rate_pps, "pdr": m["pdr"].rate_pps}
 
-    # A 0%-loss goal on a loaded 2-core host can be tripped by one scheduling hiccup of the
-    # sender: a search whose result is off is run once more; both attempts are reported.
+    def near(found: dict[str, float | None], knee: float) -> bool:
+        return all(v is not None and abs(v / knee - 1) < 0.02 for v in found.values())
+
+    # The searches are checked against the knee the link shows in the same sitting (an
+    # overloaded trial just before), and that knee against tbf's accounting: on a loaded
+    # 2-core host tbf itself delivers a little less than nominal (tokens lost while its
+    # dequeue waits for ksoftirqd), which is the link's behaviour, not the search's error.
+    # A 0%-loss goal can also be tripped by one scheduling hiccup of the sender: a search
+    # whose result is off is run once more; both attempts are reported.
     for search in (rfc, mlr):
-        attempts = []
+        attempts: list[tuple[float, dict[str, float | None]]] = []
         for _ in range(2):
+            knee = capacity()
             found = search()
-            attempts.append(found)
-            if all(v is not None and abs(v / expected - 1) < 0.02 for v in found.values()):
+            attempts.append((knee, found))
+            if near(found, knee):
                 break
-            warnings.warn(f"{search.__name__} off on the first attempt: {found}, "
-                          f"expected {expected:.0f} pps", stacklevel=1)
-        assert all(v is not None and abs(v / expected - 1) < 0.02
-                   for v in attempts[-1].values()), (expected, attempts)
-    assert attempts[-1]["ndr"] <= attempts[-1]["pdr"]
+            warnings.warn(f"{search.__name__} off on the first attempt: {found}, link "
+                          f"delivered {knee:.0f} pps (tbf formula {formula:.0f})",
+                          stacklevel=1)
+        knee, found = attempts[-1]
+        assert abs(knee / formula - 1) < 0.05, (formula, attempts)
+        assert near(found, knee), (formula, attempts)
+    assert found["ndr"] is not None and found["pdr"] is not None
+    assert found["ndr"] <= found["pdr"]
 
 
 def test_generator_killed_mid_trial_leaves_nothing(testbed: Testbed) -> None:
