@@ -35,6 +35,7 @@ def kernel_vxlan(hub: Hub) -> list[str]:
         lines += [f"link add {dev} address {HUB_MAC} type vxlan id {s.index} local "
                   f"{hub.underlay4} remote {s.underlay4} dstport {VXLAN_PORT} dev "
                   f"{hub.underlay_if} nolearning",
+                  f"link set {dev} addrgenmode none",
                   f"link set {dev} mtu {INNER_MTU} up",
                   f"addr add {hub.inner4}/32 dev {dev}",
                   f"route add {s.inner4}/32 dev {dev} src {hub.inner4}",

@@ -121,6 +121,7 @@ def build(run_id: str, ledger: Ledger, spokes: int) -> Hub:
                    f"route add default via {gw}",
                    f"link add {vx} address {spoke_mac(i)} type vxlan id {i} local {addr} "
                    f"remote {ends[0][2]} dstport {VXLAN_PORT} dev {sif} nolearning",
+                   f"link set {vx} addrgenmode none",     # no IPv6 chatter (RS, MLD)
                    f"link set {vx} mtu {INNER_MTU} up", f"addr add {inner(i)}/32 dev {vx}",
                    f"route add {inner(0)}/32 dev {vx} src {inner(i)}",
                    f"neigh add {inner(0)} lladdr {HUB_MAC} dev {vx} nud permanent"])
