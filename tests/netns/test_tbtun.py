@@ -425,7 +425,8 @@ def test_teardown_removes_pins_filters_and_routes() -> None:
     assert not _leftovers(rid)
 
 
-def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("decap", ["tc", "xdp"])
+def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path, decap: str) -> None:
     state = tmp_path / "state"
     env = {**os.environ, "TUNBENCH_STATE_DIR": str(state)}
     script = (
@@ -434,7 +435,8 @@ def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path) -> None:
         "from tunbench.testbed import local, names\n"
         "from tunbench.testbed.ledger import Ledger\n"
         "rid = names.new_run_id(); led = Ledger(rid); tb = local.build(rid, led)\n"
-        "d = tunnels.get('ebpf-vxlan')(); d.up(tb, d.default_params())\n"
+        "d = tunnels.get('ebpf-vxlan')()\n"
+        f"d.up(tb, d.parse_params({{'decap': '{decap}'}}))\n"
         "print(rid, flush=True); time.sleep(120)\n")
     p = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                          text=True)
@@ -450,6 +452,7 @@ def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path) -> None:
         journal = state / f"{rid}.jsonl"
         entries = [json.loads(ln) for ln in journal.read_text().splitlines()]
         assert {"bpfpins", "tbtun-tc"} <= {e["kind"] for e in entries}
+        assert [e.get("xdp") for e in entries if e["kind"] == "tbtun-tc"] == [decap == "xdp"] * 2
         assert not Ledger(rid, journal=False, entries=entries).undo_all()
         local.sweep(rid)
         assert not _leftovers(rid)
