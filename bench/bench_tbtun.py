@@ -7,7 +7,8 @@ workload):
 (b) ebpf-vxlan with 1000 rules / with the default 2 (the peer's IPv4 and IPv6); target >= 0.98;
 (c) TCP request/response latency p50 / p99 (sockperf, latency workload): ebpf-vxlan / vxlan;
     target <= 1.0;
-(d) setup time of one site pair: ebpf-vxlan (1 and 1000 rules) and kernel vxlan.
+(d) setup time of one site pair: ebpf-vxlan (1 and 1000 rules) and kernel vxlan;
+(e) decap in native XDP / decap in tc (ebpf-vxlan decap=xdp vs decap=tc), and XDP / native.
 Figures are medians of per-round ratios; they print, they do not pass or fail (the host is
 shared and noisy).
 """
@@ -32,6 +33,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "vxlan": ("vxlan", {}),
     "ebpf-vxlan": ("ebpf-vxlan", {}),
     "ebpf-vxlan-1000": ("ebpf-vxlan", {"rules": 1000}),
+    "ebpf-vxlan-xdp": ("ebpf-vxlan", {"decap": "xdp"}),
 }
 
 
@@ -87,6 +89,9 @@ def main() -> int:
     print(f"(c) TCP RTT p50 ebpf/vxlan:    {_ratio(rows, 'ebpf-vxlan', 'vxlan', 'p50')}; "
           "target <= 1.0")
     print(f"    TCP RTT p99 ebpf/vxlan:    {_ratio(rows, 'ebpf-vxlan', 'vxlan', 'p99')}")
+    print(f"(e) decap xdp / decap tc:      "
+          f"{_ratio(rows, 'ebpf-vxlan-xdp', 'ebpf-vxlan', 'mbps')}")
+    print(f"    decap xdp / native:        {_ratio(rows, 'ebpf-vxlan-xdp', 'native', 'mbps')}")
     for v in VARIANTS:
         setups = [r[v]["setup_s"] * 1000 for r in rows]
         print(f"(d) setup {v:<16} median {statistics.median(setups):.0f} ms")

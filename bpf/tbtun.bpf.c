@@ -18,6 +18,12 @@
  * (its type is rewritten to the inner family). FIXED_GSO on decap keeps gso_size of a
  * GRO-merged skb (Calico's len <= gso_size drop in tcp_gso_segment).
  *
+ * tb_xdp_decap (XDP, the alternative to tb_decap: loader option decap=xdp): the same checks
+ * on the raw frame; the outer Ethernet header is moved forward over the stripped headers and
+ * bpf_xdp_adjust_head drops them before any skb exists. XDP sees one wire frame at a time
+ * (veth without frags support turns its peer's GSO off), so GRO after XDP_PASS rebuilds
+ * large inner skbs.
+ *
  * Settings live in the tb_config array map, written by the loader: one object serves every
  * site, nothing is recompiled per site. */
 #include <linux/bpf.h>
@@ -25,6 +31,7 @@
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/if_link.h>
 #include <linux/pkt_cls.h>
 #include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
@@ -334,4 +341,76 @@ int tb_decap(struct __sk_buff *skb)
 		return drop(TB_STAT_DECAP_ERR, len);
 	count(TB_STAT_DECAP, len - hlen);
 	return TC_ACT_OK;
+}
+
+/* tb_decap's checks on an XDP frame: the number of bytes between the outer Ethernet header
+ * and the inner IP packet to strip, 0 when the frame is not ours, -1 when it is malformed.
+ * The inner Ethernet type is written to *inner. */
+static __always_inline int xdp_strip_len(void *data, void *end, const struct tb_config *cfg,
+					 __u16 *inner)
+{
+	struct tb_rx *h = data;
+	struct ethhdr *ie;
+	__u32 local, opt = 0;
+
+	if ((void *)(h + 1) > end || h->eth.h_proto != bpf_htons(ETH_P_IP))
+		return 0;
+	__builtin_memcpy(&local, cfg->local4, 4);
+	if (h->ip.ihl != 5 || h->ip.protocol != IPPROTO_UDP || h->ip.daddr != local ||
+	    (h->ip.frag_off & bpf_htons(0x3fff)))
+		return 0;
+	if (cfg->vxlan_port && h->udp.dest == cfg->vxlan_port) {
+		if (!(h->tun[0] & bpf_htonl(0x08000000)))
+			return -1;
+	} else if (cfg->geneve_port && h->udp.dest == cfg->geneve_port) {
+		__u32 w = bpf_ntohl(h->tun[0]);
+
+		if ((w >> 30) != 0 || (w & 0xffff) != ETH_P_TEB_)
+			return -1;
+		opt = ((w >> 24) & 0x3f) * 4;
+	} else {
+		return 0;
+	}
+	ie = data + sizeof(*h) + opt;
+	if ((void *)(ie + 1) > end)
+		return -1;
+	if (ie->h_proto != bpf_htons(ETH_P_IP) && ie->h_proto != bpf_htons(ETH_P_IPV6))
+		return 0;                                  /* ARP & co.: not ours to carry */
+	*inner = ie->h_proto;
+	return sizeof(struct iphdr) + sizeof(struct udphdr) + TB_TUN_HLEN + opt + ETH_HLEN;
+}
+
+SEC("xdp")
+int tb_xdp_decap(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct tb_config *cfg = config();
+	struct ethhdr eth, *out;
+	__u32 len = end - data;
+	__u16 inner = 0;
+	int strip;
+
+	if (!cfg)
+		return XDP_PASS;
+	strip = xdp_strip_len(data, end, cfg, &inner);
+	if (strip == 0)
+		return XDP_PASS;
+	if (strip < 0 || data + sizeof(eth) > end) {
+		count(TB_STAT_DECAP_ERR, len);
+		return XDP_DROP;
+	}
+	__builtin_memcpy(&eth, data, sizeof(eth));
+	eth.h_proto = inner;
+	if (bpf_xdp_adjust_head(ctx, strip)) {
+		count(TB_STAT_DECAP_ERR, len);
+		return XDP_DROP;
+	}
+	out = (void *)(long)ctx->data;
+	if ((void *)(out + 1) > (void *)(long)ctx->data_end) {
+		count(TB_STAT_DECAP_ERR, len);
+		return XDP_DROP;
+	}
+	__builtin_memcpy(out, &eth, sizeof(eth));
+	count(TB_STAT_DECAP, len - strip);
+	return XDP_PASS;
 }

@@ -22,6 +22,7 @@ import pytest
 
 from tunbench import pcap, tunnels
 from tunbench.capabilities import root_missing
+from tunbench.errors import SpecError
 from tunbench.tbtun import loader, maps
 from tunbench.testbed import local, names, netlink
 from tunbench.testbed.base import Testbed
@@ -207,6 +208,42 @@ def test_segmented_then_gro_on_with_a_kernel_vxlan_socket_on_the_port(
     assert _retrans_share(end) < 0.02, end["sum_sent"]
 
 
+def test_xdp_decap_carries_tcp_both_ways_and_counts_wire_frames(testbed: Testbed) -> None:
+    """decap=xdp: tb_xdp_decap is the underlay's native XDP program and tc ingress is empty;
+    veth turns its peer's GSO off for an XDP program without frags, so XDP strips one wire
+    frame at a time (decap bytes per packet <= MTU), GRO rebuilds, TCP runs both ways; the
+    ledger detaches it again."""
+    tb = testbed
+    _, ep = _up(tb, decap="xdp")
+    for site in (tb.a, tb.b):
+        assert loader.xdp_prog(site.netns, site.underlay_if) == "tb_xdp_decap"
+        assert loader.filters(site.netns, site.underlay_if)["ingress"] == []
+    up = _iperf(tb, ep.b4, seconds=2)
+    down = _iperf(tb, ep.b4, seconds=2, reverse=True)
+    for end in (up, down):
+        assert end["sum_received"]["bytes"] > 10_000_000, end["sum_received"]
+        assert _retrans_share(end) < 0.02, end["sum_sent"]
+    for name in ("a", "b"):
+        st = loader.stats(_site(tb, name))
+        assert st["decap"]["packets"] > 5000 and st["decap_error"]["packets"] == 0, st
+        assert st["decap"]["bytes"] / st["decap"]["packets"] <= tb.underlay_mtu, st
+    tb.a.run(["ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", str(ep.b6)], timeout=20)
+    # teardown of the attach step alone: XDP and the egress filter go, the devices stay
+    entries = [e for e in tb.ledger.entries if e["kind"] == "tbtun-tc"]
+    assert entries and all(e["xdp"] for e in entries)
+    Ledger(tb.run_id, journal=False, entries=[dict(e) for e in entries]).undo_all()
+    for site in (tb.a, tb.b):
+        assert loader.xdp_prog(site.netns, site.underlay_if) == ""
+        assert loader.filters(site.netns, site.underlay_if) == {"egress": [], "ingress": []}
+
+
+def test_bad_decap_parameter_is_refused_before_anything_changes() -> None:
+    drv = tunnels.get("ebpf-vxlan")
+    assert drv.parse_params({"decap": "xdp"}).decap == "xdp"
+    with pytest.raises(SpecError, match="decap 'afxdp' is not one of tc, xdp"):
+        drv.parse_params({"decap": "afxdp"})
+
+
 def test_ipv6_inside_over_the_ipv4_underlay(testbed: Testbed) -> None:
     """IPv6 routes carry no realm: they go via a marker next hop; the marker MAC never
     reaches the wire (the FIB's MACs replace it), the inner Ethernet type is IPv6, and TCP
@@ -388,7 +425,8 @@ def test_teardown_removes_pins_filters_and_routes() -> None:
     assert not _leftovers(rid)
 
 
-def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("decap", ["tc", "xdp"])
+def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path, decap: str) -> None:
     state = tmp_path / "state"
     env = {**os.environ, "TUNBENCH_STATE_DIR": str(state)}
     script = (
@@ -397,7 +435,8 @@ def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path) -> None:
         "from tunbench.testbed import local, names\n"
         "from tunbench.testbed.ledger import Ledger\n"
         "rid = names.new_run_id(); led = Ledger(rid); tb = local.build(rid, led)\n"
-        "d = tunnels.get('ebpf-vxlan')(); d.up(tb, d.default_params())\n"
+        "d = tunnels.get('ebpf-vxlan')()\n"
+        f"d.up(tb, d.parse_params({{'decap': '{decap}'}}))\n"
         "print(rid, flush=True); time.sleep(120)\n")
     p = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                          text=True)
@@ -413,6 +452,7 @@ def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path) -> None:
         journal = state / f"{rid}.jsonl"
         entries = [json.loads(ln) for ln in journal.read_text().splitlines()]
         assert {"bpfpins", "tbtun-tc"} <= {e["kind"] for e in entries}
+        assert [e.get("xdp") for e in entries if e["kind"] == "tbtun-tc"] == [decap == "xdp"] * 2
         assert not Ledger(rid, journal=False, entries=entries).undo_all()
         local.sweep(rid)
         assert not _leftovers(rid)

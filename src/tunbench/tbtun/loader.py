@@ -147,17 +147,39 @@ def tc_argv(netns: str | None, *args: str) -> list[str]:
     return ["nsenter", f"--net=/run/netns/{netns}", *base] if netns else base
 
 
-def attach(ledger: Ledger, netns: str | None, ifname: str, where: Path) -> None:
-    """tb_encap on `ifname` egress, tb_decap on its ingress, under a clsact qdisc (created
-    when missing). Recorded before the first change, so teardown removes what we added."""
+def ip_argv(netns: str | None, *args: str) -> list[str]:
+    base = ["ip", *args]
+    return ["nsenter", f"--net=/run/netns/{netns}", *base] if netns else base
+
+
+def attach(ledger: Ledger, netns: str | None, ifname: str, where: Path,
+           decap: str = "tc") -> None:
+    """tb_encap on `ifname` egress; decap on its ingress: tb_decap in tc (under a clsact
+    qdisc, created when missing) or, with decap="xdp", tb_xdp_decap as the device's native
+    (driver mode) XDP program. Recorded before the first change, so teardown removes what we
+    added."""
     show = proc.run(tc_argv(netns, "qdisc", "show", "dev", ifname), timeout=10).stdout
     created = "clsact" not in show
-    ledger.add("tbtun-tc", netns=netns, name=ifname, qdisc=created)
+    ledger.add("tbtun-tc", netns=netns, name=ifname, qdisc=created, xdp=decap == "xdp")
     if created:
         proc.run(tc_argv(netns, "qdisc", "add", "dev", ifname, "clsact"), timeout=10)
-    for hook, prog in (("egress", "tb_encap"), ("ingress", "tb_decap")):
+    hooks = (("egress", "tb_encap"),) + ((("ingress", "tb_decap"),) if decap == "tc" else ())
+    for hook, prog in hooks:
         proc.run(tc_argv(netns, "filter", "add", "dev", ifname, hook, "prio", TC_PRIO,
                          "handle", "1", "bpf", "da", "pinned", str(where / prog)), timeout=20)
+    if decap == "xdp":
+        attach_xdp(netns, ifname, where)
+
+
+def attach_xdp(netns: str | None, ifname: str, where: Path) -> None:
+    """tb_xdp_decap in native (driver) mode: generic XDP would run after the skb is built and
+    measure nothing tc does not. A device without native XDP is one clear error."""
+    r = proc.run(ip_argv(netns, "link", "set", "dev", ifname, "xdpdrv", "pinned",
+                         str(where / "tb_xdp_decap")), timeout=20, check=False)
+    if r.returncode:
+        raise TunbenchError(f"{ifname}: native XDP attach failed: {r.stderr.strip()}",
+                            "use decap=tc, or a device whose driver supports XDP (veth, "
+                            "most 10G+ NICs)")
 
 
 def undo_tc(e: dict[str, Any]) -> None:
@@ -166,12 +188,24 @@ def undo_tc(e: dict[str, Any]) -> None:
         return          # the namespace, and the filters with it, are gone
     argvs = ([tc_argv(netns, "qdisc", "del", "dev", ifname, "clsact")] if e.get("qdisc") else
              [tc_argv(netns, "filter", "del", "dev", ifname, hook, "prio", TC_PRIO)
-              for hook in ("egress", "ingress")])
+              for hook in (("egress",) if e.get("xdp") else ("egress", "ingress"))])
+    if e.get("xdp"):
+        argvs.append(ip_argv(netns, "link", "set", "dev", ifname, "xdpdrv", "off"))
     for argv in argvs:
         r = proc.run(argv, timeout=10, check=False)
         if r.returncode and not any(s in r.stderr for s in ("Cannot find device",
-                                                             "No such file", "Invalid handle")):
+                                                             "No such file", "Invalid handle",
+                                                             "does not exist")):
             raise CommandFailed(f"{' '.join(argv)}: {r.stderr.strip()}")
+
+
+def xdp_prog(netns: str | None, ifname: str) -> str:
+    """The name of the XDP program on `ifname` ("" when none), for checks and tests."""
+    r = proc.run(ip_argv(netns, "-j", "-d", "link", "show", "dev", ifname), timeout=10,
+                 check=False)
+    rows = json.loads(r.stdout or "[]") if r.returncode == 0 else []
+    xdp = rows[0].get("xdp", {}) if rows else {}
+    return str(xdp.get("prog", {}).get("name", ""))
 
 
 def filters(netns: str | None, ifname: str) -> dict[str, list[str]]:

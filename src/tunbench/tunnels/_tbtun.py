@@ -24,6 +24,7 @@ from ..testbed.base import Site, Testbed
 from .base import Endpoints, KernelOption, Needs, Tool, TunnelDriver, TunnelParams, inner_addrs
 
 REALM = 116          # route realm of tunnel-bound IPv4 routes (tb_config.realm)
+DECAPS = ("tc", "xdp")
 MARKER_HOP = "fe80::7462:fffe"   # next hop of tunnel-bound IPv6 routes (-> maps.MARKER_MAC)
 TOOLS = (Tool("bpftool", "bpftool", "loads and pins tbtun, edits its rule maps",
               ("version",)),
@@ -42,10 +43,15 @@ class TbtunParams(TunnelParams):
         "help": "outer UDP destination port (0: the IANA port, 4789 VXLAN / 6081 Geneve)"})
     rules: int = field(default=2, metadata={
         "help": "rules per site: the peer's two (IPv4, IPv6) plus filler prefixes"})
+    decap: str = field(default="tc", metadata={
+        "help": "ingress hook of decapsulation: tc (keeps veth's 64 KB GSO skbs) or xdp "
+                "(native XDP, before any skb; one wire frame at a time, GRO rebuilds)"})
 
     def validate(self) -> list[str]:
-        return out_of_range(vni=(self.vni, 1, 2**24 - 1), port=(self.port, 0, 65535),
-                            rules=(self.rules, 2, maps.MAX_RULES))
+        bad = [] if self.decap in DECAPS else [
+            f"decap {self.decap!r} is not one of {', '.join(DECAPS)}"]
+        return bad + out_of_range(vni=(self.vni, 1, 2**24 - 1), port=(self.port, 0, 65535),
+                                  rules=(self.rules, 2, maps.MAX_RULES))
 
 
 def filler_rules(n: int, remote: str, vni: int, encap: maps.Encap, port: int) -> list[maps.Rule]:
@@ -89,7 +95,7 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
                                     port)]
             loader.add_rules(where, [*peer_rules, *filler_rules(
                 params.rules - len(peer_rules), peer.underlay4, params.vni, self.encap, port)])
-            loader.attach(tb.ledger, site.netns, site.underlay_if, where)
+            loader.attach(tb.ledger, site.netns, site.underlay_if, where, params.decap)
             self._inner(tb, site, peer, mine, mtu)
             self._inner6(tb, site, mine6, mtu)
         return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
@@ -98,7 +104,8 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
                          # there sees the outer packets, so loss-search counts by sockets
                          rx_ifnames=(),
                          info={"encap": self.encap, "vni": params.vni, "port": port,
-                               "rules": params.rules, "realm": REALM, "pins": pins,
+                               "rules": params.rules, "decap": params.decap, "realm": REALM,
+                               "pins": pins,
                                "created_with": "bpftool+tc"})
 
     @staticmethod
