@@ -45,11 +45,11 @@ def ruleset(params: dict[str, Any]) -> str:
         lines += ["  set deny4 {", "    type ipv4_addr", "    flags constant",
                   "    elements = { " + ", ".join(deny_addrs(n)) + " }", "  }"]
     lines += ["  chain forward {", "    type filter hook forward priority 0; policy accept;"]
-    if params["stateful"]:
-        lines.append("    ct state established,related counter name passed accept")
-    if params["limit"]:
+    if params["limit"]:   # a policer sees every forwarded packet, established or not
         lines.append(f"    limit rate over {limit_bytes_per_s(params['limit'])} bytes/second "
                      "counter name policed drop")
+    if params["stateful"]:
+        lines.append("    ct state established,related counter name passed accept")
     if shape == "set" and n:
         lines.append("    ip saddr @deny4 counter name denied drop")
     elif n:
