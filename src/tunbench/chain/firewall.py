@@ -8,8 +8,9 @@ Shapes (what a packet costs):
 `stateful = true` puts the usual `ct state established,related accept` first, so conntrack
 tracks every flow (its cost is per packet too; one-way UDP never becomes established, so its
 packets still walk the rules). `limit = "100mbit"` polices forwarded traffic above that rate
-(nft `limit rate over ... drop`): a firewall that is the bottleneck on purpose. Every drop is
-counted in a named counter, read into the per-hop figures.
+(nft `limit rate over ... drop`): a firewall that is the bottleneck on purpose; nft's rate
+unit is the second, so the policer lets one second's worth through as a burst first. Every
+drop is counted in a named counter, read into the per-hop figures.
 """
 
 from __future__ import annotations
