@@ -6,8 +6,10 @@ is left behind."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -211,3 +213,36 @@ def test_a_campaign_through_the_chain_carries_stream_and_loss_search() -> None:
         warnings.warn(f"campaign NDR {ndr:.0f} pps is {ndr / knee:.1%} of the knee", stacklevel=1)
     assert search["chain"]["bottleneck"] == "wan", search["chain"]["drops"]
     assert set(netlink.list_netns()) - before == set()
+
+
+BAD = {
+    "unknown-kind": ('path = ["router", "ids"]\n', "unknown function kind 'ids'"),
+    "gateway": ('path = ["gw"]\n[chain.gw]\nkind = "gateway"\ntunnel = "ssh-tun"\n',
+                "cannot be a gateway"),
+    "wan-delay": ('path = ["wan"]\n[chain.wan]\nkind = "wan"\ndelay = "40ms"\n',
+                  "needs netem, which this kernel lacks"),
+}
+BAD["loop"] = ('path = ["router", "fw", "wan", "fw"]\n[chain.fw]\nkind = "firewall"\n'
+               '[chain.wan]\nkind = "wan"\n', "chain.path is a loop")
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_topologies_refused_in_one_line_before_anything_is_created(tmp_path, name) -> None:
+    body, needle = BAD[name]
+    if name == "wan-delay":
+        from tunbench.capabilities import kernel_missing
+        if kernel_missing("CONFIG_NET_SCH_NETEM", "netem", "sch_netem") is None:
+            pytest.skip("this kernel has netem: a WAN delay is accepted here")
+    exp = tmp_path / "e.toml"
+    exp.write_text('[experiment]\nrepeats = 1\n[[tunnel]]\nkind = "native"\n[chain]\n' + body)
+    before = set(netlink.list_netns())
+    env = {**os.environ, "TUNBENCH_STATE_DIR": str(tmp_path / "state")}
+    r = subprocess.run([sys.executable, "-m", "tunbench", "run", "--experiment", str(exp),
+                        "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 2, r.stderr
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    # other engineers' runs come and go on this host: none of ours (the hop names) appeared
+    new = set(netlink.list_netns()) - before
+    assert not [n for n in new if n.rsplit("-", 1)[-1] in ("fw", "wan", "gw", "router1")], new
+    assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists()
