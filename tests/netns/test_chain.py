@@ -246,3 +246,33 @@ def test_bad_topologies_refused_in_one_line_before_anything_is_created(tmp_path,
     new = set(netlink.list_netns()) - before
     assert not [n for n in new if n.rsplit("-", 1)[-1] in ("fw", "wan", "gw", "router1")], new
     assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists()
+
+
+def test_sigint_mid_case_leaves_no_function_namespace(tmp_path) -> None:
+    """A campaign interrupted while its chain is up removes every namespace of the chain."""
+    exp = tmp_path / "e.toml"
+    exp.write_text('[experiment]\nrepeats = 1\nduration = 20\nwarmup = 0\n'
+                   '[[tunnel]]\nkind = "native"\n[[workload]]\nname = "stream"\n'
+                   '[chain]\npath = ["router", "fwsig", "router"]\n'
+                   '[chain.fwsig]\nkind = "firewall"\nrules = 10\n')
+    env = {**os.environ, "TUNBENCH_STATE_DIR": str(tmp_path / "state")}
+    p = subprocess.Popen([sys.executable, "-m", "tunbench", "run", "--experiment", str(exp),
+                          "--out", str(tmp_path / "out"), "--quiet"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        mine: list[str] = []
+        while not mine and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.2)
+            mine = [n for n in netlink.list_netns() if n.endswith("-fwsig")]
+        assert mine, "the chain never came up"
+        rid = mine[0].split("-")[1]
+        time.sleep(3)   # inside the workload
+        p.send_signal(2)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, err
+    assert ours(rid) == [], ours(rid)
