@@ -276,3 +276,50 @@ def test_sigint_mid_case_leaves_no_function_namespace(tmp_path) -> None:
             p.wait()
     assert p.returncode == 130, err
     assert ours(rid) == [], ours(rid)
+
+
+GATEWAY_CHAIN: dict[str, Any] = {
+    "path": ["router", "gwa", "wan", "gwb", "router"],
+    "gwa": {"kind": "gateway", "tunnel": "vxlan"}, "gwb": {"kind": "gateway", "tunnel": "vxlan"},
+    "wan": {"kind": "wan", "rate": "200mbit"}}
+
+
+def test_vxlan_gateways_encapsulate_across_the_wan() -> None:
+    """Site a's packets enter VXLAN at gwa and leave it at gwb: the WAN carries only UDP 4789
+    between the gateways, and the WAN hop does not decrement the inner TTL."""
+    for tb in chain_testbed(GATEWAY_CHAIN):
+        by = {h.name: h for h in hops.hops_of(tb)}
+        wan, gwa, gwb = by["wan"], by["gwa"], by["gwb"]
+        cap = subprocess.Popen(["ip", "netns", "exec", wan.netns, "tcpdump", "-l", "-n", "-c",
+                                "3", "-i", wan.left_if, "ip and (udp or icmp)"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            time.sleep(1.0)
+            r = tb.a.run(["ping", "-n", "-c", "3", "-i", "0.2", tb.b.underlay4], check=False)
+            out, _ = cap.communicate(timeout=15)
+        finally:
+            if cap.poll() is None:
+                cap.kill()
+                cap.wait()
+        assert r.ok and "ttl=60" in r.stdout, r.stdout     # router1, gwa, gwb, router5
+        outer = [x for x in out.splitlines() if x[:1].isdigit()]   # tcpdump's outer lines
+        ends = {(gwa.right4, gwb.left4), (gwb.left4, gwa.right4)}
+        assert outer and all(
+            any(f"IP {s}." in x and f"> {d}.4789: VXLAN" in x for s, d in ends)
+            for x in outer), out
+        assert tb.a.underlay4 not in out.split("VXLAN")[0], out   # never in the clear
+        assert tb.notes["chain"]["gateway_tunnel"]["kind"] == "vxlan"
+        assert hops.probe(tb)["routers"] == tb.notes["chain"]["routed_hops"] == 4
+
+
+def test_a_stream_through_vxlan_gateways() -> None:
+    exp = exp_spec.build({"experiment": {"repeats": 1, "duration": 3, "warmup": 0},
+                          "tunnel": [{"kind": "native"}], "workload": [{"name": "stream"}],
+                          "chain": GATEWAY_CHAIN}, "test")
+    (doc,) = [run_case(exp, case) for case in plan(exp)]
+    assert doc["status"] == "ok", doc["error"]
+    assert 0.5 * 200 < doc["metrics"]["throughput"]["value"] < 200 * 1.02
+    gw = doc["testbed"]["chain"]["gateway_tunnel"]
+    assert gw["kind"] == "vxlan" and gw["endpoints"]["mtu"] == 1450
+    wan = [r for r in doc["chain"]["drops"] if r["place"] == "wan"][0]
+    assert wan["rx_packets"] > 1000   # the stream crossed the WAN (inside VXLAN)

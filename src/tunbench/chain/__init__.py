@@ -11,14 +11,13 @@ from __future__ import annotations
 from ..errors import SpecError
 from .base import Function
 from .firewall import Firewall
+from .gateway import Gateway
 from .nat import Nat
 from .router import Router
 from .wan import Wan
 
-REGISTRY: dict[str, type[Function]] = {f.kind: f for f in (Router, Firewall, Nat, Wan)}
-# Named by the issue but not built yet: refused in one line that says so.
-PLANNED = {"gateway": "tunnels terminated at gateway hops are not built yet; put the tunnel "
-                      "at the sites ([[tunnel]]) for now"}
+REGISTRY: dict[str, type[Function]] = {f.kind: f for f in (Router, Firewall, Nat, Wan,
+                                                             Gateway)}
 
 
 def get(kind: str) -> type[Function]:

@@ -19,7 +19,7 @@ from ..testbed import local, names, netlink
 from ..testbed.base import Site, Testbed
 from ..testbed.ledger import STATE_DIR, Ledger
 from ..testbed.netem import Netem
-from . import get
+from . import gateway, get
 from .base import Hop
 from .spec import ChainSpec
 
@@ -83,6 +83,10 @@ def build(run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int = 1500,
     tb = Testbed("local-chain", run_id, a, b, mtu, ledger, workdir, rate=rate)
     tb.notes["chain"] = {"path": chain.arrow(), "routed_hops": chain.routed_hops,
                          "hops": [h.describe() for h in hops]}
+    gw = chain.gateways()
+    if gw:
+        tb.notes["chain"]["gateway_tunnel"] = gateway.tunnel_up(
+            tb, hops[gw[0] - 1], hops[gw[1] - 1], gw[0], gw[1], n, ledger)
     if netem is not None and netem.active:
         tb.notes["netem"] = netem.describe()
     return tb

@@ -22,14 +22,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SpecError
-from . import PLANNED, REGISTRY
+from . import REGISTRY
 from .base import Hop
+from .gateway import BUILT
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 RESERVED = ("a", "b", "c", "path")
 MAX_HOPS = 16
 # tunnel kinds a gateway may terminate (the issue: at least these; more once gateways exist)
-GATEWAY_TUNNELS = ("vxlan", "wireguard", "ipsec")
+GATEWAY_TUNNELS = ("vxlan", "wireguard", "ipsec")   # BUILT: those done so far
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,16 @@ class ChainSpec:
 
     @property
     def routed_hops(self) -> int:
-        """How many hops decrement the TTL between site a and site b."""
+        """How many hops decrement the TTL of site a's packets on their way to site b: what
+        lies between two gateways forwards the tunnel's outer packets, not them."""
         from . import get
-        return sum(1 for h in self.hops if get(h.kind).routed)
+        gw = [i for i, h in enumerate(self.hops) if h.kind == "gateway"]
+        inside = set(range(gw[0] + 1, gw[1])) if len(gw) == 2 else set()
+        return sum(1 for i, h in enumerate(self.hops) if get(h.kind).routed and i not in inside)
+
+    def gateways(self) -> list[int]:
+        """Positions (site a = 0) of the gateway pair; [] when there is none."""
+        return [i for i, h in enumerate(self.hops, 1) if h.kind == "gateway"]
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": [h.name for h in self.hops],
@@ -105,6 +113,7 @@ def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
     names = [h.name for h in hops]
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"{where}: two functions are named '{name}' (rename one table)")
+    _pairs(hops, where, problems)
     wans = [h.name for h in hops if h.kind == "wan"]
     if len(wans) > 1:
         problems.append(f"{where}.path has {len(wans)} WANs ({', '.join(wans)}): a chain is "
@@ -131,8 +140,7 @@ def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
         problems.append(f"{spot} has no kind (kind = one of "
                         f"{', '.join(sorted(REGISTRY))})")
         return None
-    if kind == "gateway":
-        _gateway(params, spot, problems)
+    if kind == "gateway" and not _gateway(params, spot, problems):
         return None
     if kind not in REGISTRY:
         problems.append(f"{spot}: unknown function kind '{kind}' (kinds: "
@@ -145,18 +153,39 @@ def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
     return Hop(name, kind, parsed)
 
 
-def _gateway(params: dict[str, Any], spot: str, problems: list[str]) -> None:
-    """A gateway names the tunnel kind it terminates; one that cannot be a gateway is refused
-    as such, and (for now) every gateway as not built yet."""
+def _gateway(params: dict[str, Any], spot: str, problems: list[str]) -> bool:
+    """A gateway names the tunnel kind it terminates: one that cannot be a gateway is refused
+    as such, one that could but is not built yet as that. True when it is fine."""
     from .. import tunnels
-    tunnel = params.get("tunnel")
+    tunnel = params.get("tunnel", "vxlan")
     known = set(tunnels.registry())
-    if not isinstance(tunnel, str) or not tunnel:
-        problems.append(f"{spot}: a gateway needs tunnel = one of {', '.join(GATEWAY_TUNNELS)}")
-    elif tunnel not in GATEWAY_TUNNELS:
+    if not isinstance(tunnel, str) or tunnel not in GATEWAY_TUNNELS:
         what = ("a tunnel kind that cannot be a gateway" if tunnel in known
                 else "not a tunnel kind")
-        problems.append(f"{spot}: tunnel '{tunnel}' is {what} (gateways terminate "
+        problems.append(f"{spot}: tunnel {tunnel!r} is {what} (gateways terminate "
                         f"{', '.join(GATEWAY_TUNNELS)})")
-    else:
-        problems.append(f"{spot}: gateway: {PLANNED['gateway']}")
+        return False
+    if tunnel not in BUILT:
+        problems.append(f"{spot}: a {tunnel} gateway is not built yet (gateways: "
+                        f"{', '.join(BUILT)}; or put the tunnel at the sites with [[tunnel]])")
+        return False
+    return True
+
+
+def _pairs(hops: list[Hop], where: str, problems: list[str]) -> None:
+    """Gateways come in pairs of one tunnel kind, the WAN (if any) between them."""
+    gw = [i for i, h in enumerate(hops) if h.kind == "gateway"]
+    if not gw:
+        return
+    if len(gw) != 2:
+        problems.append(f"{where}.path has {len(gw)} gateway(s): gateways come in pairs, one "
+                        "on each side of the WAN")
+        return
+    a, b = hops[gw[0]], hops[gw[1]]
+    if a.params["tunnel"] != b.params["tunnel"]:
+        problems.append(f"{where}: gateways {a.name} and {b.name} terminate different tunnels "
+                        f"({a.params['tunnel']}, {b.params['tunnel']}): give both the same")
+    wan = [i for i, h in enumerate(hops) if h.kind == "wan"]
+    if wan and not gw[0] < wan[0] < gw[1]:
+        problems.append(f"{where}.path: the WAN must lie between the gateways {a.name} and "
+                        f"{b.name}")

@@ -49,9 +49,28 @@ def test_a_gateway_kind_that_cannot_be_one_is_refused(tunnel: str, what: str) ->
     assert f"tunnel '{tunnel}' is" in line and what in line
 
 
-def test_a_gateway_is_refused_as_not_built_yet() -> None:
-    line = refused({"path": ["gw"], "gw": {"kind": "gateway", "tunnel": "wireguard"}})
-    assert "not built yet" in line
+def test_a_gateway_kind_not_built_yet_is_refused_as_such() -> None:
+    with pytest.raises(SpecError) as exc:   # one line per gateway of the pair
+        exp_spec.build({"chain": {"path": ["gwa", "wan", "gwb"],
+                                  "gwa": {"kind": "gateway", "tunnel": "wireguard"},
+                                  "gwb": {"kind": "gateway", "tunnel": "wireguard"}}}, "e.toml")
+    lines = exc.value.one_line().splitlines()
+    assert len(lines) == 2
+    assert all("a wireguard gateway is not built yet" in x for x in lines)
+
+
+@pytest.mark.parametrize("chain,needle", [
+    ({"path": ["gateway", "wan"]}, "1 gateway(s): gateways come in pairs"),
+    ({"path": ["gateway", "gateway", "wan"]}, "the WAN must lie between the gateways"),
+])
+def test_gateways_come_in_pairs_around_the_wan(chain: dict, needle: str) -> None:
+    assert needle in refused(chain)
+
+
+def test_hops_between_gateways_do_not_count_as_routers() -> None:
+    chain = chain_spec.parse({"path": ["router", "gateway", "wan", "gateway", "router"]})
+    assert chain is not None and chain.gateways() == [2, 4]
+    assert chain.routed_hops == 4   # the WAN forwards the tunnel's outer packets
 
 
 @pytest.mark.skipif(not NO_NETEM, reason="this kernel has netem: a WAN delay is accepted")
