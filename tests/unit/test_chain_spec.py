@@ -36,7 +36,7 @@ def test_a_loop_is_refused() -> None:
 
 def test_an_unknown_kind_is_refused() -> None:
     line = refused({"path": ["router", "shaper"]})
-    assert "unknown function kind 'shaper'" in line and "firewall, nat, router, wan" in line
+    assert "unknown function kind 'shaper'" in line and "firewall, gateway, nat, router, wan" in line
     line = refused({"path": ["x"], "x": {"kind": "dpi"}})
     assert "e.toml: chain.x: unknown function kind 'dpi'" in line
 
