@@ -38,6 +38,7 @@ TOOL_PACKAGES: dict[str, str] = {
     "nsenter": "util-linux",
     "mkfs.ext4": "e2fsprogs",
     "tcpdump": "tcpdump",
+    "nft": "nftables",
 }
 
 SBIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/lib/ipsec", "/usr/lib/openssh")

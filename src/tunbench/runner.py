@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 from . import interrupts, proc, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
+from .chain import build as chain_build
+from .chain import hops as chain_hops
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
 from .metrics.cpu import CpuRecord
 from .plan import Case, plan
@@ -82,6 +84,8 @@ def preflight(exp: Experiment) -> None:
         if not proc.which(tool):
             missing.append(f"tool {tool}: not installed (apt-get install "
                            f"{proc.package_for(tool)})")
+    if exp.chain is not None:
+        missing += chain_hops.requirements([h.kind for h in exp.chain.hops])
     _inner_mtu_problems(exp, missing)
     _raise_missing(missing)
 
@@ -270,11 +274,15 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     counters: dict[str, Any] | None = None
     offloads: dict[str, Any] | None = None
     watch: DatapathWatch | None = None
+    hopwatch: chain_hops.HopWatch | None = None
     case_notes: list[str] = []
     try:
         progress(PhaseEvent(SETUP, f"testbed and {case.tunnel.kind} tunnel"))
         if topo is not None:
             tb = topo.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
+        elif exp.chain is not None:
+            tb = chain_build.build(run_id, ledger, exp.chain, mtu=case.mtu, rate=exp.rate,
+                                   netem=exp.netem)
         else:
             tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
         driver = tunnels.get(case.tunnel.kind)()
@@ -300,9 +308,14 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         why = wl.unsupported(ctx, case.workload.params)
         if why:
             raise CaseSkipped(f"{case.workload.name} over {case.tunnel.kind}: {why}")
+        if "chain" in tb.notes:   # per-hop figures: idle probe, counters around the workload
+            hopwatch = chain_hops.HopWatch(tb)
+            hopwatch.start()
         watch = DatapathWatch(ep, ledger)
         with watch:
             out = wl.run(ctx, case.workload.params)
+        if hopwatch is not None:
+            hopwatch.stop()
         if watch.problem:
             raise CommandFailed(watch.problem, "see the case's error_log (daemon log)")
         after = driver.counters(tb, ep)
@@ -336,13 +349,16 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     if ctx is not None and ctx.cpu_record is not None:
         cpu = cpu_summary(ctx.cpu_record, ctx.warmup)
         metrics.update(_cpu_metrics(cpu, out))
-    return case_document(
+    doc = case_document(
         case={**case.to_dict(), "tunnel": tunnel_identity(case), "run_id": run_id},
         status=status, started=started,
         ended=time.time(), testbed=tb.describe() if tb else None,
         tunnel=ep.describe() if ep else None, metrics=metrics, series=out.series,
         cpu=cpu, counters=counters, raw=out.raw, notes=notes, error=error,
         error_log=error_log, offloads=offloads)
+    if hopwatch is not None:
+        doc["chain"] = hopwatch.describe()   # additive: readers without chains ignore it
+    return doc
 
 
 def tunnel_identity(case: Case) -> dict[str, Any]:

@@ -39,6 +39,11 @@ them together before anything runs. The same dict shape is used for TOML files a
     ssh_config = "~/.ssh/config"  # optional: ssh -F
     a = "root@gw1"                # or "local" for this host
     b = { target = "root@gw2", underlay_if = "eth1", underlay4 = "10.0.0.2" }
+
+    [chain]                       # optional: network functions between the sites (docs/chains.md)
+    path = ["router", "fw", "wan", "router"]
+    fw = { kind = "firewall", rules = 1000 }
+    wan = { kind = "wan", rate = "200mbit" }
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from . import inputs, rates, tunnels, workloads
+from .chain import spec as chain_spec
 from .errors import SpecError
 from .testbed.netem import Netem
 from .testbed.topology import SiteSpec, parse_sites
@@ -146,6 +152,7 @@ class Experiment:
     # sites on real hosts (testbed/topology.py); empty: the local two-namespace testbed
     sites: dict[str, SiteSpec] = field(default_factory=dict)
     ssh_config: str | None = None     # ssh -F FILE for the sites (None: ~/.ssh/config)
+    chain: chain_spec.ChainSpec | None = None   # functions between the sites (chain/)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,6 +167,7 @@ class Experiment:
                 "netem_rate": self.netem.rate} if self.netem else {}),
             **({"sites": {n: sp.to_dict() for n, sp in self.sites.items()},
                 "ssh_config": self.ssh_config} if self.sites else {}),
+            **({"chain": self.chain.to_dict()} if self.chain else {}),
         }
 
     def all_mtus(self) -> tuple[int, ...]:
@@ -181,7 +189,7 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     exp = dict(out.get("experiment", {}))
     exp.update(overrides.get("experiment", {}))
     out["experiment"] = exp
-    for key in ("tunnel", "workload", "offloads", "sites"):
+    for key in ("tunnel", "workload", "offloads", "sites", "chain"):
         if key in overrides:
             out[key] = overrides[key]
     return out
@@ -217,14 +225,18 @@ def build(data: dict[str, Any], source: str = "command line",
     """
     problems: list[str] = []
     where = source
-    unknown_top = set(data) - {"experiment", "tunnel", "workload", "offloads", "sites"}
+    unknown_top = set(data) - {"experiment", "tunnel", "workload", "offloads", "sites", "chain"}
     for key in sorted(unknown_top):
         problems.append(f"{where}: unknown section '{key}' (known: experiment, tunnel, workload, "
-                        "offloads, sites)")
+                        "offloads, sites, chain)")
     raw_sites = dict(data.get("sites") or {}) if isinstance(data.get("sites"), dict) \
         else data.get("sites")
     ssh_config = raw_sites.pop("ssh_config", None) if isinstance(raw_sites, dict) else None
     sites = parse_sites(raw_sites, where, problems)
+    chain = chain_spec.collect(data.get("chain"), where, problems)
+    if chain is not None and sites:
+        problems.append(f"{where}: [chain] runs on the local testbed only for now (leave "
+                        "[sites] / --site out, or the chain)")
     exp = data.get("experiment", {})
     if not isinstance(exp, dict):
         problems.append(f"{where}: [experiment] must be a table")
@@ -282,7 +294,8 @@ def build(data: dict[str, Any], source: str = "command line",
                       repeats, float(duration), float(warmup), rate, order, seed, family,
                       float(cpu_interval), float(noisy_cv), name, source,
                       netem=netem if netem.active else None, sites=sites,
-                      ssh_config=str(ssh_config) if ssh_config else None)
+                      ssh_config=str(ssh_config) if ssh_config else None,
+                      chain=chain)
 
 
 def _rate_ok(rate: Any) -> bool:

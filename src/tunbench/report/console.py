@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import workloads
-from . import data, stats
+from . import data, hops, stats
 from . import metrics as catalogue
 
 # cpu_busy_a/_b exist when the sites are separate hosts: each end's CPU apart
@@ -85,6 +85,7 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
         _print_group(console, wl_label, mtu, off, grp)
     for (wl_name, mtu, off), grp in swept.items():
         _print_sweep(console, wl_name, mtu, off, grp)
+    hops.print_table(console, cases)   # chain campaigns only
     failed = [d for d in cases if d.get("status") == "failed"]
     skipped = [d for d in cases if d.get("status") == "skipped"]
     for d in failed:

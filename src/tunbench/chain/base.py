@@ -1,0 +1,141 @@
+"""The network-function contract: one module per kind (router, firewall, nat, wan), like the
+tunnel drivers. A function is one namespace between two chain segments; its kind says what it
+accepts as parameters, what it needs on this host, how it configures its namespace and which
+counters of its own (nftables, qdiscs) it adds to the per-hop figures.
+
+Parameters are checked with one line per problem before anything is created.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..testbed.ledger import Ledger
+
+RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", re.I)
+SIZE_RE = re.compile(r"^\d+(b|kb|k|mb|m)?$", re.I)
+TIME_RE = re.compile(r"^\d+(\.\d+)?(us|ms|s)$")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a kind: its type, default, the values allowed (a tuple of choices,
+    a (lo, hi) range for numbers, or a regex for strings) and its help."""
+
+    type: type
+    default: Any
+    allowed: Any = None
+    help: str = ""
+    example: str = ""
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One function placed in a chain: where it sits and how it is reached."""
+
+    name: str                  # unique in the chain; part of its namespace name
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+    netns: str = ""            # set when built
+    left_if: str = ""          # towards site a
+    right_if: str = ""         # towards site b
+    left4: str = ""            # its address on the left segment (pinged for per-hop latency)
+    right4: str = ""
+    left6: str = ""
+    right6: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "params": dict(self.params),
+                "netns": self.netns, "left_if": self.left_if, "right_if": self.right_if,
+                "left4": self.left4, "right4": self.right4}
+
+
+class Function:
+    """A kind of network function. Subclasses set `kind`, `summary`, `params`, and override
+    `configure` (and `counters` where they keep counters of their own)."""
+
+    kind: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    params: ClassVar[dict[str, Param]] = {}
+    tools: ClassVar[tuple[str, ...]] = ()
+    routed: ClassVar[bool] = True     # forwards at IP level: decrements the TTL
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+        """Validated parameters (defaults filled in); problems appended one line each."""
+        out: dict[str, Any] = {}
+        for key in sorted(set(raw) - set(cls.params)):
+            known = ", ".join(cls.params) or "none"
+            problems.append(f"{where}: unknown parameter '{key}' of a {cls.kind} "
+                            f"(its parameters: {known})")
+        for key, p in cls.params.items():
+            val = raw.get(key, p.default)
+            if key in raw and not _check(p, val):
+                problems.append(f"{where}.{key} {val!r} is not valid: {p.help}"
+                                + (f" (e.g. {key} = {p.example})" if p.example else ""))
+                continue
+            out[key] = val
+        problems.extend(f"{where}: {msg}" for msg in cls.check(out))
+        return out
+
+    @classmethod
+    def check(cls, params: dict[str, Any]) -> list[str]:
+        """Problems of the parameters taken together (after each one is checked)."""
+        return []
+
+    @classmethod
+    def host_problems(cls, params: dict[str, Any]) -> list[str]:
+        """What this host lacks for these parameters (kernel features): one line each."""
+        return []
+
+    def configure(self, hop: Hop, ledger: Ledger) -> None:
+        """Set up the hop's namespace (forwarding is already on; routes are set)."""
+
+    def counters(self, hop: Hop) -> dict[str, int]:
+        """Counters of the function itself (packets it dropped by policy, ...)."""
+        return {}
+
+
+def _check(p: Param, val: Any) -> bool:
+    if p.type is bool:
+        return isinstance(val, bool)
+    if p.type is int:
+        if isinstance(val, bool) or not isinstance(val, int):
+            return False
+        return p.allowed is None or p.allowed[0] <= val <= p.allowed[1]
+    if p.type is str:
+        if not isinstance(val, str):
+            return False
+        if isinstance(p.allowed, tuple):
+            return val in p.allowed
+        if isinstance(p.allowed, re.Pattern):
+            return bool(p.allowed.match(val))
+        return True
+    return isinstance(val, p.type)
+
+
+def nft(netns: str, script: str) -> None:
+    """Load an nftables ruleset into a namespace (nft -f - reads it from stdin: a ruleset of
+    1000 rules is one transaction, not 1000 processes)."""
+    from .. import proc
+    proc.run(["nft", "-f", "-"], netns=netns, input=script, timeout=60)
+
+
+def nft_counters(netns: str, table: str, family: str = "inet") -> dict[str, int]:
+    """Packets and bytes of every named counter in one table (`nft -j list counters`)."""
+    import json
+
+    from .. import proc
+    r = proc.run(["nft", "-j", "list", "table", family, table], netns=netns, check=False,
+                 timeout=20)
+    if not r.ok:
+        return {}
+    out: dict[str, int] = {}
+    for item in json.loads(r.stdout or "{}").get("nftables", []):
+        c = item.get("counter")
+        if isinstance(c, dict) and "name" in c:
+            out[f"{c['name']}_packets"] = int(c.get("packets", 0))
+            out[f"{c['name']}_bytes"] = int(c.get("bytes", 0))
+    return out

@@ -1,0 +1,127 @@
+"""A chain testbed: site a, one namespace per function, site b, joined segment by segment.
+
+Segment i (0 = site a's, n = site b's, for n functions) is a veth pair on 198.18.i.0/24 and
+2001:2:1:i::/64: its left end (.1, towards site a) and right end (.2). Every namespace has
+static routes to every other segment through its neighbours, so the path is the only path.
+Sites keep their names and roles (tunnels and workloads see a Testbed like any other; the
+sites are simply not on one link any more); with no function this is the plain testbed.
+Every namespace enters the ledger the moment it exists; its links and rules go with it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from .. import proc
+from ..testbed import local, names, netlink
+from ..testbed.base import Site, Testbed
+from ..testbed.ledger import STATE_DIR, Ledger
+from ..testbed.netem import Netem
+from . import gateway, get
+from .base import Hop
+from .spec import ChainSpec
+
+
+def addr4(seg: int, end: int) -> str:
+    return f"198.18.{seg}.{end}"
+
+
+def addr6(seg: int, end: int) -> str:
+    return f"2001:2:1:{seg:x}::{end}"
+
+
+def nets(seg: int) -> tuple[str, str]:
+    return f"198.18.{seg}.0/24", f"2001:2:1:{seg:x}::/64"
+
+
+def place(run_id: str, chain: ChainSpec) -> list[Hop]:
+    """The hops with their namespaces, interfaces and addresses (pure: no system change)."""
+    out = []
+    for j, hop in enumerate(chain.hops, 1):
+        out.append(replace(hop, netns=names.netns_name(run_id, hop.name),
+                           left_if=names.link_name(run_id, f"s{j - 1}r"),
+                           right_if=names.link_name(run_id, f"s{j}l"),
+                           left4=addr4(j - 1, 2), right4=addr4(j, 1),
+                           left6=addr6(j - 1, 2), right6=addr6(j, 1)))
+    return out
+
+
+def build(run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int = 1500,
+          rate: str | None = None, workdir: Path | None = None,
+          netem: Netem | None = None) -> Testbed:
+    """Create the sites, the functions and the segments; configure each function."""
+    if not chain.hops:
+        return local.build(run_id, ledger, mtu=mtu, rate=rate, workdir=workdir, netem=netem)
+    hops = place(run_id, chain)
+    n = len(hops)
+    a = Site("a", names.netns_name(run_id, "a"), names.link_name(run_id, "ua"),
+             addr4(0, 1), addr6(0, 1))
+    b = Site("b", names.netns_name(run_id, "b"), names.link_name(run_id, "ub"),
+             addr4(n, 2), addr6(n, 2))
+    spaces = [str(a.netns), *[h.netns for h in hops], str(b.netns)]
+    for ns in spaces:
+        netlink.create_netns(ns)
+        ledger.netns(ns)
+    for seg in range(n + 1):   # segment seg: spaces[seg] (left end) -- spaces[seg + 1]
+        left = a.underlay_if if seg == 0 else hops[seg - 1].right_if
+        right = hops[seg].left_if if seg < n else b.underlay_if
+        netlink.add_veth(left, spaces[seg], right, spaces[seg + 1])
+        _address(spaces[seg], left, seg, 1, mtu)
+        _address(spaces[seg + 1], right, seg, 2, mtu)
+    for pos, ns in enumerate(spaces):
+        _routes(ns, pos, n)
+    _shape_sites(a, b, rate, netem, ledger)
+    for hop in hops:
+        get(hop.kind)().configure(hop, ledger)
+    if workdir is None:
+        workdir = STATE_DIR / run_id
+    workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(workdir, 0o700)
+    ledger.path(workdir)
+    tb = Testbed("local-chain", run_id, a, b, mtu, ledger, workdir, rate=rate)
+    tb.notes["chain"] = {"path": chain.arrow(), "routed_hops": chain.routed_hops,
+                         "hops": [h.describe() for h in hops]}
+    gw = chain.gateways()
+    if gw:
+        tb.notes["chain"]["gateway_tunnel"] = gateway.tunnel_up(
+            tb, hops[gw[0] - 1], hops[gw[1] - 1], gw[0], gw[1], n, ledger)
+    if netem is not None and netem.active:
+        tb.notes["netem"] = netem.describe()
+    return tb
+
+
+def _address(ns: str, ifname: str, seg: int, end: int, mtu: int) -> None:
+    for setting in local.SITE_SYSCTLS:
+        proc.run(["sysctl", "-qw", setting], netns=ns, timeout=10)
+    netlink.set_link(ns, "lo", state="up")
+    netlink.set_link(ns, ifname, mtu=mtu)
+    netlink.add_addr(ns, ifname, f"{addr4(seg, end)}/24")
+    netlink.add_addr(ns, ifname, f"{addr6(seg, end)}/64")
+    netlink.set_link(ns, ifname, state="up")
+
+
+def _routes(ns: str, pos: int, n: int) -> None:
+    """Namespace at position pos (0 = site a, n + 1 = site b): every segment left of its left
+    segment via the left neighbour, every one right of its right segment via the right."""
+    for seg in range(n + 1):
+        if seg < pos - 1:
+            via4, via6 = addr4(pos - 1, 1), addr6(pos - 1, 1)
+        elif seg > pos:
+            via4, via6 = addr4(pos, 2), addr6(pos, 2)
+        else:
+            continue   # a segment this namespace is on
+        n4, n6 = nets(seg)
+        netlink.add_route(ns, n4, gateway=via4)
+        netlink.add_route(ns, n6, gateway=via6)
+
+
+def _shape_sites(a: Site, b: Site, rate: str | None, netem: Netem | None,
+                 ledger: Ledger) -> None:
+    """The experiment's own --rate/netem, on the sites' egress as on the plain testbed."""
+    from ..testbed.netem import qdisc_argvs
+    for site in (a, b):
+        for argv in qdisc_argvs(site.underlay_if, netem, rate,
+                                local.tbf_args(rate) if rate else []):
+            proc.run(argv, netns=site.netns, timeout=10)

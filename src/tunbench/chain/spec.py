@@ -1,0 +1,191 @@
+"""`[chain]` of an experiment file -> a validated ChainSpec, every problem one line, before
+anything is created.
+
+    [chain]
+    path = ["router", "fw", "wan", "router"]   # from site a to site b
+    [chain.fw]                                 # a named function: its kind and parameters
+    kind = "firewall"
+    rules = 1000
+    [chain.wan]
+    kind = "wan"
+    rate = "200mbit"
+
+A path entry names a table of [chain] when there is one, else it is a kind with its defaults
+(named kind + position: router1, router4). Each function is one namespace, crossed once: a
+name twice in the path is a loop and refused. At most one wan.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SpecError
+from . import REGISTRY
+from .base import Hop
+from .gateway import BUILT
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
+RESERVED = ("a", "b", "c", "path")
+MAX_HOPS = 16
+# tunnel kinds a gateway may terminate (the issue: at least these; more once gateways exist)
+GATEWAY_TUNNELS = ("vxlan", "wireguard", "ipsec")   # BUILT: those done so far
+
+
+@dataclass(frozen=True)
+class ChainSpec:
+    hops: tuple[Hop, ...]
+
+    @property
+    def routed_hops(self) -> int:
+        """How many hops decrement the TTL of site a's packets on their way to site b: what
+        lies between two gateways forwards the tunnel's outer packets, not them."""
+        from . import get
+        gw = [i for i, h in enumerate(self.hops) if h.kind == "gateway"]
+        inside = set(range(gw[0] + 1, gw[1])) if len(gw) == 2 else set()
+        return sum(1 for i, h in enumerate(self.hops) if get(h.kind).routed and i not in inside)
+
+    def gateways(self) -> list[int]:
+        """Positions (site a = 0) of the gateway pair; [] when there is none."""
+        return [i for i, h in enumerate(self.hops, 1) if h.kind == "gateway"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": [h.name for h in self.hops],
+                "functions": {h.name: {"kind": h.kind, **h.params} for h in self.hops}}
+
+    def arrow(self) -> str:
+        return " -> ".join(["a", *[h.name for h in self.hops], "b"])
+
+
+def collect(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
+    """The chain of an experiment (None: no [chain], the plain two-site testbed); problems
+    appended one line each (spec.build reports them with the experiment's own)."""
+    if raw is None:
+        return None
+    return _parse(raw, f"{where}: chain", problems)
+
+
+def parse(raw: Any, where: str = "experiment") -> ChainSpec | None:
+    """`collect`, raising one SpecError with every problem, one line each."""
+    problems: list[str] = []
+    chain = collect(raw, where, problems)
+    if problems:
+        uniq = list(dict.fromkeys(problems))
+        raise SpecError(uniq[0] if len(uniq) == 1 else "bad chain:\n  " + "\n  ".join(uniq),
+                        "nothing was created; see docs/chains.md")
+    return chain
+
+
+def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
+    if not isinstance(raw, dict):
+        problems.append(f"{where} must be a table with a path (see docs/chains.md)")
+        return None
+    path = raw.get("path")
+    if not isinstance(path, list) or not all(isinstance(x, str) for x in path):
+        problems.append(f'{where}.path must be a list of function names or kinds, e.g. '
+                        'path = ["router", "firewall", "wan", "router"]')
+        return None
+    if len(path) > MAX_HOPS:
+        problems.append(f"{where}.path has {len(path)} functions (at most {MAX_HOPS})")
+        return None
+    tables = {k: v for k, v in raw.items() if k != "path"}
+    for name in sorted(tables):
+        if not isinstance(tables[name], dict):
+            problems.append(f"{where}.{name} must be a table with a kind")
+        elif name not in path:
+            problems.append(f"{where}.{name} is defined but not in the path "
+                            f"({' -> '.join(['a', *path, 'b'])})")
+    seen: dict[str, int] = {}
+    hops: list[Hop] = []
+    for i, entry in enumerate(path, 1):
+        hop = _hop(entry, i, tables, where, problems)
+        if hop is None:
+            continue
+        if entry in tables and entry in seen:
+            problems.append(f"{where}.path is a loop: '{entry}' appears at positions "
+                            f"{seen[entry]} and {i} ({' -> '.join(['a', *path, 'b'])}); each "
+                            "function is one namespace crossed once: define a second one "
+                            f"(e.g. [chain.{entry}2]) instead")
+            continue
+        seen[entry] = i
+        hops.append(hop)
+    names = [h.name for h in hops]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"{where}: two functions are named '{name}' (rename one table)")
+    _pairs(hops, where, problems)
+    wans = [h.name for h in hops if h.kind == "wan"]
+    if len(wans) > 1:
+        problems.append(f"{where}.path has {len(wans)} WANs ({', '.join(wans)}): a chain is "
+                        "site a -> functions -> wan -> functions -> site b, with one WAN")
+    return ChainSpec(tuple(hops))
+
+
+def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
+         problems: list[str]) -> Hop | None:
+    if entry in tables:
+        table = tables[entry]
+        if not isinstance(table, dict):
+            return None
+        if not NAME_RE.match(entry) or entry in RESERVED:
+            problems.append(f"{where}.path: function name '{entry}' must be 1-8 lowercase letters "
+                            "or digits, starting with a letter, and not a, b, c or path")
+            return None
+        kind, params, name = table.get("kind"), {k: v for k, v in table.items()
+                                                 if k != "kind"}, entry
+        spot = f"{where}.{entry}"
+    else:
+        kind, params, name, spot = entry, {}, f"{entry[:6]}{pos}", f"{where}.path[{pos}]"
+    if not isinstance(kind, str) or not kind:
+        problems.append(f"{spot} has no kind (kind = one of "
+                        f"{', '.join(sorted(REGISTRY))})")
+        return None
+    if kind == "gateway" and not _gateway(params, spot, problems):
+        return None
+    if kind not in REGISTRY:
+        problems.append(f"{spot}: unknown function kind '{kind}' (kinds: "
+                        f"{', '.join(sorted(REGISTRY))}; or define [chain.{entry}] with a "
+                        "kind)")
+        return None
+    fn = REGISTRY[kind]
+    parsed = fn.parse(params, spot, problems)
+    problems.extend(f"{spot}: {p}" for p in fn.host_problems(parsed))
+    return Hop(name, kind, parsed)
+
+
+def _gateway(params: dict[str, Any], spot: str, problems: list[str]) -> bool:
+    """A gateway names the tunnel kind it terminates: one that cannot be a gateway is refused
+    as such, one that could but is not built yet as that. True when it is fine."""
+    from .. import tunnels
+    tunnel = params.get("tunnel", "vxlan")
+    known = set(tunnels.registry())
+    if not isinstance(tunnel, str) or tunnel not in GATEWAY_TUNNELS:
+        what = ("a tunnel kind that cannot be a gateway" if tunnel in known
+                else "not a tunnel kind")
+        problems.append(f"{spot}: tunnel {tunnel!r} is {what} (gateways terminate "
+                        f"{', '.join(GATEWAY_TUNNELS)})")
+        return False
+    if tunnel not in BUILT:
+        problems.append(f"{spot}: a {tunnel} gateway is not built yet (gateways: "
+                        f"{', '.join(BUILT)}; or put the tunnel at the sites with [[tunnel]])")
+        return False
+    return True
+
+
+def _pairs(hops: list[Hop], where: str, problems: list[str]) -> None:
+    """Gateways come in pairs of one tunnel kind, the WAN (if any) between them."""
+    gw = [i for i, h in enumerate(hops) if h.kind == "gateway"]
+    if not gw:
+        return
+    if len(gw) != 2:
+        problems.append(f"{where}.path has {len(gw)} gateway(s): gateways come in pairs, one "
+                        "on each side of the WAN")
+        return
+    a, b = hops[gw[0]], hops[gw[1]]
+    if a.params["tunnel"] != b.params["tunnel"]:
+        problems.append(f"{where}: gateways {a.name} and {b.name} terminate different tunnels "
+                        f"({a.params['tunnel']}, {b.params['tunnel']}): give both the same")
+    wan = [i for i, h in enumerate(hops) if h.kind == "wan"]
+    if wan and not gw[0] < wan[0] < gw[1]:
+        problems.append(f"{where}.path: the WAN must lie between the gateways {a.name} and "
+                        f"{b.name}")

@@ -1,0 +1,60 @@
+"""The chain section of a report, from a campaign recorded by a real `tunbench run` through
+router -> firewall(1000 rules) -> WAN(tbf 200 Mbit/s) -> router (tests/data/campaigns/chain):
+the path with each hop's namespace, the per-hop drop table pointing at the WAN for the
+loss searches, the routers the TTL counted; in the console too. A campaign without a chain
+shows none of it."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+
+from tunbench.report import build, hops
+
+CAMPAIGNS = Path(__file__).parent.parent / "data" / "campaigns"
+
+
+def _cases(name: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((CAMPAIGNS / name / "cases").glob("*.json"))]
+
+
+def test_chain_section_in_the_html_report(campaign: Callable[[str], Path], browser: Callable) -> None:
+    root = campaign("chain")
+    rep = build.build(root)
+    page = rep.html.read_text()
+    assert "<h2 id=chain>Chain: per-hop figures</h2>" in page
+    cases = _cases("chain")
+    netns = cases[0]["chain"]["hops"][1]["netns"]
+    assert f"fw (firewall, netns {netns})" in page
+    for d in cases:
+        ch = d["chain"]
+        wan = [r for r in ch["drops"] if r["place"] == "wan"][0]
+        if d["case"]["workload"]["name"] == "loss-search":
+            # the searches overload the WAN: its tbf's drops, and it is named as the bottleneck
+            assert ch["bottleneck"] == "wan" and wan["qdisc_drops"] > 0
+            assert f"{wan['qdisc_drops']:,} (qdisc {wan['qdisc_drops']:,})" in page
+        assert ch["probe"]["routers"] == 4 == ch["probe"]["expected_routers"]
+    load = browser(rep.html)
+    assert not load.console_errors and not load.requests
+    assert "loss starts at" in load.text
+
+
+def test_chain_table_in_the_console() -> None:
+    buf = io.StringIO()
+    hops.print_table(Console(file=buf, width=200), _cases("chain"))
+    out = buf.getvalue()
+    assert "per-hop drops - a -> router1 -> fw -> wan -> router4 -> b" in out
+    lines = [line for line in out.splitlines() if "loss-search" in line]
+    assert len(lines) == 2 and all(line.rstrip(" │").endswith("wan") for line in lines), out
+
+
+def test_no_chain_no_section() -> None:
+    cases = _cases("basic")
+    assert hops.section_html(cases) == ""
+    buf = io.StringIO()
+    hops.print_table(Console(file=buf), cases)
+    assert buf.getvalue() == ""

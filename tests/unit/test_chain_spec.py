@@ -1,0 +1,188 @@
+"""Chains without root: the [chain] table refused in one line per problem (a loop, an unknown
+kind, a gateway kind that cannot be one, a WAN delay on a kernel without netem), placement
+and addressing, the nftables scripts, and the per-hop counters parsed from captured real
+output (tests/data/chain, from a chain whose firewall policed and whose WAN dropped)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tunbench import spec as exp_spec
+from tunbench.capabilities import kernel_missing
+from tunbench.chain import build, firewall, hops, nat, wan
+from tunbench.chain import spec as chain_spec
+from tunbench.errors import SpecError
+
+DATA = Path(__file__).parent.parent / "data" / "chain"
+NO_NETEM = kernel_missing("CONFIG_NET_SCH_NETEM", "netem", "sch_netem") is not None
+
+
+def refused(chain: dict) -> str:
+    with pytest.raises(SpecError) as exc:
+        exp_spec.build({"chain": chain}, "e.toml")
+    line = exc.value.one_line()
+    assert "\n" not in line, line
+    return line
+
+
+def test_a_loop_is_refused() -> None:
+    line = refused({"path": ["router", "fw", "wan", "fw"], "fw": {"kind": "firewall"},
+                    "wan": {"kind": "wan"}})
+    assert "e.toml: chain.path is a loop: 'fw' appears at positions 2 and 4" in line
+
+
+def test_an_unknown_kind_is_refused() -> None:
+    line = refused({"path": ["router", "shaper"]})
+    assert "unknown function kind 'shaper'" in line and "firewall, gateway, nat, router, wan" in line
+    line = refused({"path": ["x"], "x": {"kind": "dpi"}})
+    assert "e.toml: chain.x: unknown function kind 'dpi'" in line
+
+
+@pytest.mark.parametrize("tunnel,what", [("ssh-forward", "cannot be a gateway"),
+                                         ("native", "cannot be a gateway"),
+                                         ("carrier-pigeon", "not a tunnel kind")])
+def test_a_gateway_kind_that_cannot_be_one_is_refused(tunnel: str, what: str) -> None:
+    line = refused({"path": ["gw"], "gw": {"kind": "gateway", "tunnel": tunnel}})
+    assert f"tunnel '{tunnel}' is" in line and what in line
+
+
+def test_a_gateway_kind_not_built_yet_is_refused_as_such() -> None:
+    with pytest.raises(SpecError) as exc:   # one line per gateway of the pair
+        exp_spec.build({"chain": {"path": ["gwa", "wan", "gwb"],
+                                  "gwa": {"kind": "gateway", "tunnel": "wireguard"},
+                                  "gwb": {"kind": "gateway", "tunnel": "wireguard"}}}, "e.toml")
+    lines = exc.value.one_line().splitlines()
+    assert len(lines) == 2
+    assert all("a wireguard gateway is not built yet" in x for x in lines)
+
+
+@pytest.mark.parametrize("chain,needle", [
+    ({"path": ["gateway", "wan"]}, "1 gateway(s): gateways come in pairs"),
+    ({"path": ["gateway", "gateway", "wan"]}, "the WAN must lie between the gateways"),
+])
+def test_gateways_come_in_pairs_around_the_wan(chain: dict, needle: str) -> None:
+    assert needle in refused(chain)
+
+
+def test_hops_between_gateways_do_not_count_as_routers() -> None:
+    chain = chain_spec.parse({"path": ["router", "gateway", "wan", "gateway", "router"]})
+    assert chain is not None and chain.gateways() == [2, 4]
+    assert chain.routed_hops == 4   # the WAN forwards the tunnel's outer packets
+
+
+@pytest.mark.skipif(not NO_NETEM, reason="this kernel has netem: a WAN delay is accepted")
+@pytest.mark.parametrize("key,val", [("delay", "25ms"), ("loss", "0.1%")])
+def test_a_wan_delay_without_netem_is_refused(key: str, val: str) -> None:
+    line = refused({"path": ["wan"], "wan": {"kind": "wan", "rate": "200mbit", key: val}})
+    assert f"WAN {key} needs netem, which this kernel lacks (CONFIG_NET_SCH_NETEM)" in line
+
+
+@pytest.mark.parametrize("chain,needle", [
+    ({"path": ["fw"], "fw": {"kind": "firewall", "rules": -1}}, "chain.fw.rules -1 is not valid"),
+    ({"path": ["fw"], "fw": {"kind": "firewall", "shape": "tree"}}, "linear or set"),
+    ({"path": ["fw"], "fw": {"kind": "firewall", "rulez": 1}}, "unknown parameter 'rulez'"),
+    ({"path": ["w"], "w": {"kind": "wan", "rate": "fast"}}, "chain.w.rate 'fast' is not valid"),
+    ({"path": ["w1", "w2"], "w1": {"kind": "wan"}, "w2": {"kind": "wan"}}, "2 WANs"),
+    ({"path": ["router"], "fw": {"kind": "firewall"}}, "chain.fw is defined but not in the path"),
+    ({"path": "router"}, "chain.path must be a list"),
+    ({"path": ["A"], "A": {"kind": "router"}}, "function name 'A' must be"),
+    ({"path": ["n"], "n": {"kind": "nat", "mode": "full-cone"}}, "masquerade or snat"),
+])
+def test_bad_chain_values_one_line(chain: dict, needle: str) -> None:
+    assert needle in refused(chain)
+
+
+def test_a_chain_with_sites_on_hosts_is_refused() -> None:
+    with pytest.raises(SpecError) as exc:
+        exp_spec.build({"chain": {"path": ["router"]},
+                        "sites": {"a": "root@h1", "b": "root@h2"}}, "e.toml")
+    assert "[chain] runs on the local testbed only" in exc.value.one_line()
+
+
+def test_the_study_chain_is_read_with_defaults() -> None:
+    exp = exp_spec.build({"chain": {"path": ["router", "fw", "wan", "router"],
+                                    "fw": {"kind": "firewall", "rules": 1000},
+                                    "wan": {"kind": "wan", "rate": "200mbit"}}}, "e.toml")
+    assert exp.chain is not None
+    assert exp.chain.arrow() == "a -> router1 -> fw -> wan -> router4 -> b"
+    assert exp.chain.routed_hops == 4
+    d = exp.to_dict()["chain"]
+    assert d["functions"]["fw"] == {"kind": "firewall", "rules": 1000, "shape": "linear",
+                                    "stateful": True, "limit": ""}
+    assert d["functions"]["wan"]["burst"] == "256kb"
+    # no [chain]: the plain testbed, and the experiment's record has no chain key
+    assert "chain" not in exp_spec.build({}, "e.toml").to_dict()
+
+
+def test_placement_names_and_addresses() -> None:
+    chain = chain_spec.parse({"path": ["router", "wan", "router"], "wan": {"kind": "wan"}})
+    assert chain is not None
+    placed = build.place("0a1b2", chain)
+    assert [h.netns for h in placed] == ["tb-0a1b2-router1", "tb-0a1b2-wan",
+                                         "tb-0a1b2-router3"]
+    assert [(h.left_if, h.right_if) for h in placed] == [
+        ("tb0a1b2s0r", "tb0a1b2s1l"), ("tb0a1b2s1r", "tb0a1b2s2l"), ("tb0a1b2s2r", "tb0a1b2s3l")]
+    assert [(h.left4, h.right4) for h in placed] == [
+        ("198.18.0.2", "198.18.1.1"), ("198.18.1.2", "198.18.2.1"), ("198.18.2.2", "198.18.3.1")]
+    assert placed[1].left6 == "2001:2:1:1::2"
+
+
+def test_firewall_rulesets() -> None:
+    lin = firewall.ruleset({"rules": 1000, "shape": "linear", "stateful": True, "limit": ""})
+    assert lin.count("counter name denied drop") == 1000
+    assert "ip saddr 10.0.3.232 counter name denied drop" in lin   # the 1000th address
+    assert "ct state established,related" in lin
+    st = firewall.ruleset({"rules": 1000, "shape": "set", "stateful": False,
+                           "limit": "100mbit"})
+    assert st.count("drop") == 2 and "ct state" not in st
+    assert "limit rate over 12500000 bytes/second counter name policed drop" in st
+    assert st.index("limit rate") < st.index("@deny4")
+    assert firewall.limit_bytes_per_s("10mbps") == 10_000_000
+
+
+def test_nat_and_wan_commands() -> None:
+    assert 'oifname "tbx1" counter name translated masquerade' in nat.ruleset(
+        {"mode": "masquerade"}, "tbx1", "198.18.2.1")
+    assert "snat to 198.18.2.1" in nat.ruleset({"mode": "snat"}, "tbx1", "198.18.2.1")
+    params = {"rate": "200mbit", "burst": "256kb", "queue": "25ms", "delay": "", "jitter": "",
+              "loss": ""}
+    assert wan.qdisc_argvs(params, "tbx") == [["tc", "qdisc", "replace", "dev", "tbx", "root",
+                                               "tbf", "rate", "200mbit", "burst", "256kb",
+                                               "latency", "25ms"]]
+    assert wan.qdisc_argvs({**params, "rate": ""}, "tbx") == []
+
+
+def test_counters_parsed_from_captured_output() -> None:
+    links = hops.parse_link_stats((DATA / "wan-ip-s-link.json").read_text())
+    raw = json.loads((DATA / "wan-ip-s-link.json").read_text())
+    for link in raw:
+        assert links[link["ifname"]]["tx_packets"] == link["stats64"]["tx"]["packets"]
+    qd = hops.parse_qdisc_drops((DATA / "wan-tc-s-qdisc.json").read_text())
+    want = {q["dev"]: q["drops"] for q in json.loads((DATA / "wan-tc-s-qdisc.json").read_text())}
+    assert qd == want and sum(qd.values()) > 0   # the WAN's tbf dropped in that capture
+
+
+def test_drop_table_points_at_the_hop_that_dropped() -> None:
+    zero = dict.fromkeys(hops.LINK_KEYS, 0)
+
+    def place(rx: int, tx: int, qdisc: int = 0, **fn: int) -> dict:
+        return {"ifaces": {"l": {**zero, "rx_packets": rx, "qdisc_drops": 0},
+                           "r": {**zero, "tx_packets": tx, "qdisc_drops": qdisc}},
+                "function": fn}
+
+    d = {"a": place(0, 1000), "fw": place(1000, 700, policed_packets=300),
+         "wan": place(700, 650, qdisc=50), "b": place(650, 0)}
+    rows = hops.drop_table(d, {"fw": "firewall", "wan": "wan"})
+    assert [(r["place"], r["lost"], r["dropped"]) for r in rows] == [
+        ("a", None, 0), ("fw", 300, 300), ("wan", 50, 50), ("b", None, 0)]
+    assert hops.bottleneck(rows) == "fw"
+    assert hops.bottleneck(hops.drop_table({"a": place(0, 5), "r": place(5, 3)}, {})) is None
+
+
+def test_ttl_and_rtt_from_a_captured_ping() -> None:
+    text = (DATA / "ping-through-chain.txt").read_text()
+    ttl = int(hops.TTL_RE.findall(text)[0])
+    assert hops.ttl_hops(ttl) == 4   # the captured chain had four routed hops
