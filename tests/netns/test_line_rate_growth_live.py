@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tunbench import spec
+from tunbench.report import data
 from tunbench.runner import run_campaign
 from tunbench.workloads import line_rate_processes as lr
 
@@ -54,6 +55,10 @@ def test_grows_over_native(tmp_path: Path) -> None:
     growth = doc["raw"]["growth"]
     assert growth["plateau_reached"] or [k for k, _ in steps] == [1, 2, 4]
     assert doc["cpu"]["warmup_excluded_samples"] >= 1
+    # the report draws the steps as a sweep over processes
+    (sw,) = [s for s in data.sweeps(data.load(tmp_path)) if s.param == "processes"]
+    assert sw.workload == "line-rate-processes"
+    assert {k: v[0] for k, v in sw.points["throughput"]["native"].items()} == dict(steps)
 
 
 def test_shaped_link_stops_at_one_process(tmp_path: Path) -> None:
