@@ -92,6 +92,7 @@ def test_datagram_fits_inner_mtu() -> None:
     assert u.datagram_size(u.UdpRateParams(), 1450, 4) == 1422      # VXLAN over 1500
     assert u.datagram_size(u.UdpRateParams(), 1500, 6) == 1452
     assert u.datagram_size(u.UdpRateParams(length=512), 1450, 4) == 512
+    assert u.datagram_size(u.UdpRateParams(), 65536, 4) == 65507      # loopback: UDP's limit
 
 
 @pytest.mark.parametrize("raw,msg", [

@@ -86,7 +86,7 @@ class UdpRateParams(WorkloadParams):
 
 def datagram_size(params: UdpRateParams, mtu: int, family: int) -> int:
     """The payload per datagram: `length`, else the largest that the inner MTU carries whole."""
-    return params.length or mtu - IP_UDP_HEADERS[family]
+    return params.length or min(mtu - IP_UDP_HEADERS[family], MAX_DATAGRAM)
 
 
 def server_argv(bind: str, port: int) -> list[str]:
