@@ -190,11 +190,12 @@ class UdpRate(Workload[UdpRateParams]):
         addr = ctx.server_addr()
         port = ctx.port_base
         length = datagram_size(params, ctx.ep.mtu, ctx.family)
+        target = target_bps(params.rate) / 1e6
         ctx.phase("server start", "iperf3", site=ctx.server)
         server = ctx.tb.spawn(ctx.server, server_argv(addr, port), "iperf3-server")
         try:
             wait_ready(server, ready=lambda: listening_check(ctx, port), timeout=10)
-            ctx.phase("measuring", f"iperf3 -u at {target_bps(params.rate) / 1e6:g} Mbit/s, {length} B datagrams"
+            ctx.phase("measuring", f"iperf3 -u at {target:g} Mbit/s, {length} B datagrams"
                       f"{', reverse' if params.reverse else ''}",
                       expected_s=ctx.duration + ctx.warmup, warmup_s=ctx.warmup)
             with ctx.measuring() as cpu:
@@ -207,7 +208,6 @@ class UdpRate(Workload[UdpRateParams]):
             parsed = parse_udp(client.output(), params.reverse)
         finally:
             server.stop()
-        target = target_bps(params.rate) / 1e6
         return Output(
             metrics={
                 "throughput": Metric(parsed["goodput_mbps"], "Mbit/s"),
