@@ -83,8 +83,9 @@ def workload_toml(name: str) -> str:
     head = [f"# {name}: {wl.summary}"]
     head += [f"# not available here: {m.one_line()}" for m in wl.requirements(wl.Params())]
     if wl.sweep:
-        head.append(f"# {wl.sweep} may be a list (one case per value); left out: "
-                    f"{', '.join(map(str, wl.sweep_default))}")
+        left_out = (", ".join(map(str, wl.sweep_default)) if wl.sweep_default
+                    else "one case at the default below")
+        head.append(f"# {wl.sweep} may be a list (one case per value); left out: {left_out}")
     return "\n".join(head + ["[[workload]]", f"name = {toml_value(name)}"]
                      + params_lines(wl.Params())) + "\n"
 

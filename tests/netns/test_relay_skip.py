@@ -18,6 +18,7 @@ def test_relay_skips_what_cannot_cross_and_runs_the_rest(tmp_path: Path) -> None
         "workload": [{"name": "ping", "interval": 0.1},
                      {"name": "latency", "protocol": "udp"},
                      {"name": "line-rate-processes", "processes": 2},
+                     {"name": "udp-rate", "rate": "10m"},
                      {"name": "stream"}]}, "test")
     outcome = run_campaign(exp, tmp_path / "c")
     docs = {d["case"]["workload"]["name"]: d for d in outcome.store.read_cases()}
@@ -27,8 +28,10 @@ def test_relay_skips_what_cannot_cross_and_runs_the_rest(tmp_path: Path) -> None
     assert docs["line-rate-processes"]["status"] == "skipped"
     assert "5202" in docs["line-rate-processes"]["error"]
     assert "raise the tunnel's ports parameter" in docs["line-rate-processes"]["error"]
+    assert docs["udp-rate"]["status"] == "skipped"
+    assert "UDP cannot cross a stream relay" in docs["udp-rate"]["error"]
     assert docs["stream"]["status"] == "ok"
     assert docs["stream"]["metrics"]["throughput"]["value"] > 0
     assert outcome.failed == []
     summary = stats.summary_json(outcome.store.read_cases(), "c")
-    assert summary["failed_cases"] == [] and len(summary["skipped_cases"]) == 3
+    assert summary["failed_cases"] == [] and len(summary["skipped_cases"]) == 4

@@ -5,7 +5,7 @@ metrics, series and distributions by name and unit (see docs/report.md), so a ne
 appears in the tables and in the generic figures without code changes, and in a dedicated
 figure when it follows one of these conventions:
 
-- sweeps: a numeric workload parameter in SWEEP_PARAMS that varies across the campaign's
+- sweeps: a workload parameter in SWEEP_PARAMS (numeric, or udp-rate's rate) that varies across the campaign's
   cases (e.g. ``streams`` 1..512), or metrics named ``<base>@<param><N>`` (``throughput@streams64``);
 - percentiles: metrics named ``<base>_p<NN>`` (``latency_p50``, ``latency_p99.9``);
 - distributions: ``doc["distributions"]`` or ``doc["raw"]["distributions"]``, each
@@ -32,7 +32,7 @@ from typing import Any
 from ..results import reader
 from . import stats
 
-SWEEP_PARAMS = ("streams", "processes", "parallel", "flows", "connections")
+SWEEP_PARAMS = ("streams", "processes", "parallel", "flows", "connections", "rate")
 # For result files written before cases recorded "encrypts" and "display" (tunnel_identity):
 # the kinds whose drivers declare encrypts, and the params/info keys naming an implementation.
 _OLD_ENCRYPTING_KINDS = ("wireguard", "ipsec", "ssh-tun", "ssh-forward")

@@ -31,6 +31,8 @@ EXACT: dict[str, tuple[str, str | None]] = {
     "rtt_max": ("Ping RTT, max", None),
     "rtt_mdev": ("Ping RTT, mean deviation", None),
     "loss": ("Packet loss", None),
+    "jitter": ("Jitter", None),
+    "sent_rate": ("Sent rate", None),
     "ttl": ("TTL at the far end", None),
     "hops": ("Hops", None),
 }
