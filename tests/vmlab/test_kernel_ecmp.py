@@ -1,4 +1,5 @@
-"""Encryption scale-out over N ECMP tunnels (tunnels=1, 2, 4) with the kernel datapaths this
+"""Encryption scale-out over N ECMP tunnels (tunnels=1 and 4; 2 is the same code path and cost
+`make test` a VM minute per kind) with the kernel datapaths this
 host lacks: kernel WireGuard and kernel IPsec ESP (static `ip xfrm` keys), proven inside the
 VM lab guest.
 
@@ -37,7 +38,7 @@ STREAMS = 32
 MEASURED: dict[str, dict[int, float]] = {}
 
 
-@pytest.mark.parametrize("n", [1, 2, 4])
+@pytest.mark.parametrize("n", [1, 4])
 @pytest.mark.parametrize("kind,raw", KINDS, ids=[f"{k}-{r['impl']}" for k, r in KINDS])
 def test_ecmp_scale_out(guest_testbed: Testbed, kind: str, raw: dict, n: int) -> None:  # noqa: F811
     t0 = time.monotonic()
