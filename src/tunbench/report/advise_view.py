@@ -56,7 +56,8 @@ def rows(a: Advice) -> list[list[tuple[str, str]]]:
             _with_streams(cell(single[1] if single else None, "%", m.reference and bool(single)),
                           single[0] if single and single[0] != 1 else None),
             _with_streams(cell(best[1] if best else None, "%", m.reference and bool(best)),
-                          best[0] if best else None),
+                          best[0] if best else None) if len(m.share) > 1 else
+            ("–", "one stream count measured" if m.share else ""),
             cell(cpu, "×", m.reference and cpu is not None),
             cell(m.latency.get("p50"), unit, m.reference and "p50" in m.latency, signed=True),
             cell(m.latency.get("p99"), unit, m.reference and "p99" in m.latency, signed=True),
