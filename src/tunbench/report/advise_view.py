@@ -57,7 +57,7 @@ def rows(a: Advice) -> list[list[tuple[str, str]]]:
                           single[0] if single and single[0] != 1 else None),
             _with_streams(cell(best[1] if best else None, "%", m.reference and bool(best)),
                           best[0] if best else None) if len(m.share) > 1 else
-            ("–", "one stream count measured" if m.share else ""),
+            ("–", ""),
             cell(cpu, "×", m.reference and cpu is not None),
             cell(m.latency.get("p50"), unit, m.reference and "p50" in m.latency, signed=True),
             cell(m.latency.get("p99"), unit, m.reference and "p99" in m.latency, signed=True),
@@ -107,6 +107,7 @@ def print_advice(a: Advice, console: Any = None, ranking: bool = True) -> None:
     """The decision summary table, then (with `ranking`) the constraints, the ranking, the
     excluded methods and why, and the verdict."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
     if console is None:
         console = Console()
@@ -117,19 +118,20 @@ def print_advice(a: Advice, console: Any = None, ranking: bool = True) -> None:
     for i, col in enumerate(SHORT):
         table.add_column(col, justify="left" if i == 0 else "right")
     for row in rows(a):
-        table.add_row(*[t if not conf else f"{t}\n[dim]{conf}[/dim]" for t, conf in row])
+        table.add_row(*[escape(t) if not conf else f"{escape(t)}\n[dim]{escape(conf)}[/dim]"
+                        for t, conf in row])
     console.print(table)
     for note in a.notes:
-        console.print(f"[dim]note: {note}[/dim]", highlight=False)
+        console.print(f"[dim]note: {escape(note)}[/dim]", highlight=False)
     if not ranking:
         return
-    console.print(f"constraints: {a.constraints.describe()}; ranked by {a.basis}",
+    console.print(escape(f"constraints: {a.constraints.describe()}; ranked by {a.basis}"),
                   highlight=False)
     for line in rank_lines(a):
-        console.print(f"  {line}", highlight=False)
+        console.print(f"  {escape(line)}", highlight=False)
     for line in excluded_lines(a):
-        console.print(f"  [yellow]excluded[/yellow] {line}", highlight=False)
-    console.print(f"[bold]{a.verdict}[/bold]", highlight=False)
+        console.print(f"  [yellow]excluded[/yellow] {escape(line)}", highlight=False)
+    console.print(f"[bold]{escape(a.verdict)}[/bold]", highlight=False)
 
 
 # -- HTML -----------------------------------------------------------------------------------

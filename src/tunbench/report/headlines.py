@@ -51,11 +51,14 @@ def importance(t: Takeaway) -> float:
             pcts = [v.get("pct", 100.0) for v in (f.get("by_value") or {}).values()]
             pct = min(pcts, default=100.0)
         gap = abs(100.0 - float(pct))
-        return min(88.0, 30.0 + gap) if f.get("distinct_from_native") is not False else 20.0
+        # the headline of a scenario: kept high even when no gap to native is significant
+        return min(88.0, 45.0 + gap) if f.get("distinct_from_native") is not False else 45.0
     if t.topic == "cpu-per-gbit":
-        ratios = list((f.get("ratios") or {}).values()) or [
-            r for v in (f.get("by_value") or {}).values() for r in v.get("ratios", {}).values()]
-        return min(85.0, 25.0 + 0.6 * _ratio_gap(max(ratios, default=1.0)))
+        sig = f.get("significant")
+        ratios = [r for k, r in (f.get("ratios") or {}).items() if sig is None or k in sig] \
+            or [r for v in (f.get("by_value") or {}).values()
+                for r in v.get("ratios", {}).values()]
+        return min(85.0, 30.0 + 0.6 * _ratio_gap(max(ratios, default=1.0)))
     if t.topic == "latency":
         deltas = [abs(v) for k, v in (f.get("deltas") or {}).items()
                   if k not in (f.get("same") or [])]
@@ -64,14 +67,16 @@ def importance(t: Takeaway) -> float:
         return 75.0 if f.get("scales") else 45.0
     if t.topic == "scaling":   # native's own scaling is context, not a choice
         return 20.0 if f.get("tunnel") == "native" else 55.0 if f.get("stops") else 40.0
-    if t.topic == "noisy":
-        return 50.0
+    if t.topic == "noisy":   # a caveat on everything above it, said once
+        return 35.0
     return 30.0   # on-wire, peers and what comes later: facts worth having, rarely decisive
 
 
 def group(t: Takeaway) -> str:
     """The scenario a take-away speaks of (its workload; a sweep's base workload)."""
-    scen = t.facts.get("scenario")
+    scen = t.facts.get("scenario") or next(
+        (v.get("scenario") for v in (t.facts.get("by_value") or {}).values()
+         if isinstance(v, dict)), None)   # a sweep's merged sentence: its values' scenario
     if scen:
         return str(scen[0]).split(" ")[0]
     return str(t.facts.get("workload") or "campaign").split(" ")[0]
