@@ -181,9 +181,8 @@ def _latency_metric(c: Campaign, ok: list[dict[str, Any]]) -> tuple[str, str] | 
     return None
 
 
-def _paired(c: Campaign, docs: list[dict[str, Any]], native: dict[tuple[Any, ...], float],
-            native_mean: dict[Any, float], key: Any, metric: str,
-            op: str) -> list[float]:
+def _paired(docs: list[dict[str, Any]], native: dict[tuple[Any, ...], float],
+            native_mean: dict[Any, float], key: Any, metric: str, op: str) -> list[float]:
     """Per round: the method's value over (or minus) native's in the same round."""
     out = []
     for d in docs:
@@ -244,10 +243,10 @@ def collect(c: Campaign) -> tuple[Samples, list[str]]:
         cnat, cnat_mean = _native_values(tdocs, _streams, CPU)
         for d in tdocs:
             m, n = out[data.tunnel(d)], _streams(d)
-            m["share"].setdefault(n, []).extend(_paired(c, [d], nat, nat_mean, n, THROUGHPUT,
+            m["share"].setdefault(n, []).extend(_paired([d], nat, nat_mean, n, THROUGHPUT,
                                                         "ratio"))
             m["cpu"].setdefault(n, []).extend(
-                v / 100 for v in _paired(c, [d], cnat, cnat_mean, n, CPU, "ratio"))
+                v / 100 for v in _paired([d], cnat, cnat_mean, n, CPU, "ratio"))
             v = data.metric_value(d, CPU)
             if v is not None:
                 m["cpu_abs"].setdefault(n, []).append(v)
@@ -261,7 +260,7 @@ def collect(c: Campaign) -> tuple[Samples, list[str]]:
             nat, nat_mean = _native_values(ldocs, lambda d: 0, f"{metric}_{q}")
             for d in ldocs:
                 out[data.tunnel(d)]["latency"].setdefault(q, []).extend(
-                    _paired(c, [d], nat, nat_mean, 0, f"{metric}_{q}", "diff"))
+                    _paired([d], nat, nat_mean, 0, f"{metric}_{q}", "diff"))
         unit = data.metric_unit(ldocs, f"{metric}_p50")
         notes.append(f"latency added: {metric} p50/p99 of {wl}, in {unit}, against native's")
         for m in out.values():
