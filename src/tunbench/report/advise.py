@@ -287,9 +287,8 @@ def summarize(campaigns: list[Campaign]) -> tuple[list[Method], list[str]]:
                     p[k].setdefault(x, []).extend(vals)
     counts = {n for p in pooled.values() for n in p["share"]}
     if len(counts) == 1:
-        notes.append(f"throughput measured at {min(counts)} stream(s) only: for the best "
-                     "stream count, run the stream workload at several counts (one "
-                     "[[workload]] per count: streams = 4, 16; see docs/report.md)")
+        notes.append(f"throughput measured at {min(counts)} stream(s) only: the best stream "
+                     "count needs the stream workload at several counts (docs/report.md)")
     if len(campaigns) > 1:
         notes.append(f"{len(campaigns)} campaigns pooled: every figure against native is taken "
                      "per round, against the native of its own campaign")

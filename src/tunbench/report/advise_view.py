@@ -67,6 +67,13 @@ def rows(a: Advice) -> list[list[tuple[str, str]]]:
     return out
 
 
+def shown(table: list[list[tuple[str, str]]]) -> list[int]:
+    """The columns some row fills: a campaign without latency or with one stream count does
+    not show empty columns for them (the notes say what would fill them)."""
+    return [i for i in range(len(COLUMNS))
+            if i < 3 or any(row[i][0] not in ("–", "") for row in table)]
+
+
 def _latency_unit(a: Advice) -> str:
     for note in a.notes:
         if note.startswith("latency added:"):
@@ -113,13 +120,14 @@ def print_advice(a: Advice, console: Any = None, ranking: bool = True) -> None:
         console = Console()
         if not console.is_terminal:
             console = Console(width=160)
-    table = Table(title="decision summary (against native in the same rounds; ± is the "
-                  "95% CI, n the rounds)")
-    for i, col in enumerate(SHORT):
-        table.add_column(col, justify="left" if i == 0 else "right")
-    for row in rows(a):
+    table = Table(title="decision summary (vs native in the same round; ± 95% CI, n rounds)")
+    body = rows(a)
+    cols = shown(body)
+    for i in cols:
+        table.add_column(SHORT[i], justify="left" if i == 0 else "right")
+    for row in body:
         table.add_row(*[escape(t) if not conf else f"{escape(t)}\n[dim]{escape(conf)}[/dim]"
-                        for t, conf in row])
+                        for t, conf in (row[i] for i in cols)])
     console.print(table)
     for note in a.notes:
         console.print(f"[dim]note: {escape(note)}[/dim]", highlight=False)
@@ -150,14 +158,15 @@ STYLE = """
 def section_html(a: Advice) -> str:
     """The report's first screen: the verdict, the summary table, the ranking and the
     excluded methods (id=decision)."""
-    head = "".join(f"<th{' class=l' if i == 0 else ''}>{esc(c)}</th>"
-                   for i, c in enumerate(COLUMNS))
+    table = rows(a)
+    cols = shown(table)
+    head = "".join(f"<th{' class=l' if i == 0 else ''}>{esc(COLUMNS[i])}</th>" for i in cols)
     body = []
-    for row, m in zip(rows(a), a.methods, strict=True):
+    for row, m in zip(table, a.methods, strict=True):
         cells = "".join(
-            f"<td{' class=l' if i == 0 else ''} data-label=\"{esc(COLUMNS[i])}\">{esc(t)}"
-            + (f"<br><small>{esc(conf)}</small>" if conf else "") + "</td>"
-            for i, (t, conf) in enumerate(row))
+            f"<td{' class=l' if i == 0 else ''} data-label=\"{esc(COLUMNS[i])}\">"
+            f"{esc(row[i][0])}" + (f"<br><small>{esc(row[i][1])}</small>" if row[i][1] else "")
+            + "</td>" for i in cols)
         body.append(f"<tr{' class=native' if m.reference else ''}>{cells}</tr>")
     ranks = "".join(f"<li>{esc(line)}</li>" for line in rank_lines(a))
     excl = "".join(f"<li>{esc(line)}</li>" for line in excluded_lines(a))
