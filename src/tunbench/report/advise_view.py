@@ -41,10 +41,17 @@ SHORT = ("method", "encrypts", "MTU\nleft", "1 stream\n% native", "best streams\
          "CPU/Gbit\n× native", "latency\nadded p50", "latency\nadded p99")
 
 
+def ordered(a: Advice) -> list[Method]:
+    """Native (the reference), the ranked methods in rank order, then the excluded ones."""
+    first = [m for m in a.methods if m.reference] + [m for _, m, _ in a.ranked]
+    return first + [m for m in a.methods if m not in first]
+
+
 def rows(a: Advice) -> list[list[tuple[str, str]]]:
-    """One row per method: (text, confidence) per column, as both renderings show them."""
+    """One row per method, in ordered(a): (text, confidence) per column, as both renderings
+    show them."""
     out = []
-    for m in a.methods:
+    for m in ordered(a):
         single, best = m.single(), m.best()
         n = a.streams if a.streams is not None else (single[0] if single else None)
         unit = _latency_unit(a)
@@ -162,10 +169,10 @@ def section_html(a: Advice) -> str:
     cols = shown(table)
     head = "".join(f"<th{' class=l' if i == 0 else ''}>{esc(COLUMNS[i])}</th>" for i in cols)
     body = []
-    for row, m in zip(table, a.methods, strict=True):
+    for row, m in zip(table, ordered(a), strict=True):
         cells = "".join(
             f"<td{' class=l' if i == 0 else ''} data-label=\"{esc(COLUMNS[i])}\">"
-            f"{esc(row[i][0])}" + (f"<br><small>{esc(row[i][1])}</small>" if row[i][1] else "")
+            f"{esc(row[i][0])}" + (f" <small>{esc(row[i][1])}</small>" if row[i][1] else "")
             + "</td>" for i in cols)
         body.append(f"<tr{' class=native' if m.reference else ''}>{cells}</tr>")
     ranks = "".join(f"<li>{esc(line)}</li>" for line in rank_lines(a))
@@ -175,11 +182,11 @@ def section_html(a: Advice) -> str:
             f"<p class=verdict>{esc(a.verdict)}</p>"
             f"<p class=meta>Constraints: {esc(a.constraints.describe())}; ranked by "
             f"{esc(a.basis)}. Same options as <code>tunbench advise</code>.</p>"
-            + (f"<ul class=ranking>{ranks}</ul>" if ranks else "")
-            + (f"<p><b>Excluded</b></p><ul class=excluded>{excl}</ul>" if excl else "")
-            + f"<table class=cards><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
+            f"<table class=cards><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
             "</tbody></table>"
-            "<p class=meta>Every share and multiple is taken round by round against native "
+            + (f"<p><b>Ranking</b></p><ul class=ranking>{ranks}</ul>" if ranks else "")
+            + (f"<p><b>Excluded</b></p><ul class=excluded>{excl}</ul>" if excl else "")
+            + "<p class=meta>Every share and multiple is taken round by round against native "
             "measured in the same round; ± is the 95% confidence interval of the mean over "
             "rounds, n the number of rounds; untested: a single run, no interval.</p>"
             + (f"<ul class=meta>{notes}</ul>" if notes else "") + "</section>")
