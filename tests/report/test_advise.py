@@ -247,3 +247,6 @@ def test_report_opens_with_the_decision(campaign: Callable[[str], Path],
     assert "wireguard (go)" in p["text"] and "1440" in p["text"]
     assert p["folded"]
     assert load.scroll_width <= load.client_width
+    phone = browser(rep.html, width=390, mobile=True)   # one card per method, no sideways scroll
+    assert phone.scroll_width <= phone.client_width
+    assert rep.advice.verdict in phone.text
