@@ -250,3 +250,15 @@ def test_report_opens_with_the_decision(campaign: Callable[[str], Path],
     phone = browser(rep.html, width=390, mobile=True)   # one card per method, no sideways scroll
     assert phone.scroll_width <= phone.client_width
     assert rep.advice.verdict in phone.text
+
+
+def test_nothing_to_rank_and_loss_search_only() -> None:
+    """Native alone: nothing to rank, said so. A loss-search campaign has no throughput or
+    latency figure: every method is excluded with that reason, none is invented."""
+    methods, notes = advise.summarize([data.load(CAMPAIGNS / "basic")])
+    alone = advise.advise([m for m in methods if m.reference], Constraints(), notes)
+    assert alone.ranked == [] and alone.excluded == []
+    assert alone.verdict == "Nothing to rank: the campaign measured no method besides native."
+    a = _advice("loss")
+    assert a.ranked == [] and {m.label for m, _ in a.excluded} == {"vxlan", "srv6"}
+    assert all(why == ["no share of native throughput measured"] for _, why in a.excluded)

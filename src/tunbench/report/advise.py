@@ -405,6 +405,8 @@ def advise(methods: list[Method], k: Constraints, notes: list[str] | None = None
 
 def _verdict(ranked: list[tuple[int, Method, Figure]], excluded: list[tuple[Method, list[str]]],
              basis: str) -> str:
+    if not ranked and not excluded:
+        return "Nothing to rank: the campaign measured no method besides native."
     if not ranked:
         return (f"No method meets the constraints: all {len(excluded)} are excluded, each "
                 "with its reason; relax a constraint or measure more methods.")
