@@ -18,7 +18,6 @@ says so; with single runs the order is untested. Pure functions over data.Campai
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -113,32 +112,6 @@ class Constraints:
              if self.max_cpu is not None else []) + \
             ([f"{self.streams} stream(s)"] if self.streams is not None else [])
         return ", ".join(parts) or "none"
-
-
-def parse_max_cpu(text: str) -> tuple[float, bool]:
-    """'--max-cpu-per-gbit 30' (% of one core per Gbit/s, as the tables show it) or '2x'
-    (a multiple of native's): (value, relative), or one SpecError naming the flag."""
-    raw = text.strip().lower()
-    relative = raw.endswith(("x", "×"))
-    try:
-        v = float(raw[:-1] if relative else raw)
-    except ValueError:
-        v = math.nan
-    if not math.isfinite(v) or v <= 0 or v > 1e6:
-        raise SpecError(f"--max-cpu-per-gbit {text!r} is not a positive number",
-                        "e.g. --max-cpu-per-gbit 30 (% of one core per Gbit/s) or 2x "
-                        "(twice native's)")
-    return v, relative
-
-
-def check_options(min_mtu: int | None, streams: int | None) -> None:
-    """The numeric constraints in range, before any folder is read."""
-    if min_mtu is not None and not 68 <= min_mtu <= 65535:
-        raise SpecError(f"--min-mtu {min_mtu} is outside 68-65535",
-                        "e.g. --min-mtu 1400 (the inner MTU a method must leave)")
-    if streams is not None and not 1 <= streams <= 4096:
-        raise SpecError(f"--streams {streams} is outside 1-4096",
-                        "give a stream count the campaign measured, e.g. --streams 1")
 
 
 # -- collecting the figures ---------------------------------------------------------------

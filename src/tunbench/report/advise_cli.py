@@ -6,11 +6,38 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
 from . import advise
+
+
+def parse_max_cpu(text: str) -> tuple[float, bool]:
+    """'--max-cpu-per-gbit 30' (% of one core per Gbit/s, as the tables show it) or '2x'
+    (a multiple of native's): (value, relative), or one SpecError naming the flag."""
+    raw = text.strip().lower()
+    relative = raw.endswith(("x", "×"))
+    try:
+        v = float(raw[:-1] if relative else raw)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v <= 0 or v > 1e6:
+        raise SpecError(f"--max-cpu-per-gbit {text!r} is not a positive number",
+                        "e.g. --max-cpu-per-gbit 30 (% of one core per Gbit/s) or 2x "
+                        "(twice native's)")
+    return v, relative
+
+
+def check_options(min_mtu: int | None, streams: int | None) -> None:
+    """The numeric constraints in range, before any folder is read."""
+    if min_mtu is not None and not 68 <= min_mtu <= 65535:
+        raise SpecError(f"--min-mtu {min_mtu} is outside 68-65535",
+                        "e.g. --min-mtu 1400 (the inner MTU a method must leave)")
+    if streams is not None and not 1 <= streams <= 4096:
+        raise SpecError(f"--streams {streams} is outside 1-4096",
+                        "give a stream count the campaign measured, e.g. --streams 1")
 
 
 def add_constraint_options(p: argparse.ArgumentParser) -> None:
@@ -33,10 +60,10 @@ def add_constraint_options(p: argparse.ArgumentParser) -> None:
 def constraints_from(args: argparse.Namespace) -> advise.Constraints:
     """The constraints of a command line, each checked (one SpecError line, exit 2) before
     any folder is read."""
-    advise.check_options(args.min_mtu, args.streams)
+    check_options(args.min_mtu, args.streams)
     if args.need and len(args.need) != len(set(args.need)):
         raise SpecError("--need encryption given twice", "give each need once")
-    max_cpu, relative = (advise.parse_max_cpu(args.max_cpu_per_gbit)
+    max_cpu, relative = (parse_max_cpu(args.max_cpu_per_gbit)
                          if args.max_cpu_per_gbit is not None else (None, False))
     return advise.Constraints(need_encryption="encryption" in (args.need or []),
                               min_mtu=args.min_mtu, max_cpu=max_cpu,
