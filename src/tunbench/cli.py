@@ -210,13 +210,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     record_finished(out, args.db)   # one warning line if it cannot; never fails the run
     cases = outcome.store.read_cases()
     from .report import stats
+    advice = _advice(out)
     if args.json:
-        print(json.dumps(stats.summary_json(cases, str(out), exp.noisy_cv), indent=1))
+        doc = stats.summary_json(cases, str(out), exp.noisy_cv)
+        if advice is not None:
+            from .report import advise
+            doc["decision"] = advise.to_json(advice)
+        print(json.dumps(doc, indent=1))
     else:
+        if advice is not None:
+            from .report import advise_view
+            advise_view.print_advice(advice, ranking=False)
         console.print_summary(cases, str(out), noisy_cv=exp.noisy_cv)
     if not args.no_report:
         _report_after_run(out, quiet=args.quiet)
     return 1 if outcome.failed and len(outcome.failed) == len(outcome.statuses) else 0
+
+
+def _advice(out: Path) -> Any:
+    """The decision summary of the campaign just run (report/advise.py); None, with one
+    warning line, where it cannot be computed: it never fails the run."""
+    from .report import advise, data
+    try:
+        return advise.build([data.load(out)])
+    except Exception as exc:  # the results are safe on disk; `tunbench advise` retries
+        print(f"tunbench: decision summary not computed ({type(exc).__name__}: {exc}); "
+              f"retry with `tunbench advise {out}`", file=sys.stderr)
+        return None
 
 
 def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
@@ -252,17 +272,25 @@ def _report_after_run(out: Path, quiet: bool) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import build, console, export
-    rep = build.build(Path(args.dir))
+    from .report import advise_cli, build, console, export, headlines
+    rep = build.build(Path(args.dir), advise_cli.constraints_from(args))
     console.print_folder_problems(rep.campaign.folder)
     if args.csv:
         sys.stdout.write(rep.csv.read_text())
         return 0
+    if rep.advice is not None:
+        from .report import advise_view
+        advise_view.print_advice(rep.advice)
     print(f"report: {rep.html}")
     for f in rep.figures:
         print(f"  figure {f.name}: {f.title}")
-    for t in rep.takeaways:
+    sel = headlines.select(rep.takeaways)
+    for t in sel.top:
         print(f"  - {t.text}")
+    for caveat in sel.caveats:
+        print(f"  ({caveat})")
+    if sel.rest:
+        print(f"  ... {len(sel.rest)} more take-away(s) in the report")
     print(f"  exports: {rep.csv}, {rep.parquet} ({len(export.COLUMNS)} columns)")
     return 0
 
@@ -443,6 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("dir", metavar="DIR", help="result folder (with index.json)")
     rp.add_argument("--csv", action="store_true",
                     help="also print the tidy CSV (one row per case x metric) to stdout")
+    from .report import advise_cli
+    advise_cli.add_constraint_options(rp)   # the decision summary's ranking, as in advise
     rp.set_defaults(func=cmd_report)
 
     cp = add("compare", help="change per tunnel and metric from campaign A to B; "
@@ -495,6 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .tbtun import rules
     rules.add_parser(shared)
+    advise_cli.add_parser(shared)
     return p
 
 

@@ -34,6 +34,14 @@ def test_run_json_and_result_folder(tmp_path: Path, root_unchanged: None) -> Non
     assert entries[("native", "throughput")]["pct_of_native"] == pytest.approx(100.0)
     vx = entries[("vxlan", "throughput")]
     assert vx["unit"] == "Mbit/s" and vx["n"] == 1 and 5 < vx["pct_of_native"] < 200
+    # the decision summary rides along: one row per method, vxlan's single run untested
+    decision = summary["decision"]
+    assert decision["format"] == "tunbench-advice"
+    rows = {r["method"]: r for r in decision["summary"]}
+    assert rows["native"]["reference"] and rows["vxlan"]["mtu_left"] == 1450
+    assert rows["vxlan"]["share_single"]["mean"] == pytest.approx(vx["pct_of_native"])
+    assert rows["vxlan"]["share_single"]["confidence"] == "untested (n=1)"
+    assert [r["method"] for r in decision["ranking"]] == ["vxlan"]
     index = json.loads((out / "index.json").read_text())
     assert index["format_version"] == FORMAT_VERSION and index["state"] == "complete"
     assert index["env"]["kernel"] and index["env"]["tools"]["iperf3"]

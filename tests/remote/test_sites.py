@@ -85,6 +85,19 @@ def test_native_stream_latency_between_hosts(hosts: SshHosts, tmp_path: Path) ->
                  check=False, timeout=300)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "r" / "report" / "index.html").stat().st_size > 1000
+    # the decision summary too, and advise pools it with a local campaign round by round
+    advice = json.loads((tmp_path / "r" / "report" / "advice.json").read_text())
+    vx = next(m for m in advice["summary"] if m["method"] == "vxlan")
+    assert vx["mtu_left"] == 1450 and vx["share_single"]["n"] == 1
+    assert set(vx["latency_added"]) == {"p50", "p99"}
+    local = Path(__file__).parents[1] / "data" / "campaigns" / "basic"
+    r = proc.run([sys.executable, "-m", "tunbench", "advise", str(tmp_path / "r"), str(local),
+                  "--json"], check=False, timeout=300)
+    assert r.returncode == 0, r.stderr
+    pooled = json.loads(r.stdout)
+    vx2 = next(m for m in pooled["summary"] if m["method"] == "vxlan")
+    assert vx2["share_single"]["n"] == 1 + 3     # this campaign's round + basic's three
+    assert any("2 campaigns pooled" in n for n in pooled["notes"])
 
 
 def test_wireguard_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:

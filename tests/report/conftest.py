@@ -50,6 +50,7 @@ class PageLoad:
     text: str = ""
     scroll_width: int = 0     # document.documentElement.scrollWidth: the page's full width
     client_width: int = 0     # ... clientWidth: the viewport; larger scrollWidth = sideways scroll
+    probe: Any = None         # what the `probe` expression returned (JSON), if one was given
 
 
 class Cdp:
@@ -130,7 +131,10 @@ class Cdp:
         os.close(self._r)
 
 
-def load_page(path: Path, width: int = 1280, mobile: bool = False) -> PageLoad:
+def load_page(path: Path, width: int = 1280, mobile: bool = False,
+              probe: str | None = None) -> PageLoad:
+    """`probe`: a JavaScript expression evaluated once the page has loaded, whose value
+    (JSON-serializable) lands in PageLoad.probe (e.g. where an element sits on the page)."""
     chromium = shutil.which("chromium")
     if not chromium:
         pytest.skip("chromium is not installed (apt-get install chromium; deps/apt-report.txt)")
@@ -158,10 +162,16 @@ def load_page(path: Path, width: int = 1280, mobile: bool = False) -> PageLoad:
                             "document.documentElement.clientWidth])", "returnByValue": True},
                             session=sid)
             scroll_width, client_width = json.loads(dims["result"]["value"])
+            probed = None
+            if probe is not None:
+                res = cdp.call("Runtime.evaluate", {"expression": f"JSON.stringify({probe})",
+                               "returnByValue": True}, session=sid)
+                probed = json.loads(res["result"]["value"])
             shot = cdp.call("Page.captureScreenshot", {"format": "png",
                             "captureBeyondViewport": True}, session=sid, timeout=60)
             load = PageLoad(base64.b64decode(shot["data"]), title=title, text=text,
-                            scroll_width=scroll_width, client_width=client_width)
+                            scroll_width=scroll_width, client_width=client_width,
+                            probe=probed)
             page_url = path.resolve().as_uri()
             for ev in cdp.events:
                 m, p = ev.get("method"), ev.get("params", {})

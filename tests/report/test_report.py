@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 from scipy import stats as sps
 
-from tunbench.report import build, data
+from tunbench.report import build, data, headlines
 
 TB = [sys.executable, "-m", "tunbench"]
 
@@ -74,8 +74,11 @@ def test_basic_report_figures_html_and_exports(campaign: Callable[[str], Path],
     assert load.console_errors == [] and load.requests == []
     assert load.title.startswith("tunbench report")
     _not_blank(load.screenshot)
-    for t in rep.takeaways:
+    sel = headlines.select(rep.takeaways)
+    for t in sel.top:                       # the selected few are on the page as shown
         assert t.text in load.text
+    for t in sel.top + sel.rest:            # every one is there, the rest folded
+        assert html.escape(t.text, quote=True) in page
 
     # exports: one row per case x metric, identical in CSV and Parquet
     n_metrics = sum(len(json.loads(p.read_text())["metrics"])

@@ -23,7 +23,17 @@ def test_every_help_renders() -> None:
         assert text.startswith("usage:"), path
         seen.append(path)
     assert {"tunbench run", "tunbench db import", "tunbench schedule add",
-            "tunbench trend"} <= set(seen)
+            "tunbench trend", "tunbench advise"} <= set(seen)
+
+
+def test_advise_options_on_report_too() -> None:
+    """`tunbench report` takes the constraints of `tunbench advise`, with the same help."""
+    top = cli.build_parser()
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    opts = {name: {o: a.help for a in p._actions for o in a.option_strings}
+            for name, p in sub.choices.items() if name in ("advise", "report")}
+    for flag in ("--need", "--min-mtu", "--max-cpu-per-gbit", "--streams", "--prefer"):
+        assert opts["advise"][flag] == opts["report"][flag], flag
 
 
 def test_top_level_commands_list_exit_codes() -> None:

@@ -466,6 +466,27 @@ def test_compare_threshold(place: Path, threshold: str) -> None:
     assert_refused(run_checked(place, argv, "command lines"), argv, ["--threshold"])
 
 
+ADVISE_FAULTS = {   # flag -> values that must be refused in one line naming the flag
+    "--min-mtu": ["x", "", "1.5", "-1", "0", "67", "65536", "nan", str(10**30)],
+    "--streams": ["x", "", "0", "-3", "1.5", "4097", "inf"],
+    "--max-cpu-per-gbit": ["x", "", "0", "-1", "nan", "inf", "-2x", "x2", "1e400", "2xx"],
+    "--prefer": ["speed", "", "THROUGHPUT"],
+    "--need": ["encryption2", "", "mtu"],
+}
+
+
+@FUZZ
+@given(command=st.sampled_from(["advise", "report"]),
+       fault=st.sampled_from([(f, v) for f, vs in ADVISE_FAULTS.items() for v in vs]))
+def test_advise_constraints(place: Path, command: str, fault: tuple[str, str]) -> None:
+    """The constraints of advise (and of report, which takes the same) are checked before
+    the folder is read: one line naming the flag, exit 2, nothing written."""
+    flag, value = fault
+    camp = place / "in" / "campaign"   # refused before it is read, so it need not exist
+    argv = [command, str(camp), f"{flag}={value}"]
+    assert_refused(run_checked(place, argv, "command lines"), argv, [flag])
+
+
 # ---- a handful of real processes --------------------------------------------------------
 
 def _subprocess(place: Path, *args: str) -> fz.Result:

@@ -354,19 +354,23 @@ def incomplete_html(c: Campaign) -> str:
     return "".join(out)
 
 
-def render(c: Campaign, figs: list[Figure], takes: list[Takeaway], out: Path) -> Path:
+def render(c: Campaign, figs: list[Figure], takes: list[Takeaway], out: Path,
+           decision: str = "") -> Path:
+    """The page; `decision` is the decision summary's section (report/advise_view.py), shown
+    first, and the take-aways are the selected few with the full list folded
+    (report/headlines.py)."""
+    from .advise_view import STYLE as DECISION_STYLE
+    from .headlines import html_section
     exp = c.index.get("experiment") or {}
     ok, failed = len(c.ok), len(c.failed)
     tuns, wls = c.planned()
     title = f"tunbench report — {c.root.name}" + (" (incomplete)" if c.folder.incomplete
                                                   else "")
-    tk = "".join(f"<li>{esc(t.text)}</li>" for t in takes) or \
-        "<li>No take-away: the campaign has no figures to compare with native.</li>"
     body = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{CSP}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{esc(title)}</title><style>{STYLE}</style></head>
+<title>{esc(title)}</title><style>{STYLE}{DECISION_STYLE}</style></head>
 <body><main>
 <h1>{esc(title)}</h1>
 <p class=meta>{esc(exp.get('name', 'campaign'))}: {ok} case(s) ok, {failed} failed or skipped;
@@ -374,10 +378,11 @@ state {esc(c.folder.state)}; started {esc(_when(c.index.get('created')))},
 finished {esc(_when(c.index.get('finished')))}. Tunnels: {esc(', '.join(tuns) or 'none')}.
 Workloads: {esc(', '.join(wls) or 'none')}.</p>
 {incomplete_html(c)}
-<nav><a href="#takeaways">Take-aways</a><a href="#tables">Tables</a><a href="#figures">Figures</a>
+{decision}
+<nav>{'<a href="#decision">Decision</a>' if decision else ''}<a href="#takeaways">Take-aways</a><a href="#tables">Tables</a><a href="#figures">Figures</a>
 <a href="#notes">Notes</a><a href="#failed">Failed cases</a><a href="#cases">All cases</a><a href="#env">Environment</a>
 <a href="results.csv">results.csv</a></nav>
-<h2 id=takeaways>Take-aways</h2><ul class=takeaways>{tk}</ul>
+<h2 id=takeaways>Take-aways</h2>{html_section(takes)}
 <h2 id=tables>Results (mean ± 95% confidence interval over repeats)</h2>
 {summary_tables(c)}
 {hops.section_html(c.cases)}

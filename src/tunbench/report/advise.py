@@ -1,0 +1,441 @@
+"""The decision summary and `tunbench advise`: which method to use, ranked from the
+campaign's own measurements, with the evidence behind every figure.
+
+One row per method (a tunnel as the report names it: kind + implementation, 'wireguard (go)')
+with its share of native throughput at one stream and at its best stream count, its CPU per
+Gbit/s against native's, the latency it adds (p50/p99), whether it encrypts, the MTU it
+leaves, and the confidence of each figure (n and 95% CI, "untested" for a single run).
+
+Every figure against native is computed per round: a repeat's value over native's in the
+same round (native's mean where that round has none), then mean and CI over those ratios,
+because host drift moves both alike (docs/methodology.md). Campaigns given together (several
+folders, e.g. rounds run on different days, or local and multi-host) pool their per-round
+ratios: each is measured against the native of its own sitting.
+
+Ranking never invents a winner: methods whose 95% CIs overlap share a rank and the advice
+says so; with single runs the order is untested. Pure functions over data.Campaign.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+from ..errors import SpecError
+from . import data, stats
+from .data import Campaign
+
+PREFER = ("throughput", "latency", "cpu")
+NEEDS = ("encryption",)
+REF_MTU = 1500        # the underlay MTU the summary speaks of when a campaign ran several
+REF_OFFLOADS = "default"
+THROUGHPUT = "throughput"
+CPU = "cpu_per_gbit"
+LATENCY_PREFS = ("tcp_", "udp_", "")   # the p50 metric named first: TCP's round trip
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure with its confidence: per-round values (shares, ×, added µs), summarized."""
+    values: tuple[float, ...]
+
+    @cached_property
+    def s(self) -> stats.Summary:
+        return stats.summarize(list(self.values))
+
+    @property
+    def untested(self) -> bool:
+        return len(self.values) < 2
+
+    def distinct(self, other: Figure) -> bool | None:
+        """True when the 95% CIs do not overlap; None when either is a single run."""
+        if self.untested or other.untested:
+            return None
+        return not data.overlap(self.s, other.s)
+
+    def confidence(self) -> str:
+        s = self.s
+        if self.untested:
+            return "untested (n=1)"
+        return f"n={s.n}, 95% CI {_n(s.ci95_low)}-{_n(s.ci95_high)}"
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.s
+        return {"mean": s.mean, "n": s.n,
+                "ci95": None if self.untested else [s.ci95_low, s.ci95_high],
+                "confidence": self.confidence()}
+
+
+def _n(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+@dataclass
+class Method:
+    label: str                      # the report's name: 'wireguard (go)'
+    kind: str
+    impl: str | None
+    encrypts: bool
+    reference: bool = False         # native: the baseline every share is measured against
+    mtu_left: int | None = None     # the tunnel interface's MTU at the reference underlay MTU
+    share: dict[int, Figure] = field(default_factory=dict)      # streams -> % of native
+    cpu: dict[int, Figure] = field(default_factory=dict)        # streams -> × native
+    cpu_abs: dict[int, Figure] = field(default_factory=dict)    # streams -> % core per Gbit/s
+    latency: dict[str, Figure] = field(default_factory=dict)    # "p50"/"p99" -> added
+    failed: list[str] = field(default_factory=list)             # why its cases failed
+
+    def single(self) -> tuple[int, Figure] | None:
+        """Share of native at the fewest streams measured (one, normally)."""
+        return min(self.share.items()) if self.share else None
+
+    def best(self) -> tuple[int, Figure] | None:
+        """Share of native at the stream count where this method did best."""
+        return max(self.share.items(), key=lambda kv: kv[1].s.mean) if self.share else None
+
+
+@dataclass(frozen=True)
+class Constraints:
+    need_encryption: bool = False
+    min_mtu: int | None = None
+    max_cpu: float | None = None        # % of one core per Gbit/s, or a multiple of native's
+    max_cpu_relative: bool = False      # max_cpu is '2x': × native
+    streams: int | None = None
+    prefer: str | None = None           # None: throughput where measured, else latency
+
+    def describe(self) -> str:
+        parts = (["encryption"] if self.need_encryption else []) + \
+            ([f"MTU ≥ {self.min_mtu}"] if self.min_mtu is not None else []) + \
+            ([f"CPU per Gbit/s ≤ {self.max_cpu:g}" + ("× native" if self.max_cpu_relative
+                                                     else "% of a core")]
+             if self.max_cpu is not None else []) + \
+            ([f"{self.streams} stream(s)"] if self.streams is not None else [])
+        return ", ".join(parts) or "none"
+
+
+# -- collecting the figures ---------------------------------------------------------------
+
+def _reference(c: Campaign) -> tuple[int, str] | None:
+    """(underlay MTU, offload variant) the summary speaks of: 1500 and default when run."""
+    scens = [(mtu, off) for _, mtu, off in c.scenarios()]
+    if not scens:
+        return None
+    mtus = sorted({m for m, _ in scens})
+    mtu = REF_MTU if REF_MTU in mtus else mtus[0]
+    offs = [o for m, o in scens if m == mtu]
+    return mtu, REF_OFFLOADS if REF_OFFLOADS in offs else offs[0]
+
+
+def _streams(doc: dict[str, Any]) -> int:
+    params = doc["case"]["workload"].get("params") or {}
+    for p in data.SWEEP_PARAMS:
+        v = params.get(p)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return 1
+
+
+def _throughput_base(c: Campaign, ok: list[dict[str, Any]]) -> str | None:
+    """The throughput workload the summary reads: stream when run, else the first one."""
+    bases = list(dict.fromkeys(data.base_workload(d) for d in ok
+                               if data.metric_value(d, THROUGHPUT) is not None))
+    return "stream" if "stream" in bases else (bases[0] if bases else None)
+
+
+def _latency_metric(c: Campaign, ok: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """(workload, base) of the first latency workload with p50 metrics ('tcp_rtt')."""
+    for d in ok:
+        names = [n[:-4] for n in (d.get("metrics") or {}) if n.endswith("_p50")]
+        for pref in LATENCY_PREFS:
+            found = [n for n in names if n.startswith(pref)]
+            if found and data.metric_value(d, THROUGHPUT) is None:
+                return data.scenario(d)[0], found[0]
+    return None
+
+
+def _paired(docs: list[dict[str, Any]], native: dict[tuple[Any, ...], float],
+            native_mean: dict[Any, float], key: Any, metric: str, op: str) -> list[float]:
+    """Per round: the method's value over (or minus) native's in the same round."""
+    out = []
+    for d in docs:
+        v = data.metric_value(d, metric)
+        ref = native.get((key, d["case"].get("repeat")), native_mean.get(key))
+        if v is None or ref is None or (op == "ratio" and not ref):
+            continue
+        out.append(100.0 * v / ref if op == "ratio" else v - ref)
+    return out
+
+
+def _native_values(ok: list[dict[str, Any]], keyf: Any, metric: str
+                   ) -> tuple[dict[tuple[Any, ...], float], dict[Any, float]]:
+    by_round: dict[tuple[Any, ...], float] = {}
+    pooled: dict[Any, list[float]] = {}
+    for d in ok:
+        v = data.metric_value(d, metric)
+        if d["case"]["tunnel"]["kind"] == "native" and v is not None:
+            by_round[(keyf(d), d["case"].get("repeat"))] = v
+            pooled.setdefault(keyf(d), []).append(v)
+    return by_round, {k: statistics.fmean(v) for k, v in pooled.items()}
+
+
+Samples = dict[str, dict[str, Any]]   # label -> what collect() gathered
+
+
+def collect(c: Campaign) -> tuple[Samples, list[str]]:
+    """Per method, the raw per-round figures of one campaign; and notes on what was read."""
+    notes: list[str] = []
+    ref = _reference(c)
+    out: Samples = {}
+    for d in c.cases:
+        label = data.tunnel(d)
+        ident = data.tunnel_identity(d)
+        m = out.setdefault(label, {"kind": d["case"]["tunnel"]["kind"], "impl": ident["impl"],
+                                   "encrypts": ident["encrypts"], "mtu": set(), "share": {},
+                                   "cpu": {}, "cpu_abs": {}, "latency": {}, "failed": [],
+                                   "ok": 0})
+        if d.get("status") != "ok":
+            m["failed"].append(str(d.get("error") or d.get("status")))
+    if ref is None:
+        return out, ["no case measured: nothing to summarize"]
+    mtu, off = ref
+    ok = [d for d in c.ok if (d["case"]["mtu"], d["case"]["offloads"]["name"]) == (mtu, off)]
+    if len(c.mtus()) > 1 or len({s[2] for s in c.scenarios()}) > 1:
+        notes.append(f"figures at underlay MTU {mtu}, offloads {off} (the tables give the "
+                     "others)")
+    for d in ok:
+        m = out[data.tunnel(d)]
+        m["ok"] += 1
+        tmtu = (d.get("tunnel") or {}).get("mtu")
+        if isinstance(tmtu, int):
+            m["mtu"].add(tmtu)
+    base = _throughput_base(c, ok)
+    if base is not None:
+        tdocs = [d for d in ok if data.base_workload(d) == base]
+        nat, nat_mean = _native_values(tdocs, _streams, THROUGHPUT)
+        cnat, cnat_mean = _native_values(tdocs, _streams, CPU)
+        for d in tdocs:
+            m, n = out[data.tunnel(d)], _streams(d)
+            m["share"].setdefault(n, []).extend(_paired([d], nat, nat_mean, n, THROUGHPUT,
+                                                        "ratio"))
+            m["cpu"].setdefault(n, []).extend(
+                v / 100 for v in _paired([d], cnat, cnat_mean, n, CPU, "ratio"))
+            v = data.metric_value(d, CPU)
+            if v is not None:
+                m["cpu_abs"].setdefault(n, []).append(v)
+        if not nat:
+            notes.append(f"no native baseline in {base}: shares of native cannot be computed")
+    lat = _latency_metric(c, ok)
+    if lat is not None:
+        wl, metric = lat
+        ldocs = [d for d in ok if data.scenario(d)[0] == wl]
+        for q in ("p50", "p99"):
+            nat, nat_mean = _native_values(ldocs, lambda d: 0, f"{metric}_{q}")
+            for d in ldocs:
+                out[data.tunnel(d)]["latency"].setdefault(q, []).extend(
+                    _paired([d], nat, nat_mean, 0, f"{metric}_{q}", "diff"))
+        unit = data.metric_unit(ldocs, f"{metric}_p50")
+        notes.append(f"latency added: {metric} p50/p99 of {wl}, in {unit}, against native's")
+        for m in out.values():
+            m["latency_unit"] = unit
+    return out, notes
+
+
+def summarize(campaigns: list[Campaign]) -> tuple[list[Method], list[str]]:
+    """The decision summary of one campaign, or of several pooled round by round."""
+    pooled: Samples = {}
+    notes: list[str] = []
+    for c in campaigns:
+        got, cnotes = collect(c)
+        notes += [n for n in cnotes if n not in notes]
+        for label, m in got.items():
+            p = pooled.setdefault(label, {**m, "mtu": set(), "share": {}, "cpu": {},
+                                          "cpu_abs": {}, "latency": {}, "failed": [], "ok": 0})
+            p["encrypts"] = p["encrypts"] or m["encrypts"]
+            p["mtu"] |= m["mtu"]
+            p["failed"] += m["failed"]
+            p["ok"] += m["ok"]
+            for k in ("share", "cpu", "cpu_abs", "latency"):
+                for x, vals in m[k].items():
+                    p[k].setdefault(x, []).extend(vals)
+    counts = {n for p in pooled.values() for n in p["share"]}
+    if len(counts) == 1:
+        notes.append(f"throughput measured at {min(counts)} stream(s) only: the best stream "
+                     "count needs the stream workload at several counts (docs/report.md)")
+    if len(campaigns) > 1:
+        notes.append(f"{len(campaigns)} campaigns pooled: every figure against native is taken "
+                     "per round, against the native of its own campaign")
+    methods = []
+    for label, p in pooled.items():
+        meth = Method(label, p["kind"], p["impl"], bool(p["encrypts"]),
+                      reference=p["kind"] == "native", mtu_left=min(p["mtu"], default=None),
+                      failed=p["failed"] if not p["ok"] else [])
+        for k in ("share", "cpu", "cpu_abs", "latency"):
+            setattr(meth, k, {x: Figure(tuple(v)) for x, v in p[k].items() if v})
+        if len(p["mtu"]) > 1:
+            notes.append(f"{label} left MTUs {sorted(p['mtu'])}: the lowest is shown")
+        methods.append(meth)
+    methods.sort(key=lambda m: not m.reference)   # native first, then campaign order
+    return methods, notes
+
+
+# -- constraints and the ranking -------------------------------------------------------------
+
+@dataclass
+class Advice:
+    constraints: Constraints
+    methods: list[Method]
+    ranked: list[tuple[int, Method, Figure]]          # (rank, method, the figure ranked by)
+    excluded: list[tuple[Method, list[str]]]
+    verdict: str
+    notes: list[str]
+    streams: int | None                                # the stream count ranked at
+    basis: str                                         # what the ranking compares
+
+
+def _streams_for(methods: list[Method], want: int | None) -> int | None:
+    counts = sorted({n for m in methods for n in m.share})
+    if want is None:
+        return counts[0] if counts else None
+    if want not in counts:
+        raise SpecError(f"--streams {want}: no throughput case ran with {want} stream(s) "
+                        f"(measured: {', '.join(map(str, counts)) or 'none'})",
+                        "give one of the measured stream counts, or leave --streams out")
+    return want
+
+
+def _why_not(m: Method, k: Constraints, n: int | None) -> list[str]:
+    why = []
+    if m.failed:
+        why.append(f"every case failed ({m.failed[0]})")
+    if k.need_encryption and not m.encrypts:
+        why.append("does not encrypt")
+    if k.min_mtu is not None:
+        if m.mtu_left is None:
+            why.append("the MTU it leaves was not recorded")
+        elif m.mtu_left < k.min_mtu:
+            why.append(f"leaves MTU {m.mtu_left} < {k.min_mtu}")
+    if k.max_cpu is not None:
+        fig = (m.cpu if k.max_cpu_relative else m.cpu_abs).get(n) if n is not None else None
+        unit = "× native" if k.max_cpu_relative else "% of a core"
+        if fig is None:
+            why.append("no CPU per Gbit/s measured" + (f" at {n} stream(s)" if n else ""))
+        elif fig.s.mean > k.max_cpu:
+            why.append(f"CPU per Gbit/s {_n(fig.s.mean)}{unit} > {k.max_cpu:g}{unit}")
+    return why
+
+
+def _ranking_figure(m: Method, prefer: str, n: int | None) -> Figure | None:
+    if prefer == "latency":
+        return m.latency.get("p50")
+    if n is None:
+        return None
+    return (m.share if prefer == "throughput" else m.cpu).get(n)
+
+
+BASIS = {"throughput": "share of native throughput", "latency": "latency added (p50)",
+         "cpu": "CPU per Gbit/s against native's"}
+
+
+def advise(methods: list[Method], k: Constraints, notes: list[str] | None = None) -> Advice:
+    """Rank the methods meeting the constraints by the preferred figure; name the others
+    and why; tied ranks where 95% CIs overlap."""
+    n = _streams_for(methods, k.streams)
+    if k.prefer is None:   # what the campaign measured decides; a choice is never refused
+        k = replace(k, prefer="throughput" if n is not None or not any(
+            m.latency for m in methods) else "latency")
+    prefer = str(k.prefer)
+    basis = BASIS[prefer] + (f" at {n} stream(s)" if n is not None and prefer != "latency"
+                             else "")
+    cands, excluded = [], []
+    for m in methods:
+        if m.reference:
+            continue
+        why = _why_not(m, k, n)
+        fig = _ranking_figure(m, prefer, n)
+        if fig is None and not why:
+            why.append(f"no {basis} measured")
+        if why:
+            excluded.append((m, why))
+        else:
+            assert fig is not None
+            cands.append((m, fig))
+    hib = prefer == "throughput"
+    cands.sort(key=lambda mf: -mf[1].s.mean if hib else mf[1].s.mean)
+    ranked: list[tuple[int, Method, Figure]] = []
+    leader: Figure | None = None
+    for i, (m, fig) in enumerate(cands):
+        # a method shares the rank of its group's first when the two cannot be told apart
+        # (compared with the group's first, not the one above: ties do not chain on)
+        if leader is not None and leader.distinct(fig) is not True:
+            ranked.append((ranked[-1][0], m, fig))
+            continue
+        leader = fig
+        ranked.append((i + 1, m, fig))
+    return Advice(k, methods, ranked, excluded, _verdict(ranked, excluded, basis),
+                  list(notes or []), n, basis)
+
+
+def _verdict(ranked: list[tuple[int, Method, Figure]], excluded: list[tuple[Method, list[str]]],
+             basis: str) -> str:
+    if not ranked and not excluded:
+        return "Nothing to rank: the campaign measured no method besides native."
+    if not ranked:
+        return (f"No method meets the constraints: all {len(excluded)} are excluded, each "
+                "with its reason; relax a constraint or measure more methods.")
+    top = [m for r, m, _ in ranked if r == 1]
+    first = ranked[0][2]
+    if len(ranked) == 1:
+        return f"{ranked[0][1].label} is the only method meeting the constraints."
+    if len(top) == 1:
+        return (f"{top[0].label} ranks first by {basis} ({_n(first.s.mean)}), ahead of "
+                f"{ranked[1][1].label} ({_n(ranked[1][2].s.mean)}): their 95% CIs do not "
+                "overlap.")
+    if any(f.untested for r, _, f in ranked if r == 1):
+        return (f"No winner can be named by {basis}: {', '.join(m.label for m in top)} were "
+                "measured once each (untested); run more repeats (--repeats 3 or more).")
+    return (f"No significant winner by {basis}: {', '.join(m.label for m in top)} are "
+            "indistinguishable (95% CIs overlap); decide on another figure (--prefer "
+            "throughput|latency|cpu) or narrow the CIs with more repeats.")
+
+
+# -- JSON ---------------------------------------------------------------------------------
+
+def method_json(m: Method) -> dict[str, Any]:
+    single, best = m.single(), m.best()
+    return {
+        "method": m.label, "kind": m.kind, "impl": m.impl, "encrypts": m.encrypts,
+        "reference": m.reference, "mtu_left": m.mtu_left,
+        "share_single": None if single is None else {"streams": single[0],
+                                                     **single[1].to_json()},
+        "share_best": None if best is None else {"streams": best[0], **best[1].to_json()},
+        "cpu_per_gbit_x_native": {str(x): f.to_json() for x, f in sorted(m.cpu.items())},
+        "cpu_per_gbit": {str(x): f.to_json() for x, f in sorted(m.cpu_abs.items())},
+        "latency_added": {q: f.to_json() for q, f in m.latency.items()},
+        "failed": m.failed,
+    }
+
+
+def to_json(a: Advice) -> dict[str, Any]:
+    k = a.constraints
+    return {
+        "format": "tunbench-advice", "format_version": 1,
+        "constraints": {"need": ["encryption"] if k.need_encryption else [],
+                        "min_mtu": k.min_mtu, "max_cpu_per_gbit": k.max_cpu,
+                        "max_cpu_per_gbit_unit": "x native" if k.max_cpu_relative
+                        else "% of one core per Gbit/s",
+                        "streams": a.streams, "prefer": k.prefer},
+        "basis": a.basis,
+        "summary": [method_json(m) for m in a.methods],
+        "ranking": [{"rank": r, "method": m.label, "value": f.s.mean,
+                     "tied_with_previous": i > 0 and a.ranked[i - 1][0] == r,
+                     **{"confidence": f.confidence()}}
+                    for i, (r, m, f) in enumerate(a.ranked)],
+        "excluded": [{"method": m.label, "reasons": why} for m, why in a.excluded],
+        "verdict": a.verdict, "notes": a.notes,
+    }
+
+
+def build(campaigns: list[Campaign], k: Constraints | None = None) -> Advice:
+    methods, notes = summarize(campaigns)
+    return advise(methods, k or Constraints(), notes)

@@ -1,0 +1,192 @@
+"""The decision summary and the advice as a reader sees them: a rich table in the terminal,
+a section at the top of the HTML report. The figures come from report/advise.py."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from .advise import Advice, Figure, Method
+
+REF = "reference"
+
+
+def _pm(fig: Figure) -> str:
+    s = fig.s
+    return f"± {_num(s.ci95_high - s.mean)}"
+
+
+def _num(v: float) -> str:
+    a = abs(v)
+    return f"{v:,.0f}" if a >= 100 else f"{v:.3g}" if a >= 1 else f"{v:.2g}"
+
+
+def cell(fig: Figure | None, unit: str, reference: bool = False,
+         signed: bool = False) -> tuple[str, str]:
+    """(figure, its confidence) for one table cell: '91.1%', 'n=3 ± 4.2' / 'untested'."""
+    if reference:
+        return ("100%" if unit == "%" else "1.00×" if unit == "×" else "0"), REF
+    if fig is None:
+        return "–", ""
+    v = fig.s.mean
+    txt = (f"{v:.1f}%" if unit == "%" else f"{v:.2f}×" if unit == "×" else
+           f"{'+' if signed and v >= 0 else ''}{_num(v)} {unit}")
+    return txt, ("untested (n=1)" if fig.untested else f"n={fig.s.n}, CI {_pm(fig)}")
+
+
+COLUMNS = ("method", "encrypts", "MTU left", "throughput, 1 stream (% of native)",
+           "throughput, best stream count (% of native)", "CPU per Gbit/s (× native)",
+           "latency added p50", "latency added p99")
+SHORT = ("method", "encrypts", "MTU\nleft", "1 stream\n% native", "best streams\n% native",
+         "CPU/Gbit\n× native", "latency\nadded p50", "latency\nadded p99")
+
+
+def ordered(a: Advice) -> list[Method]:
+    """Native (the reference), the ranked methods in rank order, then the excluded ones."""
+    first = [m for m in a.methods if m.reference] + [m for _, m, _ in a.ranked]
+    return first + [m for m in a.methods if m not in first]
+
+
+def rows(a: Advice) -> list[list[tuple[str, str]]]:
+    """One row per method, in ordered(a): (text, confidence) per column, as both renderings
+    show them."""
+    out = []
+    for m in ordered(a):
+        single, best = m.single(), m.best()
+        n = a.streams if a.streams is not None else (single[0] if single else None)
+        unit = _latency_unit(a)
+        cpu = m.cpu.get(n) if n is not None else None
+        out.append([
+            (m.label, REF if m.reference else ""),
+            ("yes" if m.encrypts else "no", ""),
+            (str(m.mtu_left) if m.mtu_left else "–", ""),
+            _with_streams(cell(single[1] if single else None, "%", m.reference and bool(single)),
+                          single[0] if single and single[0] != 1 else None),
+            _with_streams(cell(best[1] if best else None, "%", m.reference and bool(best)),
+                          best[0] if best else None) if len(m.share) > 1 else
+            ("–", ""),
+            cell(cpu, "×", m.reference and cpu is not None),
+            cell(m.latency.get("p50"), unit, m.reference and "p50" in m.latency, signed=True),
+            cell(m.latency.get("p99"), unit, m.reference and "p99" in m.latency, signed=True),
+        ] if not m.failed else [
+            (m.label, ""), ("yes" if m.encrypts else "no", ""), ("–", ""),
+            ("failed", m.failed[0][:80]), ("–", ""), ("–", ""), ("–", ""), ("–", "")])
+    return out
+
+
+def shown(table: list[list[tuple[str, str]]]) -> list[int]:
+    """The columns some row fills: a campaign without latency or with one stream count does
+    not show empty columns for them (the notes say what would fill them)."""
+    return [i for i in range(len(COLUMNS))
+            if i < 3 or any(row[i][0] not in ("–", "") for row in table)]
+
+
+def _latency_unit(a: Advice) -> str:
+    for note in a.notes:
+        if note.startswith("latency added:"):
+            return note.split(", in ", 1)[1].split(",", 1)[0]
+    return "µs"
+
+
+def _with_streams(c: tuple[str, str], streams: int | None) -> tuple[str, str]:
+    if streams is None or c[0] == "–":
+        return c
+    return f"{c[0]} @{streams}", c[1]
+
+
+def _rank_line(rank: int, m: Method, fig: Figure, tied: bool, a: Advice) -> str:
+    unit = "%" if a.constraints.prefer == "throughput" else \
+        "×" if a.constraints.prefer == "cpu" else _latency_unit(a)
+    value, conf = cell(fig, unit, signed=a.constraints.prefer == "latency")
+    return (f"{rank}{'=' if tied else '.'} {m.label}: {value} ({conf})"
+            + (" (encrypts)" if m.encrypts else ""))
+
+
+def rank_lines(a: Advice) -> list[str]:
+    out = []
+    for i, (r, m, f) in enumerate(a.ranked):
+        tied = (i > 0 and a.ranked[i - 1][0] == r) or (
+            i + 1 < len(a.ranked) and a.ranked[i + 1][0] == r)
+        out.append(_rank_line(r, m, f, tied, a))
+    return out
+
+
+def excluded_lines(a: Advice) -> list[str]:
+    return [f"{m.label}: {'; '.join(why)}" for m, why in a.excluded]
+
+
+# -- terminal -------------------------------------------------------------------------------
+
+def print_advice(a: Advice, console: Any = None, ranking: bool = True) -> None:
+    """The decision summary table, then (with `ranking`) the constraints, the ranking, the
+    excluded methods and why, and the verdict."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)
+    table = Table(title="decision summary (vs native in the same round; ± 95% CI, n rounds)")
+    body = rows(a)
+    cols = shown(body)
+    for i in cols:
+        table.add_column(SHORT[i], justify="left" if i == 0 else "right")
+    for row in body:
+        table.add_row(*[escape(t) if not conf else f"{escape(t)}\n[dim]{escape(conf)}[/dim]"
+                        for t, conf in (row[i] for i in cols)])
+    console.print(table)
+    for note in a.notes:
+        console.print(f"[dim]note: {escape(note)}[/dim]", highlight=False)
+    if not ranking:
+        return
+    console.print(escape(f"constraints: {a.constraints.describe()}; ranked by {a.basis}"),
+                  highlight=False)
+    for line in rank_lines(a):
+        console.print(f"  {escape(line)}", highlight=False)
+    for line in excluded_lines(a):
+        console.print(f"  [yellow]excluded[/yellow] {escape(line)}", highlight=False)
+    console.print(f"[bold]{escape(a.verdict)}[/bold]", highlight=False)
+
+
+# -- HTML -----------------------------------------------------------------------------------
+
+def esc(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+STYLE = """
+.decision{background:#f3f6fb;border-left:4px solid #1b7f3b;padding:6px 18px 10px}
+.decision .verdict{font-weight:600;font-size:1.05em}
+.decision small{color:#5b6475}
+"""
+
+
+def section_html(a: Advice) -> str:
+    """The report's first screen: the verdict, the summary table, the ranking and the
+    excluded methods (id=decision)."""
+    table = rows(a)
+    cols = shown(table)
+    head = "".join(f"<th{' class=l' if i == 0 else ''}>{esc(COLUMNS[i])}</th>" for i in cols)
+    body = []
+    for row, m in zip(table, ordered(a), strict=True):
+        cells = "".join(
+            f"<td{' class=l' if i == 0 else ''} data-label=\"{esc(COLUMNS[i])}\">"
+            f"{esc(row[i][0])}" + (f" <small>{esc(row[i][1])}</small>" if row[i][1] else "")
+            + "</td>" for i in cols)
+        body.append(f"<tr{' class=native' if m.reference else ''}>{cells}</tr>")
+    ranks = "".join(f"<li>{esc(line)}</li>" for line in rank_lines(a))
+    excl = "".join(f"<li>{esc(line)}</li>" for line in excluded_lines(a))
+    notes = "".join(f"<li>{esc(n)}</li>" for n in a.notes)
+    return (f"<section class=decision id=decision><h2>Decision summary</h2>"
+            f"<p class=verdict>{esc(a.verdict)}</p>"
+            f"<p class=meta>Constraints: {esc(a.constraints.describe())}; ranked by "
+            f"{esc(a.basis)}. Same options as <code>tunbench advise</code>.</p>"
+            f"<table class=cards><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
+            "</tbody></table>"
+            + (f"<p><b>Ranking</b></p><ul class=ranking>{ranks}</ul>" if ranks else "")
+            + (f"<p><b>Excluded</b></p><ul class=excluded>{excl}</ul>" if excl else "")
+            + "<p class=meta>Every share and multiple is taken round by round against native "
+            "measured in the same round; ± is the 95% confidence interval of the mean over "
+            "rounds, n the number of rounds; untested: a single run, no interval.</p>"
+            + (f"<ul class=meta>{notes}</ul>" if notes else "") + "</section>")
