@@ -256,7 +256,11 @@ def test_loss_search_report_marks_lower_bounds(campaign: Callable[[str], Path],
         assert html.escape(note) in page
     load = browser(rep.html)
     assert load.console_errors == [] and load.requests == []
-    assert share.text in load.text
+    shown = headlines.select(rep.takeaways)
+    on_page = [t for t in shown.top + shown.rest if t.topic == share.topic
+               and t.facts == share.facts]     # as shown: the single-run caveat said once
+    assert on_page and html.escape(on_page[0].text, quote=True) in page
+    assert shown.caveats and shown.caveats[0] in load.text
     assert "Notes on cases" in load.text
     _not_blank(load.screenshot)
 
