@@ -129,8 +129,11 @@ def open_topology(exp: Experiment) -> topology.Topology | None:
     topo = topology.Topology(exp.sites, topology.SshOptions(config_file=cfg))
     moving = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
               if tunnels.get(t.kind).moves_underlay(t.params)]
+    ipv6 = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
+            if tunnels.get(t.kind).family(t.params) == 6]
     topo.open(mtus=exp.all_mtus(), tools=site_tools(exp), kernel=site_kernel(exp),
-              shaping=bool(exp.rate or exp.netem), takes_underlay=", ".join(moving))
+              shaping=bool(exp.rate or exp.netem), takes_underlay=", ".join(moving),
+              needs_ipv6=", ".join(ipv6))
     return topo
 
 

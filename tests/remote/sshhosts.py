@@ -55,6 +55,7 @@ class Host:
     name: str            # "h1": also its Host alias in the private ssh config
     netns: str
     addr: str
+    addr6: str           # on the same link (the underlay of IPv6 tunnels: srv6)
     dir: Path            # private 0700 directory with this host's key, config and log
     ledger: Ledger
     sshd: proc.Process | None = None
@@ -254,11 +255,14 @@ def _build_network(hosts: SshHosts, count: int) -> None:
         netlink.set_link(mgmt, port, master=_idx(mgmt, br), state="up")
         addr = str(net.network_address + 10 + i)
         netlink.add_addr(ns, inner, f"{addr}/24")
+        # a ULA: outside the tunnels' inner range 2001:2::/48, so no inner route shadows it
+        addr6 = f"fd54:6200:{net.network_address.packed[2]}::{10 + i}"
+        netlink.add_addr(ns, inner, f"{addr6}/64")
         netlink.set_link(ns, inner, state="up")
         netlink.set_link(ns, "lo", state="up")
         hdir = hosts.dir / name
         hdir.mkdir(mode=0o700)
-        hosts.hosts[name] = Host(name, ns, addr, hdir, ledger)
+        hosts.hosts[name] = Host(name, ns, addr, addr6, hdir, ledger)
     _wait_reachable(hosts)
 
 

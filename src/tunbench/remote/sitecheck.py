@@ -20,8 +20,6 @@ from ..testbed.topology import install_command
 from .agent.client import Agent
 from .transport import Connection, SshOptions
 
-WHICH_SH = 'for t; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
-
 
 def report(target: str, options: SshOptions | None = None) -> dict[str, Any]:
     with Connection.open(target, options=options, name="doctor") as conn:
@@ -37,8 +35,8 @@ def _report(target: str, agent: Agent) -> dict[str, Any]:
     rel = agent.run(["cat", "/etc/os-release"], check=False, timeout=10).stdout
     install = install_command(rel)
     tools = doctor.doctor_tools()
-    missing = set(agent.run(["sh", "-c", WHICH_SH, "tb-which", *tools], timeout=30)
-                  .stdout.split())
+    found = agent.run(["sh", "-c", proc.WHICH_SH, "tb-which", *tools], timeout=30).stdout.split()
+    missing = {t for t, p in zip(tools, found) if p == "-"}
     conf = agent.kernel_config()
 
     def absent(option: str) -> bool:

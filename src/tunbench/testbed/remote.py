@@ -21,11 +21,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import proc
-from ..errors import CommandFailed
+from ..errors import CommandFailed, UnavailableError
 from ..metrics.cpu import CpuRecord, record_from_texts
 from ..remote.agent.client import Agent, AgentProcess
 from ..remote.transport import ConnectionLost
-from .base import Site
+from .base import PrivateMounts, Site
 from .ledger import Ledger, register_undo
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,8 @@ LOCAL = "local"
 
 # Agents alive in this process, by agent id: how a ledger entry reaches its host.
 LIVE_AGENTS: dict[str, Agent] = {}
+# Tools found on each host, by (agent id, tool): full path there.
+_PATHS: dict[tuple[str, str], str] = {}
 
 
 @register_undo("remote")
@@ -87,14 +89,34 @@ class RemoteSite(Site):
         return True
 
     def spawn(self, argv: list[str], workdir: Path, label: str, *,
-              env: dict[str, str] | None, split_stderr: bool) -> proc.Process:
+              env: dict[str, str] | None, split_stderr: bool,
+              private: PrivateMounts | None = None) -> proc.Process:
         log_path = str(PurePosixPath(workdir) / f"{label}.log")
-        p = self._agent().spawn(argv, log_path, env=env,
+        mounts = None if private is None else {
+            "tmpfs": list(private.tmpfs), "mkdir": list(private.mkdirs),
+            "keep": list(private.keep)}
+        p = self._agent().spawn(argv, log_path, env=env, private=mounts,
                                 err_path=f"{log_path}.err" if split_stderr else None)
         return RemoteProcess(p, label, split_stderr)  # type: ignore[return-value]
 
     def read_file(self, path: Path | str) -> bytes:
         return self._agent().read_file(str(path))
+
+    def which(self, tool: str) -> str:
+        key = (self._agent().agent_id, tool)
+        if key not in _PATHS:
+            out = self.run(["sh", "-c", proc.WHICH_SH, "tb-which", tool], timeout=20).stdout
+            _PATHS[key] = out.strip()
+        if _PATHS[key] in ("", "-"):
+            raise UnavailableError(f"required tool '{tool}' is not installed on {self.host}",
+                                   f"install it there ({proc.package_for(tool)})")
+        return _PATHS[key]
+
+    def exists(self, path: Path | str) -> bool:
+        return self.run(["test", "-e", str(path)], check=False, timeout=10).ok
+
+    def record_leftover(self, ledger: Ledger, path: Path | str) -> None:
+        """Nothing: the agent stops its daemons with SIGTERM and they remove their own."""
 
     def cpu_sampler(self, interval: float) -> RemoteCpuSampler:
         return RemoteCpuSampler(self._agent(), interval)

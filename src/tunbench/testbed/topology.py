@@ -164,7 +164,6 @@ RECONNECT_PAUSE = 5.0
 INNER_NETS = (ipaddress.ip_network("198.19.0.0/16"), ipaddress.ip_network("2001:2::/48"))
 BASE_TOOLS = ("ip", "ping", "ethtool")
 # Constant script: which of the tools named as its arguments are missing on the host.
-WHICH_SH = 'for t; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
 INSTALL = {"debian": "apt-get install", "ubuntu": "apt-get install", "fedora": "dnf install",
            "rhel": "dnf install", "centos": "dnf install", "rocky": "dnf install",
            "almalinux": "dnf install", "alpine": "apk add", "arch": "pacman -S",
@@ -205,10 +204,12 @@ class Topology:
     # -- opening: every check before anything is changed on any host ---------------------
     def open(self, *, mtus: tuple[int, ...] = (), tools: dict[str, list[str]] | None = None,
              kernel: dict[str, list[str]] | None = None, shaping: bool = False,
-             takes_underlay: str = "") -> None:
+             takes_underlay: str = "", needs_ipv6: str = "") -> None:
         """Connect and check everything; `tools` and `kernel` (option -> what needs it) must
         be on every site; `takes_underlay` names a tunnel that moves the underlay's addresses
-        (OVS userspace datapath)."""
+        (OVS userspace datapath); `needs_ipv6` names tunnels that run over an IPv6 underlay
+        (srv6, underlay=6): every site must then have its underlay6 given."""
+        self._check_ipv6(needs_ipv6)
         try:
             for ep in self.endpoints.values():
                 ep.connect()
@@ -218,6 +219,21 @@ class Topology:
         except BaseException:
             self.close()
             raise
+
+    def _check_ipv6(self, needs_ipv6: str) -> None:
+        """IPv6 underlay addresses are never guessed (detection follows the IPv4 route):
+        refuse, before connecting, tunnels that need one when a site has none."""
+        if not needs_ipv6:
+            return
+        bare = [n for n in ("a", "b") if not self.specs[n].underlay6]
+        if bare:
+            first = bare[0]
+            raise SpecError(
+                f"{needs_ipv6} run over an IPv6 underlay, but site(s) {', '.join(bare)} have "
+                "no underlay6 address",
+                f"give it in the experiment file: [sites] {first} = {{ target = "
+                f"\"{self.specs[first].target}\", underlay6 = \"2001:db8::{first}\" }} "
+                "(an address of that host on the underlay interface)")
 
     def _run(self, name: str) -> Any:
         ep = self.endpoints.get(name)
@@ -314,7 +330,8 @@ class Topology:
                 problems.append(f"site {name} ({self.target(name)}): kernel lacks "
                                 + ", ".join(f"{o} ({', '.join(kernel[o])})" for o in absent))
             run = self._run(name)
-            missing = run(["sh", "-c", WHICH_SH, "tb-which", *want], timeout=20).stdout.split()
+            found = run(["sh", "-c", proc.WHICH_SH, "tb-which", *want], timeout=20).stdout.split()
+            missing = [t for t, p in zip(want, found) if p == "-"]
             if not missing:
                 continue
             rel = run(["cat", "/etc/os-release"], check=False, timeout=10).stdout

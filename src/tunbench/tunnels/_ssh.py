@@ -165,12 +165,12 @@ def start_sshd(tb: Testbed, f: SshFiles, params: SshParams, **cfg: str) -> proc.
     site = tb.b
     _write(tb, f.sshd_config, sshd_config_text(f, site.underlay4, params.port, params.cipher,
                                                **cfg))
-    sshd = proc.require("sshd")   # sshd re-execs itself: it must be started by absolute path
+    sshd = site.which("sshd")   # sshd re-execs itself: it must be started by absolute path
     argv = [sshd, "-D", "-f", str(f.sshd_config), "-E", str(f.sshd_log)]
     listening = f"Server listening on {site.underlay4} port {params.port}"
     try:
         return daemon.start(tb, site, argv, "sshd", private_run=("/run",),
-                            mkdirs=("/run/sshd",), keep=(str(tb.workdir),),
+                            mkdirs=("/run/sshd",),
                             ready=lambda: listening in f.sshd_log.read_text(errors="replace"))
     except CommandFailed as exc:
         raise CommandFailed(f"{exc.message}; sshd log: {_tail(f.sshd_log)}", exc.hint,

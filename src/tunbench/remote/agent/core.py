@@ -89,9 +89,13 @@ class Agent:
         return fd
 
     def op_spawn(self, argv: list[str], log: str, env: dict[str, str] | None = None,
-                 grace: float = 3.0, err: str | None = None) -> dict[str, Any]:
+                 grace: float = 3.0, err: str | None = None,
+                 private: dict[str, list[str]] | None = None) -> dict[str, Any]:
         """Start a process in its own session, stdout (and stderr, unless `err` names a file
-        of its own) to `log`."""
+        of its own) to `log`. `private` ({"tmpfs", "mkdir", "keep": [paths]}) runs it in a
+        mount namespace of its own with private tmpfs mounts (privrun.py): same PID."""
+        if private:
+            argv = private_argv(argv, private)
         fd = self._log_fd(log)
         efd = self._log_fd(err) if err else fd
         try:
@@ -311,6 +315,18 @@ def _killgroup(p: subprocess.Popen[str]) -> None:
     except ProcessLookupError:
         pass
     p.communicate()
+
+
+def private_argv(argv: list[str], private: dict[str, list[str]]) -> list[str]:
+    """argv that runs `argv` through tbagent.privrun, from this agent's zipapp, in a new mount
+    namespace (mounts there never reach the host's)."""
+    pyz = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    opts = ["--outer", os.readlink("/proc/self/ns/mnt")]
+    for key in ("tmpfs", "mkdir", "keep"):
+        for path in private.get(key, []):
+            opts += [f"--{key}", str(path)]
+    return ["unshare", "--mount", "--propagation", "slave", "env", f"PYTHONPATH={pyz}",
+            sys.executable, "-m", "tbagent.privrun", *opts, "--", *argv]
 
 
 def _end(signum: int, frame: object) -> None:

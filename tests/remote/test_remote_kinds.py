@@ -1,0 +1,112 @@
+"""Kinds beyond the first four, between two sshd "hosts" (namespaces each with a real sshd),
+driven only over SSH: ipsec (libipsec: charon with a private /run, made by the agent's
+privrun), wireguard with tunnels=2 (ECMP spread: routes and service addresses undone through
+the agent), srv6 (over the hosts' IPv6 underlay, given in [sites]) and the ssh kinds. Each
+case runs traffic, proves it crossed the tunnel with the datapath's own counters, and leaves
+nothing on either host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sshhosts import SshHosts
+from test_sites import assert_clean
+
+from tunbench import proc, spec, tunnels
+from tunbench.errors import SpecError
+from tunbench.runner import run_campaign
+
+pytestmark = pytest.mark.netns
+
+
+def experiment(hosts: SshHosts, tunnel: dict[str, Any], workload: dict[str, Any],
+               ipv6: bool = False) -> spec.Experiment:
+    sites: dict[str, Any] = {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}
+    if ipv6:
+        for name in ("a", "b"):
+            h = hosts.hosts[sites[name]]
+            sites[name] = {"target": h.name, "underlay6": h.addr6}
+    return spec.build({"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
+                       "tunnel": [tunnel], "workload": [workload], "sites": sites}, "test")
+
+
+def runs_here(kind: str, **raw: Any) -> None:
+    """The hosts share this kernel and these binaries: what cannot run here cannot there."""
+    drv = tunnels.get(kind)
+    missing = drv.requirements(drv.parse_params(raw))
+    if missing:
+        pytest.skip(f"{kind} {raw} cannot run on this machine: {missing[0].one_line()}")
+
+
+def host_comms(hosts: SshHosts) -> set[str]:
+    """Names of the processes running inside the hosts' namespaces (our look, not tunbench's)."""
+    out = set()
+    for h in hosts.hosts.values():
+        for pid in proc.run(["ip", "netns", "pids", h.netns]).stdout.split():
+            path = Path(f"/proc/{pid}/comm")
+            if path.exists():
+                out.add(path.read_text().strip())
+    return out
+
+
+def one_ok_case(exp: spec.Experiment, out: Path) -> dict[str, Any]:
+    cases = run_campaign(exp, out).store.read_cases()
+    assert [c["status"] for c in cases] == ["ok"], [c.get("error") for c in cases]
+    return dict(cases[0])
+
+
+def test_ipsec_libipsec_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    """charon per host with a private /run (its compiled-in /run/charon.* paths), configs and
+    PSK written on each host, SAs installed by IKE between the hosts."""
+    runs_here("ipsec", impl="libipsec")
+    c = one_ok_case(experiment(hosts, {"kind": "ipsec", "impl": "libipsec"},
+                               {"name": "stream"}), tmp_path / "r")
+    assert c["metrics"]["throughput"]["value"] > 5
+    delta = c["datapath_counters"]["delta"]
+    assert delta["b"]["sa_in_bytes"] > 500_000, delta     # ESP decrypted on host h2
+    assert delta["a"]["sa_out_bytes"] > 500_000, delta
+    assert c["cpu"]["shared_by_sites"] is False
+    assert_clean(hosts)
+    assert "charon" not in host_comms(hosts)
+
+
+def test_wireguard_two_tunnels_spread_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    """tunnels=2: two wireguard-go devices per host, ECMP routes and service addresses on each
+    host (undone there through the agent), both tunnels carrying traffic."""
+    runs_here("wireguard", impl="go")
+    c = one_ok_case(experiment(hosts, {"kind": "wireguard", "impl": "go", "tunnels": 2},
+                               {"name": "stream", "streams": 8}), tmp_path / "r")
+    delta = c["datapath_counters"]["delta"]["b"]
+    share = [delta["tun0_rx_bytes"], delta["tun1_rx_bytes"]]
+    assert sum(share) > 1_000_000 and min(share) > 0.05 * sum(share), share
+    assert_clean(hosts)
+    for h in hosts.hosts.values():   # the service addresses and routes went with the case
+        lo = proc.run(["ip", "-o", "addr", "show", "dev", "lo"], netns=h.netns).stdout
+        assert "198.19.255." not in lo, lo
+        routes = proc.run(["ip", "route"], netns=h.netns).stdout
+        assert "198.19." not in routes, routes
+
+
+def test_srv6_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    """SRv6 over the hosts' IPv6 underlay: routes added on each host over the agent, the far
+    host's seg6local SIDs count the packets, and every route is deleted there."""
+    runs_here("srv6")
+    c = one_ok_case(experiment(hosts, {"kind": "srv6", "segments": 2}, {"name": "stream"},
+                               ipv6=True), tmp_path / "r")
+    assert c["metrics"]["throughput"]["value"] > 5
+    b = c["datapath_counters"]["delta"]["b"]
+    assert b["end_dx4_packets"] > 1000 and b["end_packets"] > 1000, b
+    assert_clean(hosts)
+    for h in hosts.hosts.values():
+        routes = proc.run(["ip", "-6", "route"], netns=h.netns).stdout
+        assert "seg6" not in routes and "2001:2:0:f" not in routes, routes
+
+
+def test_srv6_without_ipv6_underlay_is_one_line_before_connecting(hosts: SshHosts,
+                                                                   tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as err:
+        run_campaign(experiment(hosts, {"kind": "srv6"}, {"name": "stream"}), tmp_path / "r")
+    line = err.value.one_line()
+    assert "IPv6 underlay" in line and "underlay6" in line and "\n" not in line, line
