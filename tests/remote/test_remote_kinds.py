@@ -110,3 +110,39 @@ def test_srv6_without_ipv6_underlay_is_one_line_before_connecting(hosts: SshHost
         run_campaign(experiment(hosts, {"kind": "srv6"}, {"name": "stream"}), tmp_path / "r")
     line = err.value.one_line()
     assert "IPv6 underlay" in line and "underlay6" in line and "\n" not in line, line
+
+
+# Each host already runs its own sshd on port 22 of that address (the one tunbench reaches it
+# over): the tunnel's sshd listens on another port, as it must on a real host.
+SSH_PORT = 2022
+
+
+def test_ssh_tun_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    """Each key made on the host that uses it, the tunnel's own sshd on h2 (private /run),
+    ssh -w on h1; traffic crosses both tun devices; sshd's session process is adopted by h2's
+    agent and gone at the end."""
+    runs_here("ssh-tun")
+    c = one_ok_case(experiment(hosts, {"kind": "ssh-tun", "port": SSH_PORT},
+                               {"name": "stream"}), tmp_path / "r")
+    assert c["metrics"]["throughput"]["value"] > 5
+    delta = c["datapath_counters"]["delta"]
+    assert delta["b"]["rx_bytes"] > 500_000, delta                 # the tun device on h2
+    assert delta["b"]["ssh_tcp_bytes_received"] > delta["b"]["rx_bytes"], delta
+    assert_clean(hosts)
+    # only each host's own sshd is left: one per host, nothing of the tunnel's
+    for h in hosts.hosts.values():
+        pids = proc.run(["ip", "netns", "pids", h.netns]).stdout.split()
+        assert len(pids) == 1, (h.name, [Path(f"/proc/{p}/cmdline").read_bytes()
+                                         for p in pids if Path(f"/proc/{p}").exists()])
+
+
+def test_ssh_forward_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    runs_here("ssh-forward")
+    c = one_ok_case(experiment(hosts, {"kind": "ssh-forward", "port": SSH_PORT},
+                               {"name": "stream"}), tmp_path / "r")
+    assert c["metrics"]["throughput"]["value"] > 5
+    delta = c["datapath_counters"]["delta"]
+    assert delta["b"]["ssh_tcp_bytes_received"] > 500_000, delta
+    assert_clean(hosts)
+    for h in hosts.hosts.values():
+        assert len(proc.run(["ip", "netns", "pids", h.netns]).stdout.split()) == 1

@@ -83,6 +83,16 @@ class Site:
         charon, sshd), or an UnavailableError naming the package."""
         return proc.require(tool)
 
+    def adopt_children(self, ledger: Ledger, p: proc.Process, label: str,
+                       grace: float = 3.0) -> list[int]:
+        """Register the descendants of `p` (a daemon's per-connection processes, which
+        outlive its SIGTERM) in the ledger; returns their PIDs."""
+        pids = proc.descendants(p.pid)
+        for pid in pids:
+            ledger.add("process", pid=pid, starttime=proc.proc_starttime(pid), label=label,
+                       grace=grace)
+        return pids
+
     def exists(self, path: Path | str) -> bool:
         """Whether `path` exists on this site's host."""
         return os.path.lexists(path)

@@ -112,6 +112,16 @@ class RemoteSite(Site):
                                    f"install it there ({proc.package_for(tool)})")
         return _PATHS[key]
 
+    def adopt_children(self, ledger: Ledger, p: proc.Process, label: str,
+                       grace: float = 3.0) -> list[int]:
+        agent = self._agent()
+        found = agent.call("adopt", pid=p.pid, grace=grace)["processes"]
+        for child in found:
+            ledger.add("remote", agent=agent.agent_id, op="kill", label=label,
+                       args={"pid": child["pid"], "starttime": child["starttime"],
+                             "grace": grace})
+        return [int(child["pid"]) for child in found]
+
     def exists(self, path: Path | str) -> bool:
         return self.run(["test", "-e", str(path)], check=False, timeout=10).ok
 

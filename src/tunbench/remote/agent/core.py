@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any
 
-from .journal import Journal, starttime, sweep, undo
+from .journal import Journal, kill, starttime, sweep, undo
 
 PROTOCOL = 1
 
@@ -134,6 +134,40 @@ class Agent:
         self.journal.forget("process", "pid", pid)
         del self.procs[pid]
         return {"returncode": code}
+
+    def op_adopt(self, pid: int, grace: float = 3.0) -> dict[str, Any]:
+        """Journal the descendants of a process this agent started (sshd's per-connection
+        processes, which leave its session): undone like it, by PID and start time."""
+        self._proc(pid)
+        kids: dict[int, list[int]] = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                kids.setdefault(ppid, []).append(int(name))
+        out, todo = [], list(kids.get(pid, []))
+        while todo:
+            child = todo.pop()
+            st = starttime(child)
+            if st is None:
+                continue
+            self.journal.add("process", pid=child, starttime=st, grace=grace, label="adopted")
+            out.append({"pid": child, "starttime": st})
+            todo += kids.get(child, [])
+        return {"processes": out}
+
+    def op_kill(self, pid: int, starttime: int, grace: float = 3.0) -> dict[str, Any]:
+        """End an adopted process (only one this agent journaled, and only while its PID
+        still has that start time)."""
+        if not any(e["kind"] == "process" and e["pid"] == pid and e.get("label") == "adopted"
+                   for e in self.journal.entries):
+            raise AgentError(f"process {pid} was not started by this agent", "notours")
+        kill(pid, starttime, grace)
+        self.journal.forget("process", "pid", pid)
+        return {}
 
     def _proc(self, pid: int) -> subprocess.Popen[bytes]:
         if pid not in self.procs:
