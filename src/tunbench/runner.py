@@ -8,13 +8,14 @@ campaign can be resumed: cases already recorded are kept as they are.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import interrupts, proc, tunnels, workloads
+from . import implchoice, interrupts, proc, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
 from .metrics.cpu import CpuRecord
@@ -95,10 +96,13 @@ def _inner_mtu_problems(exp: Experiment, missing: list[str]) -> None:
                                "inside the tunnel (raise the MTU)")
 
 
-def site_tools(exp: Experiment) -> dict[str, list[str]]:
-    """Tools every site must have for this experiment: tool -> what needs it."""
+def site_tools(exp: Experiment, impls: dict[str, implchoice.Choice] | None = None
+               ) -> dict[str, list[str]]:
+    """Tools every site must have for this experiment: tool -> what needs it (`impls`: the
+    implementations chosen from the sites themselves, for tunnels left on auto)."""
     out: dict[str, list[str]] = {}
     for t in exp.tunnels:
+        t = implchoice.apply(t, impls or {})
         drv = tunnels.get(t.kind)
         for tool in drv.declared(drv.resolve_impl(t.params)).tools:
             out.setdefault(tool.name, []).append(f"tunnel {t.kind}")
@@ -110,10 +114,12 @@ def site_tools(exp: Experiment) -> dict[str, list[str]]:
     return out
 
 
-def site_kernel(exp: Experiment) -> dict[str, list[str]]:
+def site_kernel(exp: Experiment, impls: dict[str, implchoice.Choice] | None = None
+                ) -> dict[str, list[str]]:
     """Kernel options every site must have: option -> the tunnels that need it."""
     out: dict[str, list[str]] = {}
     for t in exp.tunnels:
+        t = implchoice.apply(t, impls or {})
         drv = tunnels.get(t.kind)
         for k in drv.declared(drv.resolve_impl(t.params)).kernel:
             out.setdefault(k.option, []).append(drv.display(t.params, t.label))
@@ -131,9 +137,13 @@ def open_topology(exp: Experiment) -> topology.Topology | None:
               if tunnels.get(t.kind).moves_underlay(t.params)]
     ipv6 = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
             if tunnels.get(t.kind).family(t.params) == 6]
-    topo.open(mtus=exp.all_mtus(), tools=site_tools(exp), kernel=site_kernel(exp),
-              shaping=bool(exp.rate or exp.netem), takes_underlay=", ".join(moving),
-              needs_ipv6=", ".join(ipv6))
+
+    def plan(t: topology.Topology) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        t.impls = implchoice.choose(exp, {n: t.view(n) for n in ("a", "b")})
+        return site_tools(exp, t.impls), site_kernel(exp, t.impls)
+
+    topo.open(mtus=exp.all_mtus(), shaping=bool(exp.rate or exp.netem),
+              takes_underlay=", ".join(moving), needs_ipv6=", ".join(ipv6), plan=plan)
     return topo
 
 
@@ -210,6 +220,9 @@ def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], tod
     outcome = CampaignOutcome(store, dict(done))
     try:
         for case in todo:
+            if topo is not None and topo.impls:   # impl=auto as the sites decided
+                case = dataclasses.replace(case, tunnel=implchoice.apply(case.tunnel,
+                                                                         topo.impls))
             reporter.case_start(case)
             doc = run_case(exp, case, reporter.phase, topo)
             unreachable = _heal(topo, doc)

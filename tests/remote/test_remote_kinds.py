@@ -7,6 +7,9 @@ nothing on either host."""
 
 from __future__ import annotations
 
+import gzip
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,7 @@ from sshhosts import SshHosts
 from test_sites import assert_clean
 
 from tunbench import proc, spec, tunnels
-from tunbench.errors import SpecError
+from tunbench.errors import SpecError, UnavailableError
 from tunbench.runner import run_campaign
 
 pytestmark = pytest.mark.netns
@@ -146,3 +149,87 @@ def test_ssh_forward_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     assert_clean(hosts)
     for h in hosts.hosts.values():
         assert len(proc.run(["ip", "netns", "pids", h.netns]).stdout.split()) == 1
+
+
+# ---- impl=auto decided from each site's own kernel ----------------------------------------
+@contextmanager
+def kernel_config(hosts: SshHosts, changes: dict[str, dict[str, str]]) -> Iterator[None]:
+    """Give host `name` a kernel configuration of its own: this kernel's, with `changes`
+    ("" unsets an option), bind-mounted over /proc/config.gz in that host's mount namespace
+    (its sshd's, which every session inherits). Only what tunbench reads there changes."""
+    real = gzip.decompress(Path("/proc/config.gz").read_bytes()).decode()
+    mounted = []
+    try:
+        for name, opts in changes.items():
+            h = hosts.hosts[name]
+            assert h.sshd is not None
+            lines = [ln for ln in real.splitlines() if ln.split("=")[0] not in opts]
+            lines += [f"{k}={v}" for k, v in opts.items() if v]
+            path = h.dir / "config.gz"
+            path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+            proc.run(["nsenter", "-t", str(h.sshd.pid), "-m", "mount", "--bind", str(path),
+                      "/proc/config.gz"], timeout=10)
+            mounted.append(h.sshd.pid)
+        yield
+    finally:
+        for pid in mounted:
+            proc.run(["nsenter", "-t", str(pid), "-m", "umount", "/proc/config.gz"],
+                     timeout=10, check=False)
+
+
+def needs_config_gz() -> None:
+    if not Path("/proc/config.gz").exists():
+        pytest.skip("this kernel has no /proc/config.gz to derive a host's configuration from")
+
+
+def test_impl_auto_from_each_hosts_kernel_sites_agree(hosts: SshHosts, tmp_path: Path) -> None:
+    """h1's kernel says WireGuard, h2's does not: alone, h1 would choose kernel and h2 go;
+    both can run go, so go it is on both, recorded with what each site chose."""
+    needs_config_gz()
+    runs_here("wireguard", impl="go")
+    with kernel_config(hosts, {"h1": {"CONFIG_WIREGUARD": "y"}, "h2": {"CONFIG_WIREGUARD": ""}}):
+        c = one_ok_case(experiment(hosts, {"kind": "wireguard"}, {"name": "stream"}),
+                        tmp_path / "r")
+    assert c["case"]["tunnel"]["impl"] == "go"
+    assert c["testbed"]["impl_auto"] == {
+        "wireguard": {"impl": "go", "auto_per_site": {"a": "kernel", "b": "go"}}}
+    assert c["datapath_counters"]["delta"]["b"]["wg_rx_bytes"] > 100_000
+    assert_clean(hosts)
+
+
+def test_impl_auto_sites_cannot_agree_is_one_line(hosts: SshHosts, tmp_path: Path) -> None:
+    """h2 has neither WireGuard nor TUN (so no wireguard-go): h1 would run the kernel module,
+    h2 nothing both can run: one line naming each site's lack, nothing changed."""
+    needs_config_gz()
+    lacking = {"h1": {"CONFIG_WIREGUARD": "y"},
+               "h2": {"CONFIG_WIREGUARD": "", "CONFIG_TUN": ""}}
+    with kernel_config(hosts, lacking), pytest.raises(SpecError) as err:
+        run_campaign(experiment(hosts, {"kind": "wireguard"}, {"name": "stream"}),
+                     tmp_path / "r")
+    line = err.value.one_line()
+    assert "\n" not in line
+    assert "impl=auto chooses kernel on site a (h1) but go on site b (h2)" in line, line
+    assert "CONFIG_WIREGUARD" in line and "CONFIG_TUN" in line, line
+    assert_clean(hosts)
+
+
+def test_kernel_only_kind_judged_by_the_remote_kernel(hosts: SshHosts, tmp_path: Path) -> None:
+    """l2tp's kernel options are checked in each host's configuration, not this one's: absent
+    on h2 only -> the line names h2 alone; present on both -> the checks pass and the case
+    runs (and fails at bring-up here, where the module really is absent)."""
+    needs_config_gz()
+    drv = tunnels.get("l2tp")
+    options = [k.option for k in drv.declared(None).kernel]
+    present = dict.fromkeys(options, "m")
+    absent_on_b = {"h1": present, "h2": dict.fromkeys(options, "")}
+    with kernel_config(hosts, absent_on_b), pytest.raises(UnavailableError) as err:
+        run_campaign(experiment(hosts, {"kind": "l2tp"}, {"name": "ping"}), tmp_path / "r")
+    line = str(err.value)
+    assert "site b (h2): kernel lacks" in line and "site a (h1)" not in line, line
+    if not drv.requirements(drv.default_params()):
+        return   # this kernel runs l2tp: the rest is about a kernel that cannot
+    with kernel_config(hosts, {"h1": present, "h2": present}):
+        cases = run_campaign(experiment(hosts, {"kind": "l2tp"}, {"name": "ping"}),
+                             tmp_path / "r2").store.read_cases()
+    assert [c["status"] for c in cases] == ["failed"], cases
+    assert_clean(hosts)

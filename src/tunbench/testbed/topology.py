@@ -11,6 +11,7 @@ import ipaddress
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,30 @@ class Endpoint:
             self.conn = None
 
 
+class AgentView:
+    """A remote site as capability checks see it (capabilities.HostView): its kernel
+    configuration and PATH, read through its agent, each asked once."""
+
+    def __init__(self, where: str, agent: Agent) -> None:
+        self.where = where
+        self.agent = agent
+        self.release = str(agent.hello.get("kernel", "?"))
+        self._conf: tuple[dict[str, str] | None] | None = None
+        self._tools: dict[str, bool] = {}
+
+    def kernel_config(self) -> dict[str, str] | None:
+        if self._conf is None:
+            self._conf = (self.agent.kernel_config(),)
+        return self._conf[0]
+
+    def has_tool(self, tool: str) -> bool:
+        if tool not in self._tools:
+            out = self.agent.run(["sh", "-c", proc.WHICH_SH, "tb-which", tool],
+                                 timeout=20).stdout.strip()
+            self._tools[tool] = out not in ("", "-")
+        return self._tools[tool]
+
+
 def route_to(run: Any, addr: str) -> tuple[str, str]:
     """(device, source address) a host uses to reach `addr` (`ip -j route get`)."""
     r = run(["ip", "-j", "route", "get", addr], check=False, timeout=15)
@@ -200,21 +225,29 @@ class Topology:
         self.options = options or SshOptions()
         self.endpoints = {n: Endpoint(s, self.options) for n, s in specs.items() if not s.local}
         self.resolved: dict[str, Resolved] = {}
+        self._views: dict[str, AgentView] = {}
+        self.impls: dict[str, Any] = {}    # tunnel label -> implchoice.Choice (impl=auto)
 
     # -- opening: every check before anything is changed on any host ---------------------
     def open(self, *, mtus: tuple[int, ...] = (), tools: dict[str, list[str]] | None = None,
              kernel: dict[str, list[str]] | None = None, shaping: bool = False,
-             takes_underlay: str = "", needs_ipv6: str = "") -> None:
+             takes_underlay: str = "", needs_ipv6: str = "",
+             plan: Callable[[Topology], tuple[dict[str, list[str]], dict[str, list[str]]]]
+             | None = None) -> None:
         """Connect and check everything; `tools` and `kernel` (option -> what needs it) must
         be on every site; `takes_underlay` names a tunnel that moves the underlay's addresses
         (OVS userspace datapath); `needs_ipv6` names tunnels that run over an IPv6 underlay
-        (srv6, underlay=6): every site must then have its underlay6 given."""
+        (srv6, underlay=6): every site must then have its underlay6 given; `plan`, called
+        once connected, decides from the sites themselves (impl=auto, see implchoice) and
+        returns the tools and kernel options, replacing `tools` and `kernel`."""
         self._check_ipv6(needs_ipv6)
         try:
             for ep in self.endpoints.values():
                 ep.connect()
             self._resolve()
             self._check_management(mtus, shaping, takes_underlay)
+            if plan is not None:
+                tools, kernel = plan(self)
             self._check_tools(tools or {}, kernel or {})
         except BaseException:
             self.close()
@@ -234,6 +267,15 @@ class Topology:
                 f"give it in the experiment file: [sites] {first} = {{ target = "
                 f"\"{self.specs[first].target}\", underlay6 = \"2001:db8::{first}\" }} "
                 "(an address of that host on the underlay interface)")
+
+    def view(self, name: str) -> AgentView | None:
+        """Site `name` for capability checks (None: this host, a `local` site)."""
+        ep = self.endpoints.get(name)
+        if ep is None or ep.agent is None:
+            return None
+        if name not in self._views or self._views[name].agent is not ep.agent:
+            self._views[name] = AgentView(f"site {name} ({self.target(name)})", ep.agent)
+        return self._views[name]
 
     def _run(self, name: str) -> Any:
         ep = self.endpoints.get(name)
@@ -414,6 +456,8 @@ class Topology:
         tb = Testbed("hosts", run_id, a, b, mtu, ledger, workdir, rate=rate, shares_cpus=False)
         tb.notes["hosts"] = hosts
         tb.notes["clock"] = self.clock()
+        if self.impls:   # impl=auto, decided from the sites' own kernels and tools
+            tb.notes["impl_auto"] = {label: c.describe() for label, c in self.impls.items()}
         if netem is not None and netem.active:
             tb.notes["netem"] = netem.describe()
         return tb
