@@ -8,6 +8,8 @@ nothing on either host."""
 from __future__ import annotations
 
 import gzip
+import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -232,4 +234,15 @@ def test_kernel_only_kind_judged_by_the_remote_kernel(hosts: SshHosts, tmp_path:
         cases = run_campaign(experiment(hosts, {"kind": "l2tp"}, {"name": "ping"}),
                              tmp_path / "r2").store.read_cases()
     assert [c["status"] for c in cases] == ["failed"], cases
+    assert_clean(hosts)
+
+
+def test_doctor_site_shows_the_hosts_own_auto_choice(hosts: SshHosts) -> None:
+    needs_config_gz()
+    tb = [sys.executable, "-m", "tunbench", "doctor", "--ssh-config", str(hosts.ssh_config)]
+    with kernel_config(hosts, {"h1": {"CONFIG_WIREGUARD": "y"}, "h2": {"CONFIG_WIREGUARD": ""}}):
+        docs = {h: json.loads(proc.run(tb + ["--site", h, "--json"], timeout=60).stdout)
+                for h in ("h1", "h2")}
+    assert docs["h1"]["tunnels"]["wireguard"]["auto"] == "kernel"
+    assert docs["h2"]["tunnels"]["wireguard"]["auto"] == "go"
     assert_clean(hosts)

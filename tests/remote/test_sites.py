@@ -257,11 +257,18 @@ def test_doctor_site(hosts: SshHosts) -> None:
     assert doc["root"] is True and doc["kernel"] and doc["tools"]["ip"] is True
     assert doc["tunnels"]["vxlan"]["available"] in (True, False)
     assert set(doc["tunnels"]["wireguard"]["variants"]) == {"kernel", "go"}
+    # impl=auto as that host alone decides it (this kernel: no wireguard module -> go)
+    from tunbench.tunnels import wireguard
+    assert doc["tunnels"]["wireguard"]["auto"] == ("kernel" if wireguard.kernel_has_wireguard()
+                                                   else "go")
+    assert doc["tunnels"]["ovs-vxlan"]["auto"] in ("system", "netdev")
+    assert doc["tunnels"]["vxlan"]["auto"] is None
     for why in doc["tunnels"]["wireguard"]["variants"].values():   # reasons carry the fix
         assert all(("install" in w or "kernel" in w) for w in why), why
     r = proc.run(tb + ["doctor", "--site", "h1", "--ssh-config", str(hosts.ssh_config)],
                  check=False, timeout=60)
     assert r.returncode == 0 and r.stdout.startswith("h1 (") and "tunnel kinds:" in r.stdout
+    assert "[auto: " in r.stdout
     assert_clean(hosts)
 
 
