@@ -316,7 +316,7 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         why = wl.unsupported(ctx, case.workload.params)
         if why:
             raise CaseSkipped(f"{case.workload.name} over {case.tunnel.kind}: {why}")
-        watch = DatapathWatch(ep, ledger)
+        watch = DatapathWatch(ep, ledger, {s.name: s for s in tb.sites()})
         with watch:
             out = wl.run(ctx, case.workload.params)
         if watch.problem:

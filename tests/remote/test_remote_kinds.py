@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,6 +60,22 @@ def host_comms(hosts: SshHosts) -> set[str]:
     return out
 
 
+def assert_daemon_cpu(c: dict[str, Any], comm: str, per_site: int) -> None:
+    """The datapath daemons' CPU, sampled by each host's agent: every daemon of each site in
+    that site's record and in the case's table (naming its site), with CPU time spent."""
+    cpu = c["cpu"]
+    for site in ("a", "b"):
+        mine = {k: e for k, e in cpu["sites"][site]["processes"].items()
+                if k.startswith(f"datapath-{site}[")}
+        assert len(mine) == per_site, cpu["sites"][site]["processes"]
+        for e in mine.values():
+            assert e["comm"] == comm and e["cpu_seconds"] > 0, e
+            assert 0 < e["busiest_thread_pct"] <= e["pct_of_one_core"] + 1e-6, e
+        assert any(k.startswith("ksoftirqd/") for k in cpu["sites"][site]["processes"])
+    top = [e for k, e in cpu["processes"].items() if k.startswith("datapath-")]
+    assert sorted(e["site"] for e in top) == ["a"] * per_site + ["b"] * per_site
+
+
 def one_ok_case(exp: spec.Experiment, out: Path) -> dict[str, Any]:
     cases = run_campaign(exp, out).store.read_cases()
     assert [c["status"] for c in cases] == ["ok"], [c.get("error") for c in cases]
@@ -73,6 +93,7 @@ def test_ipsec_libipsec_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     assert delta["b"]["sa_in_bytes"] > 500_000, delta     # ESP decrypted on host h2
     assert delta["a"]["sa_out_bytes"] > 500_000, delta
     assert c["cpu"]["shared_by_sites"] is False
+    assert_daemon_cpu(c, "charon", per_site=1)
     assert_clean(hosts)
     assert "charon" not in host_comms(hosts)
 
@@ -86,6 +107,7 @@ def test_wireguard_two_tunnels_spread_between_hosts(hosts: SshHosts, tmp_path: P
     delta = c["datapath_counters"]["delta"]["b"]
     share = [delta["tun0_rx_bytes"], delta["tun1_rx_bytes"]]
     assert sum(share) > 1_000_000 and min(share) > 0.05 * sum(share), share
+    assert_daemon_cpu(c, "wireguard-go", per_site=2)
     assert_clean(hosts)
     for h in hosts.hosts.values():   # the service addresses and routes went with the case
         lo = proc.run(["ip", "-o", "addr", "show", "dev", "lo"], netns=h.netns).stdout
@@ -245,4 +267,52 @@ def test_doctor_site_shows_the_hosts_own_auto_choice(hosts: SshHosts) -> None:
                 for h in ("h1", "h2")}
     assert docs["h1"]["tunnels"]["wireguard"]["auto"] == "kernel"
     assert docs["h2"]["tunnels"]["wireguard"]["auto"] == "go"
+    assert_clean(hosts)
+
+
+def test_datapath_daemon_dying_on_a_host_fails_the_case(hosts: SshHosts,
+                                                        tmp_path: Path) -> None:
+    """wireguard-go on h2 is SIGKILLed mid-measurement (by this test, inside h2): the watch
+    asks h2's agent, the case fails at once with the daemon's name and exit, the campaign
+    goes on with the next case, and nothing is left on either host."""
+    runs_here("wireguard", impl="go")
+    exp = spec.build({"experiment": {"duration": 8, "warmup": 0, "repeats": 1},
+                      "tunnel": [{"kind": "wireguard", "impl": "go"}, {"kind": "native"}],
+                      "workload": [{"name": "stream"}],
+                      "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                     "test")
+    killed: dict[str, int] = {}
+
+    def in_host(name: str, comm: str) -> list[int]:
+        out = []
+        for p in proc.run(["ip", "netns", "pids", hosts.hosts[name].netns]).stdout.split():
+            try:
+                if Path(f"/proc/{p}/comm").read_text().strip() == comm:
+                    out.append(int(p))
+            except OSError:
+                continue   # ended meanwhile
+        return out
+
+    def killer() -> None:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            wg, iperf = in_host("h2", "wireguard-go"), in_host("h1", "iperf3")
+            if wg and iperf:
+                time.sleep(1.5)                       # mid-measurement
+                os.kill(wg[0], signal.SIGKILL)
+                killed["pid"] = wg[0]
+                return
+            time.sleep(0.1)
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    started = time.monotonic()
+    cases = run_campaign(exp, tmp_path / "r").store.read_cases()
+    t.join(timeout=5)
+    assert killed, "wireguard-go was never seen running on h2"
+    assert [c["status"] for c in cases] == ["failed", "ok"], [c.get("error") for c in cases]
+    err = cases[0]["error"]
+    assert f"wireguard-go0-b (PID {killed['pid']}, site b) died during the measurement" in err
+    assert "exited with code -9" in err, err
+    assert time.monotonic() - started < 60        # at once, not after iperf3's own timeout
     assert_clean(hosts)

@@ -93,6 +93,14 @@ class Site:
                        grace=grace)
         return pids
 
+    def process_gone(self, ledger: Ledger, pid: int) -> str | None:
+        """Why a process we started on this site is no longer running ("died"), or None
+        while it runs (or is not ours to judge)."""
+        for e in ledger.entries:
+            if e["kind"] == "process" and e["pid"] == pid:
+                return None if proc.pid_alive(pid, e.get("starttime")) else "died"
+        return None
+
     def exists(self, path: Path | str) -> bool:
         """Whether `path` exists on this site's host."""
         return os.path.lexists(path)

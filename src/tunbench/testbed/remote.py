@@ -122,6 +122,16 @@ class RemoteSite(Site):
                              "grace": grace})
         return [int(child["pid"]) for child in found]
 
+    def process_gone(self, ledger: Ledger, pid: int) -> str | None:
+        """Asked of its agent, which holds it: its exit code once it ended."""
+        try:
+            code = self._agent().call("poll", pid=pid)["returncode"]
+        except ConnectionLost:
+            raise
+        except CommandFailed:
+            return None   # not one the agent started
+        return None if code is None else f"exited with code {code}"
+
     def exists(self, path: Path | str) -> bool:
         return self.run(["test", "-e", str(path)], check=False, timeout=10).ok
 
@@ -205,24 +215,57 @@ class RemoteProcess:
 
 
 class RemoteCpuSampler:
-    """/proc/stat of a remote host, read there by its agent every `interval` (no round trip
-    per sample) and fetched at the end of the window."""
+    """/proc/stat of a remote host, and the CPU time of the processes tracked there (the
+    datapath daemons, ksoftirqd), read there by its agent every `interval` (no round trip
+    per sample) and fetched at the end of the window. The record has the local sampler's
+    shape (metrics.cpu.CpuSampler)."""
 
     def __init__(self, agent: Agent, interval: float) -> None:
         self.agent = agent
         self.interval = interval
+        self.labels: dict[int, str] = {}
+        self.kernel_prefix = ""
 
     def track(self, pid: int, label: str) -> None:
-        """Per-process CPU on a remote host is not sampled yet (see docs/remote.md)."""
+        self.labels[pid] = label
+
+    def track_kernel_threads(self, prefix: str = "ksoftirqd/") -> None:
+        self.kernel_prefix = prefix
 
     def start(self) -> RemoteCpuSampler:
-        self.agent.cpu_start(self.interval)
+        tracked = self.agent.cpu_start(self.interval, list(self.labels), self.kernel_prefix)
+        for pid, comm in tracked.items():
+            self.labels.setdefault(int(pid), comm)   # kernel threads: by their name
         return self
 
     def stop(self) -> CpuRecord:
         samples = self.agent.cpu_take(stop=True)
-        return record_from_texts(self.interval, [(float(s["time"]), str(s["text"]))
-                                                 for s in samples])
+        rec = record_from_texts(self.interval, [(float(s["time"]), str(s["text"]))
+                                                for s in samples])
+        for pid, label in self.labels.items():
+            seen = [(float(s["mono"]), s["procs"][str(pid)]) for s in samples
+                    if str(pid) in s.get("procs", {})]
+            if seen:
+                rec.processes[f"{label}[{pid}]"] = process_entry(seen[0], seen[-1])
+        return rec
+
+
+def process_entry(first: tuple[float, dict[str, Any]], last: tuple[float, dict[str, Any]]
+                  ) -> dict[str, Any]:
+    """CpuSampler's per-process entry from two of the agent's readings (time, {cpu_s,
+    threads, comm}): CPU seconds, percent of one core, the busiest thread's percent."""
+    (t0, a), (t1, b) = first, last
+    span = max(t1 - t0, 1e-9)
+    secs = float(b["cpu_s"]) - float(a["cpu_s"])
+    entry: dict[str, Any] = {"cpu_seconds": secs, "pct_of_one_core": 100.0 * secs / span,
+                             "comm": b.get("comm", "")}
+    threads = b.get("threads", {})
+    if threads:
+        used = max(float(v) - float(a.get("threads", {}).get(t, 0.0))
+                   for t, v in threads.items())
+        entry["busiest_thread_pct"] = 100.0 * used / span
+        entry["threads"] = len(threads)
+    return entry
 
 
 class AgentLinks:

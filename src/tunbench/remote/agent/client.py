@@ -269,8 +269,11 @@ class Agent:
     def proc_stat(self) -> str:
         return str(self.call("proc_stat")["text"])
 
-    def cpu_start(self, interval: float = 1.0) -> None:
-        self.call("cpu_start", interval=interval)
+    def cpu_start(self, interval: float = 1.0, pids: list[int] | None = None,
+                  kernel_prefix: str = "") -> dict[str, str]:
+        """Start sampling on the site; returns the processes tracked there {pid: comm}."""
+        return dict(self.call("cpu_start", interval=interval, pids=list(pids or []),
+                              kernel_prefix=kernel_prefix)["tracked"])
 
     def cpu_take(self, stop: bool = False) -> list[dict[str, Any]]:
         return list(self.call("cpu_take", stop=stop)["samples"])

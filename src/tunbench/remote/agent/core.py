@@ -227,11 +227,17 @@ class Agent:
         """The site's wall clock, for the client's offset estimate (client.clock_offset)."""
         return {"time": time.time()}
 
-    def op_cpu_start(self, interval: float = 1.0) -> dict[str, Any]:
+    def op_cpu_start(self, interval: float = 1.0, pids: list[int] | None = None,
+                     kernel_prefix: str = "") -> dict[str, Any]:
+        """Sample /proc/stat every `interval`, and the CPU time (and threads) of `pids` and
+        of the kernel threads named `kernel_prefix`N (ksoftirqd/): {pid: comm} tracked."""
         if self.sampler is None:
-            self.sampler = Sampler(interval)
+            tracked = list(pids or [])
+            if kernel_prefix:
+                tracked += kernel_threads(kernel_prefix)
+            self.sampler = Sampler(interval, tracked)
             self.sampler.start()
-        return {}
+        return {"tracked": {str(p): comm_of(p) for p in self.sampler.pids}}
 
     def op_cpu_take(self, stop: bool = False) -> dict[str, Any]:
         """The /proc/stat readings taken since the last take (sampled here, no round trip
@@ -308,10 +314,51 @@ class Agent:
         return errors
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(stat_path: str) -> float:
+    """utime + stime of /proc/PID/stat (or a thread's), in seconds."""
+    with open(stat_path) as f:
+        text = f.read()
+    rest = text[text.rindex(")") + 2:].split()
+    return (int(rest[11]) + int(rest[12])) / CLK_TCK
+
+
+def comm_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def kernel_threads(prefix: str) -> list[int]:
+    return [int(n) for n in os.listdir("/proc") if n.isdigit() and
+            comm_of(int(n)).startswith(prefix)]
+
+
+def proc_cpu(pid: int) -> dict[str, Any] | None:
+    """CPU seconds of a process and of each of its threads, its name; None once gone."""
+    try:
+        total = _cpu_seconds(f"/proc/{pid}/stat")
+        tids = os.listdir(f"/proc/{pid}/task")
+    except (OSError, ValueError, IndexError):
+        return None
+    threads = {}
+    for tid in tids:
+        try:
+            threads[tid] = _cpu_seconds(f"/proc/{pid}/task/{tid}/stat")
+        except (OSError, ValueError, IndexError):
+            continue
+    return {"cpu_s": total, "threads": threads, "comm": comm_of(pid)}
+
+
 class Sampler(threading.Thread):
-    def __init__(self, interval: float) -> None:
+    def __init__(self, interval: float, pids: list[int] | None = None) -> None:
         super().__init__(daemon=True)
         self.interval = interval
+        self.pids = list(pids or [])
         self.samples: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.done = threading.Event()
@@ -320,8 +367,12 @@ class Sampler(threading.Thread):
         while not self.done.is_set():
             with open("/proc/stat") as f:
                 text = f.read()
+            sample: dict[str, Any] = {"time": time.time(), "text": text}
+            if self.pids:
+                sample["mono"] = time.monotonic()
+                sample["procs"] = {str(p): c for p in self.pids if (c := proc_cpu(p))}
             with self.lock:
-                self.samples.append({"time": time.time(), "text": text})
+                self.samples.append(sample)
             self.done.wait(self.interval)
 
     def take(self) -> list[dict[str, Any]]:
