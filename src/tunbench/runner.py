@@ -142,8 +142,10 @@ def open_topology(exp: Experiment) -> topology.Topology | None:
         t.impls = implchoice.choose(exp, {n: t.view(n) for n in ("a", "b")})
         return site_tools(exp, t.impls), site_kernel(exp, t.impls)
 
+    changing = [o.name for o in exp.offloads if o.settings]
     topo.open(mtus=exp.all_mtus(), shaping=bool(exp.rate or exp.netem),
-              takes_underlay=", ".join(moving), needs_ipv6=", ".join(ipv6), plan=plan)
+              takes_underlay=", ".join(moving), needs_ipv6=", ".join(ipv6), plan=plan,
+              offloads=", ".join(changing))
     return topo
 
 
@@ -496,10 +498,15 @@ def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], 
             if cur.endswith("[fixed]"):
                 res[feat] = "fixed"
                 continue
+            if ifn == site.management_if:   # refused at open; never, whatever the path
+                res[feat] = "refused: the interface carries the SSH session"
+                continue
             r = site.run(["ethtool", "-K", ifn, feat, val], check=False, timeout=10)
             now = read_offloads(site, ifn).get(OFFLOAD_LONG_NAMES.get(feat, feat), "")
             if now.split()[:1] == [val]:
                 res[feat] = "set"
+                # set back at teardown: a host's own NIC keeps its settings after the case
+                site.record_command(tb.ledger, ["ethtool", "-K", ifn, feat, cur.split()[0]])
             else:
                 msg = (r.stdout + r.stderr).strip().replace("\n", " ")
                 res[feat] = f"failed: {msg or 'value stayed ' + now}"

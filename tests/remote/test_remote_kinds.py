@@ -316,3 +316,53 @@ def test_datapath_daemon_dying_on_a_host_fails_the_case(hosts: SshHosts,
     assert "exited with code -9" in err, err
     assert time.monotonic() - started < 60        # at once, not after iperf3's own timeout
     assert_clean(hosts)
+
+
+# ---- --offloads on remote sites ------------------------------------------------------------
+def offload_experiment(hosts: SshHosts, sites: dict[str, Any]) -> spec.Experiment:
+    return spec.build({"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
+                       "tunnel": [{"kind": "vxlan"}], "workload": [{"name": "stream"}],
+                       "offloads": [{"name": "default"},
+                                    {"name": "no-tso-gro", "tso": "off", "gro": "off"}],
+                       "sites": {"ssh_config": str(hosts.ssh_config), **sites}}, "test")
+
+
+def test_offloads_on_the_ssh_interface_are_refused(hosts: SshHosts, tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as err:
+        run_campaign(offload_experiment(hosts, {"a": "h1", "b": "h2"}), tmp_path / "r")
+    line = err.value.one_line()
+    assert "refusing --offloads no-tso-gro on" in line and "carries the SSH session" in line
+    assert "\n" not in line
+    assert_clean(hosts)
+
+
+def test_offloads_on_each_hosts_devices_and_set_back(hosts: SshHosts,
+                                                     second_link: tuple[str, str],
+                                                     tmp_path: Path) -> None:
+    """ethtool -K on each host's underlay (a link apart from the SSH path) and tunnel device,
+    over the agent; the host's own underlay gets its features back after the case."""
+    u1, u2 = second_link
+    feats = ("tcp-segmentation-offload", "generic-receive-offload")
+
+    def features(name: str, ifn: str) -> dict[str, str]:
+        text = proc.run(["ethtool", "-k", ifn], netns=hosts.hosts[name].netns).stdout
+        return {k: v for k, _, v in (ln.strip().partition(": ") for ln in text.splitlines())
+                if k in feats}
+
+    before = {n: features(n, i) for n, i in (("h1", u1), ("h2", u2))}
+    sites = {"a": {"target": "h1", "underlay_if": u1, "underlay4": "192.0.2.1"},
+             "b": {"target": "h2", "underlay_if": u2, "underlay4": "192.0.2.2"}}
+    cases = run_campaign(offload_experiment(hosts, sites), tmp_path / "r").store.read_cases()
+    assert [c["status"] for c in cases] == ["ok", "ok"], [c.get("error") for c in cases]
+    varied = next(c for c in cases if c["case"]["offloads"]["name"] == "no-tso-gro")
+    req = varied["offloads"]["requested"]
+    assert {f"h1/{u1}", f"h2/{u2}"} <= set(req) and len(req) == 4, req   # + tunnel devices
+    for host, dev in (("h1", u1), ("h2", u2)):   # a veth has TSO on: really changed there
+        assert before[host]["tcp-segmentation-offload"] == "on", before
+        assert req[f"{host}/{dev}"]["tso"] == "set", req
+        assert req[f"{host}/{dev}"]["gro"] in ("set", "unchanged"), req
+        applied = varied["offloads"]["applied"][f"{host}/{dev}"]
+        assert applied["tcp-segmentation-offload"].startswith("off"), applied
+    assert varied["metrics"]["throughput"]["value"] > 5
+    assert {n: features(n, i) for n, i in (("h1", u1), ("h2", u2))} == before
+    assert_clean(hosts, keep=second_link)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,7 @@ from tunbench import proc, spec
 from tunbench.errors import SpecError, TunbenchError, UnavailableError
 from tunbench.remote.transport import Connection
 from tunbench.runner import run_campaign
-from tunbench.testbed import names, netlink
-from tunbench.testbed.ledger import Ledger
+from tunbench.testbed import netlink
 from tunbench.workloads import loadgen
 
 pytestmark = pytest.mark.netns
@@ -293,22 +291,6 @@ def test_cleanup_site_sweeps_what_a_killed_agent_left(hosts: SshHosts) -> None:
 
 
 # ---- OVS userspace datapath: it takes the underlay, so never the SSH interface -----------------
-@pytest.fixture
-def second_link(hosts: SshHosts) -> Iterator[tuple[str, str]]:
-    """A second link between the two hosts, for an underlay apart from the SSH path (the
-    test's own setup, inside the host namespaces it created)."""
-    rid = names.new_run_id({hosts.run_id})
-    u1, u2 = names.link_name(rid, "u1"), names.link_name(rid, "u2")
-    h1, h2 = hosts.hosts["h1"].netns, hosts.hosts["h2"].netns
-    with Ledger(rid, journal=False) as ledger:
-        netlink.add_veth(u1, h1, u2, h2)
-        ledger.link(u1, h1)
-        for ns, ifn, addr in ((h1, u1, "192.0.2.1/24"), (h2, u2, "192.0.2.2/24")):
-            netlink.add_addr(ns, ifn, addr)
-            netlink.set_link(ns, ifn, state="up")
-        yield u1, u2
-
-
 def test_ovs_userspace_on_the_ssh_interface_is_refused(hosts: SshHosts, tmp_path: Path) -> None:
     exp = experiment(hosts, ["ovs-vxlan"], ["stream"])
     with pytest.raises(SpecError) as err:

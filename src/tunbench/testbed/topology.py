@@ -233,19 +233,20 @@ class Topology:
              kernel: dict[str, list[str]] | None = None, shaping: bool = False,
              takes_underlay: str = "", needs_ipv6: str = "",
              plan: Callable[[Topology], tuple[dict[str, list[str]], dict[str, list[str]]]]
-             | None = None) -> None:
+             | None = None, offloads: str = "") -> None:
         """Connect and check everything; `tools` and `kernel` (option -> what needs it) must
         be on every site; `takes_underlay` names a tunnel that moves the underlay's addresses
         (OVS userspace datapath); `needs_ipv6` names tunnels that run over an IPv6 underlay
         (srv6, underlay=6): every site must then have its underlay6 given; `plan`, called
         once connected, decides from the sites themselves (impl=auto, see implchoice) and
-        returns the tools and kernel options, replacing `tools` and `kernel`."""
+        returns the tools and kernel options, replacing `tools` and `kernel`; `offloads`
+        names offload variants that change features with ethtool -K."""
         self._check_ipv6(needs_ipv6)
         try:
             for ep in self.endpoints.values():
                 ep.connect()
             self._resolve()
-            self._check_management(mtus, shaping, takes_underlay)
+            self._check_management(mtus, shaping, takes_underlay, offloads)
             if plan is not None:
                 tools, kernel = plan(self)
             self._check_tools(tools or {}, kernel or {})
@@ -321,7 +322,7 @@ class Topology:
                                            spec.underlay6, mgmt_dev)
 
     def _check_management(self, mtus: tuple[int, ...], shaping: bool,
-                          takes_underlay: str = "") -> None:
+                          takes_underlay: str = "", offloads: str = "") -> None:
         """Refuse, before any change, what would touch the path carrying the SSH session."""
         for name, r in self.resolved.items():
             spec = self.specs[name]
@@ -342,6 +343,12 @@ class Topology:
                                     f"({spec.target}): it carries the SSH session (its MTU "
                                     f"is {current})", f"use --mtu {current}, or give "
                                     f"sites.{name}.underlay_if another interface")
+            if offloads:
+                raise SpecError(f"refusing --offloads {offloads} on {r.dev} of site {name} "
+                                f"({spec.target}): it carries the SSH session (ethtool -K "
+                                "resets the link on many NICs)",
+                                f"give sites.{name}.underlay_if another interface, or "
+                                "measure without offload variants")
             if shaping:
                 raise SpecError(f"refusing --rate/--delay/--loss on {r.dev} of site {name} "
                                 f"({spec.target}): it carries the SSH session",
