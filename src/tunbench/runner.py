@@ -426,6 +426,10 @@ def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, Any]:
         cpu_pct_total = cpu["busy_avg"] * max(len(cpu["cores"]) - 1, 1)  # % of one core
         res["cpu_per_gbit"] = Metric(cpu_pct_total / (tput.value / 1000.0),
                                      "% of a core per Gbit/s", False).to_dict()
+        for name, site_cpu in (cpu.get("sites") or {}).items():   # each end on its host
+            pct = site_cpu["busy_avg"] * max(len(site_cpu["cores"]) - 1, 1)
+            res[f"cpu_per_gbit_{name}"] = Metric(pct / (tput.value / 1000.0),
+                                                 "% of a core per Gbit/s", False).to_dict()
     return res
 
 

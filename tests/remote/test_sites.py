@@ -82,7 +82,14 @@ def test_native_stream_latency_between_hosts(hosts: SshHosts, tmp_path: Path) ->
     r = proc.run([sys.executable, "-m", "tunbench", "report", str(tmp_path / "r")],
                  check=False, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "r" / "report" / "index.html").stat().st_size > 1000
+    page = (tmp_path / "r" / "report" / "index.html").read_text()
+    # per-end CPU: each end's cost in the take-aways and the CPU figures, never one figure
+    assert "cpu_per_gbit_a" in stream["vxlan"]["metrics"]
+    assert "cpu_per_gbit_b" in stream["vxlan"]["metrics"]
+    assert "on the sender (site a), per Gbit/s" in page
+    assert "on the receiver (site b), per Gbit/s" in page
+    assert "each end&#x27;s CPU apart" in page or "each end's CPU apart" in page
+    assert "receiver (site b)" in page
 
 
 def test_wireguard_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
