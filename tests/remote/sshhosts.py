@@ -9,6 +9,7 @@ Layout (every name tb-prefixed, every object in a ledger, removed at teardown):
     tb-<rid>-h1 (tb<rid>h1 .11)   tb-<rid>-h2 (tb<rid>h2 .12)   each: sshd with its own host key
 
 N is the first of 198.18.200..249 (RFC 2544 benchmarking range) that has no route here yet;
+each host also has fd54:6200:N::1x/64 (ULA) on its link: the IPv6 underlay for srv6;
 the local testbed uses 198.18.0.0/24 and 198.18.1.0/24 inside its namespaces only.
 Each sshd runs with a private tmpfs on /run (tunbench.privrun), so /run/tunbench on a "host"
 is that host's own and invisible from the root namespace, and one on /root, so a session
