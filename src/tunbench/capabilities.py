@@ -3,17 +3,25 @@
 Tunnel drivers and workloads state their requirements as a list of `Missing` records, so
 `tunbench list` / `doctor` can explain exactly what is absent and how to fix it, and a run can
 refuse before anything on the system is touched.
+
+The same questions can be asked of another host: inside `viewing(view)`, kernel_missing and
+tool_missing answer from `view` (a remote site's kernel configuration and PATH, read by its
+agent), so a driver's `resolve_impl` and `requirements` judge that host without knowing it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import os
 import platform
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from . import proc
 
@@ -26,6 +34,40 @@ class Missing:
 
     def one_line(self) -> str:
         return f"{self.what}: {self.why} ({self.fix})"
+
+
+class HostView(Protocol):
+    """Another host, as capability checks see it."""
+
+    where: str       # "site b (root@gw2)"
+    release: str     # its kernel release
+
+    def kernel_config(self) -> dict[str, str] | None: ...
+
+    def has_tool(self, tool: str) -> bool: ...
+
+
+_VIEW: ContextVar[HostView | None] = ContextVar("tunbench_host_view", default=None)
+
+
+@contextlib.contextmanager
+def viewing(view: HostView | None) -> Iterator[None]:
+    """Answer capability questions from `view` (None: this host) inside the block."""
+    token = _VIEW.set(view)
+    try:
+        yield
+    finally:
+        _VIEW.reset(token)
+
+
+def _view_kernel_missing(view: HostView, option: str, feature: str) -> Missing | None:
+    """On another host: y or m counts (its modules are loaded on demand there); a
+    configuration that cannot be read is not judged (as the site checks do)."""
+    conf = view.kernel_config()
+    if conf is None or conf.get(option) in ("y", "m"):
+        return None
+    return Missing(f"kernel {option}", f"{feature} is not in the kernel of {view.where} "
+                   f"({view.release})", "use a kernel built with it on that host")
 
 
 @functools.lru_cache(maxsize=1)
@@ -70,6 +112,9 @@ def _modules_loadable() -> bool:
 
 def kernel_missing(option: str, feature: str, module: str | None = None) -> Missing | None:
     """None if the kernel has `option` built in (or as a loadable module present on disk)."""
+    view = _VIEW.get()
+    if view is not None:
+        return _view_kernel_missing(view, option, feature)
     conf = kernel_config()
     if conf is None:
         # Unknown configuration: trust a module on disk or a module already loaded.
@@ -95,7 +140,8 @@ def kernel_missing(option: str, feature: str, module: str | None = None) -> Miss
 
 
 def tool_missing(tool: str, purpose: str = "") -> Missing | None:
-    if proc.which(tool):
+    view = _VIEW.get()
+    if view.has_tool(tool) if view is not None else proc.which(tool):
         return None
     pkg = proc.package_for(tool)
     return Missing(f"tool {tool}", f"not installed{': ' + purpose if purpose else ''}",

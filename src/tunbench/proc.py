@@ -41,7 +41,14 @@ TOOL_PACKAGES: dict[str, str] = {
     "nft": "nftables",
 }
 
-SBIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/lib/ipsec", "/usr/lib/openssh")
+SBIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/lib/ipsec", "/usr/lib/openssh",
+             "/usr/libexec/strongswan", "/usr/libexec/ipsec")
+# The same search as which(), on another host (constant; the tools are its arguments): one
+# line per tool, its full path or "-".
+WHICH_SH = ('for t; do p=$(command -v "$t" 2>/dev/null); if [ -z "$p" ]; then p=-; '
+            'for d in ' + " ".join(SBIN_DIRS) + '; do '
+            'if [ -f "$d/$t" ] && [ -x "$d/$t" ]; then p="$d/$t"; break; fi; done; fi; '
+            'echo "$p"; done')
 
 
 def which(tool: str) -> str | None:

@@ -8,13 +8,14 @@ campaign can be resumed: cases already recorded are kept as they are.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import interrupts, proc, tunnels, workloads
+from . import implchoice, interrupts, proc, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
 from .chain import build as chain_build
 from .chain import hops as chain_hops
@@ -99,10 +100,13 @@ def _inner_mtu_problems(exp: Experiment, missing: list[str]) -> None:
                                "inside the tunnel (raise the MTU)")
 
 
-def site_tools(exp: Experiment) -> dict[str, list[str]]:
-    """Tools every site must have for this experiment: tool -> what needs it."""
+def site_tools(exp: Experiment, impls: dict[str, implchoice.Choice] | None = None
+               ) -> dict[str, list[str]]:
+    """Tools every site must have for this experiment: tool -> what needs it (`impls`: the
+    implementations chosen from the sites themselves, for tunnels left on auto)."""
     out: dict[str, list[str]] = {}
     for t in exp.tunnels:
+        t = implchoice.apply(t, impls or {})
         drv = tunnels.get(t.kind)
         for tool in drv.declared(drv.resolve_impl(t.params)).tools:
             out.setdefault(tool.name, []).append(f"tunnel {t.kind}")
@@ -114,10 +118,12 @@ def site_tools(exp: Experiment) -> dict[str, list[str]]:
     return out
 
 
-def site_kernel(exp: Experiment) -> dict[str, list[str]]:
+def site_kernel(exp: Experiment, impls: dict[str, implchoice.Choice] | None = None
+                ) -> dict[str, list[str]]:
     """Kernel options every site must have: option -> the tunnels that need it."""
     out: dict[str, list[str]] = {}
     for t in exp.tunnels:
+        t = implchoice.apply(t, impls or {})
         drv = tunnels.get(t.kind)
         for k in drv.declared(drv.resolve_impl(t.params)).kernel:
             out.setdefault(k.option, []).append(drv.display(t.params, t.label))
@@ -133,8 +139,17 @@ def open_topology(exp: Experiment) -> topology.Topology | None:
     topo = topology.Topology(exp.sites, topology.SshOptions(config_file=cfg))
     moving = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
               if tunnels.get(t.kind).moves_underlay(t.params)]
-    topo.open(mtus=exp.all_mtus(), tools=site_tools(exp), kernel=site_kernel(exp),
-              shaping=bool(exp.rate or exp.netem), takes_underlay=", ".join(moving))
+    ipv6 = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
+            if tunnels.get(t.kind).family(t.params) == 6]
+
+    def plan(t: topology.Topology) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        t.impls = implchoice.choose(exp, {n: t.view(n) for n in ("a", "b")})
+        return site_tools(exp, t.impls), site_kernel(exp, t.impls)
+
+    changing = [o.name for o in exp.offloads if o.settings]
+    topo.open(mtus=exp.all_mtus(), shaping=bool(exp.rate or exp.netem),
+              takes_underlay=", ".join(moving), needs_ipv6=", ".join(ipv6), plan=plan,
+              offloads=", ".join(changing))
     return topo
 
 
@@ -211,6 +226,9 @@ def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], tod
     outcome = CampaignOutcome(store, dict(done))
     try:
         for case in todo:
+            if topo is not None and topo.impls:   # impl=auto as the sites decided
+                case = dataclasses.replace(case, tunnel=implchoice.apply(case.tunnel,
+                                                                         topo.impls))
             reporter.case_start(case)
             doc = run_case(exp, case, reporter.phase, topo)
             unreachable = _heal(topo, doc)
@@ -311,7 +329,7 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         if "chain" in tb.notes:   # per-hop figures: idle probe, counters around the workload
             hopwatch = chain_hops.HopWatch(tb)
             hopwatch.start()
-        watch = DatapathWatch(ep, ledger)
+        watch = DatapathWatch(ep, ledger, {s.name: s for s in tb.sites()})
         with watch:
             out = wl.run(ctx, case.workload.params)
         if hopwatch is not None:
@@ -424,6 +442,10 @@ def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, Any]:
         cpu_pct_total = cpu["busy_avg"] * max(len(cpu["cores"]) - 1, 1)  # % of one core
         res["cpu_per_gbit"] = Metric(cpu_pct_total / (tput.value / 1000.0),
                                      "% of a core per Gbit/s", False).to_dict()
+        for name, site_cpu in (cpu.get("sites") or {}).items():   # each end on its host
+            pct = site_cpu["busy_avg"] * max(len(site_cpu["cores"]) - 1, 1)
+            res[f"cpu_per_gbit_{name}"] = Metric(pct / (tput.value / 1000.0),
+                                                 "% of a core per Gbit/s", False).to_dict()
     return res
 
 
@@ -496,10 +518,15 @@ def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], 
             if cur.endswith("[fixed]"):
                 res[feat] = "fixed"
                 continue
+            if ifn == site.management_if:   # refused at open; never, whatever the path
+                res[feat] = "refused: the interface carries the SSH session"
+                continue
             r = site.run(["ethtool", "-K", ifn, feat, val], check=False, timeout=10)
             now = read_offloads(site, ifn).get(OFFLOAD_LONG_NAMES.get(feat, feat), "")
             if now.split()[:1] == [val]:
                 res[feat] = "set"
+                # set back at teardown: a host's own NIC keeps its settings after the case
+                site.record_command(tb.ledger, ["ethtool", "-K", ifn, feat, cur.split()[0]])
             else:
                 msg = (r.stdout + r.stderr).strip().replace("\n", " ")
                 res[feat] = f"failed: {msg or 'value stayed ' + now}"

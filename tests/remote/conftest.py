@@ -10,7 +10,8 @@ from sshhosts import SshHosts, build
 
 from tunbench import proc
 from tunbench.remote.transport import Connection
-from tunbench.testbed import netlink
+from tunbench.testbed import names, netlink
+from tunbench.testbed.ledger import Ledger
 
 pytestmark = pytest.mark.netns
 
@@ -43,3 +44,19 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
         assert not errors, errors
         assert not left, f"namespaces left behind: {left}"
         assert not links, f"root links left behind: {links}"
+
+
+@pytest.fixture
+def second_link(hosts: SshHosts) -> Iterator[tuple[str, str]]:
+    """A second link between the two hosts, for an underlay apart from the SSH path (the
+    test's own setup, inside the host namespaces it created)."""
+    rid = names.new_run_id({hosts.run_id})
+    u1, u2 = names.link_name(rid, "u1"), names.link_name(rid, "u2")
+    h1, h2 = hosts.hosts["h1"].netns, hosts.hosts["h2"].netns
+    with Ledger(rid, journal=False) as ledger:
+        netlink.add_veth(u1, h1, u2, h2)
+        ledger.link(u1, h1)
+        for ns, ifn, addr in ((h1, u1, "192.0.2.1/24"), (h2, u2, "192.0.2.2/24")):
+            netlink.add_addr(ns, ifn, addr)
+            netlink.set_link(ns, ifn, state="up")
+        yield u1, u2

@@ -9,6 +9,7 @@ Layout (every name tb-prefixed, every object in a ledger, removed at teardown):
     tb-<rid>-h1 (tb<rid>h1 .11)   tb-<rid>-h2 (tb<rid>h2 .12)   each: sshd with its own host key
 
 N is the first of 198.18.200..249 (RFC 2544 benchmarking range) that has no route here yet;
+each host also has fd54:6200:N::1x/64 (ULA) on its link: the IPv6 underlay for srv6;
 the local testbed uses 198.18.0.0/24 and 198.18.1.0/24 inside its namespaces only.
 Each sshd runs with a private tmpfs on /run (tunbench.privrun), so /run/tunbench on a "host"
 is that host's own and invisible from the root namespace, and one on /root, so a session
@@ -55,6 +56,7 @@ class Host:
     name: str            # "h1": also its Host alias in the private ssh config
     netns: str
     addr: str
+    addr6: str           # on the same link (the underlay of IPv6 tunnels: srv6)
     dir: Path            # private 0700 directory with this host's key, config and log
     ledger: Ledger
     sshd: proc.Process | None = None
@@ -254,11 +256,14 @@ def _build_network(hosts: SshHosts, count: int) -> None:
         netlink.set_link(mgmt, port, master=_idx(mgmt, br), state="up")
         addr = str(net.network_address + 10 + i)
         netlink.add_addr(ns, inner, f"{addr}/24")
+        # a ULA: outside the tunnels' inner range 2001:2::/48, so no inner route shadows it
+        addr6 = f"fd54:6200:{net.network_address.packed[2]}::{10 + i}"
+        netlink.add_addr(ns, inner, f"{addr6}/64")
         netlink.set_link(ns, inner, state="up")
         netlink.set_link(ns, "lo", state="up")
         hdir = hosts.dir / name
         hdir.mkdir(mode=0o700)
-        hosts.hosts[name] = Host(name, ns, addr, hdir, ledger)
+        hosts.hosts[name] = Host(name, ns, addr, addr6, hdir, ledger)
     _wait_reachable(hosts)
 
 

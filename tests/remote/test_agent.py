@@ -236,3 +236,30 @@ def test_clock_offset_between_sites(agent: Agent) -> None:
     offset, rtt = agent.clock_offset(samples=7)
     assert 0 < rtt < 1.0
     assert abs(offset) <= rtt / 2 + 0.002, (offset, rtt)
+
+
+def test_private_run_mounts_stay_the_daemons_own(agent: Agent) -> None:
+    """spawn(private=...): the program sees a fresh tmpfs on /run (with the kept directory
+    bind-mounted back and the asked one made), the same PID the agent journaled; the host's
+    /run is untouched. tbagent.privrun refuses to mount outside a new mount namespace."""
+    state = str(agent.hello["state"])
+    marker = f"{state}/marker"
+    agent.write_file(marker, b"kept\n")
+    p = agent.spawn(["sh", "-c", 'ls -A /run; cat "$0"; echo pid $$; sleep 30', marker],
+                    f"{state}/priv.log",
+                    private={"tmpfs": ["/run"], "mkdir": ["/run/tb-made"], "keep": [state]})
+    deadline = time.monotonic() + 10
+    while "pid" not in (out := agent.read_file(f"{state}/priv.log").decode()):
+        assert time.monotonic() < deadline, out
+        time.sleep(0.05)
+    seen = out.split()
+    assert "kept" in seen and f"pid {p.pid}" in out          # exec kept the PID
+    # a fresh /run: the kept directory's parent, the one made, and mount(8)'s own utab dir
+    assert {"tunbench", "tb-made"} <= set(seen[:seen.index("kept")]) <= {
+        "tunbench", "tb-made", "mount"}, out
+    assert agent.run(["test", "-e", "/run/tb-made"], check=False).returncode == 1   # host's
+    assert agent.run(["ls", "/run/sshd"]).ok                  # the host's /run as it was
+    p.stop()
+    bad = agent.run(["env", f"PYTHONPATH={state}/agent.pyz", "python3", "-m",
+                     "tbagent.privrun", "--tmpfs", "/run", "--", "true"], check=False)
+    assert bad.returncode == 2 and "refusing to mount" in bad.stderr, bad

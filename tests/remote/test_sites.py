@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,7 @@ from tunbench import proc, spec
 from tunbench.errors import SpecError, TunbenchError, UnavailableError
 from tunbench.remote.transport import Connection
 from tunbench.runner import run_campaign
-from tunbench.testbed import names, netlink
-from tunbench.testbed.ledger import Ledger
+from tunbench.testbed import netlink
 from tunbench.workloads import loadgen
 
 pytestmark = pytest.mark.netns
@@ -84,7 +82,14 @@ def test_native_stream_latency_between_hosts(hosts: SshHosts, tmp_path: Path) ->
     r = proc.run([sys.executable, "-m", "tunbench", "report", str(tmp_path / "r")],
                  check=False, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "r" / "report" / "index.html").stat().st_size > 1000
+    page = (tmp_path / "r" / "report" / "index.html").read_text()
+    # per-end CPU: each end's cost in the take-aways and the CPU figures, never one figure
+    assert "cpu_per_gbit_a" in stream["vxlan"]["metrics"]
+    assert "cpu_per_gbit_b" in stream["vxlan"]["metrics"]
+    assert "on the sender (site a), per Gbit/s" in page
+    assert "on the receiver (site b), per Gbit/s" in page
+    assert "each end&#x27;s CPU apart" in page or "each end's CPU apart" in page
+    assert "receiver (site b)" in page
     # the decision summary too, and advise pools it with a local campaign round by round
     advice = json.loads((tmp_path / "r" / "report" / "advice.json").read_text())
     vx = next(m for m in advice["summary"] if m["method"] == "vxlan")
@@ -270,11 +275,18 @@ def test_doctor_site(hosts: SshHosts) -> None:
     assert doc["root"] is True and doc["kernel"] and doc["tools"]["ip"] is True
     assert doc["tunnels"]["vxlan"]["available"] in (True, False)
     assert set(doc["tunnels"]["wireguard"]["variants"]) == {"kernel", "go"}
+    # impl=auto as that host alone decides it (this kernel: no wireguard module -> go)
+    from tunbench.tunnels import wireguard
+    assert doc["tunnels"]["wireguard"]["auto"] == ("kernel" if wireguard.kernel_has_wireguard()
+                                                   else "go")
+    assert doc["tunnels"]["ovs-vxlan"]["auto"] in ("system", "netdev")
+    assert doc["tunnels"]["vxlan"]["auto"] is None
     for why in doc["tunnels"]["wireguard"]["variants"].values():   # reasons carry the fix
         assert all(("install" in w or "kernel" in w) for w in why), why
     r = proc.run(tb + ["doctor", "--site", "h1", "--ssh-config", str(hosts.ssh_config)],
                  check=False, timeout=60)
     assert r.returncode == 0 and r.stdout.startswith("h1 (") and "tunnel kinds:" in r.stdout
+    assert "[auto: " in r.stdout
     assert_clean(hosts)
 
 
@@ -299,22 +311,6 @@ def test_cleanup_site_sweeps_what_a_killed_agent_left(hosts: SshHosts) -> None:
 
 
 # ---- OVS userspace datapath: it takes the underlay, so never the SSH interface -----------------
-@pytest.fixture
-def second_link(hosts: SshHosts) -> Iterator[tuple[str, str]]:
-    """A second link between the two hosts, for an underlay apart from the SSH path (the
-    test's own setup, inside the host namespaces it created)."""
-    rid = names.new_run_id({hosts.run_id})
-    u1, u2 = names.link_name(rid, "u1"), names.link_name(rid, "u2")
-    h1, h2 = hosts.hosts["h1"].netns, hosts.hosts["h2"].netns
-    with Ledger(rid, journal=False) as ledger:
-        netlink.add_veth(u1, h1, u2, h2)
-        ledger.link(u1, h1)
-        for ns, ifn, addr in ((h1, u1, "192.0.2.1/24"), (h2, u2, "192.0.2.2/24")):
-            netlink.add_addr(ns, ifn, addr)
-            netlink.set_link(ns, ifn, state="up")
-        yield u1, u2
-
-
 def test_ovs_userspace_on_the_ssh_interface_is_refused(hosts: SshHosts, tmp_path: Path) -> None:
     exp = experiment(hosts, ["ovs-vxlan"], ["stream"])
     with pytest.raises(SpecError) as err:

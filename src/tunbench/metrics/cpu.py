@@ -257,6 +257,11 @@ class SplitSampler:
         if site is not None and site in self.samplers:
             self.samplers[site].track(pid, label)
 
+    def track_kernel_threads(self, prefix: str = "ksoftirqd/") -> None:
+        """The kernel threads `prefix`N of every site's host, each on its own."""
+        for s in self.samplers.values():
+            s.track_kernel_threads(prefix)
+
     def start(self) -> SplitSampler:
         for s in self.samplers.values():
             s.start()
@@ -267,5 +272,15 @@ class SplitSampler:
         for r in records.values():
             r.shared_by_sites = False
         first = records[self.first]
-        top = CpuRecord(first.interval_s, first.samples, first.processes, False, records)
-        return top
+        return CpuRecord(first.interval_s, first.samples, merge_processes(records), False,
+                         records)
+
+
+def merge_processes(records: dict[str, CpuRecord]) -> dict[str, dict[str, Any]]:
+    """Every site's tracked processes in one table, each entry naming its site (a PID or a
+    ksoftirqd/N name can be on both hosts: the second one's key then ends in @site)."""
+    out: dict[str, dict[str, Any]] = {}
+    for site, rec in records.items():
+        for key, entry in rec.processes.items():
+            out[key if key not in out else f"{key}@{site}"] = {**entry, "site": site}
+    return out

@@ -16,11 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import doctor, proc, tunnels
-from ..testbed.topology import install_command
+from ..capabilities import viewing
+from ..testbed.topology import AgentView, install_command
 from .agent.client import Agent
 from .transport import Connection, SshOptions
-
-WHICH_SH = 'for t; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
 
 
 def report(target: str, options: SshOptions | None = None) -> dict[str, Any]:
@@ -37,9 +36,10 @@ def _report(target: str, agent: Agent) -> dict[str, Any]:
     rel = agent.run(["cat", "/etc/os-release"], check=False, timeout=10).stdout
     install = install_command(rel)
     tools = doctor.doctor_tools()
-    missing = set(agent.run(["sh", "-c", WHICH_SH, "tb-which", *tools], timeout=30)
-                  .stdout.split())
+    found = agent.run(["sh", "-c", proc.WHICH_SH, "tb-which", *tools], timeout=30).stdout.split()
+    missing = {t for t, p in zip(tools, found) if p == "-"}
     conf = agent.kernel_config()
+    view = AgentView(target, agent)
 
     def absent(option: str) -> bool:
         return conf is not None and conf.get(option, "n") not in ("y", "m")
@@ -57,7 +57,8 @@ def _report(target: str, agent: Agent) -> dict[str, Any]:
             rows[impl or kind] = why
         kinds[kind] = {"summary": drv.summary, "available": any(not w for w in rows.values()),
                        "variants": rows if impls != [None] else None,
-                       "reasons": rows[kind] if impls == [None] else []}
+                       "reasons": rows[kind] if impls == [None] else [],
+                       "auto": auto_impl(drv, view) if impls != [None] else None}
     return {
         "format": "tunbench-doctor-site", "format_version": 1, "target": target,
         "hostname": h.get("hostname"), "kernel": h.get("kernel"), "machine": h.get("machine"),
@@ -70,6 +71,14 @@ def _report(target: str, agent: Agent) -> dict[str, Any]:
     }
 
 
+def auto_impl(drv: Any, view: AgentView) -> str:
+    """What impl=auto (datapath=auto) chooses on that host alone: the driver's own choice,
+    asked of that host's kernel and tools (a run between two hosts also needs the other
+    to agree, see implchoice)."""
+    with viewing(view):
+        return str(drv.resolve_impl(drv.default_params()))
+
+
 def format_table(doc: dict[str, Any]) -> str:
     lines = [f"{doc['target']} ({doc['hostname']}): kernel {doc['kernel']} {doc['machine']}, "
              f"python {doc['python']}, root: {'yes' if doc['root'] else 'NO'}"]
@@ -78,7 +87,9 @@ def format_table(doc: dict[str, Any]) -> str:
     lines += ["", "tunnel kinds:"]
     width = max(len(k) for k in doc["tunnels"]) + 2
     for kind, e in doc["tunnels"].items():
-        lines.append(f"  {kind:<{width}}{'yes' if e['available'] else 'NO ':<5}{e['summary']}")
+        auto = f" [auto: {e['auto']}]" if e.get("auto") else ""
+        lines.append(f"  {kind:<{width}}{'yes' if e['available'] else 'NO ':<5}{e['summary']}"
+                     f"{auto}")
         for r in e["reasons"]:
             lines.append(f"  {'':<{width}}     - {r}")
         for impl, why in (e["variants"] or {}).items():

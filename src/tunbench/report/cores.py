@@ -17,6 +17,10 @@ The process named is read from the per-process CPU the case recorded (the busies
 each tracked process: charon, wireguard-go, ovs-vswitchd, sshd, ksoftirqd, the traffic
 tools).
 
+Sites on separate hosts (`cpu.shared_by_sites: false`) are profiled apart, one profile per
+end (`cpu.sites.a` the sender, `cpu.sites.b` the receiver, each with its own cores and
+processes): a bottleneck is then named with the end it is on.
+
 Pure over the case documents; nothing here asks a registry what a tunnel is.
 """
 
@@ -33,6 +37,7 @@ SATURATED = 85.0      # % busy: the busiest core is (near) full; or a thread thi
 ROOM = 30.0           # points below it another core must stay to call it one-core bound
 THREAD_FULL = 60.0    # % of one core: a thread this busy is named as the core's user
 _PID = re.compile(r"\[\d+\]$")
+ENDS = {"a": "sender (site a)", "b": "receiver (site b)"}
 WRAPPERS = ("ip", "nsenter", "env")   # a comm read before the wrapper exec'd the tool
 
 
@@ -46,6 +51,11 @@ class CoreProfile:
     samples: int
     shared_by_sites: bool
     processes: dict[str, dict[str, float]] = field(default_factory=dict)  # name -> averages
+    site: str = ""    # "a"/"b": one end of sites on separate hosts; "": both (one host)
+
+    @property
+    def end(self) -> str:
+        return ENDS.get(self.site, "")
 
     @property
     def cores(self) -> int:
@@ -73,14 +83,25 @@ def _ranked(samples: list[dict[str, Any]]) -> list[list[dict[str, float]]]:
     return out
 
 
+def _ends(d: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(site, cpu record) of each end of a case: both ends apart when the sites were
+    separate hosts, else ("", the case's one record)."""
+    cpu = d.get("cpu") or {}
+    sites = cpu.get("sites") or {}
+    if cpu.get("shared_by_sites") is False and sites:
+        return sorted((name, rec) for name, rec in sites.items() if rec.get("samples"))
+    return [("", cpu)] if cpu.get("samples") else []
+
+
 def profiles(c: Campaign) -> list[CoreProfile]:
-    found: dict[tuple[str, Scenario], list[dict[str, Any]]] = {}
+    found: dict[tuple[str, Scenario, str], list[dict[str, Any]]] = {}
     for d in c.ok:
-        if (d.get("cpu") or {}).get("samples"):
-            found.setdefault((data.tunnel(d), data.scenario(d)), []).append(d)
+        for site, rec in _ends(d):
+            found.setdefault((data.tunnel(d), data.scenario(d), site), []).append(
+                {**rec, "shared_by_sites": (d.get("cpu") or {}).get("shared_by_sites")})
     out = []
-    for (tun, scen), docs in found.items():
-        ticks = [t for d in docs for t in _ranked(d["cpu"]["samples"])]
+    for (tun, scen, site), docs in found.items():
+        ticks = [t for d in docs for t in _ranked(d["samples"])]
         n = min((len(t) for t in ticks), default=0)
         if n == 0:
             continue
@@ -92,7 +113,7 @@ def profiles(c: Campaign) -> list[CoreProfile]:
         procs: dict[str, list[float]] = {}   # name -> [total, busiest thread], summed
         for d in docs:
             seen: dict[str, list[float]] = {}
-            for label, e in (d["cpu"].get("processes") or {}).items():
+            for label, e in (d.get("processes") or {}).items():
                 total = float(e.get("pct_of_one_core", 0.0))
                 thread = float(e.get("busiest_thread_pct", min(total, 100.0)))
                 cur = seen.setdefault(_process_name(label, e), [0.0, 0.0])
@@ -105,11 +126,12 @@ def profiles(c: Campaign) -> list[CoreProfile]:
         avg = {name: {"pct_of_one_core": t / len(docs), "busiest_thread_pct": b / len(docs)}
                for name, (t, b) in procs.items()}
         out.append(CoreProfile(tun, scen, busy, parts, len(ticks),
-                               any(d["cpu"].get("shared_by_sites") for d in docs), avg))
+                               any(d.get("shared_by_sites") for d in docs), avg, site))
     order = c.tunnels()
     return sorted(out, key=lambda p: (c.scenarios().index(p.scenario)
                                       if p.scenario in c.scenarios() else 0,
-                                      order.index(p.tunnel) if p.tunnel in order else 0))
+                                      order.index(p.tunnel) if p.tunnel in order else 0,
+                                      p.site))
 
 
 @dataclass(frozen=True)
@@ -122,6 +144,7 @@ class Bottleneck:
     softirq: float            # % of the busiest core in irq + softirq
     process: str | None       # who used it, from the recorded per-process CPU
     process_pct: float        # its busiest thread, % of one core
+    site: str = ""            # the end it is on (sites on separate hosts), else ""
 
 
 def user_of_core(p: CoreProfile) -> tuple[str | None, float]:
@@ -146,7 +169,7 @@ def bottleneck(p: CoreProfile) -> Bottleneck | None:
     else:
         return None
     return Bottleneck(p.tunnel, p.scenario, sig, p.busy[0], p.busy[-1], p.parts[0]["softirq"],
-                      name, pct)
+                      name, pct, p.site)
 
 
 def bottlenecks(c: Campaign) -> list[Bottleneck]:

@@ -212,33 +212,43 @@ def series_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
 
 # -- 2. CPU bars with min/max whiskers -----------------------------------------------------
 
+def _cpu_ends(docs: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(site, each case's CPU record of that end): the sender and the receiver apart when
+    every case ran on separate hosts (cpu.sites), else ("", the cases' records)."""
+    cpus = [d["cpu"] for d in docs]
+    if all(cpu.get("shared_by_sites") is False and cpu.get("sites") for cpu in cpus):
+        names = sorted(set.intersection(*(set(cpu["sites"]) for cpu in cpus)))
+        return [(n, [cpu["sites"][n] for cpu in cpus]) for n in names]
+    return [("", cpus)]
+
+
 def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
     for wl in c.workloads():
         scens = [s for s in c.scenarios() if s[0] == wl]
-        bars: list[tuple[str, Scenario, float, float, float]] = []
+        bars: list[tuple[str, Scenario, str, float, float, float]] = []
         for scen in scens:
             for tun in c.tunnels():
                 docs = [d for d in c.ok if data.scenario(d) == scen and data.tunnel(d) == tun
                         and d.get("cpu")]
-                if not docs:
-                    continue
-                avg = sum(d["cpu"]["busy_avg"] for d in docs) / len(docs)
-                # a sample's rounding can land past 0..100%: whiskers show what is possible
-                lo = max(min(d["cpu"]["busy_min"] for d in docs), 0.0)
-                hi = min(max(d["cpu"]["busy_max"] for d in docs), CPU_CEILING)
-                bars.append((tun, scen, avg, lo, hi))
+                for site, recs in _cpu_ends(docs) if docs else []:
+                    avg = sum(r["busy_avg"] for r in recs) / len(recs)
+                    # a sample's rounding can land past 0..100%: whiskers show what is possible
+                    lo = max(min(r["busy_min"] for r in recs), 0.0)
+                    hi = min(max(r["busy_max"] for r in recs), CPU_CEILING)
+                    bars.append((tun, scen, site, avg, lo, hi))
         if not bars:
             continue
         fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(bars) + 1.5), 3.2),
                                layout="constrained")
         labels = []
-        for i, (tun, scen, avg, lo, hi) in enumerate(bars):
-            ax.bar(i, avg, color=pal(tun), width=0.7)
+        for i, (tun, scen, site, avg, lo, hi) in enumerate(bars):
+            ax.bar(i, avg, color=pal(tun), width=0.7, hatch="//" if site == "b" else None)
             ax.errorbar(i, avg, yerr=[[max(avg - lo, 0.0)], [max(hi - avg, 0.0)]], color="k",
                         capsize=4, lw=1)
             _label_in_bar(ax, i, avg, f"{avg:.0f}%")
-            labels.append(tun if len(scens) == 1 else f"{tun}\nMTU {scen[1]}"
-                          + ("" if scen[2] == "default" else f"\n{scen[2]}"))
+            labels.append((tun if len(scens) == 1 else f"{tun}\nMTU {scen[1]}"
+                           + ("" if scen[2] == "default" else f"\n{scen[2]}"))
+                          + (f"\n{cores.ENDS[site].split()[0]}" if site else ""))
         ax.set_xticks(range(len(bars)), labels)
         ax.set_ylim(0, 105)
         ax.set_ylabel("CPU busy (% of all cores)")
@@ -249,6 +259,9 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
               "of the 1 s samples."
         if shared:
             cap += " Both sites share this host's CPUs: this is the cost of both ends."
+        if any(b[2] for b in bars):
+            cap += (" The sites are separate hosts: each end's CPU apart, the sender (site a) "
+                    "and the receiver (site b, hatched), each as % of its own host's cores.")
         yield _save(fig, out, slug("cpu", wl), title, cap)
 
 
@@ -306,6 +319,7 @@ def percore_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             b = cores.bottleneck(p)
             point = c.sweep_point(p.scenario[0]) if swept else None
             labels.append(p.tunnel + (f" · {point[1]}={point[2]}" if point else "")
+                          + (f"\n{p.end}" if p.site else "")
                           + ("\n⚠ one core" if b else ""))
             y += 1
         ax.set_yticks(centers, labels)
@@ -328,6 +342,9 @@ def percore_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             cap += f" Over {MAX_RANKS} cores: the busiest {MAX_RANKS - 1} and the least busy."
         if shared:
             cap += " Both sites share this host's cores: the bars are both ends together."
+        elif any(p.site for p in ps):
+            cap += (" The sites are separate hosts: each end's cores apart, the sender "
+                    "(site a) and the receiver (site b).")
         yield _save(fig, out, slug("cores", *scen), title, cap)
 
 

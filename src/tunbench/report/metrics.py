@@ -22,6 +22,13 @@ EXACT: dict[str, tuple[str, str | None]] = {
     "cpu_busy_min": ("CPU busy, min", "% of all cores"),
     "cpu_busy_max": ("CPU busy, max", "% of all cores"),
     "cpu_per_gbit": ("CPU per Gbit/s", "% of one core per Gbit/s"),
+    # sites on separate hosts: each end on its own host's cores
+    "cpu_busy_a": ("CPU busy, sender (site a)", "% of its host's cores"),
+    "cpu_busy_b": ("CPU busy, receiver (site b)", "% of its host's cores"),
+    "cpu_busy_max_a": ("CPU busy, sender max", "% of its host's cores"),
+    "cpu_busy_max_b": ("CPU busy, receiver max", "% of its host's cores"),
+    "cpu_per_gbit_a": ("CPU per Gbit/s, sender (site a)", "% of one core per Gbit/s"),
+    "cpu_per_gbit_b": ("CPU per Gbit/s, receiver (site b)", "% of one core per Gbit/s"),
     "line_rate_pct": ("Share of line rate", None),
     "process_min": ("Slowest iperf3 pair", None),
     "process_max": ("Fastest iperf3 pair", None),

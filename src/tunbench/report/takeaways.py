@@ -114,21 +114,35 @@ def share_of_native(c: Campaign) -> list[Takeaway]:
     return out
 
 
+# sites on separate hosts: each end's own cost (the case's cpu_per_gbit is the sender's)
+CPU_ENDS = (("cpu_per_gbit_a", "the sender (site a)"), ("cpu_per_gbit_b", "the receiver (site b)"))
+
+
 def cpu_per_gbit(c: Campaign) -> list[Takeaway]:
     """One sentence per scenario: each tunnel's CPU per Gbit/s as a multiple of native's,
-    most expensive first; those whose 95% CIs overlap native's are named together."""
+    most expensive first; those whose 95% CIs overlap native's are named together. Sites on
+    separate hosts: one sentence per end, the sender's and the receiver's CPU apart."""
+    out = []
+    ends = [e for e in CPU_ENDS if any(r.metric == e[0] for r in c.rows)]
+    for metric, end in ends or [("cpu_per_gbit", "")]:
+        out += _cpu_per_gbit(c, metric, end)
+    return out
+
+
+def _cpu_per_gbit(c: Campaign, metric: str, end: str) -> list[Takeaway]:
     out = []
     for scen in c.scenarios():
-        base = c.native_row(scen, "cpu_per_gbit")
+        base = c.native_row(scen, metric)
         if base is None or not base.stats.mean:
             continue
-        rows = [r for r in (c.row(t, scen, "cpu_per_gbit") for t in c.tunnels())
+        rows = [r for r in (c.row(t, scen, metric) for t in c.tunnels())
                 if r is not None and r.kind != "native"]
         if not rows:
             continue
         rows.sort(key=lambda r: -r.stats.mean)
         differ, same, single = [], [], False
-        facts: dict[str, Any] = {"scenario": scen, "native_mean": base.stats.mean, "ratios": {}}
+        facts: dict[str, Any] = {"scenario": scen, "native_mean": base.stats.mean, "ratios": {},
+                                 "metric": metric, "end": end}
         for r in rows:
             ratio = r.stats.mean / base.stats.mean
             facts["ratios"][r.tunnel] = ratio
@@ -145,7 +159,9 @@ def cpu_per_gbit(c: Campaign) -> list[Takeaway]:
         if same:
             parts.append(f"{' and '.join(same)} {'is' if len(same) == 1 else 'are'} "
                          "indistinguishable from native's (95% CIs overlap)")
-        text = (f"In {where(c, scen)}, per Gbit/s (native: {num(base.stats.mean)} {base.unit}): "
+        on = f", on {end}" if end else ""
+        text = (f"In {where(c, scen)}{on}, per Gbit/s (native: {num(base.stats.mean)} "
+                f"{base.unit}): "
                 + "; ".join(parts) + ".")
         if single:
             text += " One run each: no confidence interval, significance not tested."
@@ -399,11 +415,13 @@ def one_core(c: Campaign) -> list[Takeaway]:
     core near full while another has room; naming the process whose thread used it."""
     out = []
     for b in cores.bottlenecks(c):
+        on = f" on its {cores.ENDS[b.site]}" if b.site else ""
         cores_txt = (f"the busiest core averaged {b.busiest:.0f}% busy"
                      + (f" ({b.softirq:.0f}% of it irq + softirq)" if b.softirq >= 20 else "")
                      + f", the least busy {b.least:.0f}%")
         if b.signature == "thread":
-            text = (f"In {where(c, b.scenario)}, {b.tunnel} is bound by one core: {b.process}'s "
+            text = (f"In {where(c, b.scenario)}, {b.tunnel} is bound by one core{on}: "
+                    f"{b.process}'s "
                     f"busiest thread ran at {b.process_pct:.0f}% of a core, as much as one "
                     f"thread can ({cores_txt}).")
         else:
@@ -411,13 +429,14 @@ def one_core(c: Campaign) -> list[Takeaway]:
                    f"{b.process_pct:.0f}% of a core" if b.process else
                    "; no recorded process came near a full core (kernel work: softirq or "
                    "kworkers)")
-            text = f"In {where(c, b.scenario)}, {b.tunnel} is bound by one core: {cores_txt}{who}."
+            text = (f"In {where(c, b.scenario)}, {b.tunnel} is bound by one core{on}: "
+                    f"{cores_txt}{who}.")
         text += (" More cores do not help it; spreading its work does (more tunnels with "
                  "ECMP, tunnels=N, or more flows where the datapath is multi-threaded).")
         out.append(Takeaway("one-core", text, {
             "scenario": b.scenario, "tunnel": b.tunnel, "signature": b.signature,
             "busiest": b.busiest, "least": b.least, "softirq": b.softirq,
-            "process": b.process, "process_pct": b.process_pct}))
+            "process": b.process, "process_pct": b.process_pct, "site": b.site}))
     return out
 
 
@@ -453,6 +472,8 @@ def _merged(topic: str, group: list[tuple[int, Takeaway]], where_txt: str,
         items = ", ".join(f"{tun} {min(r):.2f}-{max(r):.2f}×" for tun, r in
                           sorted(ranges.items(), key=lambda kv: -max(kv[1])))
         xs = list(by_value)
+        end = next(iter(by_value.values())).get("end")
+        where_txt += f", on {end}" if end else ""
         text = (f"In {where_txt}, CPU per Gbit/s as a multiple of native's over {param} "
                 f"{xs[0]}..{xs[-1]} (lowest-highest): {items}.")
     if single:
@@ -472,7 +493,9 @@ def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
             continue
         point = c.sweep_point(scen[0])
         if point:
-            k: Key = (t.topic, point[0], point[1], scen[1], scen[2])
+            # one sentence per sweep and per end (sites on separate hosts)
+            k: Key = (f"{t.topic}|{t.facts.get('end') or ''}", point[0], point[1], scen[1],
+                      scen[2])
             groups.setdefault(k, []).append((point[2], t))
             key_of[id(t)] = k
     out: list[Takeaway] = []
@@ -482,7 +505,8 @@ def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
             out.append(t)
         elif groups[found][0][1] is t:   # the sweep's sentence stands where its first value was
             topic, base, param, mtu, off = found
-            out.append(_merged(topic, groups[found], where(c, (base, mtu, off)), param))
+            out.append(_merged(topic.split("|")[0], groups[found],
+                               where(c, (base, mtu, off)), param))
     return out
 
 

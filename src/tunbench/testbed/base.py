@@ -10,6 +10,7 @@ the Site methods below are the only place where the two differ.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,25 @@ from typing import Any
 from .. import proc
 from .ledger import Ledger
 from .netlink import NetnsLinks
+
+
+@dataclass(frozen=True)
+class PrivateMounts:
+    """Private runtime directories for a daemon whose pid/socket paths are compiled in
+    (charon, sshd): a tmpfs on each of `tmpfs` seen by it alone, `mkdirs` made there, `keep`
+    (e.g. the case directory under /run/tunbench) bind-mounted back so it stays visible."""
+    tmpfs: tuple[str, ...] = ("/run",)
+    mkdirs: tuple[str, ...] = ()
+    keep: tuple[str, ...] = ()
+
+    def argv(self) -> list[str]:
+        """The options of tunbench.privrun (and of the agent's twin, tbagent.privrun)."""
+        out: list[str] = []
+        for flag, paths in (("--tmpfs", self.tmpfs), ("--mkdir", self.mkdirs),
+                            ("--keep", self.keep)):
+            for path in paths:
+                out += [flag, path]
+        return out
 
 
 @dataclass(frozen=True)
@@ -46,9 +66,50 @@ class Site:
         return False
 
     def spawn(self, argv: list[str], workdir: Path, label: str, *,
-              env: dict[str, str] | None, split_stderr: bool) -> proc.Process:
+              env: dict[str, str] | None, split_stderr: bool,
+              private: PrivateMounts | None = None) -> proc.Process:
+        if private is not None:
+            # `ip netns exec` gives the daemon a mount namespace of its own; this host's root
+            # namespace (a `local` site) does not: unshare one, or the tmpfs would hide the
+            # host's /run
+            argv = [sys.executable, "-m", "tunbench.privrun", *private.argv(), "--", *argv]
+            if self.netns is None:
+                argv = ["unshare", "--mount", "--propagation", "slave", *argv]
         return proc.spawn(argv, netns=self.netns, log_path=workdir / f"{label}.log", env=env,
                           label=label, split_stderr=split_stderr)
+
+    def which(self, tool: str) -> str:
+        """Full path of `tool` on this site's host (sbin and libexec directories included:
+        charon, sshd), or an UnavailableError naming the package."""
+        return proc.require(tool)
+
+    def adopt_children(self, ledger: Ledger, p: proc.Process, label: str,
+                       grace: float = 3.0) -> list[int]:
+        """Register the descendants of `p` (a daemon's per-connection processes, which
+        outlive its SIGTERM) in the ledger; returns their PIDs."""
+        pids = proc.descendants(p.pid)
+        for pid in pids:
+            ledger.add("process", pid=pid, starttime=proc.proc_starttime(pid), label=label,
+                       grace=grace)
+        return pids
+
+    def process_gone(self, ledger: Ledger, pid: int) -> str | None:
+        """Why a process we started on this site is no longer running ("died"), or None
+        while it runs (or is not ours to judge)."""
+        for e in ledger.entries:
+            if e["kind"] == "process" and e["pid"] == pid:
+                return None if proc.pid_alive(pid, e.get("starttime")) else "died"
+        return None
+
+    def exists(self, path: Path | str) -> bool:
+        """Whether `path` exists on this site's host."""
+        return os.path.lexists(path)
+
+    def record_leftover(self, ledger: Ledger, path: Path | str) -> None:
+        """A file a daemon of ours makes on this site's host and may leave when killed (a
+        socket), removed at teardown. On a remote host the agent stops its daemons with
+        SIGTERM, so they remove their own (RemoteSite: nothing to record)."""
+        ledger.path(Path(path))
 
     def read_file(self, path: Path | str) -> bytes:
         """A file a program on this site wrote (on this site's host)."""
@@ -120,11 +181,24 @@ class Testbed:
 
     def spawn(self, site: Site, argv: list[str], label: str, *,
               env: dict[str, str] | None = None, grace: float = 3.0,
-              split_stderr: bool = False) -> proc.Process:
-        """Start a process in a site, logging to its workdir, registered in the ledger."""
-        p = site.spawn(argv, self.site_dir(site), label, env=env, split_stderr=split_stderr)
+              split_stderr: bool = False, private: PrivateMounts | None = None
+              ) -> proc.Process:
+        """Start a process in a site, logging to its workdir, registered in the ledger;
+        `private`: with private runtime directories (the case directory stays visible)."""
+        if private is not None:
+            private = PrivateMounts(private.tmpfs, private.mkdirs,
+                                    (*private.keep, str(self.site_dir(site))))
+        p = site.spawn(argv, self.site_dir(site), label, env=env, split_stderr=split_stderr,
+                       private=private)
         site.record_process(self.ledger, p, grace)
         return p
+
+    def write_text(self, site: Site, name: str, text: str) -> Path:
+        """A configuration file (0600) in the case directory on the host of `site`, removed
+        at teardown; returns its path there."""
+        path = self.site_dir(site) / name
+        site.write_file(self.ledger, path, text.encode())
+        return path
 
     def write_secret(self, name: str, data: str | bytes, site: Site | None = None) -> Path:
         """Write a secret (key, PSK) mode 0600 in the private workdir of the host of `site`

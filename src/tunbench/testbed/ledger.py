@@ -175,6 +175,11 @@ class Ledger:
     def command(self, argv: list[str], netns: str | None = None) -> None:
         self.add("command", argv=list(argv), netns=netns)
 
+    def undo_entry(self, entry: dict[str, Any]) -> None:
+        """Undo one entry now (it stays in the ledger: undoing it again must be harmless, as
+        for processes, which are matched by PID and start time)."""
+        _UNDO[entry["kind"]](entry)
+
     def undo_all(self) -> list[str]:
         """Undo every entry in reverse; signals are held off so cleanup cannot be cut short."""
         old = _block_signals()

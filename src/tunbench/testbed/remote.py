@@ -21,11 +21,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import proc
-from ..errors import CommandFailed
+from ..errors import CommandFailed, UnavailableError
 from ..metrics.cpu import CpuRecord, record_from_texts
 from ..remote.agent.client import Agent, AgentProcess
 from ..remote.transport import ConnectionLost
-from .base import Site
+from .base import PrivateMounts, Site
 from .ledger import Ledger, register_undo
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,8 @@ LOCAL = "local"
 
 # Agents alive in this process, by agent id: how a ledger entry reaches its host.
 LIVE_AGENTS: dict[str, Agent] = {}
+# Tools found on each host, by (agent id, tool): full path there.
+_PATHS: dict[tuple[str, str], str] = {}
 
 
 @register_undo("remote")
@@ -87,14 +89,54 @@ class RemoteSite(Site):
         return True
 
     def spawn(self, argv: list[str], workdir: Path, label: str, *,
-              env: dict[str, str] | None, split_stderr: bool) -> proc.Process:
+              env: dict[str, str] | None, split_stderr: bool,
+              private: PrivateMounts | None = None) -> proc.Process:
         log_path = str(PurePosixPath(workdir) / f"{label}.log")
-        p = self._agent().spawn(argv, log_path, env=env,
+        mounts = None if private is None else {
+            "tmpfs": list(private.tmpfs), "mkdir": list(private.mkdirs),
+            "keep": list(private.keep)}
+        p = self._agent().spawn(argv, log_path, env=env, private=mounts,
                                 err_path=f"{log_path}.err" if split_stderr else None)
         return RemoteProcess(p, label, split_stderr)  # type: ignore[return-value]
 
     def read_file(self, path: Path | str) -> bytes:
         return self._agent().read_file(str(path))
+
+    def which(self, tool: str) -> str:
+        key = (self._agent().agent_id, tool)
+        if key not in _PATHS:
+            out = self.run(["sh", "-c", proc.WHICH_SH, "tb-which", tool], timeout=20).stdout
+            _PATHS[key] = out.strip()
+        if _PATHS[key] in ("", "-"):
+            raise UnavailableError(f"required tool '{tool}' is not installed on {self.host}",
+                                   f"install it there ({proc.package_for(tool)})")
+        return _PATHS[key]
+
+    def adopt_children(self, ledger: Ledger, p: proc.Process, label: str,
+                       grace: float = 3.0) -> list[int]:
+        agent = self._agent()
+        found = agent.call("adopt", pid=p.pid, grace=grace)["processes"]
+        for child in found:
+            ledger.add("remote", agent=agent.agent_id, op="kill", label=label,
+                       args={"pid": child["pid"], "starttime": child["starttime"],
+                             "grace": grace})
+        return [int(child["pid"]) for child in found]
+
+    def process_gone(self, ledger: Ledger, pid: int) -> str | None:
+        """Asked of its agent, which holds it: its exit code once it ended."""
+        try:
+            code = self._agent().call("poll", pid=pid)["returncode"]
+        except ConnectionLost:
+            raise
+        except CommandFailed:
+            return None   # not one the agent started
+        return None if code is None else f"exited with code {code}"
+
+    def exists(self, path: Path | str) -> bool:
+        return self.run(["test", "-e", str(path)], check=False, timeout=10).ok
+
+    def record_leftover(self, ledger: Ledger, path: Path | str) -> None:
+        """Nothing: the agent stops its daemons with SIGTERM and they remove their own."""
 
     def cpu_sampler(self, interval: float) -> RemoteCpuSampler:
         return RemoteCpuSampler(self._agent(), interval)
@@ -173,24 +215,57 @@ class RemoteProcess:
 
 
 class RemoteCpuSampler:
-    """/proc/stat of a remote host, read there by its agent every `interval` (no round trip
-    per sample) and fetched at the end of the window."""
+    """/proc/stat of a remote host, and the CPU time of the processes tracked there (the
+    datapath daemons, ksoftirqd), read there by its agent every `interval` (no round trip
+    per sample) and fetched at the end of the window. The record has the local sampler's
+    shape (metrics.cpu.CpuSampler)."""
 
     def __init__(self, agent: Agent, interval: float) -> None:
         self.agent = agent
         self.interval = interval
+        self.labels: dict[int, str] = {}
+        self.kernel_prefix = ""
 
     def track(self, pid: int, label: str) -> None:
-        """Per-process CPU on a remote host is not sampled yet (see docs/remote.md)."""
+        self.labels[pid] = label
+
+    def track_kernel_threads(self, prefix: str = "ksoftirqd/") -> None:
+        self.kernel_prefix = prefix
 
     def start(self) -> RemoteCpuSampler:
-        self.agent.cpu_start(self.interval)
+        tracked = self.agent.cpu_start(self.interval, list(self.labels), self.kernel_prefix)
+        for pid, comm in tracked.items():
+            self.labels.setdefault(int(pid), comm)   # kernel threads: by their name
         return self
 
     def stop(self) -> CpuRecord:
         samples = self.agent.cpu_take(stop=True)
-        return record_from_texts(self.interval, [(float(s["time"]), str(s["text"]))
-                                                 for s in samples])
+        rec = record_from_texts(self.interval, [(float(s["time"]), str(s["text"]))
+                                                for s in samples])
+        for pid, label in self.labels.items():
+            seen = [(float(s["mono"]), s["procs"][str(pid)]) for s in samples
+                    if str(pid) in s.get("procs", {})]
+            if seen:
+                rec.processes[f"{label}[{pid}]"] = process_entry(seen[0], seen[-1])
+        return rec
+
+
+def process_entry(first: tuple[float, dict[str, Any]], last: tuple[float, dict[str, Any]]
+                  ) -> dict[str, Any]:
+    """CpuSampler's per-process entry from two of the agent's readings (time, {cpu_s,
+    threads, comm}): CPU seconds, percent of one core, the busiest thread's percent."""
+    (t0, a), (t1, b) = first, last
+    span = max(t1 - t0, 1e-9)
+    secs = float(b["cpu_s"]) - float(a["cpu_s"])
+    entry: dict[str, Any] = {"cpu_seconds": secs, "pct_of_one_core": 100.0 * secs / span,
+                             "comm": b.get("comm", "")}
+    threads = b.get("threads", {})
+    if threads:
+        used = max(float(v) - float(a.get("threads", {}).get(t, 0.0))
+                   for t, v in threads.items())
+        entry["busiest_thread_pct"] = 100.0 * used / span
+        entry["threads"] = len(threads)
+    return entry
 
 
 class AgentLinks:

@@ -11,6 +11,7 @@ import ipaddress
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,30 @@ class Endpoint:
             self.conn = None
 
 
+class AgentView:
+    """A remote site as capability checks see it (capabilities.HostView): its kernel
+    configuration and PATH, read through its agent, each asked once."""
+
+    def __init__(self, where: str, agent: Agent) -> None:
+        self.where = where
+        self.agent = agent
+        self.release = str(agent.hello.get("kernel", "?"))
+        self._conf: tuple[dict[str, str] | None] | None = None
+        self._tools: dict[str, bool] = {}
+
+    def kernel_config(self) -> dict[str, str] | None:
+        if self._conf is None:
+            self._conf = (self.agent.kernel_config(),)
+        return self._conf[0]
+
+    def has_tool(self, tool: str) -> bool:
+        if tool not in self._tools:
+            out = self.agent.run(["sh", "-c", proc.WHICH_SH, "tb-which", tool],
+                                 timeout=20).stdout.strip()
+            self._tools[tool] = out not in ("", "-")
+        return self._tools[tool]
+
+
 def route_to(run: Any, addr: str) -> tuple[str, str]:
     """(device, source address) a host uses to reach `addr` (`ip -j route get`)."""
     r = run(["ip", "-j", "route", "get", addr], check=False, timeout=15)
@@ -164,7 +189,6 @@ RECONNECT_PAUSE = 5.0
 INNER_NETS = (ipaddress.ip_network("198.19.0.0/16"), ipaddress.ip_network("2001:2::/48"))
 BASE_TOOLS = ("ip", "ping", "ethtool")
 # Constant script: which of the tools named as its arguments are missing on the host.
-WHICH_SH = 'for t; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
 INSTALL = {"debian": "apt-get install", "ubuntu": "apt-get install", "fedora": "dnf install",
            "rhel": "dnf install", "centos": "dnf install", "rocky": "dnf install",
            "almalinux": "dnf install", "alpine": "apk add", "arch": "pacman -S",
@@ -201,23 +225,58 @@ class Topology:
         self.options = options or SshOptions()
         self.endpoints = {n: Endpoint(s, self.options) for n, s in specs.items() if not s.local}
         self.resolved: dict[str, Resolved] = {}
+        self._views: dict[str, AgentView] = {}
+        self.impls: dict[str, Any] = {}    # tunnel label -> implchoice.Choice (impl=auto)
 
     # -- opening: every check before anything is changed on any host ---------------------
     def open(self, *, mtus: tuple[int, ...] = (), tools: dict[str, list[str]] | None = None,
              kernel: dict[str, list[str]] | None = None, shaping: bool = False,
-             takes_underlay: str = "") -> None:
+             takes_underlay: str = "", needs_ipv6: str = "",
+             plan: Callable[[Topology], tuple[dict[str, list[str]], dict[str, list[str]]]]
+             | None = None, offloads: str = "") -> None:
         """Connect and check everything; `tools` and `kernel` (option -> what needs it) must
         be on every site; `takes_underlay` names a tunnel that moves the underlay's addresses
-        (OVS userspace datapath)."""
+        (OVS userspace datapath); `needs_ipv6` names tunnels that run over an IPv6 underlay
+        (srv6, underlay=6): every site must then have its underlay6 given; `plan`, called
+        once connected, decides from the sites themselves (impl=auto, see implchoice) and
+        returns the tools and kernel options, replacing `tools` and `kernel`; `offloads`
+        names offload variants that change features with ethtool -K."""
+        self._check_ipv6(needs_ipv6)
         try:
             for ep in self.endpoints.values():
                 ep.connect()
             self._resolve()
-            self._check_management(mtus, shaping, takes_underlay)
+            self._check_management(mtus, shaping, takes_underlay, offloads)
+            if plan is not None:
+                tools, kernel = plan(self)
             self._check_tools(tools or {}, kernel or {})
         except BaseException:
             self.close()
             raise
+
+    def _check_ipv6(self, needs_ipv6: str) -> None:
+        """IPv6 underlay addresses are never guessed (detection follows the IPv4 route):
+        refuse, before connecting, tunnels that need one when a site has none."""
+        if not needs_ipv6:
+            return
+        bare = [n for n in ("a", "b") if not self.specs[n].underlay6]
+        if bare:
+            first = bare[0]
+            raise SpecError(
+                f"{needs_ipv6} run over an IPv6 underlay, but site(s) {', '.join(bare)} have "
+                "no underlay6 address",
+                f"give it in the experiment file: [sites] {first} = {{ target = "
+                f"\"{self.specs[first].target}\", underlay6 = \"2001:db8::{first}\" }} "
+                "(an address of that host on the underlay interface)")
+
+    def view(self, name: str) -> AgentView | None:
+        """Site `name` for capability checks (None: this host, a `local` site)."""
+        ep = self.endpoints.get(name)
+        if ep is None or ep.agent is None:
+            return None
+        if name not in self._views or self._views[name].agent is not ep.agent:
+            self._views[name] = AgentView(f"site {name} ({self.target(name)})", ep.agent)
+        return self._views[name]
 
     def _run(self, name: str) -> Any:
         ep = self.endpoints.get(name)
@@ -263,7 +322,7 @@ class Topology:
                                            spec.underlay6, mgmt_dev)
 
     def _check_management(self, mtus: tuple[int, ...], shaping: bool,
-                          takes_underlay: str = "") -> None:
+                          takes_underlay: str = "", offloads: str = "") -> None:
         """Refuse, before any change, what would touch the path carrying the SSH session."""
         for name, r in self.resolved.items():
             spec = self.specs[name]
@@ -284,6 +343,12 @@ class Topology:
                                     f"({spec.target}): it carries the SSH session (its MTU "
                                     f"is {current})", f"use --mtu {current}, or give "
                                     f"sites.{name}.underlay_if another interface")
+            if offloads:
+                raise SpecError(f"refusing --offloads {offloads} on {r.dev} of site {name} "
+                                f"({spec.target}): it carries the SSH session (ethtool -K "
+                                "resets the link on many NICs)",
+                                f"give sites.{name}.underlay_if another interface, or "
+                                "measure without offload variants")
             if shaping:
                 raise SpecError(f"refusing --rate/--delay/--loss on {r.dev} of site {name} "
                                 f"({spec.target}): it carries the SSH session",
@@ -314,7 +379,8 @@ class Topology:
                 problems.append(f"site {name} ({self.target(name)}): kernel lacks "
                                 + ", ".join(f"{o} ({', '.join(kernel[o])})" for o in absent))
             run = self._run(name)
-            missing = run(["sh", "-c", WHICH_SH, "tb-which", *want], timeout=20).stdout.split()
+            found = run(["sh", "-c", proc.WHICH_SH, "tb-which", *want], timeout=20).stdout.split()
+            missing = [t for t, p in zip(want, found) if p == "-"]
             if not missing:
                 continue
             rel = run(["cat", "/etc/os-release"], check=False, timeout=10).stdout
@@ -397,6 +463,8 @@ class Topology:
         tb = Testbed("hosts", run_id, a, b, mtu, ledger, workdir, rate=rate, shares_cpus=False)
         tb.notes["hosts"] = hosts
         tb.notes["clock"] = self.clock()
+        if self.impls:   # impl=auto, decided from the sites' own kernels and tools
+            tb.notes["impl_auto"] = {label: c.describe() for label, c in self.impls.items()}
         if netem is not None and netem.active:
             tb.notes["netem"] = netem.describe()
         return tb

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CommandFailed
-from ..testbed import netlink
 from ..testbed.base import Site, Testbed
 from . import _spread, _xfrm
 from . import _strongswan as ss
@@ -33,11 +32,6 @@ def _ts(i: int, site: Site, n: int, which: str) -> list[str]:
     return ts
 
 
-def _write(tb: Testbed, name: str, text: str) -> Path:
-    path = tb.workdir / name
-    path.write_text(text)
-    tb.ledger.path(path)
-    return path
 
 
 def _children(tb: Testbed, drv: Ipsec, p: IpsecParams, i: int, port: int,
@@ -49,7 +43,7 @@ def _children(tb: Testbed, drv: Ipsec, p: IpsecParams, i: int, port: int,
     for site in tb.sites():
         peer = tb.other(site)
         psk_file = tb.write_secret(f"psk{i}-{site.name}.conf",
-                                   ss.psk_section(f"tb{i}", (IDS["a"], IDS["b"]), psk))
+                                   ss.psk_section(f"tb{i}", (IDS["a"], IDS["b"]), psk), site)
         if p.mode == "transport":
             local_ts, remote_ts = ["dynamic"], ["dynamic"]
         elif ts_any:
@@ -69,8 +63,8 @@ def _children(tb: Testbed, drv: Ipsec, p: IpsecParams, i: int, port: int,
 
 def _start(tb: Testbed, site: Site, impl: str, tag: str, port: int, natt: int, index: int = 0
            ) -> tuple[int, Path, Path]:
-    vici = tb.workdir / f"vici{tag}{site.name}.sock"
-    conf = _write(tb, f"strongswan{tag}-{site.name}.conf",
+    vici = tb.site_dir(site) / f"vici{tag}{site.name}.sock"
+    conf = tb.write_text(site, f"strongswan{tag}-{site.name}.conf",
                   ss.strongswan_conf(ss.CharonConf(impl, vici, port=port, port_nat_t=natt,
                                                    routing_table=220 + index,
                                                    routing_table_prio=32800 + index)))
@@ -82,7 +76,8 @@ def _load_and_initiate(tb: Testbed, charons: dict[str, tuple[Path, Path]],
                        confs: dict[str, list[ss.ChildConf]], tag: str) -> None:
     for site in tb.sites():
         conf, vici = charons[site.name]
-        sw = _write(tb, f"swanctl{tag}-{site.name}.conf", ss.swanctl_conf(confs[site.name]))
+        sw = tb.write_text(site, f"swanctl{tag}-{site.name}.conf",
+                           ss.swanctl_conf(confs[site.name]))
         ss.swanctl(site, vici, conf, ["--load-all", "--noprompt", "--file", str(sw)])
     conf, vici = charons[tb.a.name]
     for ch in confs[tb.a.name]:
@@ -99,12 +94,13 @@ def _load_and_initiate(tb: Testbed, charons: dict[str, tuple[Path, Path]],
 
 def _inner(site: Site, ifname: str, i: int, mtu: int) -> None:
     a4, b4, a6, b6 = _inner_addrs(i)
-    ns = str(site.netns)
     me4, me6 = (a4, a6) if site.name == "a" else (b4, b6)
-    netlink.set_link(ns, ifname, mtu=mtu)
-    netlink.add_addr(ns, ifname, f"{me4}/24")
-    netlink.add_addr(ns, ifname, f"{me6}/64")
-    netlink.set_link(ns, ifname, state="up")
+    # `ip`, not site.links: charon's TUN is named by charon (ipsec0), not tb-prefixed, and a
+    # remote site's agent sets netlink attributes only on links of ours
+    site.run(["ip", "link", "set", "dev", ifname, "mtu", str(mtu)], timeout=10)
+    site.run(["ip", "addr", "add", f"{me4}/24", "dev", ifname], timeout=10)
+    site.run(["ip", "-6", "addr", "add", f"{me6}/64", "dev", ifname, "nodad"], timeout=10)
+    site.run(["ip", "link", "set", "dev", ifname, "up"], timeout=10)
 
 
 def up(drv: Ipsec, tb: Testbed, p: IpsecParams, impl: str) -> Endpoints:
@@ -122,13 +118,14 @@ def up(drv: Ipsec, tb: Testbed, p: IpsecParams, impl: str) -> Endpoints:
         for i in range(p.tunnels):
             run: dict[str, tuple[Path, Path]] = {}
             for site in tb.sites():
-                before = set(netlink.link_names(site.netns))
+                before = set(site.links.names())
                 pid, conf, vici = _start(tb, site, "libipsec", str(i), 500 + i, 4500 + i, i)
                 pids[site.name].append(pid)
                 charons[site.name].append((str(conf), str(vici)))
                 run[site.name] = (conf, vici)
+                # charon's TUN (not persistent) goes when charon, which the ledger stops,
+                # closes it
                 dev = wait_device(site, before, "ipsec")
-                tb.ledger.link(dev, site.netns)
                 devices[site.name].append(dev)
                 _inner(site, dev, i, mtu)
             confs = _children(tb, drv, p, i, 4500 + i, 0, ts_any=False)

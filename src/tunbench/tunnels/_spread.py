@@ -95,13 +95,13 @@ def _add_service_addr(tb: Testbed, site: Site, cidr: str) -> None:
     if ":" in cidr:
         argv.append("nodad")
     _run(site, argv)
-    tb.ledger.command(["ip", "addr", "flush", "dev", "lo", "to", cidr], site.netns)
+    site.record_command(tb.ledger, ["ip", "addr", "flush", "dev", "lo", "to", cidr])
 
 
 def _add_route(tb: Testbed, site: Site, argv: list[str]) -> None:
     _run(site, argv)
     fam, dst = argv[1], argv[4]
-    tb.ledger.command(["ip", fam, "route", "flush", dst], site.netns)
+    site.record_command(tb.ledger, ["ip", fam, "route", "flush", dst])
 
 
 def describe(n: int) -> dict[str, object]:

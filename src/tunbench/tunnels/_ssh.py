@@ -1,9 +1,10 @@
 """Shared parts of the SSH kinds (ssh-tun, ssh-forward): keys, sshd in site b, ssh in site a.
 
-Per run: an ed25519 host key and an ed25519 client key (ssh-keygen, files 0600 in a private
-0700 directory of the case workdir, registered in the ledger), a known_hosts line we write,
-our own sshd_config and ssh config. sshd runs in site b in the foreground (-D, so we hold its
-PID), listening only on site b's underlay address, logging to a file in the workdir (-E), with
+Per run: an ed25519 host key made by site b's own ssh-keygen and an ed25519 client key made
+by site a's (files 0600 in a private 0700 directory of the case directory on the host that
+uses them: a private key never crosses hosts), a known_hosts line we write on a, our own
+sshd_config (on b) and ssh config (on a). sshd runs in site b in the foreground (-D, so we hold
+its PID), listening only on site b's underlay address, logging to a file there (-E), with
 a private tmpfs on /run (privrun) holding /run/sshd, and `PidFile none`: it never reads
 /etc/ssh host keys or writes the system's /run/sshd.pid. The client runs in site a with `-F`
 (so neither /etc/ssh/ssh_config nor ~/.ssh is read or created), BatchMode, no agent, strict
@@ -13,7 +14,6 @@ host key checking against our known_hosts.
 from __future__ import annotations
 
 import functools
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -92,43 +92,56 @@ def framing_overhead(cipher: str) -> int:
 
 @dataclass
 class SshFiles:
-    dir: Path
-    host_key: Path
-    client_key: Path
-    known_hosts: Path
-    authorized_keys: Path
-    sshd_config: Path
-    ssh_config: Path
-    sshd_log: Path
+    """Paths on the host of the site that uses them: client side on a, server side on b."""
+    site_a: Site
+    site_b: Site
+    client_key: Path       # on a
+    known_hosts: Path      # on a
+    ssh_config: Path       # on a
+    host_key: Path         # on b
+    authorized_keys: Path  # on b
+    sshd_config: Path      # on b
+    sshd_log: Path         # on b
+
+    def sshd_log_text(self) -> str:
+        try:
+            return self.site_b.read_file(self.sshd_log).decode(errors="replace")
+        except (OSError, CommandFailed):
+            return ""
+
+
+def _keydir(tb: Testbed, site: Site) -> Path:
+    d = tb.site_dir(site) / f"ssh-{site.name}"
+    site.make_dir(tb.ledger, d)
+    return d
+
+
+def _keygen(tb: Testbed, site: Site, key: Path, comment: str) -> str:
+    """A fresh ed25519 key made on the host that uses it; returns its public line."""
+    site.record_leftover(tb.ledger, key)
+    site.record_leftover(tb.ledger, f"{key}.pub")
+    site.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)],
+             timeout=20)
+    return site.read_file(f"{key}.pub").decode().strip()
 
 
 def make_keys(tb: Testbed) -> SshFiles:
-    """Per-run keys and files in a private directory of the workdir (0700, files 0600)."""
-    d = tb.workdir / "ssh"
-    d.mkdir(mode=0o700)
-    tb.ledger.path(d)
-    os.chmod(d, 0o700)
-    f = SshFiles(d, d / "host_ed25519_key", d / "client_ed25519_key", d / "known_hosts",
-                 d / "authorized_keys", d / "sshd_config", d / "ssh_config",
-                 tb.workdir / "sshd-b.sshd.log")
-    for key, comment in ((f.host_key, "tunbench-host"), (f.client_key, "tunbench-client")):
-        tb.ledger.path(key)
-        tb.ledger.path(f"{key}.pub")
-        proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment,
-                  "-f", str(key)], timeout=20)
-        os.chmod(key, 0o600)
-    host_pub = Path(f"{f.host_key}.pub").read_text().split()
-    _write(tb, f.known_hosts, f"{HOST_ALIAS} {host_pub[0]} {host_pub[1]}\n")
-    _write(tb, f.authorized_keys, Path(f"{f.client_key}.pub").read_text())
-    tb.ledger.path(f.sshd_log)
+    """Per-run keys and files in a private directory (0700, files 0600) of the case
+    directory on each site's host."""
+    da, db = _keydir(tb, tb.a), _keydir(tb, tb.b)
+    f = SshFiles(tb.a, tb.b, da / "client_ed25519_key", da / "known_hosts", da / "ssh_config",
+                 db / "host_ed25519_key", db / "authorized_keys", db / "sshd_config",
+                 tb.site_dir(tb.b) / "sshd-b.sshd.log")
+    host_pub = _keygen(tb, tb.b, f.host_key, "tunbench-host").split()
+    client_pub = _keygen(tb, tb.a, f.client_key, "tunbench-client")
+    _write(tb, tb.a, f.known_hosts, f"{HOST_ALIAS} {host_pub[0]} {host_pub[1]}\n")
+    _write(tb, tb.b, f.authorized_keys, client_pub + "\n")
+    tb.b.record_leftover(tb.ledger, f.sshd_log)
     return f
 
 
-def _write(tb: Testbed, path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    tb.ledger.path(path)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
+def _write(tb: Testbed, site: Site, path: Path, text: str) -> None:
+    site.write_file(tb.ledger, path, text.encode(), 0o600)
 
 
 def sshd_config_text(f: SshFiles, listen: str, port: int, cipher: str, *,
@@ -163,24 +176,24 @@ def ssh_config_text(f: SshFiles, host: str, port: int, cipher: str, extra: list[
 def start_sshd(tb: Testbed, f: SshFiles, params: SshParams, **cfg: str) -> proc.Process:
     """sshd in site b, foreground, private /run; ready when it logs that it listens."""
     site = tb.b
-    _write(tb, f.sshd_config, sshd_config_text(f, site.underlay4, params.port, params.cipher,
+    _write(tb, site, f.sshd_config, sshd_config_text(f, site.underlay4, params.port, params.cipher,
                                                **cfg))
-    sshd = proc.require("sshd")   # sshd re-execs itself: it must be started by absolute path
+    sshd = site.which("sshd")   # sshd re-execs itself: started by its absolute path there
     argv = [sshd, "-D", "-f", str(f.sshd_config), "-E", str(f.sshd_log)]
     listening = f"Server listening on {site.underlay4} port {params.port}"
     try:
         return daemon.start(tb, site, argv, "sshd", private_run=("/run",),
-                            mkdirs=("/run/sshd",), keep=(str(tb.workdir),),
-                            ready=lambda: listening in f.sshd_log.read_text(errors="replace"))
+                            mkdirs=("/run/sshd",),
+                            ready=lambda: listening in f.sshd_log_text())
     except CommandFailed as exc:
-        raise CommandFailed(f"{exc.message}; sshd log: {_tail(f.sshd_log)}", exc.hint,
+        raise CommandFailed(f"{exc.message}; sshd log: {_tail(f)}", exc.hint,
                             argv=exc.argv, output=exc.output) from None
 
 
 def start_client(tb: Testbed, f: SshFiles, params: SshParams, extra: list[str]
                  ) -> proc.Process:
     """ssh in site a with only our config (-F), no remote command (-N)."""
-    _write(tb, f.ssh_config, ssh_config_text(f, tb.b.underlay4, params.port, params.cipher,
+    _write(tb, tb.a, f.ssh_config, ssh_config_text(f, tb.b.underlay4, params.port, params.cipher,
                                              extra))
     return tb.spawn(tb.a, ["ssh", "-F", str(f.ssh_config), "-N", HOST_ALIAS], "ssh-a")
 
@@ -190,32 +203,27 @@ def wait_for(p: proc.Process, check: object, what: str, f: SshFiles,
     try:
         daemon.wait_ready(p, ready=check, timeout=timeout)  # type: ignore[arg-type]
     except CommandFailed as exc:
-        raise CommandFailed(f"{what}: {exc.message}; sshd log: {_tail(f.sshd_log)}",
+        raise CommandFailed(f"{what}: {exc.message}; sshd log: {_tail(f)}",
                             "see the case's error_log", argv=exc.argv,
                             output=exc.output) from None
 
 
-def _tail(path: Path) -> str:
-    try:
-        lines = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return "no log"
-    return lines[-1] if lines else "empty"
+def _tail(f: SshFiles) -> str:
+    lines = f.sshd_log_text().strip().splitlines()
+    return lines[-1] if lines else "empty or no log"
 
 
 def register_sessions(tb: Testbed, sshd: proc.Process, timeout: float = 5.0) -> list[int]:
     """Register sshd's per-connection processes in the ledger (SIGTERM to the listener does
-    not end established sessions) and return their PIDs."""
+    not end established sessions; they run in sessions of their own) and return their
+    PIDs."""
     deadline = time.monotonic() + timeout
     pids: list[int] = []
     while time.monotonic() < deadline:
-        pids = proc.descendants(sshd.pid)
+        pids = tb.b.adopt_children(tb.ledger, sshd, "sshd-session-b", grace=2.0)
         if pids:
             break
-        time.sleep(0.02)
-    for pid in pids:
-        tb.ledger.add("process", pid=pid, starttime=proc.proc_starttime(pid),
-                      label="sshd-session-b", grace=2.0)
+        time.sleep(0.05)
     return pids
 
 

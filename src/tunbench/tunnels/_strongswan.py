@@ -150,8 +150,9 @@ def psk_section(name: str, ids: tuple[str, str], secret_hex: str) -> str:
             f"        secret = 0x{secret_hex}\n    }}\n}}\n")
 
 
-def charon_path() -> str:
-    return proc.require("charon")
+def charon_path(site: Site) -> str:
+    """charon is not on PATH (Debian: /usr/lib/ipsec, Fedora: /usr/libexec/strongswan)."""
+    return site.which("charon")
 
 
 def swanctl(site: Site, vici: Path, conf: Path, args: list[str],
@@ -164,12 +165,11 @@ def swanctl(site: Site, vici: Path, conf: Path, args: list[str],
 def start_charon(tb: Testbed, site: Site, label: str, conf: Path, vici: Path) -> proc.Process:
     """charon in `site` with a private /run; ready when its vici socket answers."""
     def answers() -> bool:
-        return vici.exists() and swanctl(site, vici, conf, ["--stats"], timeout=5,
-                                         check=False).ok
-    tb.ledger.path(vici)
-    return daemon.start(tb, site, [charon_path()], label, ready=answers, timeout=20,
-                        env={"STRONGSWAN_CONF": str(conf)}, private_run=("/run",),
-                        keep=(str(tb.workdir),))
+        return site.exists(vici) and swanctl(site, vici, conf, ["--stats"], timeout=5,
+                                             check=False).ok
+    site.record_leftover(tb.ledger, vici)
+    return daemon.start(tb, site, [charon_path(site)], label, ready=answers, timeout=20,
+                        env={"STRONGSWAN_CONF": str(conf)}, private_run=("/run",))
 
 
 # ---- parsing `swanctl --list-sas` -----------------------------------------------------

@@ -69,20 +69,20 @@ def policy_lines(out_sa: StaticSa, in_sa: StaticSa, mode: str, if_id: int) -> li
 
 
 def add_xfrm_interface(tb: Testbed, site: Site, ifname: str, if_id: int) -> None:
-    tb.ledger.link(ifname, site.netns)
+    site.record_link(tb.ledger, ifname)
     site.run(["ip", "link", "add", ifname, "type", "xfrm", "dev", site.underlay_if,
               "if_id", str(if_id)], timeout=15)
 
 
 def register_flush(tb: Testbed, site: Site) -> None:
     """Undo: flush the SAs and policies of this site's namespace (flush tolerates empty)."""
-    tb.ledger.command(["ip", "xfrm", "state", "flush"], site.netns)
-    tb.ledger.command(["ip", "xfrm", "policy", "flush"], site.netns)
+    site.record_command(tb.ledger, ["ip", "xfrm", "state", "flush"])
+    site.record_command(tb.ledger, ["ip", "xfrm", "policy", "flush"])
 
 
 def install_static(tb: Testbed, site: Site, name: str, lines: list[str]) -> None:
     """Run the batch of `ip xfrm` lines in `site` from a 0600 file (keys stay off argv)."""
-    path = tb.write_secret(f"{name}-{site.name}.xfrm", "\n".join(lines) + "\n")
+    path = tb.write_secret(f"{name}-{site.name}.xfrm", "\n".join(lines) + "\n", site)
     site.run(["ip", "-batch", str(path)], timeout=20)
 
 

@@ -7,25 +7,10 @@ raise an error carrying the daemon's last log lines. Stopping is the ledger's jo
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
 from ..proc import Process, wait_ready
-from ..testbed.base import Site, Testbed
-
-
-def private_run_argv(argv: list[str], tmpfs: tuple[str, ...] = ("/run",),
-                     mkdirs: tuple[str, ...] = (), keep: tuple[str, ...] = ()) -> list[str]:
-    """argv that runs `argv` with private tmpfs mounts (see tunbench.privrun); `keep` lists
-    directories under them that stay visible (e.g. the case's workdir in /run/tunbench)."""
-    out = [sys.executable, "-m", "tunbench.privrun"]
-    for t in tmpfs:
-        out += ["--tmpfs", t]
-    for d in mkdirs:
-        out += ["--mkdir", d]
-    for k in keep:
-        out += ["--keep", k]
-    return out + ["--", *argv]
+from ..testbed.base import PrivateMounts, Site, Testbed
 
 
 def start(tb: Testbed, site: Site, argv: list[str], label: str, *,
@@ -36,10 +21,10 @@ def start(tb: Testbed, site: Site, argv: list[str], label: str, *,
     """Start a daemon in `site` and return once it is ready (or raise with its log tail).
 
     `ready` is a check called until it returns True; `ready_text` waits for a line in the log.
-    `private_run` lists directories that get a private tmpfs (e.g. ("/run",)).
+    `private_run` lists directories that get a private tmpfs (e.g. ("/run",)); the case
+    directory on the site's host stays visible (Testbed.spawn), `keep` adds others.
     """
-    if private_run:
-        argv = private_run_argv(argv, private_run, mkdirs, keep)
-    p = tb.spawn(site, argv, f"{label}-{site.name}", env=env, grace=grace)
+    private = PrivateMounts(private_run, mkdirs, keep) if private_run else None
+    p = tb.spawn(site, argv, f"{label}-{site.name}", env=env, grace=grace, private=private)
     wait_ready(p, ready=ready, ready_text=ready_text, timeout=timeout)
     return p

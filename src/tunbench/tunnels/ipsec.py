@@ -27,7 +27,7 @@ from typing import Literal
 
 from ..capabilities import Missing, kernel_missing, tool_missing
 from ..errors import CommandFailed
-from ..testbed import names, netlink
+from ..testbed import names
 from ..testbed.base import Site, Testbed
 from . import _spread, _xfrm
 from . import _strongswan as ss
@@ -215,7 +215,7 @@ class Ipsec(TunnelDriver[IpsecParams]):
         for site in tb.sites():
             total: dict[str, int] = {}
             for i, ifname in enumerate(ep.info["devices"][site.name]):
-                for k, v in netlink.link_stats(site.netns, ifname).items():
+                for k, v in site.links.stats(ifname).items():
                     total[k] = total.get(k, 0) + v
                     total[f"tun{i}_{k}"] = v
             total.update(sa_counters(site, ep))
@@ -245,7 +245,7 @@ def wait_device(site: Site, before: set[str], prefix: str, timeout: float = 10.0
     """The device named prefix* that appeared in `site` since `before` (charon's TUN)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        new = sorted(n for n in set(netlink.link_names(site.netns)) - before
+        new = sorted(n for n in set(site.links.names()) - before
                      if n.startswith(prefix))
         if new:
             return new[0]

@@ -105,21 +105,20 @@ class L2tp(TunnelDriver[L2tpParams]):
         tid, sid = str(params.tunnel_id), str(params.session_id)
         for i, (site, peer, my4, my6) in enumerate(((tb.a, tb.b, a4, a6),
                                                     (tb.b, tb.a, b4, b6))):
-            ns = str(site.netns)
             argv = ["ip", "l2tp", "add", "tunnel", "tunnel_id", tid, "peer_tunnel_id", tid,
                     "encap", params.encap, "local", site.underlay4, "remote", peer.underlay4]
             if params.encap == "udp":
                 argv += ["udp_sport", str(params.port), "udp_dport", str(params.port)]
             site.run(argv, timeout=20)
-            tb.ledger.command(["ip", "l2tp", "del", "tunnel", "tunnel_id", tid], ns)
+            site.record_command(tb.ledger, ["ip", "l2tp", "del", "tunnel", "tunnel_id", tid])
             argv = ["ip", "l2tp", "add", "session", "name", ifname, "tunnel_id", tid,
                     "session_id", sid, "peer_session_id", sid, "l2spec_type", params.l2spec]
             if params.cookie:
                 mine, theirs = COOKIES[params.cookie][i], COOKIES[params.cookie][1 - i]
                 argv += ["cookie", mine, "peer_cookie", theirs]
             site.run(argv, timeout=20)
-            tb.ledger.command(["ip", "l2tp", "del", "session", "tunnel_id", tid,
-                               "session_id", sid], ns)
+            site.record_command(tb.ledger, ["ip", "l2tp", "del", "session", "tunnel_id", tid,
+                                            "session_id", sid])
             address_and_up(site, ifname, mtu, my4, my6)
         return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
                          a_ifname=ifname, b_ifname=ifname, rx_ifnames=(ifname,),

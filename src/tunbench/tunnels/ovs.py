@@ -355,8 +355,8 @@ class OvsTunnel(TunnelDriver[OvsParams]):
         decapsulate (tnl_pop) in the userspace datapath (flows may expire: not cumulative)."""
         out: dict[str, dict[str, int]] = {}
         for site in tb.sites():
-            for pid in ep.datapath_pids.get(site.name, []) if not site.remote else []:
-                if not proc.pid_alive(pid):
+            for pid in ep.datapath_pids.get(site.name, []):
+                if site.process_gone(tb.ledger, pid):
                     raise CommandFailed(f"ovs-vswitchd of site {site.name} (PID {pid}) is gone: "
                                         "the datapath died during the case",
                                         "its last log lines are in the case's error_log")

@@ -139,7 +139,7 @@ class Srv6(TunnelDriver[Srv6Params]):
         site.run(["ip", *args], timeout=10)
         i = args.index("add")
         rest = args[i + 1:] if "addr" in args[:i] else args[i + 1:i + 2]   # routes: by prefix
-        tb.ledger.command(["ip", *args[:i], "del", *rest], site.netns)
+        site.record_command(tb.ledger, ["ip", *args[:i], "del", *rest])
 
     def counters(self, tb: Testbed, ep: Endpoints) -> dict[str, dict[str, int]]:
         """Per site: packets/bytes its seg6local SIDs processed (only SRv6-encapsulated packets

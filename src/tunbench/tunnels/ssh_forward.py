@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..capabilities import Missing
-from ..testbed import netlink
 from ..testbed.base import Testbed
 from . import _ssh
 from .base import Endpoints, TunnelDriver
@@ -89,7 +88,7 @@ class SshForward(TunnelDriver[SshForwardParams]):
 
         _ssh.wait_for(client, forwards_listen, "ssh -L forwards not listening", files)
         sessions = _ssh.register_sessions(tb, sshd)
-        mtu = netlink.link_mtu(tb.a.netns, "lo")
+        mtu = tb.a.links.mtu("lo")
         return Endpoints(a4="127.0.0.1", b4="127.0.0.1", a6="::1", b6="::1", mtu=mtu,
                          overhead=0, relay=True, relay_ports=tuple(ports),
                          datapath_pids={"a": [client.pid], "b": [sshd.pid, *sessions]},

@@ -21,7 +21,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from ..capabilities import Missing
 from ..errors import CommandFailed
-from ..testbed import names, netlink
+from ..testbed import names
 from ..testbed.base import Testbed
 from . import _ssh
 from .base import IPV4_HEADER, IPV6_HEADER, Endpoints, TunnelDriver, inner_addrs
@@ -58,17 +58,17 @@ class SshTun(TunnelDriver[SshTunParams]):
                                    ["Tunnel point-to-point", "TunnelDevice 0:0"])
 
         def both_tuns() -> bool:
-            return all("tun0" in netlink.link_names(s.netns) for s in (tb.a, tb.b))
+            return all("tun0" in s.links.names() for s in (tb.a, tb.b))
 
         _ssh.wait_for(client, both_tuns, "ssh -w did not open tun0 in both sites", files)
         sessions = _ssh.register_sessions(tb, sshd)
         ifname = names.link_name(tb.run_id, "s")
         try:
             self._configure(tb, ifname, mtu)
-        except (OSError, NetlinkError) as exc:   # the tun vanishes when ssh or sshd exits
+        except (OSError, NetlinkError, CommandFailed) as exc:  # gone when ssh or sshd exits
             state = "running" if client.poll() is None else f"exited with {client.poll()}"
             raise CommandFailed(f"ssh-tun: tun device setup failed ({exc}); ssh {state}; "
-                                f"sshd log: {_ssh._tail(files.sshd_log)}",
+                                f"sshd log: {_ssh._tail(files)}",
                                 "see the case's error_log") from None
         a4, b4, a6, b6 = inner_addrs(0)
         return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
@@ -83,14 +83,15 @@ class SshTun(TunnelDriver[SshTunParams]):
     def _configure(tb: Testbed, ifname: str, mtu: int) -> None:
         a4, b4, a6, b6 = inner_addrs(0)
         for site, my4, my6 in ((tb.a, a4, a6), (tb.b, b4, b6)):
-            ns = str(site.netns)
-            with netlink.ipr(ns) as ip:   # rename while down; ssh/sshd keep their fd
-                ip.link("set", index=netlink.index(ip, "tun0"), ifname=ifname)
-            tb.ledger.link(ifname, ns)
-            netlink.set_link(ns, ifname, mtu=mtu)
-            netlink.add_addr(ns, ifname, f"{my4}/24")
-            netlink.add_addr(ns, ifname, f"{my6}/64")
-            netlink.set_link(ns, ifname, state="up")
+            # rename while down (ssh/sshd keep their fd): `ip`, as the agent of a remote
+            # site changes netlink attributes only of links already named tb...
+            site.run(["ip", "link", "set", "dev", "tun0", "name", ifname], timeout=10)
+            site.record_link(tb.ledger, ifname)
+            links = site.links
+            links.set_link(ifname, mtu=mtu)
+            links.add_addr(ifname, f"{my4}/24")
+            links.add_addr(ifname, f"{my6}/64")
+            links.set_link(ifname, state="up")
 
     def counters(self, tb: Testbed, ep: Endpoints) -> dict[str, dict[str, int]]:
         """Tun device counters plus the TCP counters of the SSH connection on the underlay."""

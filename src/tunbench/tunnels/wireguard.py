@@ -195,17 +195,12 @@ class Wireguard(TunnelDriver[WireguardParams]):
     def _start_go(tb: Testbed, site: Site, ifname: str, i: int) -> int:
         sock = f"{SOCKET_DIR}/{ifname}.sock"
 
-        def sock_exists() -> bool:   # on the site's host (checked there for a remote site)
-            if site.remote:
-                return site.run(["test", "-e", sock], check=False, timeout=10).ok
-            return os.path.exists(sock)
+        def sock_exists() -> bool:   # on the site's host
+            return site.exists(sock)
 
         # Registered before the daemon exists: undone after it is stopped (it removes its
         # socket itself on SIGTERM; a SIGKILLed one leaves it, and the ledger removes it).
-        # On a remote host the socket is not ours to journal: the agent stops the daemon
-        # with SIGTERM, so it removes its socket itself.
-        if not site.remote:
-            tb.ledger.path(sock)
+        site.record_leftover(tb.ledger, sock)
         site.record_link(tb.ledger, ifname)
         if sock_exists():
             raise CommandFailed(f"{sock} already exists: another wireguard-go uses {ifname}",

@@ -115,6 +115,7 @@ class Context:
             for site, pids in self.ep.datapath_pids.items():
                 for pid in pids:
                     sampler.track(pid, f"datapath-{site}", site)
+            sampler.track_kernel_threads("ksoftirqd/")   # on each host
         sampler.start()
         try:
             yield sampler

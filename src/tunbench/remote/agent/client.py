@@ -29,7 +29,7 @@ from ..transport import Connection, ConnectionLost
 from . import core, journal
 
 HERE = Path(__file__).parent
-AGENT_FILES = ("__init__.py", "core.py", "journal.py", "nl.py")
+AGENT_FILES = ("__init__.py", "core.py", "journal.py", "nl.py", "privrun.py")
 BOOTSTRAP = "\n".join([
     "import os, sys",
     "s = sys.argv[1]",
@@ -238,10 +238,14 @@ class Agent:
         return res
 
     def spawn(self, argv: list[str], log_path: str, *, env: dict[str, str] | None = None,
-              grace: float = 3.0, err_path: str | None = None) -> AgentProcess:
+              grace: float = 3.0, err_path: str | None = None,
+              private: dict[str, list[str]] | None = None) -> AgentProcess:
         """Start `argv` on the site; stdout and stderr to `log_path` (stderr to `err_path`
-        when given, so stdout stays machine-readable)."""
+        when given, so stdout stays machine-readable); `private`: private tmpfs mounts
+        (core.private_argv)."""
         extra: dict[str, Any] = {"err": err_path} if err_path else {}
+        if private:
+            extra["private"] = private
         r = self.call("spawn", argv=[str(a) for a in argv], log=log_path, env=env, grace=grace,
                       **extra)
         p = AgentProcess(self, list(argv), int(r["pid"]), r["starttime"], log_path)
@@ -265,8 +269,11 @@ class Agent:
     def proc_stat(self) -> str:
         return str(self.call("proc_stat")["text"])
 
-    def cpu_start(self, interval: float = 1.0) -> None:
-        self.call("cpu_start", interval=interval)
+    def cpu_start(self, interval: float = 1.0, pids: list[int] | None = None,
+                  kernel_prefix: str = "") -> dict[str, str]:
+        """Start sampling on the site; returns the processes tracked there {pid: comm}."""
+        return dict(self.call("cpu_start", interval=interval, pids=list(pids or []),
+                              kernel_prefix=kernel_prefix)["tracked"])
 
     def cpu_take(self, stop: bool = False) -> list[dict[str, Any]]:
         return list(self.call("cpu_take", stop=stop)["samples"])

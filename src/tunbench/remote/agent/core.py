@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any
 
-from .journal import Journal, starttime, sweep, undo
+from .journal import Journal, kill, starttime, sweep, undo
 
 PROTOCOL = 1
 
@@ -89,9 +89,13 @@ class Agent:
         return fd
 
     def op_spawn(self, argv: list[str], log: str, env: dict[str, str] | None = None,
-                 grace: float = 3.0, err: str | None = None) -> dict[str, Any]:
+                 grace: float = 3.0, err: str | None = None,
+                 private: dict[str, list[str]] | None = None) -> dict[str, Any]:
         """Start a process in its own session, stdout (and stderr, unless `err` names a file
-        of its own) to `log`."""
+        of its own) to `log`. `private` ({"tmpfs", "mkdir", "keep": [paths]}) runs it in a
+        mount namespace of its own with private tmpfs mounts (privrun.py): same PID."""
+        if private:
+            argv = private_argv(argv, private)
         fd = self._log_fd(log)
         efd = self._log_fd(err) if err else fd
         try:
@@ -130,6 +134,40 @@ class Agent:
         self.journal.forget("process", "pid", pid)
         del self.procs[pid]
         return {"returncode": code}
+
+    def op_adopt(self, pid: int, grace: float = 3.0) -> dict[str, Any]:
+        """Journal the descendants of a process this agent started (sshd's per-connection
+        processes, which leave its session): undone like it, by PID and start time."""
+        self._proc(pid)
+        kids: dict[int, list[int]] = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                kids.setdefault(ppid, []).append(int(name))
+        out, todo = [], list(kids.get(pid, []))
+        while todo:
+            child = todo.pop()
+            st = starttime(child)
+            if st is None:
+                continue
+            self.journal.add("process", pid=child, starttime=st, grace=grace, label="adopted")
+            out.append({"pid": child, "starttime": st})
+            todo += kids.get(child, [])
+        return {"processes": out}
+
+    def op_kill(self, pid: int, starttime: int, grace: float = 3.0) -> dict[str, Any]:
+        """End an adopted process (only one this agent journaled, and only while its PID
+        still has that start time)."""
+        if not any(e["kind"] == "process" and e["pid"] == pid and e.get("label") == "adopted"
+                   for e in self.journal.entries):
+            raise AgentError(f"process {pid} was not started by this agent", "notours")
+        kill(pid, starttime, grace)
+        self.journal.forget("process", "pid", pid)
+        return {}
 
     def _proc(self, pid: int) -> subprocess.Popen[bytes]:
         if pid not in self.procs:
@@ -189,11 +227,17 @@ class Agent:
         """The site's wall clock, for the client's offset estimate (client.clock_offset)."""
         return {"time": time.time()}
 
-    def op_cpu_start(self, interval: float = 1.0) -> dict[str, Any]:
+    def op_cpu_start(self, interval: float = 1.0, pids: list[int] | None = None,
+                     kernel_prefix: str = "") -> dict[str, Any]:
+        """Sample /proc/stat every `interval`, and the CPU time (and threads) of `pids` and
+        of the kernel threads named `kernel_prefix`N (ksoftirqd/): {pid: comm} tracked."""
         if self.sampler is None:
-            self.sampler = Sampler(interval)
+            tracked = list(pids or [])
+            if kernel_prefix:
+                tracked += kernel_threads(kernel_prefix)
+            self.sampler = Sampler(interval, tracked)
             self.sampler.start()
-        return {}
+        return {"tracked": {str(p): comm_of(p) for p in self.sampler.pids}}
 
     def op_cpu_take(self, stop: bool = False) -> dict[str, Any]:
         """The /proc/stat readings taken since the last take (sampled here, no round trip
@@ -270,10 +314,51 @@ class Agent:
         return errors
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(stat_path: str) -> float:
+    """utime + stime of /proc/PID/stat (or a thread's), in seconds."""
+    with open(stat_path) as f:
+        text = f.read()
+    rest = text[text.rindex(")") + 2:].split()
+    return (int(rest[11]) + int(rest[12])) / CLK_TCK
+
+
+def comm_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def kernel_threads(prefix: str) -> list[int]:
+    return [int(n) for n in os.listdir("/proc") if n.isdigit() and
+            comm_of(int(n)).startswith(prefix)]
+
+
+def proc_cpu(pid: int) -> dict[str, Any] | None:
+    """CPU seconds of a process and of each of its threads, its name; None once gone."""
+    try:
+        total = _cpu_seconds(f"/proc/{pid}/stat")
+        tids = os.listdir(f"/proc/{pid}/task")
+    except (OSError, ValueError, IndexError):
+        return None
+    threads = {}
+    for tid in tids:
+        try:
+            threads[tid] = _cpu_seconds(f"/proc/{pid}/task/{tid}/stat")
+        except (OSError, ValueError, IndexError):
+            continue
+    return {"cpu_s": total, "threads": threads, "comm": comm_of(pid)}
+
+
 class Sampler(threading.Thread):
-    def __init__(self, interval: float) -> None:
+    def __init__(self, interval: float, pids: list[int] | None = None) -> None:
         super().__init__(daemon=True)
         self.interval = interval
+        self.pids = list(pids or [])
         self.samples: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.done = threading.Event()
@@ -282,8 +367,12 @@ class Sampler(threading.Thread):
         while not self.done.is_set():
             with open("/proc/stat") as f:
                 text = f.read()
+            sample: dict[str, Any] = {"time": time.time(), "text": text}
+            if self.pids:
+                sample["mono"] = time.monotonic()
+                sample["procs"] = {str(p): c for p in self.pids if (c := proc_cpu(p))}
             with self.lock:
-                self.samples.append({"time": time.time(), "text": text})
+                self.samples.append(sample)
             self.done.wait(self.interval)
 
     def take(self) -> list[dict[str, Any]]:
@@ -311,6 +400,18 @@ def _killgroup(p: subprocess.Popen[str]) -> None:
     except ProcessLookupError:
         pass
     p.communicate()
+
+
+def private_argv(argv: list[str], private: dict[str, list[str]]) -> list[str]:
+    """argv that runs `argv` through tbagent.privrun, from this agent's zipapp, in a new mount
+    namespace (mounts there never reach the host's)."""
+    pyz = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    opts = ["--outer", os.readlink("/proc/self/ns/mnt")]
+    for key in ("tmpfs", "mkdir", "keep"):
+        for path in private.get(key, []):
+            opts += [f"--{key}", str(path)]
+    return ["unshare", "--mount", "--propagation", "slave", "env", f"PYTHONPATH={pyz}",
+            sys.executable, "-m", "tbagent.privrun", *opts, "--", *argv]
 
 
 def _end(signum: int, frame: object) -> None:
