@@ -30,7 +30,7 @@ sys.path.insert(0, "/mnt/tb/src")
 
 from tunbench import proc  # noqa: E402
 
-RUN_DIR = Path("/run/tbsite")
+RUN_DIR = Path("/etc/ssh/tunbench")  # sshd StrictModes: /run is a 1777 tmpfs here
 SSHD = "/usr/sbin/sshd"
 
 
@@ -52,7 +52,8 @@ def ifname_by_mac(mac: str, timeout: float = 60.0) -> str:
 
 def configure(cfg: dict[str, str]) -> None:
     mgmt, ul = ifname_by_mac(cfg["mgmt_mac"]), ifname_by_mac(cfg["underlay_mac"])
-    for argv in (["ip", "link", "set", "lo", "up"],
+    for argv in (["hostname", f"tb-vm-{cfg['name']}"],
+                 ["ip", "link", "set", "lo", "up"],
                  ["ip", "addr", "add", cfg["mgmt4"], "dev", mgmt],
                  ["ip", "link", "set", mgmt, "up"],
                  ["ip", "addr", "add", cfg["underlay4"], "dev", ul],
@@ -74,7 +75,8 @@ def sshd_config(keys: Path) -> str:
 
 
 def start_sshd(share: Path) -> proc.Process:
-    """Keys are copied off the 9p share into tmpfs with mode 0600 (sshd refuses a host key
+    """Keys are copied off the 9p share with mode 0600 into a root-only directory of the guest (its rootfs
+    is a per-boot snapshot) (sshd refuses a host key
     others can read, and 9p shows the host's modes)."""
     RUN_DIR.mkdir(mode=0o700, exist_ok=True)
     for name in ("host_ed25519_key", "authorized_keys"):

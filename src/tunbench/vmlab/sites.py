@@ -213,10 +213,10 @@ def nic_args(pair: SitePair, site: GuestSite) -> tuple[str, ...]:
     return (
         "-netdev", f"user,id=mgmt,restrict=on,net={lay.mgmt_net},host={host},"
                    f"hostfwd=tcp:127.0.0.1:{site.port}-{guest}:22",
-        "-device", f"virtio-net-pci,netdev=mgmt,mac={mgmt_mac}",
+        "-device", f"virtio-net-pci,netdev=mgmt,mac={mgmt_mac},romfile=",
         "-netdev", f"dgram,id=ul,local.type=unix,local.path={pair.dir / f'ul-{lay.name}.sock'},"
                    f"remote.type=unix,remote.path={pair.dir / f'ul-{other}.sock'}",
-        "-device", f"virtio-net-pci,netdev=ul,mac={ul_mac}",
+        "-device", f"virtio-net-pci,netdev=ul,mac={ul_mac},romfile=",
     )
 
 
