@@ -1,7 +1,7 @@
 """Two VM lab guests as SSH sites (tunbench.vmlab.sites), booted once per module.
 
 It is its own target, `make vmlab-sites` (TUNBENCH_VMLAB_SITES=1): two TCG guests and a
-ten-case campaign take 15-30 min on this 2-core host, more than `make test`'s budget allows
+eight-case campaign took 5.5-11 min on this 2-core host, more than `make test`'s budget allows
 (measured in docs/vmlab.md). Otherwise it skips with that reason. It also skips with the
 one-line reason when the VM lab cannot be built or booted here, and with TUNBENCH_VMLAB=0. Booted, a guest that does not serve SSH in time is a failure. At the
 end both qemu processes must be gone (stopped by PID) and the run's directory removed.
@@ -28,7 +28,7 @@ def pair() -> Iterator[sites.SitePair]:
         pytest.skip(f"VM lab tier disabled ({ENABLE_ENV}=0)")
     if os.environ.get(SITES_ENV) != "1":
         pytest.skip(f"the two-guest VM tier is its own target: make vmlab-sites ({SITES_ENV}=1;"
-                    " 15-30 min on a 2-core host)")
+                    " 6-11 min on a 2-core host)")
     if os.geteuid() != 0:
         pytest.skip("the two-guest VM tier needs root (the VM lab image build)")
     started: list[sites.SitePair] = []
