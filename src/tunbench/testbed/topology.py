@@ -27,6 +27,10 @@ from .remote import LIVE_AGENTS, LOCAL, REMOTE_ROOT, AgentLinks, RemoteSite
 
 log = logging.getLogger(__name__)
 
+# ~1 s on this host; 20-90 s on an emulated VM lab guest (TCG) of a loaded 2-core host
+NETLINK_IMPORT_WAIT = 300.0
+
+
 # ---- what the user names ----------------------------------------------------------------
 @dataclass(frozen=True)
 class SiteSpec:
@@ -118,6 +122,9 @@ class Endpoint:
             LIVE_AGENTS[self.agent.agent_id] = self.agent
             for line in self.agent.sweep():
                 log.info("%s: swept %s", self.spec.target, line)
+            # pyroute2's first import from the zip (compiled on the site, no .pyc) is paid
+            # here, with a wait that fits slow sites, not in a case's 30 s netlink calls
+            self.agent.call("links", wait=NETLINK_IMPORT_WAIT)
             self.mgmt = self.conn.management_path()
         except BaseException:
             self.close()

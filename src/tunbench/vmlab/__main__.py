@@ -5,24 +5,28 @@
   info            recipe hash, cache directory and disk used per cached image
   prune           delete cached images of other recipes
   run [-t S] [-- ARGV...]   boot and run ARGV in the guest (default: the tests/vmlab tier)
+  sites           boot two guests as SSH sites, print the `tunbench run` options that reach
+                  them, keep them up until Ctrl-C (or SIGTERM), then stop them
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 
 from ..errors import TunbenchError
-from . import image, tier
+from . import image, sites, tier
 from .qemu import boot
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tunbench.vmlab", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["host-packages", "build", "info", "prune", "run"])
+    ap.add_argument("command", choices=["host-packages", "build", "info", "prune", "run",
+                                            "sites"])
     ap.add_argument("-t", "--timeout", type=float, default=900.0)
     argv = list(sys.argv[1:] if argv is None else argv)
     rest = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -52,6 +56,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     elif args.command == "prune":
         for name in image.prune():
             print(f"deleted {name}")
+    elif args.command == "sites":
+        return _serve_sites()
     elif args.rest:
         run = boot(image.ensure_image(), args.rest, timeout=args.timeout)
         sys.stdout.write(run.job_log)
@@ -67,6 +73,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"[{len(results)} guest tests in {time.monotonic() - t0:.1f} s]")
         return 0 if all(r.outcome in ("passed", "skipped") for r in results) else 1
     return 0
+
+
+def _serve_sites() -> int:
+    """Keep a pair up for a user's own `tunbench run --site ...`: SIGTERM ends it like Ctrl-C,
+    so the guests are stopped and the keys removed either way."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with sites.site_pair() as pair:
+        print(f"two guests serving SSH (booted in {pair.boot_seconds} s); in another shell:")
+        print("  tunbench run " + " ".join(pair.site_args()) + " --tunnels native,geneve")
+        print("Ctrl-C stops both guests and removes their keys.", flush=True)
+        while all(s.process is not None and s.process.poll() is None
+                  for s in pair.sites.values()):
+            time.sleep(1.0)
+        print("a guest stopped by itself; stopping the other", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

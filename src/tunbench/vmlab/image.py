@@ -36,11 +36,12 @@ MIRROR = "http://deb.debian.org/debian"
 
 # Guest packages: the guest's system, the testbed's and workloads' tools and the test runner
 # (libcharon-extra-plugins: ipsec impl=libipsec next to kernel ESP; libreswan is left out: in
-# bookworm it conflicts with strongswan-charon) ...
+# bookworm it conflicts with strongswan-charon; openssh-server: the two-guest tier's sites are
+# reached over SSH only, see vmlab/sites.py) ...
 BASE_GUEST_PACKAGES: tuple[str, ...] = (
     "linux-image-amd64", "kmod", "iproute2", "iputils-ping", "procps", "ethtool", "tcpdump",
     "iperf3", "sockperf", "libcharon-extra-plugins", "python3", "python3-pytest",
-    "python3-pyroute2",
+    "python3-pyroute2", "openssh-server",
 )
 # ... and the packages the tunnel drivers declare for their kernel implementations (kernel
 # WireGuard's wg, kernel ESP's charon/swanctl, the OVS system datapath's daemons).

@@ -92,12 +92,15 @@ def host_site_packages(image: Image) -> Path | None:
 
 
 def qemu_argv(qemu: str, image: Image, *, boot_mode: str, accel_kind: str, console: Path,
-              shares: dict[str, tuple[Path, bool]], memory_mb: int = 2048, cpus: int = 2
-              ) -> list[str]:
+              shares: dict[str, tuple[Path, bool]], memory_mb: int = 2048, cpus: int = 2,
+              nics: tuple[str, ...] = ()) -> list[str]:
+    """The qemu command line. `nics` (netdev/device options) replaces `-nic none`: only the
+    two-guest tier (sites.py) gives its guests network devices."""
     kernel = image.vmlinux if boot_mode == "pvh" else image.bzimage
     cpu = "host" if accel_kind == "kvm" else "max"
     argv = [qemu, "-accel", accel_kind, "-cpu", cpu, "-smp", str(cpus), "-m", str(memory_mb),
-            "-nographic", "-nodefaults", "-nic", "none", "-no-reboot", "-monitor", "none",
+            "-nographic", "-nodefaults", *(nics or ("-nic", "none")), "-no-reboot",
+            "-monitor", "none",
             "-serial", f"file:{console}",
             "-kernel", str(kernel), "-initrd", str(image.initrd),
             "-append", " ".join(KERNEL_ARGS),

@@ -1,0 +1,132 @@
+"""A campaign between two real kernels: two VM lab guests (each its own Debian kernel under
+qemu) joined by a virtual underlay link, reached by tunbench on the host only over SSH, through
+the same `--site a=... --site b=... --ssh-config FILE` a user types.
+
+The kinds are the ones this host's kernel cannot run (Geneve, GRE, kernel WireGuard, kernel
+ESP) plus native; stream and latency, 2 s each. Correctness only: TCG runs 25-30x slower
+than the host, so no figure is compared, only that traffic crossed each tunnel, measured
+on each site apart, and that nothing is left on either guest.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tunbench import proc
+from tunbench.remote.transport import Connection, SshOptions
+from tunbench.vmlab import sites
+
+pytestmark = [pytest.mark.vmlab, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENT = ROOT / "tests" / "data" / "experiments" / "two-kernels.toml"
+ESP_EXPERIMENT = ROOT / "tests" / "data" / "experiments" / "two-kernels-esp.toml"
+KINDS = ["native", "geneve", "gre", "wireguard"]
+# How ipsec is refused while its driver is not remote-ready (charon is not on PATH but in
+# /usr/lib/ipsec, and the driver writes its strongSwan files into this host's workdir; being
+# made remote-ready on another branch of issue 13): the site check, before any change.
+NOT_REMOTE_READY = "lacks charon"
+DAEMONS = ("iperf3", "sockperf", "charon", "tunbench-loadgen")
+
+
+def guest(pair: sites.SitePair, name: str) -> Connection:
+    return Connection.open(pair.target(name), options=SshOptions(config_file=pair.ssh_config),
+                           name=f"check-{name}")
+
+
+def cases_of(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))]
+
+
+def run_between(pair: sites.SitePair, experiment: Path, out: Path) -> proc.Completed:
+    """`tunbench run` as a user types it, the guests named only by --site/--ssh-config."""
+    return proc.run([sys.executable, "-m", "tunbench", "run", "--experiment", str(experiment),
+                     *pair.site_args(), "--out", str(out), "--no-report", "--quiet"],
+                    check=False, timeout=2400, cwd=ROOT)
+
+
+def test_two_kernel_campaign_over_ssh(pair: sites.SitePair, tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    t0 = time.monotonic()
+    r = run_between(pair, EXPERIMENT, out)
+    wall = time.monotonic() - t0
+    print(f"two-guest campaign: {wall:.1f} s wall (guests booted in {pair.boot_seconds} s)")
+    cases = cases_of(out)
+    by = {(c["case"]["tunnel"]["kind"], c["case"]["workload"]["name"]): c for c in cases}
+    summary = {f"{k}/{w}": (c["status"], c.get("error", "")) for (k, w), c in by.items()}
+    print(json.dumps(summary, indent=1))
+    for (kind, wl), c in by.items():
+        print(f"{kind}/{wl}: " + ", ".join(f"{m}={v['value']:.4g}"
+                                           for m, v in c["metrics"].items()
+                                           if isinstance(v, dict)
+                                           and isinstance(v.get("value"), (int, float))))
+    print("clock offset b-a (ms):", [c["testbed"].get("clock", {}).get("offset_b_minus_a_ms")
+                                     for c in cases])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert set(by) == {(k, w) for k in KINDS for w in ("stream", "latency")}
+    host_kernel = Path("/proc/sys/kernel/osrelease").read_text().strip()
+    for (kind, wl), c in by.items():
+        if kind == "ipsec" and c["status"] != "ok":
+            continue   # judged at the end, after the guests are checked for leftovers
+        assert c["status"] == "ok", (kind, wl, c.get("error"))
+        tb = c["testbed"]
+        assert tb["kind"] == "hosts" and tb["shares_cpus"] is False
+        hosts = tb["hosts"]
+        assert hosts["a"]["target"] == "root@tb-vm-a" and hosts["a"]["hostname"] == "tb-vm-a"
+        assert hosts["b"]["target"] == "root@tb-vm-b" and hosts["b"]["hostname"] == "tb-vm-b"
+        # two guest kernels, not this host's (whose kernel has none of these kinds)
+        assert hosts["a"]["kernel"] != host_kernel and hosts["b"]["kernel"] != host_kernel
+        # the underlay was found from the route to the other site's SSH address
+        assert tb["sites"]["a"]["underlay4"] == "198.18.0.1"
+        assert tb["sites"]["b"]["underlay4"] == "198.18.0.2"
+        cpu = c["cpu"]
+        assert cpu["shared_by_sites"] is False and set(cpu["sites"]) == {"a", "b"}
+        assert "cpu_busy_a" in c["metrics"] and "cpu_busy_b" in c["metrics"]
+        if wl == "stream":
+            assert c["metrics"]["throughput"]["value"] > 0
+    wg = by[("wireguard", "stream")]
+    assert wg["tunnel"]["info"]["impl"] == "kernel"
+    assert wg["datapath_counters"]["delta"]["b"]["wg_rx_bytes"] > 100_000
+    for kind in ("geneve", "gre"):
+        assert by[(kind, "stream")]["datapath_counters"]["delta"]["b"]["rx_bytes"] > 100_000
+    assert_guests_clean(pair)
+
+
+def test_kernel_esp_between_guests(pair: sites.SitePair, tmp_path: Path) -> None:
+    """ipsec impl=kernel (IKEv2 by charon, ESP in each guest's kernel), stream + latency."""
+    out = tmp_path / "r"
+    r = run_between(pair, ESP_EXPERIMENT, out)
+    if r.returncode != 0 and NOT_REMOTE_READY in r.stderr:
+        assert not (out / "cases").exists() or not list((out / "cases").iterdir())
+        assert_guests_clean(pair)
+        pytest.xfail("ipsec is not remote-ready on this branch: "
+                     + r.stderr.strip().splitlines()[-1])
+    cases = cases_of(out)
+    assert [c["status"] for c in cases] == ["ok", "ok"], \
+        [c.get("error") for c in cases] or r.stderr[-2000:]
+    for c in cases:
+        assert c["tunnel"]["info"]["impl"] == "kernel"
+        assert c["cpu"]["shared_by_sites"] is False
+    assert_guests_clean(pair)
+
+
+def assert_guests_clean(pair: sites.SitePair) -> None:
+    """Seen the only way tunbench sees them, over SSH: no case directory, no tunnel link,
+    no workload or IKE daemon left on either guest."""
+    for name in ("a", "b"):
+        with guest(pair, name) as c:
+            assert c.run(["find", "/run/tunbench", "-mindepth", "1"], check=False).stdout == ""
+            links = [ln.split(":")[1].strip().split("@")[0]
+                     for ln in c.run(["ip", "-o", "link"]).stdout.splitlines()]
+            # the kernel's own fallback devices (gre0, tunl0, ... made by module loads) stay
+            assert {"lo", "eth0", "eth1"} <= set(links), links
+            assert not [n for n in links if n.startswith("tb")], links
+            for daemon in DAEMONS:
+                assert not c.run(["pgrep", "-x", daemon], check=False).ok, \
+                    f"{daemon} left running on {name}"
