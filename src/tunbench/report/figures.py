@@ -153,8 +153,8 @@ def _err(s: stats.Summary, upper: float | None = None) -> tuple[float, float]:
     return (s.mean - low, max(high - s.mean, 0.0))
 
 
-def _ceiling(metric: str, unit: str) -> float | None:
-    return CPU_CEILING if catalogue.unit_label(metric, unit) == "% of all cores" else None
+def _ceiling(c: Campaign, metric: str, unit: str) -> float | None:
+    return CPU_CEILING if c.unit_label(metric, unit) == "% of all cores" else None
 
 
 def _label_in_bar(ax: Axes, x: float, height: float, text: str) -> None:
@@ -410,7 +410,7 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
         ax.invert_yaxis()
         ax.grid(False, axis="y")
         ax.set_xlim(0, top)
-        name = catalogue.display_name(metric)
+        name = c.display(metric)
         ax.set_xlabel(f"{name} (% of native)")
         title = f"{name} as % of native ({wl})"
         ax.set_title(title)
@@ -501,9 +501,9 @@ def cdf_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             for a in (ax, tail):
                 if pos and max(pos) / min(pos) > 4:
                     a.set_xscale("log")
-                a.set_xlabel(f"{catalogue.display_name(dist.name)} "
-                             f"({catalogue.unit_label(dist.name, dist.unit)})" if dist.unit
-                             else catalogue.display_name(dist.name))
+                a.set_xlabel(f"{c.display(dist.name)} "
+                             f"({c.unit_label(dist.name, dist.unit)})" if dist.unit
+                             else c.display(dist.name))
             ax.set_ylim(0, 1.02)
             ax.set_ylabel("fraction of transactions ≤ x")
             ax.set_title("CDF")
@@ -511,7 +511,7 @@ def cdf_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             tail.set_ylabel("fraction > x (tail)")
             tail.set_title("tail: p90 at 0.1, p99 at 0.01, p99.9 at 0.001")
             ax.legend(loc="lower right")
-            title = f"{catalogue.display_name(dist.name)} CDF per tunnel ({scen_text(scen, c)})"
+            title = f"{c.display(dist.name)} CDF per tunnel ({scen_text(scen, c)})"
             fig.suptitle(title)
             yield _save(fig, out, slug("cdf", dist.name, *scen), title,
                         "Cumulative distribution of every transaction over all repeats (full "
@@ -557,7 +557,7 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                 xs = sorted(pts)
                 xs_all.update(xs)
                 summ = [stats.summarize(pts[x]) for x in xs]
-                ceil = _ceiling(metric, sw.units.get(metric, ""))
+                ceil = _ceiling(c, metric, sw.units.get(metric, ""))
                 ax.errorbar(xs, [s.mean for s in summ],
                             yerr=[[min(s.mean - s.ci95_low, s.mean * 0.9) for s in summ],
                                   [_err(s, ceil)[1] for s in summ]],
@@ -570,8 +570,8 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             ax.minorticks_off()
             ax.set_xlabel("ECMP tunnels" if sw.over == "tunnel" else f"parallel {sw.param}")
             unit = sw.units.get(metric, "")
-            shown = catalogue.unit_label(metric, unit)
-            name = catalogue.display_name(metric)
+            shown = c.unit_label(metric, unit)
+            name = c.display(metric)
             ax.set_ylabel(f"{name} ({shown})" if shown else name)
             if _metric_rank(metric, unit)[0] == 0 and _own_scale(tops) and min(lows) > 0:
                 ax.set_yscale("log")   # each curve readable: equal ratios, equal distances
@@ -621,7 +621,7 @@ def _grouped(ax: Axes, c: Campaign, pal: Palette, groups: list[str],
 def line_rate_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
     for scen in c.scenarios():
         rows = [r for r in c.rows if (r.workload, r.mtu, r.offloads) == scen
-                and data.is_line_rate(r.metric, r.unit) and "@" not in r.metric]
+                and data.is_line_rate(r.metric, r.unit) and not data.is_point(c, r.metric)]
         for metric in dict.fromkeys(r.metric for r in rows):
             mrows = [r for r in rows if r.metric == metric]
             cpu = [c.row(r.tunnel, scen, "cpu_busy") for r in mrows]
@@ -644,19 +644,10 @@ def line_rate_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                         "Mean over repeats; whiskers: 95% CI.")
 
 
-def _size_label(size: str, unit: str) -> str:
-    """'pps_361' on a pps axis -> '361'; 'mbps_l2_imix' on a Mbit/s axis -> 'l2_imix': the
-    unit is on the axis already."""
-    for prefix in ("pps_", "mbps_", "gbps_", "bps_"):
-        if size.startswith(prefix):
-            return size[len(prefix):]
-    return size
-
-
 def ndr_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
     for scen in c.scenarios():
         srows = [r for r in c.rows if (r.workload, r.mtu, r.offloads) == scen]
-        nd = data.ndr_metrics(r.metric for r in srows)
+        nd = data.ndr_metrics(c, (r.metric for r in srows))
         loaded = [r for r in srows if data.is_under_load(r.metric)]
         if not nd and not loaded:
             continue
@@ -668,7 +659,7 @@ def ndr_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         panels = len(panels_nd) + (1 if loaded else 0)
         fig, axes = _grid(panels, 4.6, 3.0)
         for ax, (kind, unit) in zip(axes, panels_nd):
-            mine = {m: _size_label(sz, unit) for m, (k, sz) in nd.items()
+            mine = {m: sz for m, (k, sz) in nd.items()
                     if k == kind and units[m] == unit}
             sizes = sorted(set(mine.values()), key=data.size_order)
             vals = {(mine[r.metric], r.tunnel): r.stats for r in srows if r.metric in mine}
@@ -701,8 +692,8 @@ SHOWN_ELSEWHERE = ("cpu_busy",)
 def other_metric_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
     for wl in c.workloads():
         head = data.headline_metric(c, wl)
-        rows = [r for r in c.rows if r.workload == wl and "@" not in r.metric]
-        nd = data.ndr_metrics(r.metric for r in rows)
+        rows = [r for r in c.rows if r.workload == wl and not data.is_point(c, r.metric)]
+        nd = data.ndr_metrics(c, (r.metric for r in rows))
         metrics = [m for m in dict.fromkeys(r.metric for r in rows)
                    if m not in SHOWN_ELSEWHERE and m not in nd and m != head
                    and not data.is_line_rate(m, "") and not data.is_under_load(m)]
@@ -716,9 +707,9 @@ def other_metric_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figur
             groups = [f"MTU {m}" for m in mtus] if len(mtus) > 1 else [""]
             vals = {((f"MTU {r.mtu}" if len(mtus) > 1 else ""), r.tunnel): r.stats
                     for r in mrows if r.offloads == mrows[0].offloads}
-            _grouped(ax, c, pal, groups, vals, _ceiling(metric, mrows[0].unit))
-            ax.set_title(catalogue.display_name(metric))
-            ax.set_ylabel(catalogue.unit_label(metric, mrows[0].unit))
+            _grouped(ax, c, pal, groups, vals, _ceiling(c, metric, mrows[0].unit))
+            ax.set_title(c.display(metric))
+            ax.set_ylabel(c.unit_label(metric, mrows[0].unit))
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 6))
         title = f"Other metrics of {wl}"
