@@ -54,12 +54,8 @@ def _num(text: str) -> int | float:
 
 
 def v1_metric_dims(name: str) -> tuple[str, dict[str, Any]]:
-    """(base, dims) of a v1 metric name; a name with no packed dimension is its own base."""
-    if m := _SWEEP_METRIC.match(name):
-        base, inner = v1_metric_dims(m["base"])
-        return base, {**inner, m["param"]: int(m["x"])}
-    if m := _RTT.match(name):
-        return m["base"], ({"q": _q(m)} if m["q"] else {"stat": m["stat"]})
+    """(base, dims) of a v1 metric name; a name with no packed dimension is its own base.
+    The loss search's families first (an NDR's `@size1518` is a frame size, not a sweep)."""
     if m := _RATE.match(name):
         found: dict[str, Any] = {"goal": m["goal"], "size": m["size"]}
         return ("rate_mbps", {**found, "layer": m["layer"]}) if m["layer"] \
@@ -71,6 +67,11 @@ def v1_metric_dims(name: str) -> tuple[str, dict[str, Any]]:
         return "max_offered_pps", {"size": m["size"]}
     if m := _NDR.match(name):   # v1 convention for other NDR/PDR writers: ndr_64, pdr@size1518
         return m["goal"], ({"size": m["size"]} if m["size"] else {})
+    if m := _SWEEP_METRIC.match(name):
+        base, inner = v1_metric_dims(m["base"])
+        return base, {**inner, m["param"]: int(m["x"])}
+    if m := _RTT.match(name):
+        return m["base"], ({"q": _q(m)} if m["q"] else {"stat": m["stat"]})
     if m := _PCTL.match(name):
         return m["base"], {"q": _q(m)}
     return name, {}
