@@ -277,5 +277,5 @@ def test_cpu_whiskers_stay_within_what_is_possible() -> None:
     rows = [r for r in c.rows if r.metric.startswith("cpu_busy")]
     assert any(r.stats.ci95_high > 100 for r in rows), "fixture has a CI past 100%"
     for r in rows:
-        lo, hi = figures._err(r.stats, figures._ceiling(r.metric, r.unit))
+        lo, hi = figures._err(r.stats, figures._ceiling(c, r.metric, r.unit))
         assert r.stats.mean + hi <= 100 + 1e-9 and r.stats.mean - lo >= 0
