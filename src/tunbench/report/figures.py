@@ -23,7 +23,6 @@ from matplotlib.ticker import EngFormatter, MaxNLocator  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from . import cores, data, stats  # noqa: E402
-from . import metrics as catalogue  # noqa: E402
 from .data import Campaign, Scenario  # noqa: E402
 
 matplotlib.rcParams.update({
@@ -581,7 +580,7 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             ax.set_title(name)
         axes[0].legend(loc="best")
         over = "ECMP tunnels" if sw.over == "tunnel" else sw.param
-        title = f"{', '.join(map(catalogue.display_name, metrics))} vs {over} ({sw.workload}" + \
+        title = f"{', '.join(map(c.display, metrics))} vs {over} ({sw.workload}" + \
                 ("" if sw.mtu == 1500 else f", MTU {sw.mtu}") + ")"
         fig.suptitle(title)
         cap = (f"Mean over repeats at each number of {over} (log2 axis); whiskers: 95% CI "
