@@ -82,7 +82,7 @@ def test_basic_report_figures_html_and_exports(campaign: Callable[[str], Path],
                     for p in (root / "cases").glob("*.json"))
     lines = rep.csv.read_text().splitlines()
     assert lines[0].startswith("case_id,tunnel,kind,workload,workload_params,mtu,offloads,"
-                               "repeat,metric,unit,value")
+                               "repeat,metric,metric_base,dims,unit,value")
     assert len(lines) == 1 + n_metrics
     table = pq.read_table(rep.parquet)
     assert table.num_rows == n_metrics
