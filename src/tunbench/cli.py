@@ -337,7 +337,6 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from . import listing, presets
-    from .report import console
     if args.kind:
         listing.check_kind(args.kind)
     kinds = available_kinds()
@@ -350,9 +349,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.params:
         sys.stdout.write(listing.params_toml(kinds, args.kind))
         return 0
-    console.print_list(kinds, only=args.kind)
+    listing.print_list(kinds, only=args.kind)
     if not args.kind:
-        console.print_presets({n: (presets.describe(n), presets.path(n))
+        listing.print_presets({n: (presets.describe(n), presets.path(n))
                                for n in presets.names()}, spec.OFFLOAD_PRESETS)
     return 0
 

@@ -14,6 +14,9 @@ import json
 import math
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from . import tunnels, workloads
 from .errors import SpecError
 
@@ -139,3 +142,50 @@ def list_json(kinds: dict[str, list[str]], presets: dict[str, Any],
         presets, offload_variants = {}, {}
     return {"format": LIST_FORMAT, "format_version": LIST_FORMAT_VERSION, "tunnels": tun,
             "workloads": wls, "presets": presets, "offload_variants": offload_variants}
+
+
+def print_presets(presets: dict[str, tuple[str, str]], offloads: dict[str, dict[str, str]]) -> None:
+    console = Console()
+    table = Table(title="presets (tunbench run --preset NAME [--scale 0.05])")
+    table.add_column("preset")
+    table.add_column("what (file to copy and edit)")
+    for name, (summary, path) in presets.items():
+        table.add_row(name, f"{summary}\n[dim]{path}[/dim]")
+    console.print(table)
+    console.print("offload variants (--offloads): " + "; ".join(
+        f"{n}: " + (", ".join(f"{k} {v}" for k, v in s.items()) or "as the kernel set them")
+        for n, s in offloads.items()), highlight=False)
+
+
+def print_list(kinds: dict[str, list[str]], only: str | None = None) -> None:
+    """Kinds and workloads, whether each runs here and why not (`only`: one of them);
+    parameters are `tunbench list --params`, as TOML."""
+    console = Console()
+    shown = {k: why for k, why in kinds.items() if only in (None, k)}
+    if shown:
+        table = Table(title="tunnel kinds")
+        table.add_column("kind")
+        table.add_column("available")
+        table.add_column("summary / why not")
+        for kind, why in shown.items():
+            drv = tunnels.get(kind)
+            text = drv.summary if not why else "\n".join(why)
+            table.add_row(kind, "[green]yes[/green]" if not why else "[red]no[/red]", text)
+            for r in tunnels.availability(kind)[1:]:   # each implementation, or why not
+                table.add_row(f"  {r.display}", "[green]yes[/green]" if r.available else
+                              "[red]no[/red]", "\n".join(r.reasons))
+        console.print(table)
+    wls = {n: w for n, w in sorted(workloads.registry().items()) if only in (None, n)}
+    if wls:
+        wt = Table(title="workloads")
+        wt.add_column("workload")
+        wt.add_column("summary")
+        for name, wl in wls.items():
+            text = wl.summary
+            missing = wl.requirements(wl.Params())
+            if missing:
+                text += "\n[red]" + "; ".join(m.one_line() for m in missing) + "[/red]"
+            wt.add_row(name, text)
+        console.print(wt)
+    console.print("parameters, as TOML for an experiment file: tunbench list --params "
+                  + (only or "[KIND]"), highlight=False)

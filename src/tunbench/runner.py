@@ -24,7 +24,7 @@ from .metrics.cpu import CpuRecord
 from .plan import Case, plan
 from .progress import SETUP, TEARDOWN, CasePlan, PhaseEvent, ProgressSink, ignore
 from .results import envinfo, fingerprint
-from .results.model import case_document
+from .results.model import MetricRecord, TunnelRecord, WorkloadRecord, case_document
 from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
 from .testbed import local, names, netlink, topology
@@ -362,13 +362,14 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     notes = case_notes + list(out.notes)
     if undo_errors:
         notes += [f"teardown: {e}" for e in undo_errors]
-    metrics = {k: m.to_dict() for k, m in out.metrics.items()}
+    metrics = {k: metric_record(k, m) for k, m in out.metrics.items()}
     cpu = None
     if ctx is not None and ctx.cpu_record is not None:
         cpu = cpu_summary(ctx.cpu_record, ctx.warmup)
         metrics.update(_cpu_metrics(cpu, out))
     doc = case_document(
-        case={**case.to_dict(), "tunnel": tunnel_identity(case), "run_id": run_id},
+        case={**case.to_dict(), "tunnel": tunnel_identity(case),
+              "workload": workload_identity(case), "run_id": run_id},
         status=status, started=started,
         ended=time.time(), testbed=tb.describe() if tb else None,
         tunnel=ep.describe() if ep else None, metrics=metrics, series=out.series,
@@ -386,8 +387,26 @@ def tunnel_identity(case: Case) -> dict[str, Any]:
     encrypts, and the name the report shows ('wireguard (go)')."""
     t = case.tunnel
     drv = tunnels.get(t.kind)
-    return {**t.to_dict(), "impl": drv.resolve_impl(t.params), "encrypts": drv.encrypts,
-            "display": drv.display(t.params, t.label)}
+    rec = TunnelRecord(drv.resolve_impl(t.params), drv.encrypts, drv.display(t.params, t.label))
+    return {**t.to_dict(), **rec.to_dict()}
+
+
+def workload_identity(case: Case) -> dict[str, Any]:
+    """The case's workload section with what the report judges it by, recorded at write time
+    from its driver (headline metrics, sweep parameter), so no reader asks a registry."""
+    wl = workloads.get(case.workload.name)
+    params = case.workload.to_dict().get("params") or {}
+    axes = tuple(p for p in dict.fromkeys((*wl.axes, *([wl.sweep] if wl.sweep else ())))
+                 if p in params)
+    rec = WorkloadRecord(tuple(wl.headline), wl.sweep, axes)
+    return {**case.workload.to_dict(), **rec.to_dict()}
+
+
+def metric_record(key: str, m: Metric) -> MetricRecord:
+    """A workload's Metric as the result format stores it: a Metric without base/dims (a
+    plain named metric) is its own base with no dimensions."""
+    return MetricRecord(m.base or key, m.value, m.unit, m.higher_is_better, m.bound,
+                        dict(m.dims))
 
 
 def _announce(progress: ProgressSink, event: PhaseEvent) -> None:
@@ -429,23 +448,26 @@ def _vanished(tb: Testbed | None) -> str:
             "another process)") if gone else ""
 
 
-def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, Any]:
-    res = {"cpu_busy": Metric(cpu["busy_avg"], "%", False).to_dict(),
-           "cpu_busy_min": Metric(cpu["busy_min"], "%", False).to_dict(),
-           "cpu_busy_max": Metric(cpu["busy_max"], "%", False).to_dict()}
+def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, MetricRecord]:
+    res = {"cpu_busy": MetricRecord("cpu_busy", cpu["busy_avg"], "%", False),
+           "cpu_busy_min": MetricRecord("cpu_busy_min", cpu["busy_min"], "%", False),
+           "cpu_busy_max": MetricRecord("cpu_busy_max", cpu["busy_max"], "%", False)}
     for name, site_cpu in (cpu.get("sites") or {}).items():
         # separate hosts: each end's CPU apart (a = client/sender, b = server/receiver)
-        res[f"cpu_busy_{name}"] = Metric(site_cpu["busy_avg"], "%", False).to_dict()
-        res[f"cpu_busy_max_{name}"] = Metric(site_cpu["busy_max"], "%", False).to_dict()
+        res[f"cpu_busy_{name}"] = MetricRecord(f"cpu_busy_{name}", site_cpu["busy_avg"], "%",
+                                               False)
+        res[f"cpu_busy_max_{name}"] = MetricRecord(f"cpu_busy_max_{name}",
+                                                   site_cpu["busy_max"], "%", False)
     tput = out.metrics.get("throughput")
     if tput and tput.value:
         cpu_pct_total = cpu["busy_avg"] * max(len(cpu["cores"]) - 1, 1)  # % of one core
-        res["cpu_per_gbit"] = Metric(cpu_pct_total / (tput.value / 1000.0),
-                                     "% of a core per Gbit/s", False).to_dict()
+        res["cpu_per_gbit"] = MetricRecord("cpu_per_gbit", cpu_pct_total / (tput.value / 1000.0),
+                                           "% of a core per Gbit/s", False)
         for name, site_cpu in (cpu.get("sites") or {}).items():   # each end on its host
             pct = site_cpu["busy_avg"] * max(len(site_cpu["cores"]) - 1, 1)
-            res[f"cpu_per_gbit_{name}"] = Metric(pct / (tput.value / 1000.0),
-                                                 "% of a core per Gbit/s", False).to_dict()
+            res[f"cpu_per_gbit_{name}"] = MetricRecord(
+                f"cpu_per_gbit_{name}", pct / (tput.value / 1000.0), "% of a core per Gbit/s",
+                False)
     return res
 
 

@@ -22,6 +22,13 @@ def test_run_writes_report(tmp_path: Path, root_unchanged: None) -> None:
     assert len(cases) == 4
     for c in cases:
         assert f'href="../cases/{c.name}"' in html
+        # result format v2 (docs/results.md): the file says what its figures mean
+        doc = json.loads(c.read_text())
+        assert doc["format_version"] == 2
+        assert doc["case"]["workload"]["headline"][0] == "throughput"
+        tput = doc["metrics"]["throughput"]
+        assert (tput["base"], tput["dims"], tput["unit"]) == ("throughput", {}, "Mbit/s")
+        assert {"impl", "encrypts", "display"} <= set(doc["case"]["tunnel"])
     vx = [json.loads(c.read_text())["metrics"]["throughput"]["value"] for c in cases
           if json.loads(c.read_text())["case"]["tunnel"]["kind"] == "vxlan"]
     nat = [json.loads(c.read_text())["metrics"]["throughput"]["value"] for c in cases

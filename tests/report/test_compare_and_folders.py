@@ -254,17 +254,21 @@ def test_report_has_no_sideways_scroll_at_1400_and_390(
 
 
 def test_every_recorded_metric_has_a_display_name_and_unit() -> None:
+    """Named from each metric's record (base + dims, as the reader upgrades v1 files)."""
     from tunbench.report import metrics
+    from tunbench.results import reader
+    from tunbench.results.model import metric_records
     seen = {}
-    for p in CAMPAIGNS.glob("*/cases/*.json"):
-        for name, m in (json.loads(p.read_text()).get("metrics") or {}).items():
-            seen[name] = m["unit"]
+    for root in CAMPAIGNS.iterdir():
+        for doc in reader.read_campaign(root).cases:
+            seen.update(metric_records(doc))
     assert len(seen) > 40
-    for name, unit in seen.items():
-        assert "_" not in metrics.display_name(name), name
-        assert metrics.unit_label(name, unit) not in ("us", "%"), (name, unit)
+    for name, rec in seen.items():
+        assert "_" not in metrics.display_name(name, rec), name
+        assert metrics.unit_label(name, rec.unit, rec) not in ("us", "%"), (name, rec.unit)
     assert metrics.unit_label("cpu_busy", "%") == "% of all cores"
-    assert metrics.unit_label("lat_p50_us_at_ndr_361", "us") == "µs"
+    assert metrics.unit_label("lat_p50_us_at_ndr_361", "us", seen["lat_p50_us_at_ndr_361"]) \
+        == "µs"
 
 
 def test_cpu_whiskers_stay_within_what_is_possible() -> None:
@@ -273,5 +277,5 @@ def test_cpu_whiskers_stay_within_what_is_possible() -> None:
     rows = [r for r in c.rows if r.metric.startswith("cpu_busy")]
     assert any(r.stats.ci95_high > 100 for r in rows), "fixture has a CI past 100%"
     for r in rows:
-        lo, hi = figures._err(r.stats, figures._ceiling(r.metric, r.unit))
+        lo, hi = figures._err(r.stats, figures._ceiling(c, r.metric, r.unit))
         assert r.stats.mean + hi <= 100 + 1e-9 and r.stats.mean - lo >= 0

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -19,13 +18,15 @@ import pytest
 from scipy import stats as sps
 
 from tunbench.report import build, data, peers
+from tunbench.results import reader
+from tunbench.results.model import CASE_FORMAT
 
 
 def _values(root: Path, metric: str) -> dict[tuple[str, str, int], list[float]]:
     """(tunnel, offload variant, streams) -> values over repeats."""
     out: dict[tuple[str, str, int], list[float]] = {}
     for p in sorted((root / "cases").glob("*.json")):
-        d = json.loads(p.read_text())
+        d = reader.read_json(p, CASE_FORMAT)
         if d["status"] == "ok":
             c = d["case"]
             # the name the report shows ('wireguard (go)'): data.tunnel_identity

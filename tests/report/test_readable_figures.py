@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import html
 import io
-import json
 import re
 import statistics
 from collections.abc import Callable
@@ -17,6 +16,8 @@ import pytest
 from PIL import Image
 
 from tunbench.report import build, data
+from tunbench.results import reader
+from tunbench.results.model import CASE_FORMAT
 
 CAMPAIGNS = Path(__file__).parent.parent / "data" / "campaigns"
 RECORDED = sorted(p.name for p in CAMPAIGNS.iterdir() if (p / "index.json").exists())
@@ -48,7 +49,7 @@ def test_no_figure_has_overlapping_tick_labels(name: str, campaign: Callable[[st
 def _shares(root: Path) -> dict[str, float]:
     vals: dict[str, list[float]] = {}
     for p in (root / "cases").glob("*.json"):
-        d = json.loads(p.read_text())
+        d = reader.read_json(p, CASE_FORMAT)
         if d["status"] == "ok":
             vals.setdefault(data.tunnel_identity(d)["display"], []).append(
                 d["metrics"]["throughput"]["value"])

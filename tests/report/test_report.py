@@ -85,7 +85,7 @@ def test_basic_report_figures_html_and_exports(campaign: Callable[[str], Path],
                     for p in (root / "cases").glob("*.json"))
     lines = rep.csv.read_text().splitlines()
     assert lines[0].startswith("case_id,tunnel,kind,workload,workload_params,mtu,offloads,"
-                               "repeat,metric,unit,value")
+                               "repeat,metric,metric_base,dims,unit,value")
     assert len(lines) == 1 + n_metrics
     table = pq.read_table(rep.parquet)
     assert table.num_rows == n_metrics
@@ -234,8 +234,9 @@ def test_loss_search_report_marks_lower_bounds(campaign: Callable[[str], Path],
               f"{bounded[0]}'s figure is a lower bound")
     assert caveat in share.text
     page = rep.html.read_text()
-    from tunbench.report import metrics as catalogue
-    assert (f'<td class=l title="{metric}">{html.escape(catalogue.display_name(metric))} ↑'
+    shown = data.load(root).display(metric)   # named from its record: 'NDR, IMIX'
+    assert shown == "NDR, IMIX" or "_" not in shown
+    assert (f'<td class=l title="{metric}">{html.escape(shown)} ↑'
             "</td>") in page   # one row per metric
     for tun, d in docs.items():
         for name, m in d["metrics"].items():

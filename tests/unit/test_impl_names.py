@@ -16,12 +16,20 @@ from pathlib import Path
 import pytest
 
 from tunbench.report import console, data, export
+from tunbench.results import reader
+from tunbench.results.upgrade import v1_to_v2
 
 V1 = Path(__file__).resolve().parents[1] / "data" / "campaigns" / "v1-impls"
 
 
-def _cases() -> list[dict]:
+def _raw() -> list[dict]:
+    """The v1 files as recorded (the golden input, never rewritten)."""
     return [json.loads(p.read_text()) for p in sorted((V1 / "cases").glob("*.json"))]
+
+
+def _cases() -> list[dict]:
+    """Through the one reader: upgraded to the current format."""
+    return reader.read_campaign(V1).cases
 
 
 def test_old_files_get_display_names_and_encryption() -> None:
@@ -51,18 +59,19 @@ def test_console_summary_names_the_implementation(capsys: pytest.CaptureFixture[
 
 
 def test_recorded_values_win_over_the_fallback() -> None:
-    doc = next(d for d in _cases() if d["case"]["tunnel"]["kind"] == "wireguard")
+    doc = next(d for d in _raw() if d["case"]["tunnel"]["kind"] == "wireguard")
     doc["case"]["tunnel"].update(impl="kernel", encrypts=True, display="wireguard (kernel)")
-    assert data.tunnel_identity(doc) == {"impl": "kernel", "encrypts": True,
+    assert data.tunnel_identity(v1_to_v2(doc)) == {"impl": "kernel", "encrypts": True,
                                          "display": "wireguard (kernel)"}
 
 
 def test_one_label_keeps_one_name_when_an_old_failed_case_recorded_no_impl() -> None:
-    cases = _cases()
-    ok = next(d for d in cases if d["case"]["tunnel"]["kind"] == "wireguard")
-    failed = copy.deepcopy(ok)
+    raw = next(d for d in _raw() if d["case"]["tunnel"]["kind"] == "wireguard")
+    failed = copy.deepcopy(raw)
     failed.update(status="failed", tunnel=None, metrics={}, error="tunnel did not come up")
     failed["case"]["id"] = "0006-wireguard-stream-mtu1500-r2"
+    failed = v1_to_v2(failed)
+    ok = v1_to_v2(raw)
     assert data.tunnel_identity(failed)["display"] == "wireguard"   # alone: nothing to go on
     named = data.name_tunnels([ok, failed])
     assert [d["case"]["tunnel"]["label"] for d in named] == ["wireguard (go)"] * 2
@@ -72,6 +81,6 @@ def test_one_label_keeps_one_name_when_an_old_failed_case_recorded_no_impl() -> 
 
 
 def test_custom_label_keeps_the_users_name() -> None:
-    doc = next(d for d in _cases() if d["case"]["tunnel"]["kind"] == "ipsec")
+    doc = next(d for d in _raw() if d["case"]["tunnel"]["kind"] == "ipsec")
     doc["case"]["tunnel"]["label"] = "esp-fast"
-    assert data.tunnel_identity(doc)["display"] == "esp-fast (libipsec)"
+    assert data.tunnel_identity(v1_to_v2(doc))["display"] == "esp-fast (libipsec)"

@@ -128,8 +128,9 @@ def _reference(c: Campaign) -> tuple[int, str] | None:
 
 
 def _streams(doc: dict[str, Any]) -> int:
-    params = doc["case"]["workload"].get("params") or {}
-    for p in data.SWEEP_PARAMS:
+    wl = doc["case"]["workload"]          # the axes the writer recorded (results v2)
+    params = wl.get("params") or {}
+    for p in wl.get("axes") or ():
         v = params.get(p)
         if isinstance(v, int) and not isinstance(v, bool):
             return v

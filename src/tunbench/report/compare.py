@@ -292,13 +292,14 @@ def print_table(res: Result, threshold: float, allow_untested: bool = False) -> 
         ha, hb = (c.ci_a[1] - c.mean_a), (c.ci_b[1] - c.mean_b)
         pct = "–" if c.change_pct is None else f"{c.change_pct:+.1f}%"
         spct = "–" if c.share_change_pct is None else f"{c.share_change_pct:+.1f}%"
-        unit = metrics.unit_label(c.metric, c.unit)
+        rec = res.campaigns[0].metric(c.metric) if res.campaigns else None
+        unit = metrics.unit_label(c.metric, c.unit, rec)
         verdict = f"[{style[c.verdict]}]{c.verdict}[/]" if style[c.verdict] else c.verdict
         if c.warnings:
             verdict += f"\n[yellow]⚠ not comparable: {', '.join(c.warnings)}[/]"
         basis = "native (reference)" if c.reference else f"{c.basis}, {c.method}"
         table.add_row(c.tunnel, c.workload, str(c.mtu),
-                      f"{metrics.display_name(c.metric)} ({unit})"
+                      f"{metrics.display_name(c.metric, rec)} ({unit})"
                       + (" ↑" if c.higher_is_better else " ↓"),
                       f"{num(c.mean_a)} ± {num(ha)}", f"{num(c.mean_b)} ± {num(hb)}", pct,
                       "–" if c.share_a is None else f"{c.share_a:.1f}%",

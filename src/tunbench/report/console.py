@@ -1,4 +1,5 @@
-"""What a person sees in the terminal: the summary table, the kind list (progress: live.py)."""
+"""What a person sees in the terminal: the summary table (progress: live.py; the kind list:
+listing.py). Like all of report/, it reads what the case files say and asks no registry."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .. import workloads
+from ..results.model import MetricRecord, metric_records
 from . import data, hops, stats
 from . import metrics as catalogue
 
@@ -21,9 +22,9 @@ MAX_NOTES = 12   # case notes printed under the tables; the report lists them al
 
 def headline(doc: dict[str, Any]) -> str:
     """A finished case in a few words: its first headline metric and CPU busy."""
-    wl = workloads.get(doc["case"]["workload"]["name"])
+    declared = doc["case"]["workload"].get("headline") or []
     parts = []
-    first = next((m for m in wl.headline if m in doc["metrics"]), None)
+    first = next((m for m in declared if m in doc["metrics"]), None)
     for name in ([first] if first else []) + list(CPU_METRICS[:1]):
         m = doc["metrics"].get(name)
         if m and m.get("value") is not None:
@@ -81,10 +82,14 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
             swept.setdefault((r.workload, r.mtu, r.offloads), []).append(r)
         else:
             groups.setdefault((r.label or r.workload, r.mtu, r.offloads), []).append(r)
+    declared = {str(d["case"]["workload"]["name"]): d["case"]["workload"] for d in cases}
+    recs = {k: r for d in reversed(cases) for k, r in metric_records(d).items()}
     for (wl_label, mtu, off), grp in groups.items():
-        _print_group(console, wl_label, mtu, off, grp)
+        head = tuple((declared.get(grp[0].workload) or {}).get("headline") or ())
+        _print_group(console, wl_label, mtu, off, grp, head, recs)
     for (wl_name, mtu, off), grp in swept.items():
-        _print_sweep(console, wl_name, mtu, off, grp)
+        key = (declared.get(wl_name) or {}).get("sweep_param") or "value"
+        _print_sweep(console, wl_name, mtu, off, grp, key)
     hops.print_table(console, cases)   # chain campaigns only
     failed = [d for d in cases if d.get("status") == "failed"]
     skipped = [d for d in cases if d.get("status") == "skipped"]
@@ -116,21 +121,22 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
 
 
 def _print_group(console: Console, wl_label: str, mtu: int, off: str,
-                 grp: list[stats.Row]) -> None:
-    wl = workloads.get(grp[0].workload)
-    metrics = [m for m in wl.headline + CPU_METRICS if any(r.metric == m for r in grp)]
+                 grp: list[stats.Row], headline: tuple[str, ...],
+                 recs: dict[str, MetricRecord]) -> None:
+    """`headline`: the metrics the workload declared first, as its cases recorded them."""
+    metrics = [m for m in headline + CPU_METRICS if any(r.metric == m for r in grp)]
     if not metrics:
         metrics = sorted({r.metric for r in grp})
     title = f"{wl_label} - underlay MTU {mtu}" + ("" if off == "default" else f" - offloads {off}")
-    pct_cols = {m for m in metrics if m in PCT_OF_NATIVE or m in wl.headline[:1]}
+    pct_cols = {m for m in metrics if m in PCT_OF_NATIVE or m in headline[:1]}
     line_rate = any(r.pct_of_line_rate is not None for r in grp)
     table = Table(title=title)
     table.add_column("tunnel")
     table.add_column("n", justify="right")
     by: dict[tuple[str, str], stats.Row] = {(r.tunnel, r.metric): r for r in grp}
     for m in metrics:
-        unit = catalogue.unit_label(m, next(r.unit for r in grp if r.metric == m))
-        label = CPU_LABELS.get(m) or catalogue.display_name(m)
+        unit = catalogue.unit_label(m, next(r.unit for r in grp if r.metric == m), recs.get(m))
+        label = CPU_LABELS.get(m) or catalogue.display_name(m, recs.get(m))
         table.add_column(f"{label}\n({unit})", justify="right")
         if m in pct_cols:
             hib = next(r.higher_is_better for r in grp if r.metric == m)
@@ -152,10 +158,10 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
 
 
 def _print_sweep(console: Console, wl_name: str, mtu: int, off: str,
-                 grp: list[stats.Row]) -> None:
+                 grp: list[stats.Row], key: str) -> None:
     """A sweep (e.g. 1..512 streams): one row per tunnel, one column per swept value; first
-    throughput with % of native below it, then CPU, so ten tunnels still fit a terminal."""
-    key = workloads.get(wl_name).sweep or "value"
+    throughput with % of native below it, then CPU, so ten tunnels still fit a terminal.
+    `key`: the swept parameter, as the cases recorded it."""
     where = f"underlay MTU {mtu}" + ("" if off == "default" else f", offloads {off}")
     tunnels = list(dict.fromkeys(r.tunnel for r in grp))
     values = sorted({r.sweep for r in grp}, key=lambda v: (str(type(v)), v))
@@ -194,51 +200,3 @@ def print_folder_problems(folder: Any, file: Any = None) -> None:
         print(f"tunbench: warning: {line}", file=out)
     if folder.incomplete and folder.pending:
         print(f"tunbench: pending: {', '.join(folder.pending)}", file=out)
-
-
-def print_presets(presets: dict[str, tuple[str, str]], offloads: dict[str, dict[str, str]]) -> None:
-    console = Console()
-    table = Table(title="presets (tunbench run --preset NAME [--scale 0.05])")
-    table.add_column("preset")
-    table.add_column("what (file to copy and edit)")
-    for name, (summary, path) in presets.items():
-        table.add_row(name, f"{summary}\n[dim]{path}[/dim]")
-    console.print(table)
-    console.print("offload variants (--offloads): " + "; ".join(
-        f"{n}: " + (", ".join(f"{k} {v}" for k, v in s.items()) or "as the kernel set them")
-        for n, s in offloads.items()), highlight=False)
-
-
-def print_list(kinds: dict[str, list[str]], only: str | None = None) -> None:
-    """Kinds and workloads, whether each runs here and why not (`only`: one of them);
-    parameters are `tunbench list --params`, as TOML."""
-    from .. import tunnels
-    console = Console()
-    shown = {k: why for k, why in kinds.items() if only in (None, k)}
-    if shown:
-        table = Table(title="tunnel kinds")
-        table.add_column("kind")
-        table.add_column("available")
-        table.add_column("summary / why not")
-        for kind, why in shown.items():
-            drv = tunnels.get(kind)
-            text = drv.summary if not why else "\n".join(why)
-            table.add_row(kind, "[green]yes[/green]" if not why else "[red]no[/red]", text)
-            for r in tunnels.availability(kind)[1:]:   # each implementation, or why not
-                table.add_row(f"  {r.display}", "[green]yes[/green]" if r.available else
-                              "[red]no[/red]", "\n".join(r.reasons))
-        console.print(table)
-    wls = {n: w for n, w in sorted(workloads.registry().items()) if only in (None, n)}
-    if wls:
-        wt = Table(title="workloads")
-        wt.add_column("workload")
-        wt.add_column("summary")
-        for name, wl in wls.items():
-            text = wl.summary
-            missing = wl.requirements(wl.Params())
-            if missing:
-                text += "\n[red]" + "; ".join(m.one_line() for m in missing) + "[/red]"
-            wt.add_row(name, text)
-        console.print(wt)
-    console.print("parameters, as TOML for an experiment file: tunbench list --params "
-                  + (only or "[KIND]"), highlight=False)

@@ -1,21 +1,22 @@
 """A campaign folder as the report sees it, and the conventions it draws from.
 
-Everything here is pure over the case documents. The report is data-driven: it recognizes
-metrics, series and distributions by name and unit (see docs/report.md), so a new workload
+Everything here is pure over the case documents, read through the one reader
+(results/reader.py, which upgrades older formats), and nothing here asks a registry: a case
+file says what it means (docs/results.md). The report is data-driven, so a new workload
 appears in the tables and in the generic figures without code changes, and in a dedicated
-figure when it follows one of these conventions:
+figure when its records carry one of these:
 
-- sweeps: a workload parameter in SWEEP_PARAMS (numeric, or udp-rate's rate) that varies across the campaign's
-  cases (e.g. ``streams`` 1..512), or metrics named ``<base>@<param><N>`` (``throughput@streams64``);
-- percentiles: metrics named ``<base>_p<NN>`` (``latency_p50``, ``latency_p99.9``);
+- sweeps: a workload parameter among the case's recorded ``workload.axes`` that varies across
+  the campaign's cases (e.g. ``streams`` 1..512), or metrics with a point dimension
+  (``dims: {"streams": 64}``);
+- percentiles: metrics whose only dimension is ``q`` (``tcp_rtt`` at ``{"q": 50}``);
 - distributions: ``doc["distributions"]`` or ``doc["raw"]["distributions"]``, each
   ``{name: {"unit": u, "values": [...]}}`` (full samples) or ``{"unit": u, "percentiles": {"50": v}}``;
   or a quantile sketch ``doc["raw"][group]["cdf"] = {"pct": [...], "<q>_<unit>": [...]}``
   (the latency workload's ``raw.tcp.cdf.rtt_us``), repeats pooled as a mixture;
 - tunnel sweeps: ``case.tunnel.base`` and ``case.tunnel.sweep`` (``{"tunnels": 2}``), recorded
   for an experiment's ``tunnels = [1, 2, 4]``;
-- NDR/PDR: metrics named ``ndr``/``pdr`` optionally suffixed with a frame size or mix
-  (``ndr_64``, ``pdr_imix``, ``ndr@size1518``);
+- NDR/PDR: metrics with ``dims.goal`` ``ndr``/``pdr`` (and ``size``, ``layer``);
 - line rate: metrics whose unit is ``% of line rate`` or whose name contains ``line_rate``;
 - latency under load: metrics whose name contains ``under_load`` or ``loaded``.
 """
@@ -30,16 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from ..results import reader
+from ..results.model import MetricRecord, metric_records
+from . import metrics as catalogue
 from . import stats
-
-SWEEP_PARAMS = ("streams", "processes", "parallel", "flows", "connections", "rate")
-# For result files written before cases recorded "encrypts" and "display" (tunnel_identity):
-# the kinds whose drivers declare encrypts, and the params/info keys naming an implementation.
-_OLD_ENCRYPTING_KINDS = ("wireguard", "ipsec", "ssh-tun", "ssh-forward")
-_IMPL_KEYS = ("impl", "datapath")
-_SWEEP_METRIC = re.compile(r"^(?P<base>.+?)@(?P<param>[a-z_]+?)(?P<x>\d+)$")
-_PCTL = re.compile(r"^(?P<base>.+)_p(?P<q>\d+(?:\.\d+)?)$")
-_NDR = re.compile(r"^(?P<kind>ndr|pdr)(?:[_@](?:size)?(?P<size>[\w.]+))?$")
 
 Scenario = tuple[str, int, str]   # workload, MTU, offload variant
 
@@ -52,6 +46,8 @@ class Campaign:
     rows: list[stats.Row] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)   # listed in the index, file gone
     pending: list[str] = field(default_factory=list)   # listed, never recorded
+    _records: dict[str, MetricRecord] | None = field(default=None, init=False, repr=False,
+                                                     compare=False)
 
     @property
     def folder(self) -> reader.CampaignFolder:
@@ -64,6 +60,22 @@ class Campaign:
         cut short still names them, even with no case recorded."""
         tuns, wls = reader.experiment_labels(self.index)
         return tuns or self.tunnels(), wls or self.workloads()
+
+    def metric(self, name: str) -> MetricRecord | None:
+        """The record of a metric key (base, unit, dims) as the cases recorded it."""
+        if self._records is None:
+            self._records = {}
+            for d in self.cases:
+                for k, rec in metric_records(d).items():
+                    self._records.setdefault(k, rec)
+        return self._records.get(name)
+
+    def display(self, metric: str) -> str:
+        """The name a reader sees for a metric key (report/metrics.py)."""
+        return catalogue.display_name(metric, self.metric(metric))
+
+    def unit_label(self, metric: str, unit: str) -> str:
+        return catalogue.unit_label(metric, unit, self.metric(metric))
 
     @property
     def ok(self) -> list[dict[str, Any]]:
@@ -143,20 +155,11 @@ def base_workload(doc: dict[str, Any]) -> str:
 
 
 def tunnel_identity(doc: dict[str, Any]) -> dict[str, Any]:
-    """{"impl", "encrypts", "display"} of a case's tunnel: as recorded at write time, or, for
-    older result files, derived from what they did record (the implementation the driver
-    reported in the tunnel's info, else a non-automatic impl/datapath parameter; encrypts from
-    the kinds that declare it). The one place that knows both ways."""
+    """{"impl", "encrypts", "display"} of a case's tunnel, as recorded at write time (older
+    files get them from the reader's upgrader, results/upgrade.py)."""
     t = doc["case"]["tunnel"]
-    if "display" in t and "encrypts" in t:
-        return {"impl": t.get("impl"), "encrypts": bool(t["encrypts"]),
-                "display": str(t["display"])}
-    info = (doc.get("tunnel") or {}).get("info") or {}
-    params = t.get("params") or {}
-    found = [src.get(k) for src in (info, params) for k in _IMPL_KEYS]
-    impl = next((str(v) for v in found if v not in (None, "", "auto")), None)
-    return {"impl": impl, "encrypts": t["kind"] in _OLD_ENCRYPTING_KINDS,
-            "display": f"{t['label']} ({impl})" if impl else str(t["label"])}
+    return {"impl": t.get("impl"), "encrypts": bool(t.get("encrypts")),
+            "display": str(t.get("display") or t["label"])}
 
 
 def name_tunnels(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -190,7 +193,8 @@ def _split_sweeps(cases: list[dict[str, Any]]) -> None:
     one scenario per value ('stream streams=4'), so its tables and ratios never mix them."""
     for wl in dict.fromkeys(d["case"]["workload"]["name"] for d in cases):
         docs = [d for d in cases if d["case"]["workload"]["name"] == wl]
-        varying = [p for p in SWEEP_PARAMS if len({json.dumps(
+        axes = dict.fromkeys(p for d in docs for p in d["case"]["workload"].get("axes") or ())
+        varying = [p for p in axes if len({json.dumps(
             (d["case"]["workload"].get("params") or {}).get(p)) for d in docs}) > 1]
         for d in docs if varying else ():
             w = d["case"]["workload"]
@@ -236,19 +240,23 @@ def headline_metric(c: Campaign, workload: str) -> str | None:
     names = [r.metric for r in c.rows if r.workload == workload]
     if not names:
         return None
-    try:
-        from .. import workloads
-        for h in workloads.get(workload.split(" ")[0]).headline:
-            if h in names:
-                return h
-    except Exception:  # a workload this build does not know: fall back on units
-        pass
+    declared = next((d["case"]["workload"].get("headline") or [] for d in c.cases
+                     if d["case"]["workload"]["name"] == workload), [])
+    for h in declared:   # as the case recorded its workload's declaration
+        if h in names:
+            return str(h)
     for r in c.rows:
         if r.workload == workload and r.higher_is_better and is_rate_unit(r.unit) \
-                and "@" not in r.metric:
+                and not is_point(c, r.metric):
             return r.metric
     hib = [r.metric for r in c.rows if r.workload == workload and r.higher_is_better]
     return hib[0] if hib else names[0]
+
+
+def is_point(c: Campaign, metric: str) -> bool:
+    """Whether a metric is one point of a sweep recorded inside a case (dims {"streams": 8})."""
+    rec = c.metric(metric)
+    return bool(rec and rec.points)
 
 
 # -- per-case values -----------------------------------------------------------------------
@@ -302,7 +310,9 @@ def sweeps(c: Campaign) -> list[Sweep]:
 
     varying: dict[str, set[str]] = {}
     for wl in dict.fromkeys(base_workload(d) for d in c.ok):
-        for p in SWEEP_PARAMS:
+        axes = dict.fromkeys(p for d in c.ok if base_workload(d) == wl
+                             for p in d["case"]["workload"].get("axes") or ())
+        for p in axes:
             xs = {d["case"]["workload"]["params"].get(p) for d in c.ok
                   if base_workload(d) == wl}
             if len(xs) > 1 and all(isinstance(x, int) for x in xs):
@@ -310,17 +320,17 @@ def sweeps(c: Campaign) -> list[Sweep]:
     for d in c.ok:
         scen = (base_workload(d), *scenario(d)[1:])
         params = d["case"]["workload"].get("params") or {}
-        for name, m in (d.get("metrics") or {}).items():
-            if m.get("value") is None:
+        for name, rec in metric_records(d).items():
+            if rec.value is None:
                 continue
-            mm = _SWEEP_METRIC.match(name)
-            if mm:
-                add(scen, mm["param"], mm["base"], m.get("unit", ""), tunnel(d), int(mm["x"]),
-                    float(m["value"]))
+            at = [(p, x) for p, x in rec.points.items() if isinstance(x, int)]
+            if len(at) == 1:   # a point recorded inside the case: {"streams": 8}
+                (p, x), = at
+                add(scen, p, name if rec.qualifiers else rec.base, rec.unit, tunnel(d), x,
+                    rec.value)
                 continue
             for p in varying.get(scen[0], ()):
-                add(scen, p, name, m.get("unit", ""), tunnel(d), int(params[p]),
-                    float(m["value"]))
+                add(scen, p, name, rec.unit, tunnel(d), int(params[p]), rec.value)
     for d in c.ok:
         point = tunnel_sweep(d)
         if point is None:
@@ -329,9 +339,9 @@ def sweeps(c: Campaign) -> list[Sweep]:
         scen = scenario(d)
         key = (scen[0], param, scen[1], scen[2])
         found.setdefault(key, Sweep(scen[0], param, scen[1], scen[2], {}, {}, "tunnel"))
-        for name, m in (d.get("metrics") or {}).items():
-            if m.get("value") is not None and not _SWEEP_METRIC.match(name):
-                add(scen, param, name, m.get("unit", ""), base, x, float(m["value"]))
+        for name, rec in metric_records(d).items():
+            if rec.value is not None and not rec.points:
+                add(scen, param, name, rec.unit, base, x, rec.value)
         dp = datapath_cpu(d)
         if dp is not None:
             add(scen, param, DATAPATH_CPU, "% of one core", base, x, dp)
@@ -455,12 +465,12 @@ def distributions(c: Campaign, scen: Scenario) -> list[Distribution]:
                 ([float(p) for p in s["pct"]], [float(v) for v in s["values"]]))
             if s["count"]:
                 dd.counts[tun] = dd.counts.get(tun, 0) + int(s["count"])
-        for mname, m in (d.get("metrics") or {}).items():
-            mm = _PCTL.match(mname)
-            if mm and m.get("value") is not None and mm["base"] not in dists:
-                out.setdefault(mm["base"], Distribution(mm["base"], str(m.get("unit", ""))))
-                qpts.setdefault((mm["base"], tun), {}).setdefault(
-                    float(mm["q"]) / 100, []).append(float(m["value"]))
+        for rec in metric_records(d).values():
+            # a percentile metric: its only dimension is q ({"q": 99} of tcp_rtt)
+            if set(rec.dims) == {"q"} and rec.value is not None and rec.base not in dists:
+                out.setdefault(rec.base, Distribution(rec.base, rec.unit))
+                qpts.setdefault((rec.base, tun), {}).setdefault(
+                    float(rec.dims["q"]) / 100, []).append(rec.value)
     for (name, tun), reps in sk.items():
         out[name].quantiles[tun] = mixture(reps, reps[0][0])
     for (name, tun), pts in qpts.items():
@@ -476,13 +486,17 @@ def distributions(c: Campaign, scen: Scenario) -> list[Distribution]:
 
 # -- NDR/PDR, line rate, latency under load ------------------------------------------------
 
-def ndr_metrics(names: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """metric name -> (ndr|pdr, size label) for NDR/PDR metrics."""
+def ndr_metrics(c: Campaign, names: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """metric name -> (ndr|pdr, size label) for NDR/PDR metrics (dims goal ndr|pdr); the
+    label is the frame size or mix, prefixed with the layer of a Mbit/s rate ('l2_imix')."""
     out = {}
     for n in names:
-        m = _NDR.match(n)
-        if m:
-            out[n] = (m["kind"], m["size"] or "all")
+        rec = c.metric(n)
+        if rec is None or rec.dims.get("goal") not in ("ndr", "pdr") or "q" in rec.dims:
+            continue
+        size = str(rec.dims.get("size", "all"))
+        out[n] = (str(rec.dims["goal"]), f"{rec.dims['layer']}_{size}"
+                  if rec.dims.get("layer") else size)
     return out
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 # tunnel: the display name ('wireguard (go)'); impl and encrypts as the case recorded them
-# (data.name_tunnels, which data.load applies)
+# (data.name_tunnels, which data.load applies); metric: the key, metric_base and dims (JSON)
+# what it measures and at which point (result format v2, docs/results.md)
 COLUMNS = ("case_id", "tunnel", "kind", "workload", "workload_params", "mtu", "offloads",
-           "repeat", "metric", "unit", "value", "higher_is_better", "bound", "status", "impl",
+           "repeat", "metric", "metric_base", "dims", "unit", "value", "higher_is_better", "bound", "status", "impl",
            "encrypts")
 
 
@@ -30,11 +31,15 @@ def tidy_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "encrypts": c["tunnel"].get("encrypts")}
         metrics = d.get("metrics") or {}
         if not metrics:
-            out.append({**base, "metric": None, "unit": None, "value": None,
-                        "higher_is_better": None, "bound": None})
+            out.append({**base, "metric": None, "metric_base": None, "dims": None,
+                        "unit": None, "value": None, "higher_is_better": None,
+                        "bound": None})
         for name, m in metrics.items():
             v = m.get("value")
-            out.append({**base, "metric": name, "unit": m.get("unit"),
+            out.append({**base, "metric": name, "metric_base": m.get("base", name),
+                        # the metric's dimensions (format v2) as JSON: {"goal": "ndr", ...}
+                        "dims": json.dumps(m.get("dims") or {}, sort_keys=True),
+                        "unit": m.get("unit"),
                         "value": None if v is None else float(v),
                         "higher_is_better": bool(m.get("higher_is_better", True)),
                         "bound": m.get("bound")})

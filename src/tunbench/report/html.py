@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from . import data, hops, stats
-from . import metrics as catalogue
 from .data import Campaign, Scenario
 from .figures import Figure
 from .takeaways import Takeaway, num
@@ -107,10 +106,10 @@ KEY_METRICS = ("cpu_busy", "cpu_per_gbit")   # beside the headline in a scenario
 CPU_RANGE = ("cpu_busy_min", "cpu_busy_max")  # shown inside the CPU busy cell
 
 
-def _head(metric: str, unit: str, hib: bool) -> str:
+def _head(c: Campaign, metric: str, unit: str, hib: bool) -> str:
     arrow = "↑" if hib else "↓"
-    return (f'<span title="{esc(metric)}">{esc(catalogue.display_name(metric))}</span> '
-            f"{arrow}<br><small>{esc(catalogue.unit_label(metric, unit))}</small>")
+    return (f'<span title="{esc(metric)}">{esc(c.display(metric))}</span> '
+            f"{arrow}<br><small>{esc(c.unit_label(metric, unit))}</small>")
 
 
 def summary_tables(c: Campaign) -> str:
@@ -134,7 +133,7 @@ def summary_tables(c: Campaign) -> str:
         parts.append(_main_table(c, rows, key, pct_cols))
         if rest:
             parts.append(f"<details><summary>{len(rest)} more metric(s): "
-                         f"{esc(', '.join(catalogue.display_name(m) for m in rest))}</summary>"
+                         f"{esc(', '.join(c.display(m) for m in rest))}</summary>"
                          + _metric_rows_table(c, rows, rest, set()) + "</details>")
     if any(r.noisy for r in c.rows):
         parts.append(f"<p class=meta>⚠ noisy: coefficient of variation above "
@@ -169,8 +168,8 @@ def _main_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
     labels: dict[str, str] = {}
     for m in metrics:
         f = first[m]
-        labels[m] = f"{catalogue.display_name(m)} ({catalogue.unit_label(m, f.unit)})"
-        heads.append(f"<th>{_head(m, f.unit, f.higher_is_better)}</th>")
+        labels[m] = f"{c.display(m)} ({c.unit_label(m, f.unit)})"
+        heads.append(f"<th>{_head(c, m, f.unit, f.higher_is_better)}</th>")
         if m in pct_cols:
             heads.append("<th>% of<br>native</th>" if f.higher_is_better else
                          "<th>×<br>native</th>")
@@ -186,7 +185,7 @@ def _main_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
         for m in metrics:
             r = trs.get(m)
             nat = ("% of native" if first[m].higher_is_better else "× native") + \
-                f" ({catalogue.display_name(m)})"
+                f" ({c.display(m)})"
             if r is None:
                 out.append(f'<td data-label="{esc(labels[m])}">–</td>'
                            + (f'<td data-label="{esc(nat)}">–</td>' if m in pct_cols else ""))
@@ -213,8 +212,8 @@ def _metric_rows_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
     for m in metrics:
         first = next(r for r in rows if r.metric == m)
         arrow = "↑" if first.higher_is_better else "↓"
-        out.append(f'<tr><td class=l title="{esc(m)}">{esc(catalogue.display_name(m))} '
-                   f"{arrow}</td><td class=l>{esc(catalogue.unit_label(m, first.unit))}</td>")
+        out.append(f'<tr><td class=l title="{esc(m)}">{esc(c.display(m))} '
+                   f"{arrow}</td><td class=l>{esc(c.unit_label(m, first.unit))}</td>")
         for t in tuns:
             r = by.get((t, m))
             if r is None:

@@ -1,16 +1,18 @@
 """The metric catalogue: the display name and unit of every metric, in one place.
 
-Result files keep the internal names (`cpu_busy_max`, `lat_p50_us_at_10pct_ndr_361`) and the
-units the workloads recorded; tables, figures and compare show what a reader understands
-("CPU busy, max", "Latency p50 at 10% of NDR, 361 B", µs). Names follow the workloads'
-naming conventions (see report/data.py), so a metric a workload adds later that follows them
-is named without an entry here; one that does not is shown as its internal name.
+Result files keep internal keys (`cpu_busy_max`, `lat_p50_us_at_10pct_ndr_361`), each with a
+base name and structured dims (docs/results.md); tables, figures and compare show what a
+reader understands ("CPU busy, max", "Latency p50 at 10% of NDR, 361 B", µs). A name is made
+from the record's base and dims, never by parsing its key, so a metric a workload adds later
+with a known base or dims is named without an entry here; one that has neither is shown as
+its key.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
+from typing import Any
+
+from ..results.model import QUALIFIER_DIMS, MetricRecord
 
 EXACT: dict[str, tuple[str, str | None]] = {
     # name -> (display name, unit override; None keeps the recorded unit)
@@ -42,60 +44,64 @@ EXACT: dict[str, tuple[str, str | None]] = {
     "sent_rate": ("Sent rate", None),
     "ttl": ("TTL at the far end", None),
     "hops": ("Hops", None),
+    "tcp_rate": ("TCP transactions", None),
+    "udp_rate": ("UDP transactions", None),
 }
 UNITS = {"us": "µs", "usec": "µs", "ms": "ms", "Mbps": "Mbit/s", "pps": "packets/s"}
-_QUANT = {"min": "min", "max": "max", "mean": "mean", "avg": "average"}
+_STAT = {"min": "min", "max": "max", "mean": "mean", "avg": "average"}
+_GOAL = {"ndr": "NDR", "pdr": "PDR", "rfc2544": "RFC 2544 rate"}
 
 
-def _quantile(q: str) -> str:
-    if q in _QUANT:
-        return _QUANT[q]
-    m = re.fullmatch(r"p(\d+)(?:[_.](\d+))?", q)
-    return f"p{m[1]}" + (f".{m[2]}" if m[2] else "") if m else q
+def _quantile(dims: dict[str, Any]) -> str:
+    if "q" in dims:
+        return f"p{float(dims['q']):g}"
+    return _STAT.get(str(dims.get("stat")), str(dims.get("stat", "")))
 
 
-def _size(s: str) -> str:
+def _size(s: Any) -> str:
+    s = str(s)
     return "IMIX" if s.lower() == "imix" else (f"{s} B" if s.isdigit() else s)
 
 
-def _search(s: str) -> str:
-    """'10pct_ndr' -> '10% of NDR'; 'ndr' -> 'NDR'; 'rfc2544' -> 'RFC 2544 rate'."""
-    m = re.fullmatch(r"(?:(\d+(?:\.\d+)?)pct_)?(ndr|pdr|rfc2544)", s)
-    if not m:
-        return s
-    name = {"ndr": "NDR", "pdr": "PDR", "rfc2544": "RFC 2544 rate"}[m[2]]
-    return f"{m[1]}% of {name}" if m[1] else name
+def _at(dims: dict[str, Any]) -> str:
+    """{"goal": "ndr", "load_pct": 10} -> '10% of NDR'."""
+    name = _GOAL.get(str(dims.get("goal")), str(dims.get("goal", "")))
+    return f"{float(dims['load_pct']):g}% of {name}" if "load_pct" in dims else name
 
 
-PATTERNS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
-    (re.compile(r"^(tcp|udp)_rtt_(\w+)$"),
-     lambda m: f"{m[1].upper()} RTT {_quantile(m[2])}"),
-    (re.compile(r"^(tcp|udp)_rate$"), lambda m: f"{m[1].upper()} transactions"),
-    (re.compile(r"^(ndr|pdr|rfc2544)_pps_(\w+)$"),
-     lambda m: f"{_search(m[1])}, {_size(m[2])}"),
-    (re.compile(r"^(ndr|pdr|rfc2544)_mbps_(l2|l3)_(\w+)$"),
-     lambda m: f"{_search(m[1])}, {_size(m[3])} ({m[2].upper()} rate)"),
-    (re.compile(r"^lat_(\w+?)_us_at_(.+)_([0-9]+|imix)$"),
-     lambda m: f"Latency {_quantile(m[1])} at {_search(m[2])}, {_size(m[3])}"),
-    (re.compile(r"^max_offered_pps_(\w+)$"),
-     lambda m: f"Highest offered rate, {_size(m[1])}"),
-]
+def _by_dims(base: str, dims: dict[str, Any]) -> str | None:
+    if base.endswith("_rtt") and base.split("_")[0] in ("tcp", "udp"):
+        return f"{base.split('_')[0].upper()} RTT {_quantile(dims)}"
+    if base == "rate_pps" and "goal" in dims:
+        return f"{_at(dims)}, {_size(dims.get('size'))}"
+    if base == "rate_mbps" and "goal" in dims:
+        return f"{_at(dims)}, {_size(dims.get('size'))} ({str(dims.get('layer')).upper()} rate)"
+    if base == "latency" and "goal" in dims:
+        return f"Latency {_quantile(dims)} at {_at(dims)}, {_size(dims.get('size'))}"
+    if base == "max_offered_pps":
+        return f"Highest offered rate, {_size(dims.get('size'))}"
+    return None
 
 
-def display_name(metric: str) -> str:
-    """What a reader sees for a metric ('cpu_busy_max' -> 'CPU busy, max'); a name the
-    catalogue does not know is shown as it is."""
-    base, sep, point = metric.partition("@")
-    if base in EXACT:
-        name = EXACT[base][0]
+def display_name(metric: str, rec: MetricRecord | None = None) -> str:
+    """What a reader sees for a metric ('cpu_busy_max' -> 'CPU busy, max'), from its record
+    (base and dims) when given; a metric the catalogue does not know is shown as its key."""
+    if rec is None:
+        return EXACT[metric][0] if metric in EXACT else metric
+    qual = {k: v for k, v in rec.dims.items() if k in QUALIFIER_DIMS}
+    points = {k: v for k, v in rec.dims.items() if k not in QUALIFIER_DIMS}
+    if not qual and rec.base in EXACT:
+        name = EXACT[rec.base][0]
+    elif not rec.dims:
+        name = metric
     else:
-        name = next((fn(m) for pat, fn in PATTERNS if (m := pat.match(base))), base)
-    return f"{name} @ {point}" if sep else name
+        name = _by_dims(rec.base, qual) or (metric if not points else rec.base)
+    return name + "".join(f" @ {k}{v}" for k, v in points.items())
 
 
-def unit_label(metric: str, unit: str) -> str:
+def unit_label(metric: str, unit: str, rec: MetricRecord | None = None) -> str:
     """The unit as a reader reads it: µs not us, '% of all cores' for system-wide CPU."""
-    override = EXACT.get(metric.partition("@")[0], ("", None))[1]
+    override = EXACT.get(rec.base if rec is not None else metric, ("", None))[1]
     if override and unit in ("%", "", override):
         return override
     return UNITS.get(unit, unit)

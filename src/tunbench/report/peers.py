@@ -4,8 +4,8 @@ encrypting tunnels by stream count. Each sentence is built from the rows; a diff
 called one only when the two 95% confidence intervals do not overlap.
 
 What a tunnel is comes from the case files: its recorded kind (`ovs-*` is Open vSwitch), and
-whether it encrypts as data.tunnel_identity reads it (the recorded `encrypts` flag, else the
-kind for older files).
+whether it encrypts as the case recorded it (`case.tunnel.encrypts`; v1 files get it from the
+reader's upgrader).
 """
 
 from __future__ import annotations
@@ -88,8 +88,7 @@ def ovs_vs_linux(c: Campaign) -> list[Takeaway]:
 
 
 def encrypts(c: Campaign, label: str) -> bool:
-    """Whether the tunnel shown as `label` encrypts: data.tunnel_identity decides (the flag
-    the case recorded, or the kind for result files older than the flag)."""
+    """Whether the tunnel shown as `label` encrypts, as its cases recorded it."""
     return c.encrypts(label)
 
 

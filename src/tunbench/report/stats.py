@@ -83,12 +83,9 @@ class Row:
 
 
 def _sweep_value(wl: dict[str, Any]) -> Any:
-    from .. import workloads
-    try:
-        key = workloads.get(wl["name"]).sweep
-    except Exception:
-        return None
-    return wl.get("params", {}).get(key) if key else None
+    """The value of the workload's declared list parameter (its recorded sweep_param)."""
+    key = wl.get("sweep_param")
+    return (wl.get("params") or {}).get(key) if key else None
 
 
 def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import cores, data, stats, wire
-from . import metrics as catalogue
 from .data import Campaign, Scenario
 
 
@@ -444,7 +443,7 @@ def noisy(c: Campaign) -> list[Takeaway]:
     rows = [r for r in c.rows if r.noisy]
     if not rows:
         return []
-    names = ", ".join(f"{r.tunnel} {catalogue.display_name(r.metric)}"
+    names = ", ".join(f"{r.tunnel} {c.display(r.metric)}"
                       + ("" if len(c.mtus()) < 2 else f" at MTU {r.mtu}")
                       + f" (CV {100 * (r.stats.cv or 0):.0f}%)" for r in rows[:8])
     more = f" and {len(rows) - 8} more" if len(rows) > 8 else ""

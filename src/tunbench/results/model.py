@@ -1,31 +1,116 @@
-"""The result file format. Bump FORMAT_VERSION on any incompatible change and say so in
-docs/results.md; the one reader (reader.py) refuses newer versions and upgrades older ones."""
+"""The result file format, as typed records. docs/results.md documents every field; bump
+FORMAT_VERSION on any incompatible change, say so there, and add the upgrader from the old
+version to results/upgrade.py (the one reader, reader.py, refuses newer versions and
+upgrades older ones).
+
+Version 2 (this one) makes a case file describe itself: each metric is a record with a base
+name and structured dimensions (`{"goal": "ndr", "size": "imix"}`, `{"q": 50}`) instead of
+dimensions packed into its name, and the case records what its workload is judged by
+(headline metrics, sweep parameter) and what its tunnel is (resolved implementation, display
+name, whether it encrypts), so a reader never asks a live registry what a result means.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 CASE_FORMAT = "tunbench-case"
 INDEX_FORMAT = "tunbench-campaign"
 
 CASE_STATUSES = ("ok", "failed", "skipped")
 
+# Dimension keys that qualify a measurement (which percentile, which search goal, frame size,
+# layer, load); any other dimension of a metric is a point on an x axis (a sweep, e.g.
+# {"streams": 8}) and has a number as its value. docs/results.md lists their meanings.
+QUALIFIER_DIMS = ("q", "stat", "goal", "size", "layer", "load_pct")
+Bound = Literal["lower"] | None
+
+
+@dataclass(frozen=True)
+class MetricRecord:
+    """One metric of a case: `base` names what is measured ("throughput", "rate_pps",
+    "tcp_rtt"), `dims` says at which point (`{"q": 99}`); the key under which the case stores
+    it is an identifier only, never parsed."""
+    base: str
+    value: float | None
+    unit: str
+    higher_is_better: bool = True
+    # "lower": the measurement reached its tool's limit, the true value is at least `value`
+    bound: Bound = None
+    dims: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base, "value": self.value, "unit": self.unit,
+                "higher_is_better": self.higher_is_better, "bound": self.bound,
+                "dims": dict(self.dims)}
+
+    @classmethod
+    def from_dict(cls, key: str, d: dict[str, Any]) -> MetricRecord:
+        value = d.get("value")
+        return cls(str(d.get("base") or key),
+                   None if value is None or not math.isfinite(float(value)) else float(value),
+                   str(d.get("unit", "")), bool(d.get("higher_is_better", True)),
+                   "lower" if d.get("bound") == "lower" else None, dict(d.get("dims") or {}))
+
+    @property
+    def qualifiers(self) -> dict[str, Any]:
+        return {k: v for k, v in self.dims.items() if k in QUALIFIER_DIMS}
+
+    @property
+    def points(self) -> dict[str, Any]:
+        """The sweep dimensions: {"streams": 8} of a metric measured at 8 streams."""
+        return {k: v for k, v in self.dims.items() if k not in QUALIFIER_DIMS}
+
+
+@dataclass(frozen=True)
+class WorkloadRecord:
+    """What a case's workload is judged by, recorded at write time from its driver."""
+    headline: tuple[str, ...]       # metric keys the summary shows first, best first
+    sweep_param: str | None         # the parameter an experiment may give as a list
+    # numeric parameters that place a case on a sweep's x axis when they vary across a
+    # campaign (streams, processes, ...): the report splits and plots by them
+    axes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"headline": list(self.headline), "sweep_param": self.sweep_param,
+                "axes": list(self.axes)}
+
+
+@dataclass(frozen=True)
+class TunnelRecord:
+    """What a case's tunnel is, resolved on the host that ran it."""
+    impl: str | None                # "go", "libipsec", "netdev"; None: a kind with one
+    encrypts: bool
+    display: str                    # the name every table shows: "wireguard (go)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"impl": self.impl, "encrypts": self.encrypts, "display": self.display}
+
+
+def metric_records(doc: dict[str, Any]) -> dict[str, MetricRecord]:
+    """A case document's metrics as typed records, by key."""
+    return {k: MetricRecord.from_dict(k, m) for k, m in (doc.get("metrics") or {}).items()
+            if isinstance(m, dict)}
+
 
 def case_document(*, case: dict[str, Any], status: str, started: float, ended: float,
                   testbed: dict[str, Any] | None, tunnel: dict[str, Any] | None,
-                  metrics: dict[str, Any], series: dict[str, list[float]],
+                  metrics: dict[str, MetricRecord], series: dict[str, list[float]],
                   cpu: dict[str, Any] | None, counters: dict[str, Any] | None,
                   raw: dict[str, Any], notes: list[str], error: str | None,
                   error_log: str | None, offloads: dict[str, Any] | None) -> dict[str, Any]:
+    """`case` carries `workload` with a WorkloadRecord's fields and `tunnel` with a
+    TunnelRecord's (the runner merges them in)."""
     assert status in CASE_STATUSES
     return {
         "format": CASE_FORMAT, "format_version": FORMAT_VERSION,
         "case": case, "status": status, "error": error, "error_log": error_log,
         "started": started, "ended": ended,
         "testbed": testbed, "tunnel": tunnel,
-        "metrics": metrics, "series": series, "cpu": cpu,
-        "datapath_counters": counters, "offloads": offloads,
+        "metrics": {k: m.to_dict() for k, m in metrics.items()}, "series": series,
+        "cpu": cpu, "datapath_counters": counters, "offloads": offloads,
         "raw": raw, "notes": notes,
     }
-

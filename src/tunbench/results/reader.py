@@ -21,12 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from . import upgrade as _upgrade
 from .model import CASE_FORMAT, FORMAT_VERSION, INDEX_FORMAT
 
 RECORDED = ("ok", "failed", "skipped")
 Upgrader = Callable[[dict[str, Any]], dict[str, Any]]
 # format_version N -> function turning a version-N document (index or case) into version N+1
-UPGRADERS: dict[int, Upgrader] = {}
+# (results/upgrade.py: v1 -> v2, the metric names decoded into base + dims)
+UPGRADERS: dict[int, Upgrader] = dict(_upgrade.UPGRADERS)
 
 
 class ResultError(SpecError):

@@ -57,3 +57,20 @@ class CampaignStore:
         """Every recorded case, through the one reader (results/reader.py)."""
         from .reader import read_campaign
         return read_campaign(self.root).cases
+
+
+def rewrite(src: Path, dst: Path) -> Path:
+    """Campaign `src`, read (and upgraded) by the one reader, written at `dst` in the current
+    format, case files at the same relative paths. `src` is never changed; refuses an
+    existing `dst` so nothing is overwritten."""
+    from .reader import ResultError, read_campaign
+    if dst.exists():
+        raise ResultError(f"{dst} exists", "name a new folder to write the upgraded copy to")
+    folder = read_campaign(src)
+    store = CampaignStore(dst)
+    index = {k: v for k, v in folder.index.items() if k not in ("format", "format_version")}
+    store.write_index(index)
+    for doc in folder.cases:
+        doc = dict(doc)
+        write_json_atomic(dst / doc.pop("_path"), doc)
+    return dst

@@ -1,4 +1,4 @@
-"""Trend figures (matplotlib, like report/figures.py): per workload and metric, mean ± std by
+"""Trend figures (matplotlib, like report/figures/): per workload and metric, mean ± std by
 hour of day and by weekday (one line per tunnel), and the per-campaign time series with the
 change points marked."""
 

@@ -45,6 +45,11 @@ class Metric:
     # "lower": the measurement reached its tool's limit (e.g. the load generator's top rate
     # passed without loss), so the true value is at least `value`; None: a measured value
     bound: Literal["lower"] | None = None
+    # Result format v2 (docs/results.md): what is measured and at which point, instead of
+    # packing the point into the key: `Metric(v, "µs", False, base="tcp_rtt", dims={"q": 99})`
+    # stored as "tcp_rtt_p99". Left out, the key is the base name and there are no dims.
+    base: str | None = None
+    dims: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -162,6 +167,10 @@ class Workload(ABC, Generic[W]):
     # A parameter that an experiment may give as a list: one case per value (e.g. streams).
     sweep: ClassVar[str | None] = None
     sweep_default: ClassVar[tuple[Any, ...]] = ()   # the values used when it is left out
+    # Parameters that place a case on a sweep's x axis when they vary across a campaign (the
+    # result's workload "axes"; two [[workload]] entries at streams 1 and 16 are one sweep).
+    axes: ClassVar[tuple[str, ...]] = ("streams", "processes", "parallel", "flows",
+                                       "connections")
 
     @classmethod
     def parse_params(cls, raw: dict[str, Any], where: str = "") -> W:

@@ -31,6 +31,14 @@ PORT_OFFSET = 6000            # sockperf port = ctx.port_base + this
 SOCKPERF_WARMUP = 0.4         # sockperf's own warm-up, already excluded from its full log
 STATS = (("min", None), ("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99_9", 99.9),
          ("max", None), ("mean", None))
+
+
+def rtt_dims(name: str) -> dict[str, Any]:
+    """The result dims of one of STATS: {"q": 99.9} for a percentile, {"stat": "min"} else."""
+    q = dict(STATS)[name]
+    return {"q": q} if q is not None else {"stat": name}
+
+
 CDF_LEVELS = tuple(i / 10 for i in range(1001)) + (99.95, 99.99, 99.995, 99.999)
 
 
@@ -264,7 +272,8 @@ class Latency(Workload[LatencyParams]):
                     server.stop()
                 st = rtt_stats(tx, rtt, skip, ctx.duration)
                 for name, _ in STATS:
-                    out.metrics[f"{proto}_rtt_{name}"] = Metric(st[name], "µs", False)
+                    out.metrics[f"{proto}_rtt_{name}"] = Metric(
+                        st[name], "µs", False, base=f"{proto}_rtt", dims=rtt_dims(name))
                 out.metrics[f"{proto}_rate"] = Metric(st["rate"], "transactions/s")
                 out.series[f"{proto}_rtt_p50"] = st.pop("series_p50")
                 out.raw[proto] = {"stats": {k: v for k, v in st.items() if k != "cdf"},

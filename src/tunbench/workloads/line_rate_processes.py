@@ -182,7 +182,8 @@ class LineRateProcesses(Workload[LineRateParams]):
         metrics["process_min"] = Metric(min(per), "Mbit/s")
         metrics["process_max"] = Metric(max(per), "Mbit/s")
         for k, t in steps:
-            metrics[f"throughput@processes{k}"] = Metric(t, "Mbit/s")
+            metrics[f"throughput@processes{k}"] = Metric(t, "Mbit/s", base="throughput",
+                                                         dims={"processes": k})
         notes = []
         if growth is not None:
             raw["growth"] = growth

@@ -165,14 +165,25 @@ def rate_metrics(prefix: str, key: str, pps: float | None, mean_l3: float,
     l3 = pps * mean_l3 * 8 / 1e6 if pps is not None else None
     l2 = pps * (mean_l3 + L2_EXTRA) * 8 / 1e6 if pps is not None else None
     bound: Literal["lower"] | None = "lower" if lower_bound else None
-    return {f"{prefix}_pps_{key}": Metric(pps, "packets/s", bound=bound),
-            f"{prefix}_mbps_l3_{key}": Metric(l3, "Mbit/s", bound=bound),
-            f"{prefix}_mbps_l2_{key}": Metric(l2, "Mbit/s", bound=bound)}
+    dims = {"goal": prefix, "size": key}
+    return {f"{prefix}_pps_{key}": Metric(pps, "packets/s", bound=bound, base="rate_pps",
+                                          dims=dims),
+            f"{prefix}_mbps_l3_{key}": Metric(l3, "Mbit/s", bound=bound, base="rate_mbps",
+                                              dims={**dims, "layer": "l3"}),
+            f"{prefix}_mbps_l2_{key}": Metric(l2, "Mbit/s", bound=bound, base="rate_mbps",
+                                              dims={**dims, "layer": "l2"})}
 
 
-def latency_metrics(name: str, t: Any) -> dict[str, Metric]:
+def latency_metrics(goal: str, key: str, t: Any, pct: float | None = None,
+                    quantiles: tuple[str, ...] = ("p50", "p99")) -> dict[str, Metric]:
+    """Latency at a found rate (`pct` of it when given), e.g. lat_p99_us_at_10pct_ndr_imix
+    with dims {"q": 99, "goal": "ndr", "load_pct": 10, "size": "imix"}."""
     lat = (t.latency_us if t is not None else None) or {}
-    return {f"lat_{q}_us_at_{name}": Metric(lat.get(q), "µs", False) for q in ("p50", "p99")}
+    at = f"{pct:g}pct_{goal}" if pct is not None else goal
+    load = {"load_pct": pct} if pct is not None else {}
+    return {f"lat_{q}_us_at_{at}_{key}": Metric(
+        lat.get(q), "µs", False, base="latency",
+        dims={"q": float(q[1:]), "goal": goal, **load, "size": key}) for q in quantiles}
 
 
 def trial_at(trials: list[Any], rate: float | None) -> Any:
@@ -359,7 +370,8 @@ class LossSearch(Workload[LossSearchParams]):
             max_pps = t.offered_pps
             raw["max_rate_trial_loss_ratio"] = t.loss_ratio
         raw.update(max_pps=max_pps, mean_size_l3=mean_l3)
-        out.metrics[f"max_offered_pps_{key}"] = Metric(max_pps, "packets/s")
+        out.metrics[f"max_offered_pps_{key}"] = Metric(max_pps, "packets/s",
+                                                       dims={"size": key})
         if max_pps <= p.min_rate_pps:
             raise SpecError(f"the generator reached only {max_pps:.0f} pps at size {key}, not "
                             f"above min_rate_pps {p.min_rate_pps:g}", "lower min_rate_pps")
@@ -374,7 +386,7 @@ class LossSearch(Workload[LossSearchParams]):
             searches["rfc2544"] = r
             out.metrics.update(rate_metrics("rfc2544", key, r.rate_pps, mean_l3,
                                             r.lower_bound))
-            out.metrics.update(latency_metrics(f"rfc2544_{key}", trial_at(r.trials, r.rate_pps)))
+            out.metrics.update(latency_metrics("rfc2544", key, trial_at(r.trials, r.rate_pps)))
             ndr_base = ("ndr", r.rate_pps)
         if p.method in ("mlrsearch", "both"):
             found = mlr_search(lambda rate, d: measure(rate, d, "mlrsearch"), max_pps,
@@ -386,7 +398,7 @@ class LossSearch(Workload[LossSearchParams]):
                 searches[goal] = r
                 out.metrics.update(rate_metrics(goal, key, r.rate_pps, mean_l3,
                                                 r.lower_bound))
-                out.metrics.update(latency_metrics(f"{goal}_{key}", trial_at(r.trials, r.rate_pps)))
+                out.metrics.update(latency_metrics(goal, key, trial_at(r.trials, r.rate_pps)))
             ndr_base = ("ndr", found["ndr"].rate_pps)
         at_max = [name for name, res in searches.items() if res.at_upper_bound]
         if at_max:
@@ -419,9 +431,7 @@ class LossSearch(Workload[LossSearchParams]):
                 raw["latency_under_load"][f"{pct:g}"] = {"rate_pps": t.intended_pps,
                                                          "latency_us": t.latency_us,
                                                          "loss_ratio": t.loss_ratio}
-                for q in ("p50", "p90", "p99"):
-                    out.metrics[f"lat_{q}_us_at_{pct:g}pct_ndr_{key}"] = Metric(
-                        t.latency_us.get(q), "µs", False)
+                out.metrics.update(latency_metrics("ndr", key, t, pct, ("p50", "p90", "p99")))
         raw["trial_seconds_total"] = sum(t["duration_s"] for t in trials)
         return raw
 
