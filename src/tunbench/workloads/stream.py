@@ -67,15 +67,25 @@ def client_argv(addr: str, port: int, duration: float, warmup: float, p: StreamP
     return argv
 
 
-def parse_iperf3(text: str) -> dict[str, Any]:
-    """The figures tunbench keeps from one iperf3 --json client run (pure; tested on captures)."""
+def iperf3_document(text: str) -> dict[str, Any]:
+    """iperf3's --json output as a dict, or one line saying why there is none (its own
+    "error" field included)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CommandFailed(f"iperf3 printed no valid JSON ({exc.msg})",
                             "run the same iperf3 command by hand to see why") from None
+    if not isinstance(data, dict):
+        raise CommandFailed("iperf3 printed JSON that is not an object",
+                            "run the same iperf3 command by hand to see why")
     if data.get("error"):
         raise CommandFailed(f"iperf3: {data['error']}")
+    return data
+
+
+def parse_iperf3(text: str) -> dict[str, Any]:
+    """The figures tunbench keeps from one iperf3 --json client run (pure; tested on captures)."""
+    data = iperf3_document(text)
     end = data.get("end") or {}
     intervals = [(float(iv["sum"]["start"]), float(iv["sum"]["end"]),
                   iv["sum"]["bits_per_second"] / 1e6)

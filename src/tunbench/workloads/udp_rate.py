@@ -20,7 +20,6 @@ own intervals and sums are used.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 from ..errors import CommandFailed
 from ..proc import wait_ready
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
+from .stream import iperf3_document
 
 IP_UDP_HEADERS = {4: 20 + 8, 6: 40 + 8}
 MAX_DATAGRAM = 65507
@@ -108,13 +108,7 @@ def client_argv(addr: str, port: int, duration: float, warmup: float, p: UdpRate
 def parse_udp(text: str, reverse: bool = False) -> dict[str, Any]:
     """The figures kept from one iperf3 -u -J --get-server-output client run (pure; tested on
     captures). See the module doc for which side each figure is taken from."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CommandFailed(f"iperf3 printed no valid JSON ({exc.msg})",
-                            "run the same iperf3 command by hand to see why") from None
-    if data.get("error"):
-        raise CommandFailed(f"iperf3: {data['error']}")
+    data = iperf3_document(text)
     receiver = data if reverse else data.get("server_output_json")
     if not isinstance(receiver, dict):
         raise CommandFailed("iperf3 returned no receiver report (server_output_json)",
