@@ -155,7 +155,10 @@ def _case(label: str, kind: str, wl: str, value: float, *, wlabel: str | None = 
           params: dict | None = None, rate: str | None = None) -> dict:
     return {"status": "ok", "testbed": {"rate": rate},
             "case": {"id": f"{label}-{wl}-{value}", "tunnel": {"label": label, "kind": kind},
-                     "workload": {"name": wl, "label": wlabel or wl, "params": params or {}},
+                     # as the v2 writer records it: the parameters a campaign may sweep
+                     "workload": {"name": wl, "label": wlabel or wl, "params": params or {},
+                                  "axes": ["streams", "processes"],
+                                  "sweep_param": "streams" if wl == "parallel-streams" else None},
                      "mtu": 1500, "offloads": {"name": "default"}},
             "metrics": {"throughput": {"value": value, "unit": "Mbit/s",
                                        "higher_is_better": True}}}
