@@ -66,6 +66,11 @@ def preflight(exp: Experiment) -> None:
     if root:
         missing.append(root.one_line())
     if exp.sites:
+        if any(not s.local for s in exp.sites.values()):
+            for t in exp.tunnels:
+                why = tunnels.get(t.kind).not_on_hosts
+                if why:
+                    missing.append(f"tunnel {t.label}: cannot run on sites over SSH: {why}")
         _inner_mtu_problems(exp, missing)
         _raise_missing(missing)
         return

@@ -82,3 +82,18 @@ def test_resume_rebuilds_the_sites() -> None:
                  "b": {"target": "gw2", "underlay_if": "eth1"}})
     again = spec.build(cli._spec_dict(exp.to_dict()), exp.source)
     assert again.to_dict() == exp.to_dict()
+
+
+def test_a_local_only_kind_is_refused_between_hosts_before_connecting() -> None:
+    """tbtun's loader works on this host only: one line, before any SSH connection (the
+    targets here do not exist; preflight never reaches them)."""
+    from tunbench import runner
+    from tunbench.errors import UnavailableError
+    exp = spec.build({"tunnel": [{"kind": "native"}, {"kind": "ebpf-vxlan"}],
+                      "workload": [{"name": "ping"}],
+                      "sites": {"a": "root@tb-nohost-a.invalid", "b": "root@tb-nohost-b.invalid"}},
+                     "f.toml")
+    with pytest.raises(UnavailableError) as err:      # exit 3, nothing changed
+        runner.preflight(exp)
+    assert "tunnel ebpf-vxlan: cannot run on sites over SSH: tbtun's loader" in str(err.value)
+    assert "native" not in str(err.value).split("ebpf-vxlan")[0]

@@ -68,6 +68,9 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
     Params = TbtunParams
     inner_families = (4, 6)
     needs = {"": Needs(tools=TOOLS, kernel=KERNEL)}
+    not_on_hosts = ("tbtun's loader runs bpftool and tc on this host only, not yet through a "
+                    "remote site's agent (use vxlan or geneve between hosts, or the local "
+                    "testbed)")
 
     @classmethod
     def requirements(cls, params: TbtunParams) -> list[Missing]:

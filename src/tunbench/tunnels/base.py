@@ -142,6 +142,9 @@ class TunnelDriver(ABC, Generic[P]):
     # workload's sweep (wireguard and ipsec: `tunnels`, the number of ECMP-spread tunnels)
     sweep: ClassVar[str | None] = None
     encrypts: ClassVar[bool] = False     # the datapath encrypts (recorded in every case)
+    # why the kind cannot run between sites on other hosts (None: it can); refused in one
+    # line before anything is changed on any host
+    not_on_hosts: ClassVar[str | None] = None
     impl_param: ClassVar[str | None] = None  # Literal field choosing the implementation
     # per implementation ("" = every one): tools, kernel options, packages it uses
     needs: ClassVar[dict[str, Needs]] = {}
