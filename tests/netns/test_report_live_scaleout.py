@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tunbench.report import headlines
+
 TB = [sys.executable, "-m", "tunbench"]
 EXPERIMENT = """
 [experiment]
@@ -75,7 +77,7 @@ def test_live_ecmp_sweep_report(tmp_path: Path, root_unchanged: None) -> None:
     # named with the implementation the cases recorded (data.name_tunnels)
     assert "wireguard (go) over N ECMP tunnels: throughput" in page
     assert f"×{factor:.2f} at 2" in page
-    assert "one run each: no confidence interval, significance not tested" in page
+    assert headlines.SINGLE_CAVEAT in page     # the single-run caveat, said once
 
     lat = {d["case"]["tunnel"]["label"]: d for d in docs
            if d["case"]["workload"]["name"] == "latency"}
