@@ -149,7 +149,10 @@ def test_drops_at_a_policing_firewall_when_it_is_the_bottleneck() -> None:
         rec = watch.describe()
         assert rec["bottleneck"] == "fw", rec["drops"]
         fw = [r for r in rec["drops"] if r["place"] == "fw"][0]
-        assert fw["policy_drops"] == fw["lost"] == pytest.approx(t.lost, abs=2), rec["drops"]
+        # the policer's own count is the loss the generator saw; in minus out may also count
+        # an ARP/neighbour packet that ends at the hop (seen: +1)
+        assert fw["policy_drops"] == pytest.approx(t.lost, abs=2), rec["drops"]
+        assert fw["lost"] == pytest.approx(fw["policy_drops"], abs=2), rec["drops"]
         # nft's limit lets one second of the rate through as a burst: of 3 s at twice the
         # limit, (3 - 1 - 1) / 6 = 1/3 is over it
         assert 0.25 < t.loss_ratio < 0.45, t

@@ -1,7 +1,8 @@
-"""Encryption scale-out over N ECMP tunnels (tunnels=1 and 4; 2 is the same code path and cost
-`make test` a VM minute per kind) with the kernel datapaths this
+"""Encryption scale-out over N = 4 ECMP tunnels with the kernel datapaths this
 host lacks: kernel WireGuard and kernel IPsec ESP (static `ip xfrm` keys), proven inside the
-VM lab guest.
+VM lab guest. One tunnel of each is proven by test_kernel_tunnels/test_kernel_secure; N = 2 is
+the same code path. Each case costs `make test` about a TCG minute and the suite has a 45 min
+budget, so only N = 4 runs here (the scaling factor against N = 1 is then not printed).
 
 For each N: the N tunnels come up and the service address answers through them; 32 parallel
 TCP streams (one iperf3 process, 2 s) spread by the L4 multipath hash; every one of the N
@@ -38,7 +39,7 @@ STREAMS = 32
 MEASURED: dict[str, dict[int, float]] = {}
 
 
-@pytest.mark.parametrize("n", [1, 4])
+@pytest.mark.parametrize("n", [4])
 @pytest.mark.parametrize("kind,raw", KINDS, ids=[f"{k}-{r['impl']}" for k, r in KINDS])
 def test_ecmp_scale_out(guest_testbed: Testbed, kind: str, raw: dict, n: int) -> None:  # noqa: F811
     t0 = time.monotonic()
