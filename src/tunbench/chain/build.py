@@ -10,14 +10,13 @@ Every namespace enters the ledger the moment it exists; its links and rules go w
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
 from .. import proc
 from ..testbed import local, names, netlink
 from ..testbed.base import Site, Testbed
-from ..testbed.ledger import STATE_DIR, Ledger
+from ..testbed.ledger import Ledger
 from ..testbed.netem import Netem
 from . import gateway, get
 from .base import Hop
@@ -75,11 +74,7 @@ def build(run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int = 1500,
     _shape_sites(a, b, rate, netem, ledger)
     for hop in hops:
         get(hop.kind)().configure(hop, ledger)
-    if workdir is None:
-        workdir = STATE_DIR / run_id
-    workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(workdir, 0o700)
-    ledger.path(workdir)
+    workdir = local.make_workdir(run_id, ledger, workdir)
     tb = Testbed("local-chain", run_id, a, b, mtu, ledger, workdir, rate=rate)
     tb.notes["chain"] = {"path": chain.arrow(), "routed_hops": chain.routed_hops,
                          "hops": [h.describe() for h in hops]}

@@ -62,11 +62,7 @@ def build(run_id: str, ledger: Ledger, *, mtu: int = 1500, rate: str | None = No
             proc.run(argv, netns=ns, timeout=10)
         if netem is not None and netem.active:
             ledger.command(["tc", "qdisc", "del", "dev", site.underlay_if, "root"], ns)
-    if workdir is None:
-        workdir = STATE_DIR / run_id
-    workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(workdir, 0o700)
-    ledger.path(workdir)
+    workdir = make_workdir(run_id, ledger, workdir)
     tb = Testbed("local-netns", run_id, a, b, mtu, ledger, workdir, rate=rate)
     if netem is not None and netem.active:
         tb.notes["netem"] = netem.describe()
@@ -115,3 +111,14 @@ def add_routed_hop(tb: Testbed) -> str:
     netlink.add_route(str(tb.a.netns), "198.18.1.0/24", gateway=tb.b.underlay4)
     netlink.add_route(ns_c, "0.0.0.0/0", gateway="198.18.1.1")
     return "198.18.1.2"
+
+
+def make_workdir(run_id: str, ledger: Ledger, workdir: Path | None = None) -> Path:
+    """The run's private state directory (0700, /run/tunbench/<run id> by default), in the
+    ledger so teardown removes it."""
+    if workdir is None:
+        workdir = STATE_DIR / run_id
+    workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(workdir, 0o700)
+    ledger.path(workdir)
+    return workdir

@@ -428,13 +428,9 @@ class Topology:
     def build(self, run_id: str, ledger: Ledger, *, mtu: int, rate: str | None = None,
               netem: Any = None, workdir: Path | None = None) -> Any:
         from .base import Testbed
-        from .ledger import STATE_DIR
-        from .local import tbf_args
+        from .local import make_workdir, tbf_args
         from .netem import qdisc_argvs
-        if workdir is None:
-            workdir = STATE_DIR / run_id
-        workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        ledger.path(workdir)
+        workdir = make_workdir(run_id, ledger, workdir)
         sites: list[Site] = []
         hosts: dict[str, Any] = {}
         for name in ("a", "b"):
