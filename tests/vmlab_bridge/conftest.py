@@ -21,7 +21,7 @@ import pytest
 from tunbench import proc
 from tunbench.errors import TunbenchError
 from tunbench.vmlab.qemu import GuestJobError
-from tunbench.vmlab.tier import GuestTestResult, run_tier
+from tunbench.vmlab.tier import GuestTestResult, run_tier_full
 
 ROOT = Path(__file__).resolve().parents[2]
 GUEST_DIR = "tests/vmlab"
@@ -75,6 +75,12 @@ class TierOutcome:
         self.skip = skip
         self.fail = fail
         self.complete = complete  # every guest test ran (no -k / node selection)
+        self.boot_seconds: float | None = None  # qemu start to "guest ready"
+        self.run_seconds = 0.0  # qemu start to exit (boot + every guest test)
+
+
+# The tier's outcome for the terminal summary (one session, one boot).
+_OUTCOME: list[TierOutcome] = []
 
 
 @pytest.fixture(scope="session")
@@ -90,9 +96,29 @@ def vmlab_tier(request: pytest.FixtureRequest) -> TierOutcome:
     complete = set(selected) == set(all_ids)
     timeout = float(os.environ.get(TIMEOUT_ENV, "900"))
     try:
-        results = run_tier(GUEST_DIR, timeout, select=None if complete else selected)
+        tier = run_tier_full(GUEST_DIR, timeout, select=None if complete else selected)
     except GuestJobError as exc:
         return TierOutcome(fail=f"{exc.one_line()}\n{exc.output}")
     except TunbenchError as exc:
         return TierOutcome(skip=f"VM lab unavailable: {exc.one_line()}")
-    return TierOutcome({r.nodeid: r for r in results}, complete=complete, listed=all_ids)
+    outcome = TierOutcome({r.nodeid: r for r in tier.results}, complete=complete,
+                          listed=all_ids)
+    outcome.boot_seconds, outcome.run_seconds = tier.run.ready_seconds, tier.run.seconds
+    _OUTCOME.append(outcome)
+    return outcome
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Where the VM tier's time went: the host sees one long fixture setup, so the boot and
+    the slowest guest tests (their call time, from the guest's JUnit XML) are printed here."""
+    if not _OUTCOME:
+        return
+    o = _OUTCOME[0]
+    boot = f"{o.boot_seconds:.0f} s" if o.boot_seconds is not None else "unknown"
+    tests = sorted(o.results.values(), key=lambda r: -r.duration)
+    terminalreporter.write_sep("-", f"VM lab tier: {o.run_seconds:.0f} s in the guest "
+                                    f"(boot {boot}, {len(tests)} guest tests, "
+                                    f"{sum(r.duration for r in tests):.0f} s in their calls)")
+    for r in tests[:10]:
+        terminalreporter.write_line(f"{r.duration:7.1f}s  {r.outcome:7}  "
+                                    f"{r.nodeid.removeprefix(GUEST_DIR + '/')}")
