@@ -27,8 +27,7 @@ from ..errors import SpecError
 from . import data, stats
 from .data import Campaign
 
-PREFER = ("throughput", "latency", "cpu")
-NEEDS = ("encryption",)
+from .advise_names import NEEDS, PREFER  # noqa: E402,F401  (re-exported)
 REF_MTU = 1500        # the underlay MTU the summary speaks of when a campaign ran several
 REF_OFFLOADS = "default"
 THROUGHPUT = "throughput"
