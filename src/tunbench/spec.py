@@ -306,7 +306,10 @@ def build(data: dict[str, Any], source: str = "command line",
             workloads=[w.name for w in workload_specs],
             mtus=list(mtus) + [m for w in workload_specs for m in (w.mtus or ())],
             shaped=rate is not None or netem.active, sites=bool(sites), chain=chain is not None,
-            offloads=[o.name for o in offloads])
+            offloads=[o.name for o in offloads],
+            params={t.label: hubspec.ignored_params(
+                t.kind, t.params.to_dict(), tunnels.get(t.kind).default_params().to_dict())
+                for t in tunnel_specs if t.kind in hubspec.HUB_KINDS})
     problems = list(dict.fromkeys(problems))   # a swept workload repeats its table's problem
     if problems:
         raise SpecError("\n".join(problems) if len(problems) > 1 else problems[0],

@@ -108,3 +108,15 @@ def test_hub_table_medians_per_kind_and_nothing_without_a_hub() -> None:
                     ("ebpf-vxlan", "3", "1", "0.200", "+100 (maps 161)", "4,000", "8,000")]
     assert "<h2 id=hub>" in hubs.section_html(cases)
     assert hubs.section_html([{"status": "ok", "case": {}}]) == ""
+
+
+def test_parameters_the_hub_would_ignore_are_refused_decap_is_kept() -> None:
+    lines = refused({"testbed": {"kind": "hub", "spokes": 3},
+                     "tunnel": [{"kind": "vxlan", "vni": 7},
+                                {"kind": "ebpf-vxlan", "rules": 100}]})
+    assert len(lines) == 2
+    assert lines[0].startswith("e.toml: tunnel vxlan: vni set by the hub testbed")
+    assert lines[1].startswith("e.toml: tunnel ebpf-vxlan: rules set by the hub testbed")
+    exp = exp_spec.build({"testbed": {"kind": "hub"},
+                          "tunnel": [{"kind": "ebpf-vxlan", "decap": "xdp"}]}, "e.toml")
+    assert exp.tunnels[0].params.decap == "xdp"    # type: ignore[attr-defined]

@@ -32,7 +32,7 @@ def rows(cases: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         key = (str(d["case"]["tunnel"].get("display") or d["case"]["tunnel"]["label"]),
                int(d["hub"]["spokes"]))
         groups.setdefault(key, []).append(d)
-    out = []
+    out: list[tuple[str, ...]] = []
     for (label, spokes), docs in groups.items():
         setup, mem = _median(docs, "setup_s"), _median(docs, "memory_kb")
         maps = _median(docs, "maps_kb")

@@ -26,6 +26,9 @@ DEFAULT_SPOKES = 10
 # the hub, one tbtun attach point with N rules (spokes are kernel VXLAN either way)
 HUB_KINDS = ("native", "vxlan", "ebpf-vxlan")
 HUB_WORKLOADS = ("stream",)
+# the parameters a hub variant honours; the others are the hub's (VNI = spoke index, the IANA
+# port, one rule per spoke), so a value given for them would be silently ignored
+HONOURED = {"ebpf-vxlan": ("decap",)}
 HUB_MTU = 1500
 
 
@@ -75,10 +78,23 @@ def collect(raw: Any, where: str, problems: list[str],
     return HubSpec(spokes)
 
 
+def ignored_params(kind: str, given: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
+    """Parameters set away from their default that the hub variant of `kind` does not use."""
+    keep = HONOURED.get(kind, ())
+    return [k for k, v in given.items() if k not in keep and defaults.get(k) != v]
+
+
 def conflicts(where: str, *, kinds: list[str], workloads: list[str], mtus: list[int],
-              shaped: bool, sites: bool, chain: bool, offloads: list[str]) -> list[str]:
-    """What a hub testbed cannot run, one line each."""
+              shaped: bool, sites: bool, chain: bool, offloads: list[str],
+              params: dict[str, list[str]] | None = None) -> list[str]:
+    """What a hub testbed cannot run, one line each. `params`: tunnel label -> parameters
+    given that its hub variant would ignore (ignored_params)."""
     out = []
+    for label, keys in (params or {}).items():
+        if keys:
+            out.append(f"{where}: tunnel {label}: {', '.join(keys)} set by the hub testbed "
+                       "(VNI = spoke index, the IANA port, one rule per spoke; only "
+                       "ebpf-vxlan's decap is yours): leave it out")
     bad = [k for k in kinds if k not in HUB_KINDS]
     if bad:
         out.append(f"{where}: tunnel kind(s) {', '.join(bad)} have no hub variant (the hub "
