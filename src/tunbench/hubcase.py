@@ -164,6 +164,19 @@ def counters(kind: str, section: dict[str, Any]) -> dict[str, Any] | None:
             "rules_with_traffic": len(loader.rule_counters(where))}
 
 
+def log_tails(workdir: Path | None, lines: int = 10) -> str | None:
+    """The last lines of every process log of a failed case, read before teardown removes
+    them."""
+    if workdir is None or not workdir.is_dir():
+        return None
+    out = []
+    for log in sorted(workdir.glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        if tail:
+            out.append(f"--- {log.name}\n" + "\n".join(tail))
+    return "\n".join(out) or None
+
+
 def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> dict[str, Any]:
     """One hub case on a fresh hub testbed; always torn down; never raises except
     Interrupted (the runner's contract for run_case)."""
@@ -172,7 +185,8 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> di
     run_id = names.new_run_id(taken)
     ledger = Ledger(run_id)
     started = time.time()
-    status, error = "ok", None
+    status, error, error_log = "ok", None, None
+    workdir: Path | None = None
     section: dict[str, Any] = {}
     metrics: dict[str, MetricRecord] = {}
     raw: Any = {}
@@ -194,9 +208,10 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> di
     except Interrupted:
         raise
     except TunbenchError as exc:
-        status, error = "failed", exc.one_line()
+        status, error, error_log = "failed", exc.one_line(), log_tails(workdir)
     except Exception as exc:  # netlink errors and anything unforeseen: record, go on
         status, error = "failed", f"{type(exc).__name__}: {exc}"
+        error_log = log_tails(workdir)
     finally:
         try:
             progress(PhaseEvent(TEARDOWN))
@@ -216,7 +231,7 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> di
                     "devices", "attach_points", "rules", "pins", "decap", "created_with")}},
         metrics=metrics, series={}, cpu=None,
         counters={"after": ctr} if ctr else None, raw=raw, notes=notes, error=error,
-        error_log=None, offloads=None)
+        error_log=error_log, offloads=None)
     if section:
         doc["hub"] = section   # additive: readers without hub cases ignore it
     return doc
