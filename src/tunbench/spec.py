@@ -293,13 +293,15 @@ def build(data: dict[str, Any], source: str = "command line",
     def section(key: str) -> str:
         return FLAG_NAMES[key] if key in flags else where
 
+    hub = hubspec.collect(data.get("testbed"), where, problems,
+                          frozenset(flags & {"kind", "spokes"}))
+    if hub is not None and available is not None:   # "all": every kind with a hub variant
+        available = available & set(hubspec.HUB_KINDS)
     tunnel_specs = _tunnels(data.get("tunnel", [{"kind": k} for k in DEFAULT_TUNNELS]),
                             section("tunnel"), available, problems)
     workload_specs = _workloads(data.get("workload", [{"name": w} for w in DEFAULT_WORKLOADS]),
                                 section("workload"), problems)
     offloads = _offloads(data.get("offloads"), section("offloads"), problems)
-    hub = hubspec.collect(data.get("testbed"), where, problems,
-                          frozenset(flags & {"kind", "spokes"}))
     if hub is not None:
         problems += hubspec.conflicts(
             section("testbed"), kinds=[t.kind for t in tunnel_specs],

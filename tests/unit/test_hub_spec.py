@@ -120,3 +120,9 @@ def test_parameters_the_hub_would_ignore_are_refused_decap_is_kept() -> None:
     exp = exp_spec.build({"testbed": {"kind": "hub"},
                           "tunnel": [{"kind": "ebpf-vxlan", "decap": "xdp"}]}, "e.toml")
     assert exp.tunnels[0].params.decap == "xdp"    # type: ignore[attr-defined]
+
+
+def test_all_means_every_available_kind_with_a_hub_variant() -> None:
+    exp = exp_spec.build({"testbed": {"kind": "hub"}, "tunnel": [{"kind": "all"}]}, "e.toml",
+                         available={"native", "vxlan", "wireguard", "ebpf-vxlan", "gre"})
+    assert [t.kind for t in exp.tunnels] == ["native", "ebpf-vxlan", "vxlan"]
