@@ -18,52 +18,18 @@ Ratios are tbtun / kernel, medians over rounds; they print, they do not pass or 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tunbench import proc
+from tunbench import hubcase
 from tunbench.tbtun import hub as tbhub
 from tunbench.testbed import hub, local, names
 from tunbench.testbed.ledger import Ledger
 
 VARIANTS = ("kernel", "tbtun")
-
-
-def listening(netns: str) -> bool:
-    out = proc.run(["ss", "-Hltn", "sport", "= :5201"], netns=netns, timeout=10).stdout
-    return bool(out.strip())
-
-
-def iperf_to(h: hub.Hub, spokes: list[hub.Spoke], seconds: float, tmp: Path) -> float:
-    """Mbit/s received by `spokes` together, one TCP stream from the hub to each, at once:
-    the bytes all of them received over the wall time from the first client's start to the
-    last one's end (summing each client's own rate would overstate it: starting 100 clients
-    takes a while, so their intervals do not fully overlap)."""
-    servers, clients = [], []
-    try:
-        for s in spokes:
-            srv = proc.spawn(["iperf3", "-s", "-1", "-B", s.inner4], netns=s.netns,
-                             log_path=tmp / f"s{s.index}.log")
-            servers.append(srv)
-        for s, srv in zip(spokes, servers, strict=True):
-            proc.wait_ready(srv, ready=lambda ns=s.netns: listening(ns), timeout=60)
-        t0 = time.monotonic()
-        for s in spokes:
-            clients.append(proc.spawn(["iperf3", "-c", s.inner4, "-t", str(seconds), "-J"],
-                                      netns=h.netns, log_path=tmp / f"c{s.index}.log"))
-        total = 0.0
-        for c in clients:
-            c.wait(timeout=seconds + 60)
-            doc = json.loads(c.output())
-            total += float(doc.get("end", {}).get("sum_received", {}).get("bytes", 0))
-        return total * 8 / (time.monotonic() - t0) / 1e6
-    finally:
-        for p in clients + servers:
-            p.stop()
 
 
 def measure(variant: str, n: int, seconds: float, all_max: int) -> dict[str, float]:
@@ -84,8 +50,10 @@ def measure(variant: str, n: int, seconds: float, all_max: int) -> dict[str, flo
         if variant == "tbtun":
             out["maps_kb"] = tbhub.map_memory(where) / 1024
         with tempfile.TemporaryDirectory(prefix="tb-hub-") as tmp:
-            out["one_mbps"] = iperf_to(h, [h.spokes[0]], seconds, Path(tmp))
-            out["all_mbps"] = iperf_to(h, list(h.spokes[:all_max]), seconds, Path(tmp))
+            # the same measurement as a `tunbench run --testbed hub` case (hubcase.py)
+            spokes = [(s, s.inner4) for s in h.spokes]
+            out["one_mbps"] = hubcase.stream_to(h, spokes[:1], seconds, Path(tmp))[0]
+            out["all_mbps"] = hubcase.stream_to(h, spokes[:all_max], seconds, Path(tmp))[0]
     finally:
         errors = ledger.close()
         local.sweep(rid)

@@ -123,11 +123,24 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
     if args.workloads is not None:
         over["workload"] = [{"name": w} for w in inputs.split_list("--workloads", args.workloads)]
     _site_overrides(args, data, over)
+    _testbed_overrides(args, over)
     merged = spec.merge(data, over)
     kinds = available_kinds()
     avail = {k for k, why in kinds.items() if not why}
-    flags = set(e) | {k for k in ("tunnel", "workload", "offloads") if k in over}
+    flags = set(e) | {k for k in ("tunnel", "workload", "offloads", "testbed") if k in over}
+    flags |= set(over.get("testbed", {}))    # kind / spokes: named as --testbed / --spokes
     return spec.build(merged, source, available=avail, flags=flags)
+
+
+def _testbed_overrides(args: argparse.Namespace, over: dict[str, Any]) -> None:
+    """--testbed pair|hub and --spokes N, over the file's [testbed] key by key (spec.merge)."""
+    tb: dict[str, Any] = {}
+    if getattr(args, "testbed", None) is not None:
+        tb["kind"] = args.testbed
+    if getattr(args, "spokes", None) is not None:
+        tb["spokes"] = args.spokes
+    if tb:
+        over["testbed"] = tb
 
 
 def _out_dir(args: argparse.Namespace) -> Path:
@@ -332,6 +345,7 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
                       **({"ssh_config": recorded["ssh_config"]}
                          if recorded.get("ssh_config") else {})}}
            if recorded.get("sites") else {}),
+        **({"testbed": dict(recorded["testbed"])} if recorded.get("testbed") else {}),
     }
 
 
@@ -450,6 +464,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "b=USER@HOST ('local' = this host); default: two namespaces here")
     r.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
                    help="ssh config file for the sites (ssh -F; default ~/.ssh/config)")
+    r.add_argument("--testbed", metavar="KIND", help="pair (default: two sites) or hub (one "
+                   "hub site and --spokes N spoke sites; kinds native, vxlan, ebpf-vxlan; "
+                   "workload stream, to one spoke and to all at once)")
+    r.add_argument("--spokes", type=int, metavar="N", help="spoke sites of --testbed hub "
+                   "(1..1000, default 10)")
     r.add_argument("--shuffle", action="store_true", help="shuffle case order within a round")
     r.add_argument("--seed", type=int, help="seed for --shuffle")
     r.add_argument("--out", help="result folder (default results/<timestamp>)")

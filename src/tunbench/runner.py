@@ -171,9 +171,11 @@ def _raise_missing(missing: list[str]) -> None:
 def case_plans(exp: Experiment, cases: list[Case]) -> list[CasePlan]:
     """What the estimate starts from: each case's kind, workload and the workload's expected
     seconds (bring-up and teardown are the estimate's to learn)."""
+    # a hub case measures twice (one spoke, then all spokes at once)
+    times = 2 if exp.hub is not None else 1
     return [CasePlan(c.tunnel.kind, c.workload.name,
-                     workloads.get(c.workload.name).expected_seconds(c.workload.params,
-                                                                     exp.duration, exp.warmup))
+                     times * workloads.get(c.workload.name).expected_seconds(
+                         c.workload.params, exp.duration, exp.warmup))
             for c in cases]
 
 
@@ -285,6 +287,9 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     """One case on a fresh testbed (two namespaces here, or `topo`'s hosts); always torn
     down; never raises except Interrupted. `progress` hears each phase as it starts
     (bring-up, the workload's own, teardown)."""
+    if exp.hub is not None:   # one hub and N spokes: a case of its own shape (hubcase.py)
+        from .hubcase import run_case as run_hub_case
+        return run_hub_case(exp, case, progress)
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
     run_id = names.new_run_id(taken)
     ledger = Ledger(run_id)

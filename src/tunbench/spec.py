@@ -44,6 +44,10 @@ them together before anything runs. The same dict shape is used for TOML files a
     path = ["router", "fw", "wan", "router"]
     fw = { kind = "firewall", rules = 1000 }
     wan = { kind = "wan", rate = "200mbit" }
+
+    [testbed]                     # optional: "pair" (default) or a hub with N spokes
+    kind = "hub"                  # (stream; native, vxlan, ebpf-vxlan; docs/tbtun.md)
+    spokes = 10
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from typing import Any
 from . import inputs, rates, tunnels, workloads
 from .chain import spec as chain_spec
 from .errors import SpecError
+from .testbed import hubspec
 from .testbed.netem import Netem
 from .testbed.topology import SiteSpec, parse_sites
 from .tunnels.base import TunnelParams
@@ -153,6 +158,7 @@ class Experiment:
     sites: dict[str, SiteSpec] = field(default_factory=dict)
     ssh_config: str | None = None     # ssh -F FILE for the sites (None: ~/.ssh/config)
     chain: chain_spec.ChainSpec | None = None   # functions between the sites (chain/)
+    hub: hubspec.HubSpec | None = None   # a hub and N spokes instead of two sites (hubcase)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -168,6 +174,7 @@ class Experiment:
             **({"sites": {n: sp.to_dict() for n, sp in self.sites.items()},
                 "ssh_config": self.ssh_config} if self.sites else {}),
             **({"chain": self.chain.to_dict()} if self.chain else {}),
+            **({"testbed": self.hub.to_dict()} if self.hub else {}),
         }
 
     def all_mtus(self) -> tuple[int, ...]:
@@ -192,6 +199,10 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     for key in ("tunnel", "workload", "offloads", "sites", "chain"):
         if key in overrides:
             out[key] = overrides[key]
+    if "testbed" in overrides:   # --testbed / --spokes: key by key over the file's table
+        base_tb = out.get("testbed")
+        out["testbed"] = {**(base_tb if isinstance(base_tb, dict) else {}),
+                          **overrides["testbed"]}
     return out
 
 
@@ -200,7 +211,7 @@ FLAG_NAMES = {"repeats": "--repeats", "duration": "--duration", "warmup": "--war
               "mtus": "--mtu", "rate": "--rate", "seed": "--seed", "noisy_cv": "--noisy-cv",
               "order": "--shuffle", "delay": "--delay", "jitter": "--jitter", "loss": "--loss",
               "netem_rate": "--netem-rate", "tunnel": "--tunnels", "workload": "--workloads",
-              "offloads": "--offloads"}
+              "offloads": "--offloads", "testbed": "--testbed"}
 
 
 def _num(problems: list[str], spot: str, val: Any, lo: float, hi: float,
@@ -225,10 +236,11 @@ def build(data: dict[str, Any], source: str = "command line",
     """
     problems: list[str] = []
     where = source
-    unknown_top = set(data) - {"experiment", "tunnel", "workload", "offloads", "sites", "chain"}
+    unknown_top = set(data) - {"experiment", "tunnel", "workload", "offloads", "sites", "chain",
+                              "testbed"}
     for key in sorted(unknown_top):
         problems.append(f"{where}: unknown section '{key}' (known: experiment, tunnel, workload, "
-                        "offloads, sites, chain)")
+                        "offloads, sites, chain, testbed)")
     raw_sites = dict(data.get("sites") or {}) if isinstance(data.get("sites"), dict) \
         else data.get("sites")
     ssh_config = raw_sites.pop("ssh_config", None) if isinstance(raw_sites, dict) else None
@@ -281,11 +293,25 @@ def build(data: dict[str, Any], source: str = "command line",
     def section(key: str) -> str:
         return FLAG_NAMES[key] if key in flags else where
 
+    hub = hubspec.collect(data.get("testbed"), where, problems,
+                          frozenset(flags & {"kind", "spokes"}))
+    if hub is not None and available is not None:   # "all": every kind with a hub variant
+        available = available & set(hubspec.HUB_KINDS)
     tunnel_specs = _tunnels(data.get("tunnel", [{"kind": k} for k in DEFAULT_TUNNELS]),
                             section("tunnel"), available, problems)
     workload_specs = _workloads(data.get("workload", [{"name": w} for w in DEFAULT_WORKLOADS]),
                                 section("workload"), problems)
     offloads = _offloads(data.get("offloads"), section("offloads"), problems)
+    if hub is not None:
+        problems += hubspec.conflicts(
+            section("testbed"), kinds=[t.kind for t in tunnel_specs],
+            workloads=[w.name for w in workload_specs],
+            mtus=list(mtus) + [m for w in workload_specs for m in (w.mtus or ())],
+            shaped=rate is not None or netem.active, sites=bool(sites), chain=chain is not None,
+            offloads=[o.name for o in offloads],
+            params={t.label: hubspec.ignored_params(
+                t.kind, t.params.to_dict(), tunnels.get(t.kind).default_params().to_dict())
+                for t in tunnel_specs if t.kind in hubspec.HUB_KINDS})
     problems = list(dict.fromkeys(problems))   # a swept workload repeats its table's problem
     if problems:
         raise SpecError("\n".join(problems) if len(problems) > 1 else problems[0],
@@ -295,7 +321,7 @@ def build(data: dict[str, Any], source: str = "command line",
                       float(cpu_interval), float(noisy_cv), name, source,
                       netem=netem if netem.active else None, sites=sites,
                       ssh_config=str(ssh_config) if ssh_config else None,
-                      chain=chain)
+                      chain=chain, hub=hub)
 
 
 def _rate_ok(rate: Any) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tunbench import pcap, tunnels
+from tunbench import pcap, proc, tunnels
 from tunbench.capabilities import root_missing
 from tunbench.errors import SpecError
 from tunbench.tbtun import loader, maps
@@ -56,11 +56,11 @@ def _site(tb: Testbed, name: str) -> Path:
 
 def _iperf(tb: Testbed, dst: str, seconds: float = 2, reverse: bool = False) -> dict[str, Any]:
     """One TCP stream a -> b (b -> a with reverse); iperf3's JSON end summary."""
-    server = tb.spawn(tb.b, ["iperf3", "-s", "-1", "-B", dst], f"iperf3-s-{time.monotonic_ns()}")
-    deadline = time.monotonic() + 30      # a loaded host starts processes slowly
-    while "Server listening" not in server.output() and time.monotonic() < deadline:
-        assert server.poll() is None, server.log_tail()
-        time.sleep(0.05)
+    # --forceflush: the log is a file, so without it "Server listening" sat in iperf3's stdio
+    # buffer and every call waited out the whole readiness timeout (30 s) before starting
+    server = tb.spawn(tb.b, ["iperf3", "-s", "-1", "--forceflush", "-B", dst],
+                      f"iperf3-s-{time.monotonic_ns()}")
+    proc.wait_ready(server, ready_text="Server listening", timeout=30)   # a loaded host: slow
     r = tb.a.run(["iperf3", "-c", dst, "-t", str(seconds), "-J", *(["-R"] if reverse else [])],
                  timeout=seconds + 30, check=False)
     out = r.stdout

@@ -25,10 +25,9 @@ from typing import Any
 
 from ..errors import SpecError
 from . import data, stats
+from .advise_names import NEEDS, PREFER  # noqa: F401  (re-exported: advise.NEEDS, PREFER)
 from .data import Campaign
 
-PREFER = ("throughput", "latency", "cpu")
-NEEDS = ("encryption",)
 REF_MTU = 1500        # the underlay MTU the summary speaks of when a campaign ran several
 REF_OFFLOADS = "default"
 THROUGHPUT = "throughput"

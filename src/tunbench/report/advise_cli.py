@@ -8,10 +8,13 @@ import argparse
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SpecError
-from . import advise
+from .advise_names import NEEDS, PREFER
+
+if TYPE_CHECKING:   # advise (and scipy behind it) only once a command runs, not to parse
+    from . import advise
 
 
 def parse_max_cpu(text: str) -> tuple[float, bool]:
@@ -42,7 +45,7 @@ def check_options(min_mtu: int | None, streams: int | None) -> None:
 
 def add_constraint_options(p: argparse.ArgumentParser) -> None:
     """--need, --min-mtu, --max-cpu-per-gbit, --streams, --prefer: on advise and report."""
-    p.add_argument("--need", action="append", choices=advise.NEEDS, metavar="encryption",
+    p.add_argument("--need", action="append", choices=NEEDS, metavar="encryption",
                    help="keep only methods that encrypt")
     p.add_argument("--min-mtu", dest="min_mtu", type=int, metavar="N",
                    help="keep only methods leaving an inner MTU of at least N bytes "
@@ -52,7 +55,7 @@ def add_constraint_options(p: argparse.ArgumentParser) -> None:
                    "at most X times native's with a trailing x (e.g. 2x)")
     p.add_argument("--streams", type=int, metavar="N", help="judge throughput and CPU at N "
                    "parallel streams (a count the campaign measured; default: the fewest)")
-    p.add_argument("--prefer", choices=advise.PREFER,
+    p.add_argument("--prefer", choices=PREFER,
                    help="rank by share of native throughput (default where measured), "
                    "latency added (p50; default otherwise) or CPU per Gbit/s against native's")
 
@@ -60,6 +63,7 @@ def add_constraint_options(p: argparse.ArgumentParser) -> None:
 def constraints_from(args: argparse.Namespace) -> advise.Constraints:
     """The constraints of a command line, each checked (one SpecError line, exit 2) before
     any folder is read."""
+    from . import advise
     check_options(args.min_mtu, args.streams)
     if args.need and len(args.need) != len(set(args.need)):
         raise SpecError("--need encryption given twice", "give each need once")
@@ -77,7 +81,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     if len(set(d.resolve() for d in dirs)) != len(dirs):
         raise SpecError("the same result folder is given twice",
                         "name each campaign once (pooling one with itself doubles its rounds)")
-    from . import console, data
+    from . import advise, console, data
     camps = [data.load(d) for d in dirs]
     for c in camps:
         console.print_folder_problems(c.folder)

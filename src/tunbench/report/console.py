@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..results.model import MetricRecord, metric_records
-from . import data, hops, stats
+from . import data, hops, hubs, stats
 from . import metrics as catalogue
 
 # cpu_busy_a/_b exist when the sites are separate hosts: each end's CPU apart
@@ -91,6 +91,7 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
         key = (declared.get(wl_name) or {}).get("sweep_param") or "value"
         _print_sweep(console, wl_name, mtu, off, grp, key)
     hops.print_table(console, cases)   # chain campaigns only
+    hubs.print_table(console, cases)   # hub campaigns only
     failed = [d for d in cases if d.get("status") == "failed"]
     skipped = [d for d in cases if d.get("status") == "skipped"]
     for d in failed:

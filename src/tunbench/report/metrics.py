@@ -44,6 +44,10 @@ EXACT: dict[str, tuple[str, str | None]] = {
     "sent_rate": ("Sent rate", None),
     "ttl": ("TTL at the far end", None),
     "hops": ("Hops", None),
+    "throughput_all": ("Throughput to all spokes at once", None),
+    "hub_setup": ("Hub setup time", None),
+    "hub_memory": ("Hub kernel memory added", None),
+    "hub_maps_memory": ("Hub tbtun map memory", None),
     "tcp_rate": ("TCP transactions", None),
     "udp_rate": ("UDP transactions", None),
 }

@@ -37,11 +37,13 @@ MIRROR = "http://deb.debian.org/debian"
 # Guest packages: the guest's system, the testbed's and workloads' tools and the test runner
 # (libcharon-extra-plugins: ipsec impl=libipsec next to kernel ESP; libreswan is left out: in
 # bookworm it conflicts with strongswan-charon; openssh-server: the two-guest tier's sites are
-# reached over SSH only, see vmlab/sites.py) ...
+# reached over SSH only, see vmlab/sites.py; bpftool: tbtun's loader, for its interop test
+# against the kernel's Geneve device, tests/vmlab/test_tbtun_interop.py; the object itself is
+# the host's build/bpf/tbtun.bpf.o, read through the shared tree, so no clang in the guest) ...
 BASE_GUEST_PACKAGES: tuple[str, ...] = (
     "linux-image-amd64", "kmod", "iproute2", "iputils-ping", "procps", "ethtool", "tcpdump",
     "iperf3", "sockperf", "libcharon-extra-plugins", "python3", "python3-pytest",
-    "python3-pyroute2", "openssh-server",
+    "python3-pyroute2", "openssh-server", "bpftool",
 )
 # ... and the packages the tunnel drivers declare for their kernel implementations (kernel
 # WireGuard's wg, kernel ESP's charon/swanctl, the OVS system datapath's daemons).

@@ -1,0 +1,237 @@
+"""One case of a campaign on the hub testbed (`--testbed hub --spokes N`): a hub site and N
+spoke sites (testbed/hub.py), the tunnel kind brought up hub <-> every spoke, TCP measured to
+one spoke and to all spokes at once.
+
+What a case records (its `hub` section and metrics), the comparison issue 14 asks for:
+- `hub_setup_s`: time to build the hub's side of N tunnels (the kernel: N VXLAN devices with
+  address, route and neighbour in one `ip -batch`; tbtun: load/pin, N rules in one `bpftool
+  batch`, attach, one route). The spokes' side is the same for every kind and not in it;
+- `hub_memory_kb`: kernel memory that setup added (/proc/meminfo Slab + Percpu +
+  VmallocUsed after - before: the whole host's, so noisy on a shared host); tbtun's exact map
+  memory (`bytes_memlock`) next to it;
+- `throughput`: one TCP stream hub -> spoke 1 (iperf3's own figure, warm-up omitted);
+- `throughput_all`: one stream from the hub to each spoke at once (at most ALL_MAX spokes: a
+  small host cannot usefully run 1000 iperf3 pairs), the bytes all of them received over the
+  wall time from the first start to the last end (summing each client's rate would overstate
+  it: starting many clients takes a while, so their intervals do not fully overlap).
+`native` is the baseline: the same paths without a tunnel (hub -> spokes' underlay addresses
+through the router), so every ratio has its reference in the same campaign. CPU is not
+sampled here (the figures are the hub's costs, not per-site CPU).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from . import proc
+from .errors import CommandFailed, Interrupted, TunbenchError
+from .plan import Case
+from .progress import SETUP, TEARDOWN, PhaseEvent, ProgressSink, ignore
+from .results.model import MetricRecord, case_document
+from .spec import Experiment
+from .tbtun import hub as tbhub
+from .tbtun import loader
+from .testbed import hub, local, names, netlink
+from .testbed.ledger import Ledger
+
+ALL_MAX = 100
+
+
+def targets(kind: str, h: hub.Hub) -> list[str]:
+    """The address of each spoke that traffic goes to: inner through a tunnel, underlay for
+    the native baseline."""
+    return [s.underlay4 if kind == "native" else s.inner4 for s in h.spokes]
+
+
+def bring_up(kind: str, h: hub.Hub, params: Any) -> dict[str, Any]:
+    """The hub's side of `kind` towards every spoke; what was made (for the case's record)."""
+    if kind == "vxlan":
+        devs = tbhub.kernel_vxlan(h)
+        return {"devices": len(devs), "created_with": "ip -batch (one vxlan device per spoke)"}
+    if kind == "ebpf-vxlan":
+        where = tbhub.tbtun(h, getattr(params, "decap", "tc"))
+        return {"devices": 0, "attach_points": 1, "rules": len(h.spokes), "pins": str(where),
+                "decap": getattr(params, "decap", "tc"), "created_with": "bpftool+tc"}
+    return {"devices": 0}     # native: the router's paths as they are
+
+
+def stream_to(h: hub.Hub, spokes: list[tuple[hub.Spoke, str]], seconds: float, workdir: Path,
+              omit: float = 0) -> tuple[float, list[dict[str, Any]]]:
+    """One TCP stream from the hub to each (spoke, address) at once: Mbit/s received by all of
+    them over the wall time from the first client's start to the last one's end, and each
+    client's iperf3 end summary. Every process is stopped before this returns."""
+    servers: list[proc.Process] = []
+    clients: list[proc.Process] = []
+    try:
+        for s, addr in spokes:
+            # --forceflush: its log is a file, "Server listening" must not wait in a buffer
+            servers.append(proc.spawn(["iperf3", "-s", "-1", "--forceflush", "-B", addr],
+                                      netns=s.netns,
+                                      log_path=workdir / f"iperf3-s{s.index}.log"))
+        for srv in servers:
+            proc.wait_ready(srv, ready_text="Server listening", timeout=60)
+        t0 = time.monotonic()
+        for s, addr in spokes:
+            clients.append(proc.spawn(
+                ["iperf3", "-c", addr, "-t", f"{seconds:g}", "-J",
+                 *(["-O", f"{omit:g}"] if omit else [])],
+                netns=h.netns, log_path=workdir / f"iperf3-c{s.index}.log"))
+        ends, total = [], 0.0
+        for (s, addr), c in zip(spokes, clients, strict=True):
+            c.wait(timeout=seconds + omit + 60)
+            try:
+                doc = json.loads(c.output())
+            except ValueError:
+                raise CommandFailed(f"iperf3 to spoke {s.index} ({addr}) printed no JSON",
+                                    "see the case's error_log") from None
+            if "error" in doc:
+                raise CommandFailed(f"iperf3 to spoke {s.index} ({addr}): {doc['error']}",
+                                    "see the case's error_log")
+            end = doc.get("end", {})
+            ends.append(end)
+            total += float(end.get("sum_received", {}).get("bytes", 0))
+        return total * 8 / (time.monotonic() - t0) / 1e6, ends
+    finally:
+        for p in clients + servers:
+            p.stop()
+
+
+def wait_reachable(h: hub.Hub, addr: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if h.run(["ping", "-c", "1", "-W", "1", "-n", addr], check=False, timeout=5).ok:
+            return
+    raise CommandFailed(f"spoke {addr} does not answer ping from the hub within {timeout:g}s",
+                        "see the case's error_log")
+
+
+def measure(exp: Experiment, case: Case, h: hub.Hub, workdir: Path,
+            progress: ProgressSink) -> tuple[dict[str, Any], dict[str, MetricRecord], Any]:
+    """Bring the kind up on the hub and measure; (hub section, metrics, raw)."""
+    kind = case.tunnel.kind
+    progress(PhaseEvent(SETUP, f"{kind} on the hub towards {len(h.spokes)} spokes"))
+    mem0, t0 = tbhub.kernel_memory_kb(), time.monotonic()
+    made = bring_up(kind, h, case.tunnel.params)
+    setup_s = time.monotonic() - t0
+    mem_kb = tbhub.kernel_memory_kb() - mem0
+    if "pins" in made:
+        made["maps_kb"] = round(tbhub.map_memory(Path(made["pins"])) / 1024, 1)
+    addrs = targets(kind, h)
+    progress(PhaseEvent(SETUP, f"ping spoke 1 through {kind}"))
+    wait_reachable(h, addrs[0])
+    progress(PhaseEvent("measuring", "one spoke", expected_s=exp.duration + exp.warmup,
+                        warmup_s=exp.warmup))
+    _, (one,) = stream_to(h, [(h.spokes[0], addrs[0])], exp.duration, workdir, exp.warmup)
+    n_all = min(len(h.spokes), ALL_MAX)
+    progress(PhaseEvent("measuring", f"all {n_all} spokes at once", expected_s=exp.duration))
+    agg, ends = stream_to(h, list(zip(h.spokes[:n_all], addrs[:n_all], strict=True)),
+                          exp.duration, workdir)
+    silent = [s.index for s, e in zip(h.spokes, ends, strict=False)
+              if not e.get("sum_received", {}).get("bytes")]
+    if silent:
+        raise CommandFailed(f"spoke(s) {', '.join(map(str, silent))} received nothing while "
+                            "all spokes were measured", "see the case's error_log")
+    one_mbps = float(one["sum_received"]["bits_per_second"]) / 1e6
+    section = {"spokes": len(h.spokes), "kind": kind, "setup_s": round(setup_s, 4),
+               "memory_kb": mem_kb, "one_mbps": round(one_mbps, 1),
+               "all_mbps": round(agg, 1), "all_spokes": n_all,
+               "per_spoke_mbps": [round(float(e["sum_received"]["bytes"]) * 8 / 1e6
+                                        / max(exp.duration, 1e-9), 1) for e in ends],
+               **made}
+    metrics = {
+        "throughput": MetricRecord("throughput", round(one_mbps, 1), "Mbit/s"),
+        "throughput_all": MetricRecord("throughput_all", round(agg, 1), "Mbit/s"),
+        "retransmits": MetricRecord("retransmits",
+                                    float(one.get("sum_sent", {}).get("retransmits", 0)),
+                                    "segments", False),
+        "hub_setup": MetricRecord("hub_setup", round(setup_s, 4), "s", False),
+        "hub_memory": MetricRecord("hub_memory", float(mem_kb), "kB", False)}
+    if "maps_kb" in made:
+        metrics["hub_maps_memory"] = MetricRecord("hub_maps_memory", made["maps_kb"], "kB",
+                                                  False)
+    return section, metrics, {"one": one, "all": ends}
+
+
+def counters(kind: str, section: dict[str, Any]) -> dict[str, Any] | None:
+    """tbtun's own counters on the hub (proof the rules carried the traffic)."""
+    where = Path(section.get("pins", ""))
+    if kind != "ebpf-vxlan" or not where.is_dir():
+        return None
+    return {"hub": {k: v["packets"] for k, v in loader.stats(where).items()},
+            "rules_with_traffic": len(loader.rule_counters(where))}
+
+
+def log_tails(workdir: Path | None, lines: int = 10) -> str | None:
+    """The last lines of every process log of a failed case, read before teardown removes
+    them."""
+    if workdir is None or not workdir.is_dir():
+        return None
+    out = []
+    for log in sorted(workdir.glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        if tail:
+            out.append(f"--- {log.name}\n" + "\n".join(tail))
+    return "\n".join(out) or None
+
+
+def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> dict[str, Any]:
+    """One hub case on a fresh hub testbed; always torn down; never raises except
+    Interrupted (the runner's contract for run_case)."""
+    assert exp.hub is not None
+    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
+    run_id = names.new_run_id(taken)
+    ledger = Ledger(run_id)
+    started = time.time()
+    status, error, error_log = "ok", None, None
+    workdir: Path | None = None
+    section: dict[str, Any] = {}
+    metrics: dict[str, MetricRecord] = {}
+    raw: Any = {}
+    testbed: dict[str, Any] | None = None
+    ctr: dict[str, Any] | None = None
+    notes: list[str] = []
+    try:
+        progress(PhaseEvent(SETUP, f"hub testbed with {exp.hub.spokes} spokes"))
+        t0 = time.monotonic()
+        h = hub.build(run_id, ledger, exp.hub.spokes)
+        workdir = local.make_workdir(run_id, ledger)
+        testbed = {"kind": "hub", "spokes": exp.hub.spokes, "hub": h.netns,
+                   "router": h.router, "underlay_mtu": 1500, "underlay_if": h.underlay_if,
+                   "hub_underlay4": h.underlay4, "hub_inner4": h.inner4,
+                   "spoke_tunnel": "kernel vxlan (VNI = spoke index)",
+                   "build_s": round(time.monotonic() - t0, 3), "shared_by_sites": True}
+        section, metrics, raw = measure(exp, case, h, workdir, progress)
+        ctr = counters(case.tunnel.kind, section)
+    except Interrupted:
+        raise
+    except TunbenchError as exc:
+        status, error, error_log = "failed", exc.one_line(), log_tails(workdir)
+    except Exception as exc:  # netlink errors and anything unforeseen: record, go on
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        error_log = log_tails(workdir)
+    finally:
+        try:
+            progress(PhaseEvent(TEARDOWN))
+        except Exception:   # a display problem never skips the teardown
+            pass
+        undo = ledger.close()
+        undo += [f"swept leftover {x}" for x in local.sweep(run_id)]
+    notes += [f"teardown: {e}" for e in undo]
+    from .runner import tunnel_identity, workload_identity
+    doc = case_document(
+        case={**case.to_dict(), "tunnel": tunnel_identity(case),
+              "workload": workload_identity(case), "run_id": run_id},
+        status=status, started=started, ended=time.time(), testbed=testbed,
+        tunnel={"kind": case.tunnel.kind, "mtu": hub.INNER_MTU if case.tunnel.kind != "native"
+                else 1500, "overhead": 0 if case.tunnel.kind == "native" else 50,
+                "info": {k: v for k, v in section.items() if k in (
+                    "devices", "attach_points", "rules", "pins", "decap", "created_with")}},
+        metrics=metrics, series={}, cpu=None,
+        counters={"after": ctr} if ctr else None, raw=raw, notes=notes, error=error,
+        error_log=error_log, offloads=None)
+    if section:
+        doc["hub"] = section   # additive: readers without hub cases ignore it
+    return doc

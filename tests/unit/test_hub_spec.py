@@ -1,0 +1,128 @@
+"""The hub testbed option without root: `[testbed]` and `--testbed hub --spokes N` refused in
+one line per problem before anything is created (exit 2 through the CLI), recorded in the
+experiment so `--resume` rebuilds it, and the report's hub table from case documents."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tunbench import cli
+from tunbench import spec as exp_spec
+from tunbench.cli import _spec_dict
+from tunbench.errors import SpecError
+from tunbench.report import hubs
+from tunbench.testbed import hubspec
+
+TB = [sys.executable, "-m", "tunbench"]
+
+
+def refused(data: dict) -> list[str]:
+    with pytest.raises(SpecError) as exc:
+        exp_spec.build(data, "e.toml")
+    return exc.value.one_line().splitlines()
+
+
+def test_a_hub_testbed_is_parsed_and_recorded() -> None:
+    exp = exp_spec.build({"testbed": {"kind": "hub", "spokes": 3},
+                          "tunnel": [{"kind": "native"}, {"kind": "vxlan"}]}, "e.toml")
+    assert exp.hub == hubspec.HubSpec(3)
+    assert exp.to_dict()["testbed"] == {"kind": "hub", "spokes": 3}
+    # --resume rebuilds the same experiment from the recorded one
+    again = exp_spec.build(_spec_dict(exp.to_dict()), "e.toml")
+    assert again.hub == exp.hub
+    assert exp_spec.build({"testbed": {"kind": "hub"}}, "e.toml").hub == hubspec.HubSpec(10)
+    assert exp_spec.build({"testbed": {"kind": "pair"}}, "e.toml").hub is None
+
+
+@pytest.mark.parametrize("spokes", [0, 1001, -3, 2.5, "10", True])
+def test_spokes_out_of_range_or_not_an_integer(spokes: object) -> None:
+    (line,) = refused({"testbed": {"kind": "hub", "spokes": spokes}})
+    assert f"e.toml: testbed.spokes must be an integer from 1 to 1000, got {spokes!r}" in line
+
+
+def test_unknown_kind_field_and_spokes_without_a_hub() -> None:
+    assert "testbed.kind 'star' is not one of pair, hub" in refused(
+        {"testbed": {"kind": "star"}})[0]
+    assert "unknown field testbed.colour (known: kind, spokes)" in refused(
+        {"testbed": {"kind": "hub", "colour": 1}})[0]
+    assert "testbed.spokes needs the hub testbed" in refused({"testbed": {"spokes": 3}})[0]
+    assert "[testbed] must be a table" in refused({"testbed": "hub"})[0]
+
+
+def test_what_the_hub_cannot_run_is_refused_each_in_one_line() -> None:
+    lines = refused({"testbed": {"kind": "hub", "spokes": 3},
+                     "experiment": {"mtus": [9000], "rate": "100mbit"},
+                     "tunnel": [{"kind": "vxlan"}, {"kind": "wireguard"}],
+                     "workload": [{"name": "stream"}, {"name": "latency"}],
+                     "offloads": [{"name": "no-gro", "gro": "off"}]})
+    text = "\n".join(lines)
+    assert "tunnel kind(s) wireguard have no hub variant" in text
+    assert "workload(s) latency do not run on the hub testbed" in text
+    assert "underlay MTU is 1500" in text and "no shaping" in text
+    assert "default offloads only" in text
+    sites = refused({"testbed": {"kind": "hub"}, "sites": {"a": "local", "b": "root@gw2"}})
+    assert any("this host's namespaces only" in x for x in sites)
+
+
+def test_the_flags_are_named_and_merge_over_the_file(tmp_path: Path) -> None:
+    for args, words in ((["--testbed", "hub", "--spokes", "0"],
+                         "--spokes must be an integer from 1 to 1000, got 0"),
+                        (["--spokes", "4"], "--spokes needs the hub testbed"),
+                        (["--testbed", "ring"], "--testbed 'ring' is not one of pair, hub"),
+                        (["--testbed", "hub", "--tunnels", "native,geneve"],
+                         "--testbed: tunnel kind(s) geneve have no hub variant")):
+        with pytest.raises(SpecError) as exc:
+            cli.spec_from_args(cli.build_parser().parse_args(["run", *args]))
+        assert exc.value.one_line().startswith(words), exc.value.one_line()
+    exp_file = tmp_path / "e.toml"
+    exp_file.write_text('[testbed]\nkind = "hub"\nspokes = 5\n')
+    args = cli.build_parser().parse_args(["run", "--experiment", str(exp_file),
+                                          "--spokes", "7"])
+    assert cli.spec_from_args(args).hub == hubspec.HubSpec(7)
+
+
+def test_the_cli_exits_2_with_one_line_before_anything() -> None:
+    r = subprocess.run(TB + ["run", "--testbed", "hub", "--spokes", "1001", "--dry-run"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "--spokes must be an integer from 1 to 1000, got 1001" in r.stderr
+
+
+def _doc(kind: str, repeat: int, one: float, setup: float) -> dict:
+    return {"status": "ok", "case": {"tunnel": {"label": kind, "display": kind},
+                                     "repeat": repeat},
+            "hub": {"spokes": 3, "setup_s": setup, "memory_kb": 100 * repeat,
+                    "one_mbps": one, "all_mbps": 2 * one, "all_spokes": 3,
+                    **({"maps_kb": 161.4} if kind == "ebpf-vxlan" else {})}}
+
+
+def test_hub_table_medians_per_kind_and_nothing_without_a_hub() -> None:
+    cases = [_doc("vxlan", 1, 1000, 0.01), _doc("vxlan", 2, 3000, 0.03),
+             _doc("vxlan", 3, 2000, 0.02), _doc("ebpf-vxlan", 1, 4000, 0.2)]
+    rows = hubs.rows(cases)
+    assert rows == [("vxlan", "3", "3", "0.020", "+200", "2,000", "4,000"),
+                    ("ebpf-vxlan", "3", "1", "0.200", "+100 (maps 161)", "4,000", "8,000")]
+    assert "<h2 id=hub>" in hubs.section_html(cases)
+    assert hubs.section_html([{"status": "ok", "case": {}}]) == ""
+
+
+def test_parameters_the_hub_would_ignore_are_refused_decap_is_kept() -> None:
+    lines = refused({"testbed": {"kind": "hub", "spokes": 3},
+                     "tunnel": [{"kind": "vxlan", "vni": 7},
+                                {"kind": "ebpf-vxlan", "rules": 100}]})
+    assert len(lines) == 2
+    assert lines[0].startswith("e.toml: tunnel vxlan: vni set by the hub testbed")
+    assert lines[1].startswith("e.toml: tunnel ebpf-vxlan: rules set by the hub testbed")
+    exp = exp_spec.build({"testbed": {"kind": "hub"},
+                          "tunnel": [{"kind": "ebpf-vxlan", "decap": "xdp"}]}, "e.toml")
+    assert exp.tunnels[0].params.decap == "xdp"    # type: ignore[attr-defined]
+
+
+def test_all_means_every_available_kind_with_a_hub_variant() -> None:
+    exp = exp_spec.build({"testbed": {"kind": "hub"}, "tunnel": [{"kind": "all"}]}, "e.toml",
+                         available={"native", "vxlan", "wireguard", "ebpf-vxlan", "gre"})
+    assert [t.kind for t in exp.tunnels] == ["native", "ebpf-vxlan", "vxlan"]
