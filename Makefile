@@ -30,8 +30,10 @@ unlink:
 	@link="$(BINDIR)/tunbench"; \
 	if [ "$$(readlink "$$link" 2>/dev/null)" = "$(TB_BIN)" ]; then rm -f "$$link" && echo "unlink: removed $$link"; fi
 
+# Two phases (scripts/test_phases.py): the pure tiers on every core, then the live tiers one
+# test at a time; one summary of both. TEST_ARGS given: one plain pytest with them.
 test: deps venv loadgen bpf
-	$(PY) -m pytest $(TEST_ARGS)
+	$(PY) scripts/test_phases.py $(TEST_ARGS)
 
 # The input fuzz test with a long budget and a fresh seed each run (make test runs it with a
 # small fixed budget and seed). FUZZ_EXAMPLES is per property.

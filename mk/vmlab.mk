@@ -16,7 +16,7 @@ vmlab-test:
 # Two guests (two real kernels) as SSH sites, a campaign between them over `--site`
 # (tests/vmlab_sites; docs/vmlab.md "Two guests as SSH sites").
 vmlab-sites: vmlab-image
-	TUNBENCH_VMLAB_SITES=1 PYTHONPATH=src $(VMLAB_PY) -m pytest -m vmlab tests/vmlab_sites -rA -s
+	PYTHONPATH=src $(VMLAB_PY) -m pytest -m vmlab tests/vmlab_sites -rA -s
 
 # The same pair kept up for your own `tunbench run --site ...` until Ctrl-C.
 vmlab-sites-up: vmlab-image
