@@ -1,0 +1,56 @@
+"""make test's summary (scripts/test_phases.py) read from the JUnit XML a real pytest run wrote:
+every outcome counted once, skip reasons grouped with their counts, failures make it exit 1."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "test_phases.py"
+_spec = importlib.util.spec_from_file_location("test_phases", SCRIPT)
+assert _spec and _spec.loader
+tp = importlib.util.module_from_spec(_spec)
+sys.modules["test_phases"] = tp
+_spec.loader.exec_module(tp)
+
+SAMPLE = '''
+import pytest
+
+def test_ok(): pass
+def test_ok2(): pass
+def test_bad(): assert 1 == 2
+@pytest.mark.skip(reason="kernel without X")
+def test_s1(): pass
+@pytest.mark.skip(reason="kernel without X")
+def test_s2(): pass
+def test_s3(): pytest.skip("needs tool Y")
+@pytest.fixture
+def broken(): raise RuntimeError("setup broke")
+def test_err(broken): pass
+'''
+
+
+def test_summary_of_a_real_pytest_run(tmp_path: Path) -> None:
+    (tmp_path / "test_sample.py").write_text(SAMPLE)
+    junit = tmp_path / "r.xml"
+    code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "-p", "no:xdist", f"--rootdir={tmp_path}", "-c", "/dev/null",
+                            str(tmp_path), f"--junitxml={junit}"],
+                           stdout=subprocess.DEVNULL, cwd=tmp_path)
+    assert code == 1
+    phase = tp.Phase("sample", [], junit, code=code, seconds=90.0)
+    tp.read_junit(phase)
+    assert dict(phase.counts) == {"passed": 2, "failed": 1, "errors": 1, "skipped": 3}
+    assert dict(phase.skips) == {"kernel without X": 2, "needs tool Y": 1}
+    lines = tp.summary([phase])
+    assert lines[0] == "sample: 1.5 min, pytest exit 1, 2 passed, 1 failed, 1 errors, 3 skipped"
+    assert lines[1] == ("make test: 2 passed, 1 failed, 1 errors, 3 skipped in 1.5 min")
+    assert lines[2:] == ["  skipped 2x: kernel without X", "  skipped 1x: needs tool Y"]
+
+
+def test_a_phase_without_junit_counts_nothing(tmp_path: Path) -> None:
+    phase = tp.Phase("broke", [], tmp_path / "absent.xml", code=3)
+    tp.read_junit(phase)
+    assert sum(phase.counts.values()) == 0
