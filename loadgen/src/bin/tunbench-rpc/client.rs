@@ -247,8 +247,9 @@ fn recv(c: &mut Conn, scratch: &mut [u8], bytes: &mut u64, framing: &mut u64) ->
         Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => return Some(false),
         Err(_) => return None,
     };
-    for k in 0..n.min(4usize.saturating_sub(c.got as usize)) {
-        c.hdr[c.got as usize + k] = scratch[k];
+    let at = c.got as usize;
+    for (k, b) in scratch[..n.min(4usize.saturating_sub(at))].iter().enumerate() {
+        c.hdr[at + k] = *b;
     }
     c.got += n as u32;
     *bytes += n as u64;
