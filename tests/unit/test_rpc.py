@@ -110,3 +110,21 @@ def test_records_carry_dims() -> None:
     assert m["rpc_latency_std"].dims == {"stat": "std"}
     assert not m["rpc_latency_p50"].higher_is_better
     assert m["connections"].value == 64 and m["rpc_payload"].value > 0
+
+
+def test_micro_udp_mix() -> None:
+    """The loss-search `micro` size: the generator's --mix, its mean, accepted as a size."""
+    from tunbench.workloads import loadgen
+    spec = loadgen.TrafficSpec(size="micro")
+    assert spec.mix_args() == ["--mix", loadgen.MIXES["micro"]]
+    assert loadgen.TrafficSpec(size="128").mix_args() == ["--size", "128"]
+    assert loadgen.mean_size_l3("micro") == pytest.approx(178.52)
+    assert loadgen.mean_size_l3("imix") == pytest.approx(4084 / 12)
+    pairs = [tuple(map(int, p.split(":"))) for p in loadgen.MIXES["micro"].split(",")]
+    small = sum(w for s, w in pairs if s <= 200) / sum(w for _, w in pairs)
+    assert small == 0.9
+    ls = get("loss-search")
+    p = ls.parse_params({"sizes": ["64", "128", "200", "micro"]})
+    assert p.sizes == ("64", "128", "200", "micro")
+    with pytest.raises(SpecError, match="must be \"imix\", \"micro\" or an IP total length"):
+        ls.parse_params({"sizes": ["mikro"]})
