@@ -96,6 +96,6 @@ def test_bad_mix_refused(tmp_path: Path) -> None:
     r = subprocess.run(TB + ["run", "--experiment", str(exp), "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=60, env=ENV)
     assert r.returncode == 2, r.stderr
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert any("mix" in ln and "reversed" in ln for ln in lines), r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "mix" in lines[0] and "reversed" in lines[0], r.stderr
     assert not (tmp_path / "o" / "cases").exists()
