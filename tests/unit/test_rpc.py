@@ -128,3 +128,17 @@ def test_micro_udp_mix() -> None:
     assert p.sizes == ("64", "128", "200", "micro")
     with pytest.raises(SpecError, match="must be \"imix\", \"micro\" or an IP total length"):
         ls.parse_params({"sizes": ["mikro"]})
+
+
+def test_microservice_preset() -> None:
+    from tunbench import presets, spec
+    from tunbench.plan import plan
+    assert "microservice" in presets.names() and presets.describe("microservice")
+    exp = spec.build(presets.load("microservice"), "preset microservice",
+                     available={"native", "vxlan"})
+    one_round = [c for c in plan(exp) if c.repeat == 1]
+    rpc_conns = sorted(c.workload.params.connections for c in one_round
+                       if c.workload.name == "rpc" and c.tunnel.kind == "native")
+    assert rpc_conns == [1, 16, 64, 256]
+    ls = [c for c in one_round if c.workload.name == "loss-search"]
+    assert ls and ls[0].workload.params.sizes == ("64", "128", "200", "micro")
