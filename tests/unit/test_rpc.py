@@ -79,7 +79,8 @@ def test_mix_grammar() -> None:
 
 @pytest.mark.parametrize("bad,why", [
     ("4-10:1", "8..1048576"), ("128-64:1", "reversed"), ("64:0", "weight 0"),
-    ("64:x", "not SIZE"), ("", "not SIZE"), ("small", "not SIZE"), ("64-2000000", "8..")])
+    ("64:x", "not SIZE"), ("", "not SIZE"), ("small", "not SIZE"), ("64-2000000", "8.."),
+    ("\u0666\u0664", "not SIZE"), ("64:99999999999", "weight above")])
 def test_bad_mix_is_one_clear_problem(bad: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         parse_mix(bad)

@@ -40,7 +40,8 @@ MAX_CONNECTIONS = 65_536
 MIXES = {"micro": "64-128:70,200-512:25,1024-4096:5"}
 STATS = (("min", None), ("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99_9", 99.9),
          ("max", None), ("mean", None), ("std", None))
-_PART = re.compile(r"^(\d+)(?:-(\d+))?(?::(\d+))?$")
+_PART = re.compile(r"^(\d+)(?:-(\d+))?(?::(\d+))?$", re.ASCII)
+MAX_WEIGHT = 1_000_000
 
 
 def parse_mix(spec: str) -> list[tuple[int, int, int]]:
@@ -65,6 +66,9 @@ def parse_mix(spec: str) -> list[tuple[int, int, int]]:
             raise ValueError(f"size mix part {part!r}: range is reversed (write {hi}-{lo})")
         if weight == 0:
             raise ValueError(f"size mix part {part!r}: weight 0 (leave the part out)")
+        if weight > MAX_WEIGHT:
+            raise ValueError(f"size mix part {part!r}: weight above {MAX_WEIGHT:,} (weights "
+                             "are proportions: 70, not 70000000)")
         parts.append((lo, hi, weight))
     return parts
 

@@ -123,7 +123,7 @@ fn thread(idx: usize, o: &ClientOpts, barrier: &Barrier, start: &OnceLock<Instan
     let mut rng = Rng::new(o.seed.wrapping_add(idx as u64 * 7919));
     let mut conns = Vec::new();
     for _ in (idx..o.connections).step_by(o.threads) {
-        match TcpStream::connect_timeout(&o.dst, Duration::from_secs(5)) {
+        match TcpStream::connect_timeout(&o.dst, Duration::from_secs(3)) {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
                 if s.set_nonblocking(true).is_ok() {
@@ -139,7 +139,12 @@ fn thread(idx: usize, o: &ClientOpts, barrier: &Barrier, start: &OnceLock<Instan
                     });
                 }
             }
-            Err(e) => r.connect_errors.push(e.to_string()),
+            Err(e) => {
+                // a path that refuses or times out one connection does the same to the next:
+                // stop here rather than wait out a timeout per connection
+                r.connect_errors.push(e.to_string());
+                break;
+            }
         }
     }
     r.connected = conns.len() as u64;
