@@ -33,7 +33,8 @@ from .base import Context, Metric, Output, Workload, WorkloadParams, relay_probl
 from .loadgen import BUILD_FIX, REPO
 
 BINARY = "tunbench-rpc"
-PORT_OFFSET = 6100            # server port = ctx.port_base + this
+PORT_OFFSET = 0               # server port = ctx.port_base + this: the first port a
+                              # stream relay (ssh-forward) forwards; one server at a time
 MIN_SIZE, MAX_SIZE = 8, 1 << 20
 MAX_CONNECTIONS = 65_536
 # The microservice mix: 70% small (64-128 B), 25% medium (200-512 B), 5% large (1-4 KB).
