@@ -58,6 +58,13 @@ pub fn poll_fds(fds: &mut [libc::pollfd], timeout_ms: i32) {
     }
 }
 
+/// Try again later: nothing to read or no room to write yet (a nonblocking socket), a blocking
+/// socket's timeout, or a signal.
+pub fn retry(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted)
+}
+
 struct Args(Vec<(String, String)>);
 
 impl Args {
