@@ -168,9 +168,11 @@ def binary_on(tb: Testbed, site: Site) -> str:
     return path
 
 
-def server_argv(binary: str, addr: str, port: int, p: RpcParams) -> list[str]:
+def server_argv(binary: str, addr: str, port: int, p: RpcParams,
+                max_seconds: float = 0.0) -> list[str]:
+    """`max_seconds`: a bound on the server's life should nothing stop it (0 = none)."""
     return [binary, "server", "--bind", addr, "--port", str(port), "--threads", str(p.threads),
-            "--max-seconds", "0"]
+            "--max-seconds", f"{max_seconds:g}"]
 
 
 def client_argv(binary: str, addr: str, port: int, p: RpcParams, duration: float,
@@ -261,8 +263,9 @@ class Rpc(Workload[RpcParams]):
         addr = ctx.server_addr()
         port = ctx.port_base + PORT_OFFSET
         ctx.phase("server start", f"{BINARY} server", site=ctx.server)
+        bound = ctx.duration + ctx.warmup + 90   # the client's own limit is 60 s past its run
         server = ctx.tb.spawn(ctx.server, server_argv(binary_on(ctx.tb, ctx.server), addr,
-                                                      port, params),
+                                                      port, params, bound),
                               "rpc-server", split_stderr=True, grace=1.0)
         client = None
         try:
