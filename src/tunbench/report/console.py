@@ -89,7 +89,8 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
         _print_group(console, wl_label, mtu, off, grp, head, recs)
     for (wl_name, mtu, off), grp in swept.items():
         key = (declared.get(wl_name) or {}).get("sweep_param") or "value"
-        _print_sweep(console, wl_name, mtu, off, grp, key)
+        head = tuple((declared.get(wl_name) or {}).get("headline") or ())
+        _print_sweep(console, wl_name, mtu, off, grp, key, head[0] if head else "throughput")
     hops.print_table(console, cases)   # chain campaigns only
     hubs.print_table(console, cases)   # hub campaigns only
     failed = [d for d in cases if d.get("status") == "failed"]
@@ -159,16 +160,21 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
 
 
 def _print_sweep(console: Console, wl_name: str, mtu: int, off: str,
-                 grp: list[stats.Row], key: str) -> None:
+                 grp: list[stats.Row], key: str, first: str = "throughput") -> None:
     """A sweep (e.g. 1..512 streams): one row per tunnel, one column per swept value; first
-    throughput with % of native below it, then CPU, so ten tunnels still fit a terminal.
+    the workload's first headline metric (throughput for streams, transactions/s for rpc) with
+    % of native below it, then CPU, so ten tunnels still fit a terminal.
     `key`: the swept parameter, as the cases recorded it."""
     where = f"underlay MTU {mtu}" + ("" if off == "default" else f", offloads {off}")
     tunnels = list(dict.fromkeys(r.tunnel for r in grp))
     values = sorted({r.sweep for r in grp}, key=lambda v: (str(type(v)), v))
     by = {(r.tunnel, r.metric, r.sweep): r for r in grp}
+    unit = next((r.unit for r in grp if r.metric == first), "")
+    title_first = ("aggregate throughput, Mbit/s" if first == "throughput"
+                   else f"{first}, {unit}")
     for title, cell in (
-        ("aggregate throughput, Mbit/s (% of native)", _sweep_throughput),
+        (f"{title_first} (% of native)",
+         lambda by, t, v: _sweep_first(by, t, v, first)),
         ("CPU busy, % of all cores (average; min-max in the report)", _sweep_cpu),
     ):
         table = Table(title=f"{wl_name} - {title} - {where}")
@@ -180,8 +186,9 @@ def _print_sweep(console: Console, wl_name: str, mtu: int, off: str,
         console.print(table)
 
 
-def _sweep_throughput(by: dict[tuple[str, str, Any], stats.Row], t: str, v: Any) -> str:
-    tp = by.get((t, "throughput", v))
+def _sweep_first(by: dict[tuple[str, str, Any], stats.Row], t: str, v: Any,
+                 metric: str) -> str:
+    tp = by.get((t, metric, v))
     if tp is None:
         return "-"
     pct = f"\n({tp.pct_of_native:.0f}%)" if tp.pct_of_native is not None else ""

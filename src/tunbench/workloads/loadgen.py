@@ -63,17 +63,40 @@ def require_binary() -> str:
     return path
 
 
+# Named size mixes beyond the simple IMIX, as the generator's --mix SIZE:WEIGHT (IP total
+# lengths). "micro": microservice traffic, 90% of packets at most 200 B (RPC requests,
+# replies, ACKs) and a tail up to 1280 B (the IPv6 minimum MTU, so every tunnel carries it
+# unfragmented); mean 178.5 B. The smallest, 64 B, fits IPv6 too.
+MIXES = {"micro": "64:30,100:25,128:20,200:15,576:7,1280:3"}
+IMIX_MEAN_L3 = 4084 / 12
+
+
+def mean_size_l3(size: str) -> float:
+    """Mean IP size of a TrafficSpec size: a fixed size, "imix" or a name in MIXES (pure)."""
+    if size == "imix":
+        return IMIX_MEAN_L3
+    if size in MIXES:
+        pairs = [tuple(map(int, part.split(":"))) for part in MIXES[size].split(",")]
+        return sum(s * w for s, w in pairs) / sum(w for _, w in pairs)
+    return float(int(size))
+
+
 @dataclass(frozen=True)
 class TrafficSpec:
-    """What one trial sends: a fixed IP size (bytes) or the simple IMIX, over N flows."""
-    size: str = "imix"          # "imix" or a decimal IP total length
+    """What one trial sends: a fixed IP size (bytes), the simple IMIX or a named mix (MIXES),
+    over N flows."""
+    size: str = "imix"          # "imix", a name in MIXES or a decimal IP total length
     flows: int = 100
     port: int = 5301
     src_port: int | None = None  # base source port (socket i uses base+i); None = kernel picks
     seed: int = 1
 
     def mix_args(self) -> list[str]:
-        return ["--imix", "simple"] if self.size == "imix" else ["--size", str(int(self.size))]
+        if self.size == "imix":
+            return ["--imix", "simple"]
+        if self.size in MIXES:
+            return ["--mix", MIXES[self.size]]
+        return ["--size", str(int(self.size))]
 
 
 def recv_argv(binary: str, bind: str, spec: TrafficSpec, duration: float,

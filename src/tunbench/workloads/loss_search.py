@@ -26,6 +26,7 @@ PROBE_MIN_SEEN = 0.5   # share of the probe the capture ring must see to be used
 
 
 MAX_RATE_PPS = 1e9
+NAMED_SIZES = ("imix", *loadgen.MIXES)   # size names besides IP total lengths
 
 @dataclass(frozen=True)
 class LossSearchParams(WorkloadParams):
@@ -34,7 +35,8 @@ class LossSearchParams(WorkloadParams):
         metadata={"help": "rfc2544 (binary search), mlrsearch (NDR and PDR), or both"})
     sizes: tuple[str, ...] = field(
         default=("361", "imix"),
-        metadata={"help": "IP total lengths in bytes and/or \"imix\" (7x40, 4x576, 1x1500)"})
+        metadata={"help": "IP total lengths in bytes and/or \"imix\" (7x40, 4x576, 1x1500) "
+                  "and/or \"micro\" (microservice mix: 90% of packets 64-200 B)"})
     flows: int = field(
         default=100,
         metadata={"help": "distinct UDP flows (source ports) the generator spreads packets over"})
@@ -77,8 +79,9 @@ class LossSearchParams(WorkloadParams):
         if not self.sizes:
             p.append("sizes is empty (give e.g. [\"361\", \"imix\"])")
         for s in self.sizes:
-            if s != "imix" and not (s.isdigit() and 40 <= int(s) <= 9000):
-                p.append(f"size {s!r} must be \"imix\" or an IP total length 40..9000 bytes")
+            if s not in NAMED_SIZES and not (s.isdigit() and 40 <= int(s) <= 9000):
+                p.append(f"size {s!r} must be \"imix\", \"micro\" or an IP total length "
+                         "40..9000 bytes")
         if len(set(self.sizes)) != len(self.sizes):
             p.append("sizes has duplicates")
         if not 1 <= self.flows <= 65535:
@@ -154,7 +157,7 @@ def loss_by_size(sent: dict[str, int], received: dict[str, int]) -> str:
 
 
 def size_key(size: str) -> str:
-    return "imix" if size == "imix" else str(int(size))
+    return size if size in NAMED_SIZES else str(int(size))
 
 
 def rate_metrics(prefix: str, key: str, pps: float | None, mean_l3: float,
@@ -350,11 +353,11 @@ class LossSearch(Workload[LossSearchParams]):
                   count: TrialCount) -> dict[str, Any]:
         spec = loadgen.TrafficSpec(size=size, flows=p.flows, port=p.port)
         trials: list[dict[str, Any]] = []
-        mean_l3 = (4084 / 12) if size == "imix" else float(int(size))
+        mean_l3 = loadgen.mean_size_l3(size)
 
         def measure(rate: float | None, dur: float, phase: str) -> loadgen.TrialResult:
             k = count.next()
-            ctx.phase("trial", f"{phase}, {key}{'' if key == 'imix' else ' B'}, "
+            ctx.phase("trial", f"{phase}, {key}{'' if key in NAMED_SIZES else ' B'}, "
                       f"{rate_text(rate, mean_l3)}", trial=k, trials_about=count.about,
                       rate_pps=rate, expected_s=dur + 1.0,
                       remaining_s=count.left_s(duration + 1.0) + dur + 1.0)
