@@ -170,15 +170,18 @@ fn setsockopt_int(fd: RawFd, opt: libc::c_int, val: libc::c_int) {
 fn dump(args: &Args, c: &Counters, dumps: u64) {
     let v = |a: &AtomicU64| a.load(Relaxed);
     let json = serde_json::json!({
-        "dumps": dumps, "dev": args.dev, "queues": args.queues, "flush_us": args.flush_ns / 1000,
-        "max_payload": args.max_payload,
-        "tx_packets": v(&c.tx_packets), "tx_bytes": v(&c.tx_bytes),
-        "tx_datagrams": v(&c.tx_datagrams), "tx_wire_bytes": v(&c.tx_wire_bytes),
-        "tx_errors": v(&c.tx_errors), "tx_flush_size": v(&c.tx_flush_size),
-        "tx_flush_time": v(&c.tx_flush_time),
-        "rx_datagrams": v(&c.rx_datagrams), "rx_wire_bytes": v(&c.rx_wire_bytes),
-        "rx_packets": v(&c.rx_packets), "rx_bytes": v(&c.rx_bytes),
-        "rx_malformed": v(&c.rx_malformed), "rx_write_errors": v(&c.rx_write_errors),
+        "tool": "tbagg", "dumps": dumps,
+        "config": {"dev": args.dev, "queues": args.queues, "flush_us": args.flush_ns / 1000,
+                   "max_payload": args.max_payload, "vni": args.vni},
+        "counters": {
+            "tx_packets": v(&c.tx_packets), "tx_bytes": v(&c.tx_bytes),
+            "tx_datagrams": v(&c.tx_datagrams), "tx_wire_bytes": v(&c.tx_wire_bytes),
+            "tx_errors": v(&c.tx_errors), "tx_flush_size": v(&c.tx_flush_size),
+            "tx_flush_time": v(&c.tx_flush_time),
+            "rx_datagrams": v(&c.rx_datagrams), "rx_wire_bytes": v(&c.rx_wire_bytes),
+            "rx_packets": v(&c.rx_packets), "rx_bytes": v(&c.rx_bytes),
+            "rx_malformed": v(&c.rx_malformed), "rx_write_errors": v(&c.rx_write_errors),
+        },
     });
     let tmp = format!("{}.tmp", args.stats);
     if std::fs::write(&tmp, format!("{json}\n")).and_then(|_| std::fs::rename(&tmp, &args.stats)).is_err() {
