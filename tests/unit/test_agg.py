@@ -52,10 +52,14 @@ def test_overhead_mtu_and_size_budget() -> None:
 
 
 def test_parse_stats_on_a_real_dump() -> None:
-    dumps, c = agg.parse_stats((DATA / "stats-ping-a.json").read_text())
-    assert dumps == 1
-    assert c["tx_packets"] == 9 and c["tx_datagrams"] == 8 and c["rx_packets"] == 8
-    assert c["rx_malformed"] == 0
+    d = agg.parse_stats((DATA / "stats-ping-a.json").read_text())
+    c = d.counters
+    assert d.dumps == 1
+    assert c["tx_packets"] == c["tx_datagrams"] == c["rx_packets"] == 7   # idle: one each
+    assert c["rx_malformed"] == 0 and c["tx_flush_time"] == 7 and c["tx_flush_size"] == 0
+    # every packet's wait was recorded; lone packets wait out the 50 us timeout (and more)
+    w = d.wait_us
+    assert w["count"] == 7 and 50 <= w["p50"] <= w["p99"] <= w["max"]
     # wire bytes = inner bytes + 8 B header per datagram + 2 B length per packet
     assert c["tx_wire_bytes"] == c["tx_bytes"] + 8 * c["tx_datagrams"] + 2 * c["tx_packets"]
     assert c["rx_wire_bytes"] == c["rx_bytes"] + 8 * c["rx_datagrams"] + 2 * c["rx_packets"]

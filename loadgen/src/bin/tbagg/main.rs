@@ -35,6 +35,44 @@ struct Args {
     stats: String,
 }
 
+/// How long each packet waited in tbagg between its read from the TUN and the sendmmsg that
+/// carried it: the latency aggregation adds (1 µs buckets up to 65 ms, then one overflow).
+struct WaitHist {
+    buckets: Vec<AtomicU64>,
+    max_us: AtomicU64,
+}
+
+const WAIT_BUCKETS: usize = 65536;
+
+impl WaitHist {
+    fn new() -> WaitHist {
+        WaitHist { buckets: (0..=WAIT_BUCKETS).map(|_| AtomicU64::new(0)).collect(), max_us: AtomicU64::new(0) }
+    }
+    fn add(&self, ns: u64) {
+        let us = ns / 1000;
+        self.buckets[(us as usize).min(WAIT_BUCKETS)].fetch_add(1, Relaxed);
+        self.max_us.fetch_max(us, Relaxed);
+    }
+    /// {count, p50, p90, p99, p99_9, max} in µs (a percentile is its bucket's lower edge).
+    fn summary(&self) -> serde_json::Value {
+        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
+        let total: u64 = counts.iter().sum();
+        let at = |q: f64| -> u64 {
+            let want = ((total as f64) * q).ceil().max(1.0) as u64;
+            let mut seen = 0;
+            for (us, n) in counts.iter().enumerate() {
+                seen += n;
+                if seen >= want {
+                    return us as u64;
+                }
+            }
+            0
+        };
+        serde_json::json!({"count": total, "p50": at(0.5), "p90": at(0.9), "p99": at(0.99),
+                           "p99_9": at(0.999), "max": self.max_us.load(Relaxed)})
+    }
+}
+
 #[derive(Default)]
 struct Counters {
     tx_packets: AtomicU64,
@@ -119,17 +157,19 @@ fn main() {
         setsockopt_int(sock.as_raw_fd(), opt, 4 << 20);
     }
     let counters = Arc::new(Counters::default());
+    let waits = Arc::new(WaitHist::new());
     let seq = Arc::new(AtomicU16::new(0));
     let udp = sock.as_raw_fd();
     for &fd in &fds {
         tun::set_nonblocking(fd).unwrap_or_else(|e| fail("TUN O_NONBLOCK", e));
-        let (c, s, a) = (counters.clone(), seq.clone(), (args.vni, args.flush_ns, args.max_payload));
-        std::thread::spawn(move || tx_loop(fd, udp, a.0, a.1, a.2, &c, &s));
+        let (c, w, s) = (counters.clone(), waits.clone(), seq.clone());
+        let a = (args.vni, args.flush_ns, args.max_payload);
+        std::thread::spawn(move || tx_loop(fd, udp, a.0, a.1, a.2, &c, &w, &s));
     }
     let (c, out, vni) = (counters.clone(), fds[0], args.vni);
     std::thread::spawn(move || rx_loop(udp, out, vni, &c));
     let mut dumps = 0u64;
-    dump(&args, &counters, dumps);
+    dump(&args, &counters, &waits, dumps);
     eprintln!("tbagg: ready dev {} queues {} flush_us {} max_payload {}", args.dev, args.queues,
               args.flush_ns / 1000, args.max_payload);
     loop {
@@ -139,7 +179,7 @@ fn main() {
             continue;
         }
         dumps += 1;
-        dump(&args, &counters, dumps);
+        dump(&args, &counters, &waits, dumps);
         if sig != libc::SIGUSR1 {
             std::process::exit(0);
         }
@@ -167,7 +207,7 @@ fn setsockopt_int(fd: RawFd, opt: libc::c_int, val: libc::c_int) {
 }
 
 /// Write the counters atomically (temp file + rename): a reader never sees half a file.
-fn dump(args: &Args, c: &Counters, dumps: u64) {
+fn dump(args: &Args, c: &Counters, w: &WaitHist, dumps: u64) {
     let v = |a: &AtomicU64| a.load(Relaxed);
     let json = serde_json::json!({
         "tool": "tbagg", "dumps": dumps,
@@ -182,6 +222,7 @@ fn dump(args: &Args, c: &Counters, dumps: u64) {
             "rx_packets": v(&c.rx_packets), "rx_bytes": v(&c.rx_bytes),
             "rx_malformed": v(&c.rx_malformed), "rx_write_errors": v(&c.rx_write_errors),
         },
+        "tx_wait_us": w.summary(),
     });
     let tmp = format!("{}.tmp", args.stats);
     if std::fs::write(&tmp, format!("{json}\n")).and_then(|_| std::fs::rename(&tmp, &args.stats)).is_err() {
@@ -194,10 +235,13 @@ struct Outbox {
     ready: Vec<Vec<u8>>,
     spare: Vec<Vec<u8>>,
     oldest_deadline: u64,
+    /// read time of every packet not sent yet (those in `ready`, then the open datagram's)
+    stamps: std::collections::VecDeque<u64>,
+    ready_packets: usize,
 }
 
 impl Outbox {
-    fn send(&mut self, udp: RawFd, c: &Counters) {
+    fn send(&mut self, udp: RawFd, c: &Counters, w: &WaitHist) {
         let mut at = 0;
         while at < self.ready.len() {
             let n = sendmmsg(udp, &self.ready[at..]);
@@ -213,6 +257,11 @@ impl Outbox {
         }
         self.spare.append(&mut self.ready);
         self.oldest_deadline = u64::MAX;
+        let now = tun::now_ns();
+        for t in self.stamps.drain(..self.ready_packets) {
+            w.add(now.saturating_sub(t));
+        }
+        self.ready_packets = 0;
     }
 }
 
@@ -239,16 +288,25 @@ fn sendmmsg(udp: RawFd, bufs: &[Vec<u8>]) -> libc::c_int {
 }
 
 /// One TUN queue -> the remote site. Packs packets in arrival order; see the module comment.
-fn tx_loop(tun: RawFd, udp: RawFd, vni: u32, flush_ns: u64, limit: usize, c: &Counters, seq: &AtomicU16) {
+#[allow(clippy::too_many_arguments)]
+fn tx_loop(tun: RawFd, udp: RawFd, vni: u32, flush_ns: u64, limit: usize, c: &Counters, w: &WaitHist,
+           seq: &AtomicU16) {
     tun::tight_timer_slack();
     let mut enc = wire::Encoder::new(limit);
     let mut deadline = u64::MAX;
-    let mut out = Outbox { ready: Vec::new(), spare: Vec::new(), oldest_deadline: u64::MAX };
+    let mut out = Outbox {
+        ready: Vec::new(),
+        spare: Vec::new(),
+        oldest_deadline: u64::MAX,
+        stamps: std::collections::VecDeque::new(),
+        ready_packets: 0,
+    };
     let mut pkt = vec![0u8; 65536];
     let finish = |enc: &mut wire::Encoder, out: &mut Outbox, deadline: u64| {
         let next = out.spare.pop().unwrap_or_else(|| Vec::with_capacity(limit));
         out.ready.push(std::mem::replace(&mut enc.buf, next));
         out.oldest_deadline = out.oldest_deadline.min(deadline);
+        out.ready_packets += enc.count;
         enc.count = 0;
     };
     loop {
@@ -256,24 +314,25 @@ fn tx_loop(tun: RawFd, udp: RawFd, vni: u32, flush_ns: u64, limit: usize, c: &Co
         let n = unsafe { libc::read(tun, pkt.as_mut_ptr() as *mut libc::c_void, pkt.len()) };
         if n > 0 {
             let p = &pkt[..n as usize];
+            let now = tun::now_ns();
+            out.stamps.push_back(now);
             if !enc.is_empty() && !enc.fits(p.len()) {
                 c.tx_flush_size.fetch_add(1, Relaxed);
                 finish(&mut enc, &mut out, deadline);
             }
             if enc.is_empty() {
                 enc.start(vni, seq.fetch_add(1, Relaxed));
-                deadline = tun::now_ns().saturating_add(flush_ns);
+                deadline = now.saturating_add(flush_ns);
             }
             enc.push(p);
             c.tx_packets.fetch_add(1, Relaxed);
             c.tx_bytes.fetch_add(p.len() as u64, Relaxed);
-            let now = if flush_ns == 0 { u64::MAX } else { tun::now_ns() };
-            if flush_ns == 0 || now >= deadline {
+            if now >= deadline {
                 c.tx_flush_time.fetch_add(1, Relaxed);
                 finish(&mut enc, &mut out, deadline);
             }
             if out.ready.len() >= BATCH || (!out.ready.is_empty() && now >= out.oldest_deadline) {
-                out.send(udp, c);
+                out.send(udp, c, w);
             }
             continue;
         }
@@ -282,7 +341,7 @@ fn tx_loop(tun: RawFd, udp: RawFd, vni: u32, flush_ns: u64, limit: usize, c: &Co
         }
         // the queue is empty: send what is finished, then wait for more or for the deadline
         if !out.ready.is_empty() {
-            out.send(udp, c);
+            out.send(udp, c, w);
         }
         if enc.is_empty() {
             tun::wait_readable(tun, None);
@@ -292,7 +351,7 @@ fn tx_loop(tun: RawFd, udp: RawFd, vni: u32, flush_ns: u64, limit: usize, c: &Co
         if now >= deadline {
             c.tx_flush_time.fetch_add(1, Relaxed);
             finish(&mut enc, &mut out, deadline);
-            out.send(udp, c);
+            out.send(udp, c, w);
         } else {
             tun::wait_readable(tun, Some(deadline - now));
         }
