@@ -59,7 +59,7 @@ def busy_jiffies() -> int:
 
 
 def measure(kind: str, raw: dict[str, Any], rate: str | None, probe_fraction: float,
-            max_pps: float) -> dict[str, float]:
+            max_pps: float, resolution: float) -> dict[str, float]:
     drv = tunnels.get(kind)
     rid = names.new_run_id()
     out: dict[str, float] = {}
@@ -71,7 +71,7 @@ def measure(kind: str, raw: dict[str, Any], rate: str | None, probe_fraction: fl
         def trial(pps: float, dur: float) -> loadgen.TrialResult:
             return loadgen.run_trial(tb, ep.b4, spec, dur, pps)
 
-        r = rfc2544_search(trial, max_pps, threshold=0.001, resolution_pps=max_pps / 64,
+        r = rfc2544_search(trial, max_pps, threshold=0.001, resolution_pps=resolution,
                            duration=1.0, min_pps=1000)
         out["ndr_pps"] = float(r.rate_pps or 0)
         out.update(probe(tb, trial, max(1000.0, probe_fraction * out["ndr_pps"])))
@@ -111,6 +111,7 @@ def main() -> int:
     ap.add_argument("--rate", default="200mbit", help="tbf rate of the underlay, or none")
     ap.add_argument("--flush", type=int, nargs="+", default=[0, 50, 200])
     ap.add_argument("--probe-fraction", type=float, default=0.8)
+    ap.add_argument("--resolution", type=float, default=1000, help="search width, packets/s")
     ap.add_argument("--max-pps", type=float, default=320000)
     ap.add_argument("--stream", action="store_true", help="also the large-packet TCP stream")
     args = ap.parse_args()
@@ -121,7 +122,8 @@ def main() -> int:
     rows: dict[str, dict[str, float]] = {}
     t0 = time.monotonic()
     for name, (kind, raw) in variants(args.flush).items():
-        rows[name] = measure(kind, raw, rate, args.probe_fraction, args.max_pps)
+        rows[name] = measure(kind, raw, rate, args.probe_fraction, args.max_pps,
+                             args.resolution)
         print(f"  {name}: {rows[name]}", flush=True)
     link_bps = None
     if rate:
