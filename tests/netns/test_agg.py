@@ -151,6 +151,7 @@ def test_udp_both_ways_whole_and_in_order(testbed: Testbed) -> None:
         assert r["received_packets"] > 20000, r
         assert r["reordered"] == 0 and r["duplicates"] == 0, r
         assert r["lost"] <= r["sent"] * 0.001, r   # the 0.1% goal of the loss search
+    assert testbed.a.links.stats(ep.a_ifname)["tx_dropped"] == 0   # the TUN queue held
     after = {s.name: _snmp(s) for s in testbed.sites()}
     for s in ("a", "b"):
         assert after[s]["Udp.InCsumErrors"] == before[s]["Udp.InCsumErrors"], s

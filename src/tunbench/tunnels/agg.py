@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parents[3]
 BUILD_FIX = ("build it: make loadgen (needs Rust >= 1.85: curl https://sh.rustup.rs | sh), "
              "or point TUNBENCH_TBAGG at the binary")
 DUMP_TIMEOUT = 5.0
+TXQLEN = 10000
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,9 @@ class Agg(TunnelDriver[AggParams]):
                     "--queues", str(params.queues), "--stats", str(path)]
             p = daemon.start(tb, site, argv, "tbagg", ready_text="tbagg: ready", timeout=15)
             links = site.links
-            links.set_link(ifname, mtu=mtu)
+            # a deep TUN queue: the reader thread is a userspace process the scheduler may
+            # hold off for milliseconds on a loaded host (the kernel tunnels have no such hop)
+            links.set_link(ifname, mtu=mtu, txqlen=TXQLEN)
             links.add_addr(ifname, f"{me4}/24")
             links.add_addr(ifname, f"{me6}/64")
             links.set_link(ifname, state="up")
