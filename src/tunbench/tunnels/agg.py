@@ -1,0 +1,228 @@
+"""agg: the aggregating tunnel, several inner packets under one outer header (docs/agg.md).
+
+Each site runs one `tbagg` (Rust, built by `make loadgen` beside the load generator): it owns
+a TUN device, reads inner packets from it and packs consecutive ones for the other site into
+one UDP datagram until the size budget (path MTU) or the flush timeout (`flush_us`, 0 = no
+aggregation) is reached; the receiving tbagg unpacks them to its own TUN. The daemon is the
+datapath, so its PID is the one the CPU sampler tracks. Its counters (inner packets and bytes,
+outer datagrams and bytes, malformed drops) are dumped as JSON on SIGUSR1 into the case's
+workdir and recorded with the interface counters.
+
+Overhead: outer IP (20/40) + UDP 8 + agg header 8 + one 2-byte length = 38 over IPv4, 58 over
+IPv6 for a datagram of one packet; each further packet in a datagram costs 2 bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .. import proc
+from ..capabilities import Missing
+from ..errors import CommandFailed
+from ..params import out_of_range
+from ..testbed import names
+from ..testbed.base import Site, Testbed
+from . import daemon
+from .base import (
+    IPV4_HEADER,
+    IPV6_HEADER,
+    UDP_HEADER,
+    Endpoints,
+    KernelOption,
+    Needs,
+    TunnelDriver,
+    TunnelParams,
+    inner_addrs,
+)
+
+AGG_HEADER = 8
+SEPARATOR = 2
+BINARY = "tbagg"
+REPO = Path(__file__).resolve().parents[3]
+BUILD_FIX = ("build it: make loadgen (needs Rust >= 1.85: curl https://sh.rustup.rs | sh), "
+             "or point TUNBENCH_TBAGG at the binary")
+DUMP_TIMEOUT = 5.0
+TXQLEN = 10000
+
+
+@dataclass(frozen=True)
+class AggParams(TunnelParams):
+    flush_us: int = field(default=50, metadata={
+        "help": "flush timeout in microseconds: a datagram leaves at most this long after its "
+                "first packet (0 = no aggregation, one packet per datagram; up to 1000000)"})
+    port: int = field(default=6636, metadata={"help": "outer UDP port on both sites"})
+    vni: int = field(default=1, metadata={"help": "tunnel id in every datagram (1..16777215)"})
+    queues: int = field(default=1, metadata={
+        "help": "TUN queues, one sender thread each (1..16; >1 opens IFF_MULTI_QUEUE)"})
+    underlay: Literal[4, 6] = field(default=4, metadata={"help": "underlay IP family: 4 or 6"})
+
+    def validate(self) -> list[str]:
+        return out_of_range(flush_us=(self.flush_us, 0, 1_000_000), port=(self.port, 1, 65535),
+                            vni=(self.vni, 1, 2**24 - 1), queues=(self.queues, 1, 16))
+
+
+def find_binary() -> str | None:
+    """$TUNBENCH_TBAGG, else <repo>/loadgen/target/release/tbagg, else PATH."""
+    env = os.environ.get("TUNBENCH_TBAGG")
+    if env:
+        return env if os.path.isfile(env) and os.access(env, os.X_OK) else None
+    built = REPO / "loadgen" / "target" / "release" / BINARY
+    if built.is_file() and os.access(built, os.X_OK):
+        return str(built)
+    return proc.which(BINARY)
+
+
+def binary_missing() -> Missing | None:
+    if find_binary():
+        return None
+    env = os.environ.get("TUNBENCH_TBAGG")
+    why = (f"TUNBENCH_TBAGG={env} is not an executable file" if env else
+           "the aggregating datapath is not built (looked in $TUNBENCH_TBAGG, "
+           "loadgen/target/release, PATH)")
+    return Missing(f"binary {BINARY}", why, BUILD_FIX)
+
+
+@dataclass(frozen=True)
+class Dump:
+    """One tbagg stats dump: its sequence number, its counters, and how long packets waited
+    in tbagg between their read from the TUN and the sendmmsg that carried them (µs: count,
+    p50, p90, p99, p99_9, max), the latency that aggregation adds."""
+    dumps: int
+    counters: dict[str, int]
+    wait_us: dict[str, int]
+
+
+def parse_stats(text: str) -> Dump:
+    """A tbagg stats dump (JSON) -> Dump (pure)."""
+    raw = json.loads(text)
+    if not isinstance(raw, dict) or raw.get("tool") != BINARY:
+        raise ValueError("not a tbagg stats dump")
+    return Dump(int(raw["dumps"]), {str(k): int(v) for k, v in raw["counters"].items()},
+                {str(k): int(v) for k, v in raw.get("tx_wait_us", {}).items()})
+
+
+def max_payload(underlay_mtu: int, family: int) -> int:
+    """The largest UDP payload one outer datagram may have: the size budget."""
+    return underlay_mtu - (IPV4_HEADER if family == 4 else IPV6_HEADER) - UDP_HEADER
+
+
+def endpoint(addr: str, port: int) -> str:
+    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+
+
+class Agg(TunnelDriver[AggParams]):
+    kind = "agg"
+    summary = ("aggregating userspace tunnel (tbagg): several small packets per UDP datagram, "
+               "flush_us bounds the wait")
+    Params = AggParams
+    encrypts = False
+    not_on_hosts = ("tbagg is built in this checkout and not yet shipped to a remote site "
+                    "(use vxlan between hosts, or the local testbed)")
+    needs = {"": Needs(kernel=(KernelOption("CONFIG_TUN", "tun", "tbagg's TUN device"),))}
+
+    @classmethod
+    def requirements(cls, params: AggParams) -> list[Missing]:
+        missing = cls.declared_missing(None)
+        if (m := binary_missing()):
+            missing.append(m)
+        if not os.path.exists("/dev/net/tun"):
+            missing.append(Missing("device /dev/net/tun", "tbagg needs TUN",
+                                   "load the tun module or use a kernel with CONFIG_TUN"))
+        return missing
+
+    @classmethod
+    def overhead(cls, params: AggParams, family: int = 4) -> int:
+        outer = IPV4_HEADER if family == 4 else IPV6_HEADER
+        return outer + UDP_HEADER + AGG_HEADER + SEPARATOR
+
+    # ---- life cycle ------------------------------------------------------------------
+    def up(self, tb: Testbed, params: AggParams) -> Endpoints:
+        binary = find_binary()
+        if binary is None:
+            m = binary_missing()
+            raise CommandFailed(m.one_line() if m else BINARY, BUILD_FIX)
+        fam = params.underlay
+        mtu = self.tunnel_mtu(params, tb.underlay_mtu)
+        a4, b4, a6, b6 = inner_addrs(0)
+        devices: dict[str, str] = {}
+        stats: dict[str, str] = {}
+        pids: dict[str, list[int]] = {}
+        for site, me4, me6 in ((tb.a, a4, a6), (tb.b, b4, b6)):
+            peer = tb.other(site)
+            ifname = names.link_name(tb.run_id, f"agg{site.name}")
+            path = tb.site_dir(site) / f"tbagg-{site.name}.json"
+            # registered before the daemon exists: undone after it is stopped (its TUN goes
+            # with it; a SIGKILLed one leaves its last dump)
+            site.record_link(tb.ledger, ifname)
+            site.record_leftover(tb.ledger, path)
+            site.record_leftover(tb.ledger, f"{path}.tmp")
+            argv = [binary, "--dev", ifname,
+                    "--local", endpoint(self.underlay_addr(site, fam), params.port),
+                    "--remote", endpoint(self.underlay_addr(peer, fam), params.port),
+                    "--vni", str(params.vni), "--flush-us", str(params.flush_us),
+                    "--max-payload", str(max_payload(tb.underlay_mtu, fam)),
+                    "--queues", str(params.queues), "--stats", str(path)]
+            p = daemon.start(tb, site, argv, "tbagg", ready_text="tbagg: ready", timeout=15)
+            links = site.links
+            # a deep TUN queue: the reader thread is a userspace process the scheduler may
+            # hold off for milliseconds on a loaded host (the kernel tunnels have no such hop)
+            links.set_link(ifname, mtu=mtu, txqlen=TXQLEN)
+            links.add_addr(ifname, f"{me4}/24")
+            links.add_addr(ifname, f"{me6}/64")
+            links.set_link(ifname, state="up")
+            devices[site.name], stats[site.name], pids[site.name] = ifname, str(path), [p.pid]
+        return Endpoints(
+            a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params, fam),
+            a_ifname=devices[tb.a.name], b_ifname=devices[tb.b.name],
+            rx_ifnames=(devices[tb.b.name],), datapath_pids=pids,
+            info={"flush_us": params.flush_us, "port": params.port, "vni": params.vni,
+                  "queues": params.queues, "underlay": fam, "devices": devices,
+                  "stats": stats, "max_payload": max_payload(tb.underlay_mtu, fam)})
+
+    # ---- proof and health --------------------------------------------------------------
+    def counters(self, tb: Testbed, ep: Endpoints) -> dict[str, dict[str, int]]:
+        """Per site: the TUN device's interface counters and tbagg's own (prefixed `agg_`),
+        from a dump made now (SIGUSR1, then the dump count must grow)."""
+        out: dict[str, dict[str, int]] = {}
+        for site in tb.sites():
+            st = site.links.stats(ep.info["devices"][site.name])
+            dump = self.dump(ep, site)
+            st.update({f"agg_{k}": v for k, v in dump.counters.items()})
+            out[site.name] = st
+        return out
+
+    @staticmethod
+    def dump(ep: Endpoints, site: Site) -> Dump:
+        """A fresh dump of the tbagg in `site`: counters and the wait histogram's summary."""
+        return fresh_dump(site, ep.datapath_pids[site.name][0], ep.info["stats"][site.name])
+
+
+def read_dump(site: Site, path: str) -> Dump:
+    return parse_stats(site.read_file(path).decode())
+
+
+def fresh_dump(site: Site, pid: int, path: str) -> Dump:
+    """Ask tbagg (our own daemon, by PID) for a dump and wait until it is written: a check
+    on the dump count, not a sleep."""
+    before = read_dump(site, path).dumps
+    if not proc.pid_alive(pid):
+        raise CommandFailed(f"tbagg (pid {pid}) in site {site.name} has exited",
+                            f"see its log in the case directory next to {path}")
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + DUMP_TIMEOUT
+    while time.monotonic() < deadline:
+        now = read_dump(site, path)
+        if now.dumps > before:
+            return now
+        time.sleep(0.002)
+    raise CommandFailed(f"tbagg (pid {pid}) in site {site.name} wrote no counters within "
+                        f"{DUMP_TIMEOUT:g}s", "the host may be overloaded")
+
+
+DRIVER = Agg

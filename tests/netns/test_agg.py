@@ -1,0 +1,300 @@
+"""agg (tbagg) with real traffic between two namespaces.
+
+TCP stream and latency and UDP both ways through the tunnel; a capture on the underlay shows
+several inner packets per outer datagram under 100 B load and exactly one under an idle ping;
+inner packets arrive whole (no checksum errors at the receiving stack) and in order per flow
+(the load generator's sequence numbers); the flush timeout bounds the added latency; malformed
+outer datagrams are dropped and counted while the daemon keeps forwarding.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tunbench import pcap, proc, tunnels
+from tunbench.capabilities import root_missing
+from tunbench.testbed import local, names, netlink
+from tunbench.testbed.base import Site, Testbed
+from tunbench.testbed.ledger import Ledger
+from tunbench.tunnels import agg
+from tunbench.tunnels.base import Endpoints
+from tunbench.workloads import loadgen
+from tunbench.workloads.base import Context
+from tunbench.workloads.latency import Latency, LatencyParams
+from tunbench.workloads.loss_search import LossSearch, LossSearchParams
+from tunbench.workloads.stream import Stream, StreamParams
+
+
+def _why_not() -> str | None:
+    if root_missing():
+        return "needs root"
+    drv = tunnels.get("agg")
+    missing = drv.requirements(drv.default_params())
+    if missing:
+        return missing[0].one_line()
+    return None if loadgen.find_binary() else f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})"
+
+
+pytestmark = pytest.mark.skipif(_why_not() is not None, reason=f"agg: {_why_not()}")
+
+PORT = 6636
+# What a packet may wait beyond the flush timeout: at the median, one timer wake-up (the reader
+# sleeps in ppoll until the deadline); at p99, a woken thread's wait for a CPU on a loaded host
+# (milliseconds on the shared 2-core development host). See docs/agg.md.
+P50_MARGIN_US = 250.0
+P99_MARGIN_US = 5000.0
+
+
+def _up(tb: Testbed, **raw: Any) -> tuple[agg.Agg, Endpoints]:
+    d = agg.Agg()
+    return d, d.up(tb, agg.Agg.parse_params(raw))
+
+
+@contextmanager
+def _another_testbed() -> Iterator[Testbed]:
+    """A second testbed beside the fixture's (same cleanup guarantees as conftest's)."""
+    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
+    rid = names.new_run_id(taken)
+    ledger = Ledger(rid)
+    try:
+        yield local.build(rid, ledger)
+    finally:
+        errors = ledger.close()
+        local.sweep(rid)
+        assert not errors, errors
+
+
+def _counts(path: Path) -> list[int]:
+    """The agg header's count byte of every outer IPv4/UDP datagram to our port in a pcap."""
+    raw = path.read_bytes()
+    off, out = 24, []
+    while off + 16 <= len(raw):
+        incl = struct.unpack("<I", raw[off + 8:off + 12])[0]
+        f = raw[off + 16:off + 16 + incl]
+        off += 16 + incl
+        if len(f) < 14 + 20 + 8 + 8 or f[12:14] != b"\x08\x00" or f[23] != 17:
+            continue
+        ihl = (f[14] & 0x0F) * 4
+        udp = 14 + ihl
+        if struct.unpack("!H", f[udp + 2:udp + 4])[0] == PORT:
+            assert f[udp + 8] == 0x10, f"not an agg v1 header: {f[udp + 8:udp + 16].hex()}"
+            out.append(f[udp + 9])
+    return out
+
+
+def _snmp(site: Site) -> dict[str, int]:
+    """Udp and Tcp checksum/error counters of a site's stack (/proc/net/snmp in its netns)."""
+    lines = site.run(["cat", "/proc/net/snmp"], timeout=10).stdout.splitlines()
+    out: dict[str, int] = {}
+    for head, vals in zip(lines[::2], lines[1::2], strict=False):
+        proto, keys = head.split(":", 1)
+        for k, v in zip(keys.split(), vals.split(":", 1)[1].split(), strict=False):
+            out[f"{proto}.{k}"] = int(v)
+    return out
+
+
+def _udp(tb: Testbed, sender: Site, receiver: Site, dst: str, pps: float | None,
+         duration: float = 1.5, size: int = 100, flows: int = 8,
+         port: int = 5301) -> dict[str, Any]:
+    """One load-generator run sender -> receiver; the receiver's parsed figures."""
+    binary = loadgen.require_binary()
+    spec = loadgen.TrafficSpec(size=str(size), flows=flows, port=port)
+    recv = tb.spawn(receiver, loadgen.recv_argv(binary, dst, spec, duration), "lg-recv",
+                    split_stderr=True, grace=1.0)
+    send = None
+    try:
+        loadgen.wait_ready(recv)
+        send = tb.spawn(sender, loadgen.send_argv(binary, dst, spec, duration, pps), "lg-send",
+                        split_stderr=True, grace=1.0)
+        assert send.wait(timeout=duration + 20) == 0, send.log_tail(3)
+        assert recv.wait(timeout=loadgen.RECV_AFTER_SEND + 5) == 0, recv.log_tail(3)
+        out = loadgen.parse_recv(recv.output())
+        out["sent"] = loadgen.parse_send(send.output())["sent_packets"]
+        return out
+    finally:
+        for p in (send, recv):
+            if p is not None:
+                p.stop(grace=1.0)
+
+
+# ---- TCP and UDP through the tunnel --------------------------------------------------------
+def test_tcp_stream_both_ways_and_latency(testbed: Testbed) -> None:
+    d, ep = _up(testbed)
+    before = {s.name: _snmp(s) for s in testbed.sites()}
+    ctx = Context(testbed, ep, duration=2, warmup=0)
+    for reverse in (False, True):
+        out = Stream().run(ctx, StreamParams(reverse=reverse))
+        assert out.raw["iperf3"]["bytes_received"] > 1_000_000, (reverse, out.raw["iperf3"])
+    lat = Latency().run(Context(testbed, ep, duration=2, warmup=0), LatencyParams(protocol="tcp"))
+    assert lat.metrics["tcp_rtt_p50"].value > 0, lat.metrics
+    after = {s.name: _snmp(s) for s in testbed.sites()}
+    for s in ("a", "b"):   # every segment reached the far stack whole
+        assert after[s]["Tcp.InCsumErrors"] == before[s]["Tcp.InCsumErrors"], s
+    c = d.counters(testbed, ep)
+    for s in ("a", "b"):
+        assert c[s]["agg_rx_malformed"] == 0 and c[s]["agg_tx_packets"] > 1000, c[s]
+
+
+def test_udp_both_ways_whole_and_in_order(testbed: Testbed) -> None:
+    d, ep = _up(testbed)
+    before = {s.name: _snmp(s) for s in testbed.sites()}
+    for sender, receiver, dst in ((testbed.a, testbed.b, ep.b4), (testbed.b, testbed.a, ep.a4)):
+        r = _udp(testbed, sender, receiver, dst, pps=20000)
+        assert r["received_packets"] > 20000, r
+        assert r["reordered"] == 0 and r["duplicates"] == 0, r
+        assert r["lost"] <= r["sent"] * 0.001, r   # the 0.1% goal of the loss search
+    assert testbed.a.links.stats(ep.a_ifname)["tx_dropped"] == 0   # the TUN queue held
+    after = {s.name: _snmp(s) for s in testbed.sites()}
+    for s in ("a", "b"):
+        assert after[s]["Udp.InCsumErrors"] == before[s]["Udp.InCsumErrors"], s
+    c = d.counters(testbed, ep)
+    for s in ("a", "b"):
+        assert c[s]["agg_rx_malformed"] == 0, c[s]
+        # aggregation happened: fewer outer datagrams than inner packets
+        assert c[s]["agg_tx_datagrams"] < c[s]["agg_tx_packets"], c[s]
+
+
+def test_loss_search_finds_a_rate_through_the_tunnel(testbed: Testbed) -> None:
+    _, ep = _up(testbed)
+    p = LossSearchParams(sizes=("100",), method="rfc2544", trial_duration=0.5,
+                         resolution_pct=10.0, latency_at_pct=(), max_rate_pps=40000,
+                         receiver="socket")
+    ctx = Context(testbed, ep, duration=0.5, warmup=0)
+    assert LossSearch().unsupported(ctx, p) is None
+    out = LossSearch().run(ctx, p)
+    found = out.raw["sizes"]["100"]["rfc2544"]
+    assert found["rate_pps"] and found["rate_pps"] > 1000, found
+
+
+# ---- what the wire shows ---------------------------------------------------------------
+def test_small_packets_share_a_datagram_an_idle_ping_does_not(testbed: Testbed) -> None:
+    d, ep = _up(testbed)
+    with pcap.capture(testbed, testbed.a, testbed.a.underlay_if, "busy") as _busy:
+        r = _udp(testbed, testbed.a, testbed.b, ep.b4, pps=100000, duration=1.0)
+    busy = _counts(_busy.path)
+    assert r["reordered"] == 0 and r["duplicates"] == 0, r
+    mean = sum(busy) / len(busy)
+    assert mean >= 2.0 and max(busy) >= 5, f"mean {mean:.2f}, max {max(busy)} per datagram"
+    with pcap.capture(testbed, testbed.a, testbed.a.underlay_if, "idle") as _idle:
+        testbed.a.run(["ping", "-c", "5", "-i", "0.2", "-W", "2", ep.b4], timeout=20)
+    idle = _counts(_idle.path)
+    assert len(idle) >= 10 and set(idle) == {1}, idle   # 5 requests + 5 replies, one each
+    print(f"100 B at 100k pps: {mean:.2f} inner packets per datagram (max {max(busy)}); "
+          f"idle ping: {len(idle)} datagrams of 1")
+
+
+def test_zero_flush_timeout_sends_one_packet_per_datagram(testbed: Testbed) -> None:
+    _, ep = _up(testbed, flush_us=0)
+    with pcap.capture(testbed, testbed.a, testbed.a.underlay_if, "noagg") as cap:
+        r = _udp(testbed, testbed.a, testbed.b, ep.b4, pps=50000, duration=1.0)
+    counts = _counts(cap.path)
+    assert len(counts) >= r["received_packets"] and set(counts) == {1}, set(counts)
+
+
+def _latency_us(tb: Testbed, flush_us: int) -> dict[str, float]:
+    """One-way latency (load generator timestamps) of 1000 pps of 100 B, so sparse that every
+    packet travels alone and waits out the whole timeout; with tbagg's own record of how long
+    the packets waited in it (`wait_p50`, `wait_p99`)."""
+    d, ep = _up(tb, flush_us=flush_us)
+    r = _udp(tb, tb.a, tb.b, ep.b4, pps=1000, duration=3.0, flows=1)
+    assert r["reordered"] == 0 and r["received_packets"] >= 2700, r
+    wait = d.dump(ep, tb.a).wait_us
+    assert wait["count"] >= r["received_packets"], wait
+    return {"p50": float(r["latency_us"]["p50"]), "p99": float(r["latency_us"]["p99"]),
+            "wait_p50": float(wait["p50"]), "wait_p99": float(wait["p99"])}
+
+
+def test_flush_timeout_bounds_the_added_latency() -> None:
+    """Three tunnels (flush_us 0, 50, 1000) in three testbeds measured at the same time, so a
+    burst of other work on the shared host hits all three alike.
+
+    The median is tight: a lone packet waits the timeout plus one timer wake-up (tbagg's own
+    record and end to end, within 0.25 ms). The tail is the host's: on the shared 2-core
+    development host a woken thread waits for a CPU for milliseconds at p99 (tbagg's own p99
+    wait measured 0.7-1.4 ms at flush_us=50 and 2.4-4.6 ms at 1000 while other test suites
+    ran), so p99 is bounded by the timeout + P99_MARGIN_US, stated here and in docs/agg.md."""
+    flushes = (0, 50, 1000)
+    with (_another_testbed() as t0, _another_testbed() as t1, _another_testbed() as t2,
+          ThreadPoolExecutor(len(flushes)) as pool):
+        runs = list(pool.map(_latency_us, (t0, t1, t2), flushes))
+    base = runs[0]
+    for flush, got in zip(flushes[1:], runs[1:], strict=True):
+        added50, added99 = got["p50"] - base["p50"], got["p99"] - base["p99"]
+        print(f"flush_us={flush}: added p50 {added50:.0f} us, p99 {added99:.0f} us "
+              f"(flush_us=0: p50 {base['p50']:.0f}, p99 {base['p99']:.0f}); in tbagg: "
+              f"p50 {got['wait_p50']:.0f} us, p99 {got['wait_p99']:.0f} us")
+        assert flush <= got["wait_p50"] <= flush + P50_MARGIN_US, (flush, runs)
+        assert added50 <= flush + P50_MARGIN_US, (flush, runs)
+        assert got["wait_p99"] <= flush + P99_MARGIN_US, (flush, runs)
+        assert added99 <= flush + P99_MARGIN_US, (flush, runs)
+        if flush >= 1000:   # a lone packet really waits the timeout out (the timer works)
+            assert added50 >= 0.8 * flush, (flush, runs)
+    assert base["wait_p50"] <= P50_MARGIN_US, base   # flush_us=0: no waiting for company
+
+
+# ---- robustness -------------------------------------------------------------------------
+SEND_FROM = r"""
+import socket, struct, sys
+src, dst, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+payloads = [bytes.fromhex(h) for h in sys.argv[4:]]
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+for p in payloads:
+    udp = struct.pack("!HHHH", port, port, 8 + len(p), 0) + p   # checksum 0: none (IPv4)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,
+                     socket.inet_aton(src), socket.inet_aton(dst))
+    s.sendto(ip + udp, (dst, 0))
+"""
+
+
+def test_malformed_datagrams_are_dropped_and_counted(testbed: Testbed) -> None:
+    d, ep = _up(testbed)
+    ping = bytes.fromhex("4500001c0000400040010000c6130001c6130002")   # any 20+ bytes
+    good = bytes([0x10, 1, 0, 0, 1, 0, 0, 0]) + struct.pack("!H", len(ping)) + ping
+    bad = [good[:7],                                   # shorter than the header
+           good[:-1],                                  # truncated packet
+           good[:8] + b"\x7f\xff" + ping,              # length past the end
+           good + b"\x00",                             # trailing byte
+           bytes([0x10, 0]) + good[2:],                # count 0
+           bytes([0x20]) + good[1:],                   # version 2
+           good[:4] + b"\x02" + good[5:]]              # another VNI
+    before = d.counters(testbed, ep)["b"]["agg_rx_malformed"]
+    # spoofed from site a's tbagg socket (the only source site b's connected socket accepts)
+    testbed.a.run([sys.executable, "-c", SEND_FROM, testbed.a.underlay4, testbed.b.underlay4,
+                   str(PORT), *(b.hex() for b in bad)], timeout=20)
+    after = d.counters(testbed, ep)
+    assert after["b"]["agg_rx_malformed"] - before == len(bad), after["b"]
+    assert proc.pid_alive(ep.datapath_pids["b"][0])
+    testbed.a.run(["ping", "-c", "2", "-i", "0.2", "-W", "2", ep.b4], timeout=20)
+
+
+def test_ipv6_underlay_and_inner_ipv6(testbed: Testbed) -> None:
+    d, ep = _up(testbed, underlay=6)
+    assert ep.mtu == testbed.underlay_mtu - 58
+    assert ep.b6 is not None
+    testbed.a.run(["ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", ep.b6], timeout=20)
+    # a full-size packet with DF crosses, one byte more does not leave site a
+    testbed.a.run(["ping", "-M", "do", "-c", "1", "-W", "2", "-s", str(ep.mtu - 28), ep.b4],
+                  timeout=20)
+    too_big = testbed.a.run(["ping", "-M", "do", "-c", "1", "-W", "2", "-s", str(ep.mtu - 27),
+                             ep.b4], timeout=20, check=False)
+    assert not too_big.ok
+    assert d.counters(testbed, ep)["b"]["agg_rx_packets"] >= 4
+
+
+def test_two_queues_then_teardown_leaves_no_process(testbed: Testbed) -> None:
+    _, ep = _up(testbed, queues=2)
+    pids = [p for v in ep.datapath_pids.values() for p in v]
+    queues = testbed.a.run(["ls", f"/sys/class/net/{ep.a_ifname}/queues"], timeout=10).stdout
+    assert {"rx-0", "rx-1", "tx-0", "tx-1"} <= set(queues.split()), queues
+    r = _udp(testbed, testbed.a, testbed.b, ep.b4, pps=20000, duration=1.0, flows=16)
+    assert r["reordered"] == 0 and r["received_packets"] >= 15000, r
+    assert not testbed.ledger.close()
+    assert not any(proc.pid_alive(p) for p in pids)

@@ -1,0 +1,80 @@
+"""The agg kind without root: parameters, overhead and MTU arithmetic, and the parser of
+tbagg's counter dumps on a real dump (tests/data/agg, site a after IPv4 and IPv6 pings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tunbench import tunnels
+from tunbench.errors import SpecError
+from tunbench.tunnels import agg
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "agg"
+
+
+def test_defaults_and_their_meaning() -> None:
+    p = tunnels.get("agg").default_params()
+    assert (p.flush_us, p.port, p.vni, p.queues, p.underlay) == (50, 6636, 1, 1, 4)
+
+
+@pytest.mark.parametrize(("raw", "needle"), [
+    ({"flush_us": -1}, "flush_us -1 out of range (0..1000000)"),
+    ({"flush_us": 2_000_000}, "flush_us 2000000 out of range"),
+    ({"queues": 0}, "queues 0 out of range (1..16)"),
+    ({"vni": 0}, "vni 0 out of range"),
+    ({"port": 70000}, "port 70000 out of range"),
+    ({"flush_us": "soon"}, "parameter 'flush_us' must be int"),
+    ({"flush": 5}, "unknown parameter 'flush'"),
+])
+def test_bad_params_are_one_line_errors(raw: dict[str, object], needle: str) -> None:
+    with pytest.raises(SpecError) as e:
+        tunnels.get("agg").parse_params(raw)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_zero_flush_timeout_is_valid_and_means_no_aggregation() -> None:
+    assert tunnels.get("agg").parse_params({"flush_us": 0}).flush_us == 0
+
+
+def test_overhead_mtu_and_size_budget() -> None:
+    drv = tunnels.get("agg")
+    p4 = drv.parse_params({})
+    p6 = drv.parse_params({"underlay": 6})
+    assert drv.overhead(p4, 4) == 20 + 8 + 8 + 2
+    assert drv.overhead(p6, 6) == 40 + 8 + 8 + 2
+    assert drv.tunnel_mtu(p4, 1500) == 1462 and drv.tunnel_mtu(p6, 1500) == 1442
+    # a lone full-size inner packet always fits the size budget
+    for fam, p in ((4, p4), (6, p6)):
+        budget = agg.max_payload(1500, fam)
+        assert agg.AGG_HEADER + agg.SEPARATOR + drv.tunnel_mtu(p, 1500) == budget
+
+
+def test_parse_stats_on_a_real_dump() -> None:
+    d = agg.parse_stats((DATA / "stats-ping-a.json").read_text())
+    c = d.counters
+    assert d.dumps == 1
+    assert c["tx_packets"] == c["tx_datagrams"] == c["rx_packets"] == 7   # idle: one each
+    assert c["rx_malformed"] == 0 and c["tx_flush_time"] == 7 and c["tx_flush_size"] == 0
+    # every packet's wait was recorded; lone packets wait out the 50 us timeout (and more)
+    w = d.wait_us
+    assert w["count"] == 7 and 50 <= w["p50"] <= w["p99"] <= w["max"]
+    # wire bytes = inner bytes + 8 B header per datagram + 2 B length per packet
+    assert c["tx_wire_bytes"] == c["tx_bytes"] + 8 * c["tx_datagrams"] + 2 * c["tx_packets"]
+    assert c["rx_wire_bytes"] == c["rx_bytes"] + 8 * c["rx_datagrams"] + 2 * c["rx_packets"]
+
+
+@pytest.mark.parametrize("text", ['{"tool": "tunbench-loadgen", "dumps": 1, "counters": {}}',
+                                  "[1, 2]"])
+def test_parse_stats_refuses_what_is_not_a_tbagg_dump(text: str) -> None:
+    with pytest.raises(ValueError):
+        agg.parse_stats(text)
+
+
+def test_missing_binary_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TUNBENCH_TBAGG", str(tmp_path / "nope"))
+    m = agg.binary_missing()
+    assert m is not None and "make loadgen" in m.one_line()
+    drv = tunnels.get("agg")
+    assert any(x.what == "binary tbagg" for x in drv.requirements(drv.default_params()))
