@@ -1,0 +1,105 @@
+"""tbtun (ebpf-vxlan) between two sshd "hosts", driven only over SSH: the object copied into
+each host's case directory, loaded and pinned under that host's own bpffs (each "host" is a
+mount namespace of its own, so its /sys/fs/bpf is not this machine's), attached with tc there,
+rules written through its agent. Traffic must cross (b's per-rule counter and decap counter
+moved) and nothing may stay pinned or attached on either host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sshhosts import SshHosts
+from test_remote_kinds import runs_here
+from test_sites import assert_clean
+
+from tunbench import spec
+from tunbench.remote.agent.client import Agent
+from tunbench.remote.transport import Connection
+from tunbench.runner import run_campaign
+from tunbench.tbtun import loader
+from tunbench.testbed import names
+from tunbench.testbed.ledger import Ledger
+from tunbench.testbed.remote import RemoteSite
+
+pytestmark = pytest.mark.netns
+
+
+def host_bpf_state(hosts: SshHosts, name: str) -> dict[str, Any]:
+    """What the host itself shows, asked over SSH: tunbench's pin directories in its bpffs,
+    bpf filters on its links (tc), and whether a bpffs is mounted there at all."""
+    with Connection.open(name, options=hosts.options(), name="check") as c:
+        mounts = c.run(["cat", "/proc/self/mounts"]).stdout
+        pins = c.run(["sh", "-c", 'ls -d "$1"/tb-* 2>/dev/null || true', "tb-ls",
+                      str(loader.BPFFS)]).stdout.split()
+        links = [ln.split(":")[1].strip().split("@")[0]
+                 for ln in c.run(["ip", "-o", "link"]).stdout.splitlines()]
+        filters = {}
+        for link in links:
+            for hook in ("egress", "ingress"):
+                out = c.run(["tc", "filter", "show", "dev", link, hook], check=False).stdout
+                if "bpf" in out:
+                    filters[f"{link} {hook}"] = out
+    return {"bpffs": f" {loader.BPFFS} bpf " in mounts, "pins": pins, "filters": filters}
+
+
+def test_ebpf_vxlan_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    runs_here("ebpf-vxlan")
+    before = {n: host_bpf_state(hosts, n) for n in hosts.hosts}
+    exp = spec.build({"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
+                      "tunnel": [{"kind": "ebpf-vxlan"}],
+                      "workload": [{"name": "stream"}, {"name": "latency"}],
+                      "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                     "test")
+    cases = run_campaign(exp, tmp_path / "r").store.read_cases()
+    assert [c["status"] for c in cases] == ["ok", "ok"], [c.get("error") for c in cases]
+    for c in cases:
+        tb = c["testbed"]
+        assert tb["kind"] == "hosts" and tb["sites"]["b"]["host"] == "h2"
+        # the object was shipped to each host's case directory (not found there otherwise)
+        assert set(tb["tbtun_copied_to"]) == {"a", "b"}, tb
+        assert c["tunnel"]["info"]["pins"]["b"] == str(loader.site_dir(tb["run_id"], "b"))
+        delta = c["datapath_counters"]["delta"]
+        # b encapsulated its answers by the rule towards a's inner IPv4 address (slot 0),
+        # and decapsulated what a sent; a did the same the other way
+        assert delta["b"]["rule0_packets"] > 0 and delta["b"]["decap"] > 0, delta
+        assert delta["a"]["rule0_packets"] > 0 and delta["a"]["encap"] > 0, delta
+        assert delta["b"]["decap_error"] == 0, delta
+    stream = next(c for c in cases if c["case"]["workload"]["name"] == "stream")
+    assert stream["metrics"]["throughput"]["value"] > 5
+    assert stream["cpu"]["shared_by_sites"] is False
+    assert_clean(hosts)
+    for name in hosts.hosts:     # nothing pinned, no bpf filter, bpffs as it was before
+        after = host_bpf_state(hosts, name)
+        assert after == before[name], (name, after)
+        assert not after["pins"] and not after["filters"], after
+
+
+def test_tbtun_journaled_on_host(hosts: SshHosts) -> None:
+    """The pins and the bpffs mount are journaled by the agent on the host: an agent whose
+    connection ends undoes them there, with nothing done from this side."""
+    runs_here("ebpf-vxlan")
+    h = hosts.hosts["h2"]
+    rid = names.new_run_id(set())
+    with Connection.open("h2", options=hosts.options(), name="b") as conn:
+        agent = Agent.start(conn, netlink=False)
+        site = RemoteSite("b", None, f"tb{hosts.run_id}h2", h.addr, h.addr6, host="h2",
+                          agent=agent)
+        state = agent.hello["state"]
+        obj = f"{state}/tbtun.bpf.o"
+        agent.write_file(obj, loader.object_path().read_bytes())
+        with Ledger(rid, journal=False) as ledger:
+            where = loader.load(ledger, rid, "b", site, obj)
+            loader.attach(ledger, None, site.underlay_if, where, "tc", site)
+            assert site.exists(loader.map_path(where, "tb_config"))
+            assert not loader.run_dir(rid).exists()     # pinned there, not on this machine
+            assert loader.filters(None, site.underlay_if, site)["egress"]
+            journal = agent.read_file(f"{state}/journal.jsonl").decode()
+            for kind in ("bpfpins", "tbtun-tc"):
+                assert f'"kind": "{kind}"' in journal, journal
+            agent.close()           # EOF: the agent undoes its journal on the host
+            ledger.entries.clear()  # nothing undone from here
+    state_after = host_bpf_state(hosts, "h2")
+    assert not state_after["pins"] and not state_after["filters"], state_after
+    assert not state_after["bpffs"]
