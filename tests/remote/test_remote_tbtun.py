@@ -6,6 +6,8 @@ moved) and nothing may stay pinned or attached on either host."""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from sshhosts import SshHosts
 from test_remote_kinds import runs_here
 from test_sites import assert_clean
 
-from tunbench import spec
+from tunbench import proc, spec
 from tunbench.remote.agent.client import Agent
 from tunbench.remote.transport import Connection
 from tunbench.runner import run_campaign
@@ -24,6 +26,7 @@ from tunbench.testbed.ledger import Ledger
 from tunbench.testbed.remote import RemoteSite
 
 pytestmark = pytest.mark.netns
+TB = [sys.executable, "-m", "tunbench"]
 
 
 def host_bpf_state(hosts: SshHosts, name: str) -> dict[str, Any]:
@@ -76,9 +79,29 @@ def test_ebpf_vxlan_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
         assert not after["pins"] and not after["filters"], after
 
 
+def rules_cli_on_the_host(hosts: SshHosts, rid: str, where: Path) -> None:
+    """`tunbench tunnel-rules --host` edits and lists the pinned maps on that host."""
+    host = ["--host", "h2", "--ssh-config", str(hosts.ssh_config)]
+    r = proc.run(TB + ["tunnel-rules", "add", "--site", f"{rid}/b", "198.19.9.0/24",
+                       "--remote", hosts.hosts["h1"].addr, "--vni", "7", *host],
+                 check=False, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("rule 198.19.9.0/24 -> "), r.stdout
+    r = proc.run(TB + ["tunnel-rules", "list", "--json", *host], check=False, timeout=120)
+    assert r.returncode == 0, r.stderr
+    (doc,) = json.loads(r.stdout)["sites"]
+    assert doc["site"] == str(where)
+    added = [x for x in doc["rules"] if x["prefix"] == "198.19.9.0/24"]
+    assert added and added[0]["vni"] == 7 and added[0]["remote"] == hosts.hosts["h1"].addr
+    r = proc.run(TB + ["tunnel-rules", "list", "--host=-oProxyCommand=x"], check=False,
+                 timeout=60)
+    assert r.returncode == 2 and "invalid site target" in r.stderr, r.stderr
+
+
 def test_tbtun_journaled_on_host(hosts: SshHosts) -> None:
     """The pins and the bpffs mount are journaled by the agent on the host: an agent whose
-    connection ends undoes them there, with nothing done from this side."""
+    connection ends undoes them there, with nothing done from this side. Meanwhile
+    `tunnel-rules --host` reaches the site's maps over SSH."""
     runs_here("ebpf-vxlan")
     h = hosts.hosts["h2"]
     rid = names.new_run_id(set())
@@ -95,6 +118,7 @@ def test_tbtun_journaled_on_host(hosts: SshHosts) -> None:
             assert site.exists(loader.map_path(where, "tb_config"))
             assert not loader.run_dir(rid).exists()     # pinned there, not on this machine
             assert loader.filters(None, site.underlay_if, site)["egress"]
+            rules_cli_on_the_host(hosts, rid, where)
             journal = agent.read_file(f"{state}/journal.jsonl").decode()
             for kind in ("bpfpins", "tbtun-tc"):
                 assert f'"kind": "{kind}"' in journal, journal

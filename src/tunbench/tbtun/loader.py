@@ -59,13 +59,17 @@ def kernel_too_old(release: str | None = None) -> Missing | None:
                    "(Linux >= 6.3)", "run on a newer kernel")
 
 
+def object_missing() -> list[Missing]:
+    """The compiled object, on the host that runs tunbench (copied to remote sites)."""
+    if object_path().is_file():
+        return []
+    return [Missing(f"tbtun object {object_path()}", "the eBPF datapath is not built",
+                    "run `make bpf` (needs deps/apt-ebpf.txt: clang, libbpf-dev)")]
+
+
 def missing() -> list[Missing]:
     """What this host lacks for tbtun beyond the drivers' declared tools and kernel options."""
-    out = [m for m in (kernel_too_old(),) if m]
-    if not object_path().is_file():
-        out.append(Missing(f"tbtun object {object_path()}", "the eBPF datapath is not built",
-                           "run `make bpf` (needs deps/apt-ebpf.txt: clang, libbpf-dev)"))
-    return out
+    return [m for m in (kernel_too_old(),) if m] + object_missing()
 
 
 # ---- the host a site runs on -------------------------------------------------------------
@@ -257,11 +261,17 @@ def check_site(where: Path, site: Site | None = None) -> Path:
     return where
 
 
-def sites() -> list[Path]:
-    """Every pinned tbtun site on this host."""
-    if not BPFFS.is_dir():
-        return []
-    return sorted(p.parent.parent for p in BPFFS.glob(f"{names.PREFIX}-*/*/maps/tb_config"))
+def sites(on: Site | None = None) -> list[Path]:
+    """Every pinned tbtun site on the host of `on` (this host by default)."""
+    if on is None or not on.remote:
+        if not BPFFS.is_dir():
+            return []
+        return sorted(p.parent.parent for p in BPFFS.glob(f"{names.PREFIX}-*/*/maps/tb_config"))
+    # there: the glob is find's, its arguments an argv (no shell)
+    out = on.run_host(["find", str(BPFFS), "-mindepth", "4", "-maxdepth", "4", "-path",
+                       f"{BPFFS}/{names.PREFIX}-*/*/maps/tb_config"], check=False,
+                      timeout=20).stdout
+    return sorted(Path(p).parent.parent for p in out.split())
 
 
 def configure(where: Path, *, local4: str, realm: int, mtu: int, vxlan_port: int,

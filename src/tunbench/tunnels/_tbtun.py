@@ -70,9 +70,16 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
     inner_families = (4, 6)
     needs = {"": Needs(tools=TOOLS, kernel=KERNEL)}
 
+    min_kernel = loader.MIN_KERNEL
+
     @classmethod
     def requirements(cls, params: TbtunParams) -> list[Missing]:
         return super().requirements(params) + loader.missing()
+
+    @classmethod
+    def orchestrator_requirements(cls, params: TbtunParams) -> list[Missing]:
+        """Remote sites need no compiler: the object built here is copied to them."""
+        return loader.object_missing()
 
     @classmethod
     def overhead(cls, params: TbtunParams, family: int = 4) -> int:
