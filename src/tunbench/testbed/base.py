@@ -140,9 +140,11 @@ class Site:
     def record_link(self, ledger: Ledger, ifname: str) -> None:
         ledger.link(ifname, self.netns)
 
-    def record_command(self, ledger: Ledger, argv: list[str]) -> None:
-        """An argv that undoes something on this site, run at teardown."""
-        ledger.command(argv, self.netns)
+    def record_command(self, ledger: Ledger, argv: list[str],
+                       gone: tuple[str, ...] = ()) -> None:
+        """An argv that undoes something on this site, run at teardown; `gone`: stderr
+        messages that mean the object is already gone (not a failure)."""
+        ledger.command(argv, self.netns, gone)
 
     def make_dir(self, ledger: Ledger, path: Path) -> None:
         """A private (0700) directory on this site's host, removed at teardown."""

@@ -161,7 +161,9 @@ class RemoteSite(Site):
         ledger.add("remote", agent=self._agent().agent_id, op="link_del", name=ifname,
                    args={"ifname": ifname})
 
-    def record_command(self, ledger: Ledger, argv: list[str]) -> None:
+    def record_command(self, ledger: Ledger, argv: list[str],
+                       gone: tuple[str, ...] = ()) -> None:
+        # the agent's `run` returns the exit code to teardown, which does not judge it
         ledger.add("remote", agent=self._agent().agent_id, op="run", name=" ".join(argv),
                    args={"argv": argv, "timeout": 20})
 
