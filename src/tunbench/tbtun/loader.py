@@ -2,8 +2,11 @@
 
 Why bpftool + tc and not libbpf-rs: the object needs no skeleton (settings are map values),
 both tools come from Debian packages the project already installs, and every step is one
-argv the ledger can undo or `tunbench cleanup` can redo from a journal; no native part of our
-own has to be built, versioned and shipped to remote sites. Per site instance:
+argv the ledger can undo or `tunbench cleanup` can redo from a journal; no native loader of
+our own has to be built per architecture and shipped to remote sites (only the .bpf.o, which
+is bytecode). Every step runs through the site (`Site.run_host`), so one code path serves a
+namespace here and a host over SSH (its agent runs the argv and journals the undo). Per site
+instance, on that site's host:
 
   /sys/fs/bpf/tb-<run>/<site>/tb_encap, tb_decap     the two programs (pinned)
   /sys/fs/bpf/tb-<run>/<site>/maps/tb_rules4 ...     its maps (pinned)
