@@ -47,16 +47,17 @@ def host_bpf_state(hosts: SshHosts, name: str) -> dict[str, Any]:
     return {"bpffs": f" {loader.BPFFS} bpf " in mounts, "pins": pins, "filters": filters}
 
 
-def test_ebpf_vxlan_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+def test_tbtun_kinds_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     runs_here("ebpf-vxlan")
     before = {n: host_bpf_state(hosts, n) for n in hosts.hosts}
     exp = spec.build({"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
-                      "tunnel": [{"kind": "ebpf-vxlan"}],
+                      "tunnel": [{"kind": "ebpf-vxlan"}, {"kind": "ebpf-geneve"}],
                       "workload": [{"name": "stream"}, {"name": "latency"}],
                       "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
                      "test")
     cases = run_campaign(exp, tmp_path / "r").store.read_cases()
-    assert [c["status"] for c in cases] == ["ok", "ok"], [c.get("error") for c in cases]
+    assert [c["status"] for c in cases] == ["ok"] * 4, [c.get("error") for c in cases]
+    assert {c["tunnel"]["info"]["encap"] for c in cases} == {"vxlan", "geneve"}
     for c in cases:
         tb = c["testbed"]
         assert tb["kind"] == "hosts" and tb["sites"]["b"]["host"] == "h2"
@@ -69,9 +70,9 @@ def test_ebpf_vxlan_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
         assert delta["b"]["rule0_packets"] > 0 and delta["b"]["decap"] > 0, delta
         assert delta["a"]["rule0_packets"] > 0 and delta["a"]["encap"] > 0, delta
         assert delta["b"]["decap_error"] == 0, delta
-    stream = next(c for c in cases if c["case"]["workload"]["name"] == "stream")
-    assert stream["metrics"]["throughput"]["value"] > 5
-    assert stream["cpu"]["shared_by_sites"] is False
+    for stream in (c for c in cases if c["case"]["workload"]["name"] == "stream"):
+        assert stream["metrics"]["throughput"]["value"] > 5
+        assert stream["cpu"]["shared_by_sites"] is False
     assert_clean(hosts)
     for name in hosts.hosts:     # nothing pinned, no bpf filter, bpffs as it was before
         after = host_bpf_state(hosts, name)
