@@ -128,3 +128,21 @@ def test_tbtun_journaled_on_host(hosts: SshHosts) -> None:
     state_after = host_bpf_state(hosts, "h2")
     assert not state_after["pins"] and not state_after["filters"], state_after
     assert not state_after["bpffs"]
+
+
+def test_doctor_site_judges_tbtun_on_that_host(hosts: SshHosts) -> None:
+    """doctor --site asks the host for bpftool, tc and nsenter (each missing one with that
+    distribution's install command) and judges its kernel release against 6.3."""
+    r = proc.run(TB + ["doctor", "--site", "h2", "--ssh-config", str(hosts.ssh_config),
+                       "--json"], check=False, timeout=60)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    for tool in ("bpftool", "tc", "nsenter"):
+        assert tool in doc["tools"], sorted(doc["tools"])
+    kernel_ok = loader.kernel_too_old(doc["kernel"]) is None
+    for kind in ("ebpf-vxlan", "ebpf-geneve"):
+        e = doc["tunnels"][kind]
+        assert e["available"] == (kernel_ok and all(doc["tools"][t] for t in
+                                                    ("bpftool", "tc", "nsenter"))), e
+        if not kernel_ok:
+            assert any("Linux >= 6.3 needed" in w for w in e["reasons"]), e
