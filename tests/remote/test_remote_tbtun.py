@@ -146,3 +146,31 @@ def test_doctor_site_judges_tbtun_on_that_host(hosts: SshHosts) -> None:
                                                     ("bpftool", "tc", "nsenter"))), e
         if not kernel_ok:
             assert any("Linux >= 6.3 needed" in w for w in e["reasons"]), e
+
+
+def test_cleanup_site_sweeps_tbtun_of_a_killed_agent(hosts: SshHosts) -> None:
+    """An agent SIGKILLed with tbtun pinned and attached undoes nothing itself; its journal on
+    the host lets `tunbench cleanup --site` remove the filters, the pins and the bpffs mount."""
+    runs_here("ebpf-vxlan")
+    h = hosts.hosts["h1"]
+    rid = names.new_run_id(set())
+    with Connection.open("h1", options=hosts.options(), name="crash") as conn:
+        agent = Agent.start(conn, netlink=False)
+        site = RemoteSite("a", None, f"tb{hosts.run_id}h1", h.addr, h.addr6, host="h1",
+                          agent=agent)
+        obj = f"{agent.hello['state']}/tbtun.bpf.o"
+        agent.write_file(obj, loader.object_path().read_bytes())
+        ledger = Ledger(rid, journal=False)
+        where = loader.load(ledger, rid, "a", site, obj)
+        loader.attach(ledger, None, site.underlay_if, where, "tc", site)
+        with Connection.open("h1", options=hosts.options(), name="killer") as other:
+            other.run(["kill", "-9", str(agent.hello["pid"])])
+        ledger.entries.clear()          # this side forgets: only the host's journal knows
+    left = host_bpf_state(hosts, "h1")
+    assert left["pins"] and left["filters"], left
+    r = proc.run(TB + ["cleanup", "--site", "h1", "--ssh-config", str(hosts.ssh_config)],
+                 check=False, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"tbtun-tc tb{hosts.run_id}h1" in r.stdout and "bpfpins /sys/fs/bpf/tb-" in r.stdout
+    after = host_bpf_state(hosts, "h1")
+    assert not after["pins"] and not after["filters"] and not after["bpffs"], after

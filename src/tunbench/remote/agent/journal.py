@@ -119,9 +119,13 @@ def undo(entries: list[dict[str, Any]]) -> list[str]:
             elif e["kind"] in bpfhost.KINDS:
                 bpfhost.undo(e, run_argv)
         except Exception as exc:  # noqa: BLE001 - reported, the rest is still undone
-            errors.append(f"{e['kind']} {e.get('pid') or e.get('path') or e.get('ifname')}: "
-                          f"{exc}")
+            errors.append(f"{e['kind']} {_what(e)}: {exc}")
     return errors
+
+
+def _what(e: dict[str, Any]) -> Any:
+    """How an entry names its object: PID, path, link, or device (tc attachments)."""
+    return e.get("pid") or e.get("path") or e.get("ifname") or e.get("name")
 
 
 def sweep(own: str) -> list[str]:
@@ -144,7 +148,7 @@ def sweep(own: str) -> list[str]:
                 except ValueError:
                     continue   # a line cut short by the crash
         errors = undo(entries)
-        done += [f"{name}: {e['kind']} {e.get('pid') or e.get('path') or e.get('ifname')}"
+        done += [f"{name}: {e['kind']} {_what(e)}"
                  for e in entries]
         if not errors:
             shutil.rmtree(state, ignore_errors=True)
