@@ -16,6 +16,8 @@ from typing import Any
 
 Run = Callable[[list[str]], tuple[int, str]]
 KINDS = ("bpffs", "bpfpins", "tbtun-tc")
+BPFFS = "/sys/fs/bpf"
+PREFIX = "tb"               # testbed.names.PREFIX (this module runs where tunbench is absent)
 TC_PRIO = "0x7b"            # tbtun's filters' priority, so they can be removed on their own
 GONE = ("Cannot find device", "No such file", "Invalid handle", "does not exist")
 
@@ -38,6 +40,8 @@ def bpffs_mounted(path: str) -> bool:
 def undo_bpffs(e: dict[str, Any], run: Run) -> None:
     """Unmount a bpffs we mounted, only once nothing else is pinned in it."""
     path = e["path"]
+    if path != BPFFS:
+        raise OSError(f"{path}: tunbench mounts bpffs on {BPFFS} only: not unmounted")
     if not bpffs_mounted(path):
         return
     # the kernel's own iterators (maps.debug, progs.debug) appear on every bpffs
@@ -48,8 +52,13 @@ def undo_bpffs(e: dict[str, Any], run: Run) -> None:
 
 
 def undo_pins(e: dict[str, Any], run: Run) -> None:
-    """Unpinning drops the last reference of maps and programs no filter uses any more."""
-    shutil.rmtree(e["path"], ignore_errors=True)
+    """Unpinning drops the last reference of maps and programs no filter uses any more. Only
+    a project-prefixed directory in bpffs is ever removed (whatever a journal says)."""
+    path = os.path.normpath(e["path"])
+    if not path.startswith(f"{BPFFS}/{PREFIX}-") or "/" in path[len(BPFFS) + 1:]:
+        raise OSError(f"{path} is not a tunbench pin directory ({BPFFS}/{PREFIX}-<run>): "
+                      "not removed")
+    shutil.rmtree(path, ignore_errors=True)
     if os.path.exists(e["path"]):
         raise OSError(f"could not remove {e['path']}")
 
