@@ -17,6 +17,7 @@ from test_remote_kinds import runs_here
 from test_sites import assert_clean
 
 from tunbench import proc, spec
+from tunbench.errors import UnavailableError
 from tunbench.remote.agent.client import Agent
 from tunbench.remote.transport import Connection
 from tunbench.runner import run_campaign
@@ -174,3 +175,44 @@ def test_cleanup_site_sweeps_tbtun_of_a_killed_agent(hosts: SshHosts) -> None:
     assert f"tbtun-tc tb{hosts.run_id}h1" in r.stdout and "bpfpins /sys/fs/bpf/tb-" in r.stdout
     after = host_bpf_state(hosts, "h1")
     assert not after["pins"] and not after["filters"] and not after["bpffs"], after
+
+
+def test_a_host_without_bpftool_is_named_before_any_change(hosts: SshHosts,
+                                                           tmp_path: Path) -> None:
+    """bpftool hidden on h2 (a 0600 empty file bind-mounted over it in that host's mount
+    namespace: neither `command -v` nor the sbin search take it): doctor --site names it with
+    the install command, and a campaign is refused in one line before anything is changed."""
+    runs_here("ebpf-vxlan")
+    real = proc.which("bpftool")
+    assert real is not None
+    h = hosts.hosts["h2"]
+    assert h.sshd is not None
+    blank = tmp_path / "no-bpftool"
+    blank.write_bytes(b"")
+    blank.chmod(0o600)
+    proc.run(["nsenter", "-t", str(h.sshd.pid), "-m", "mount", "--bind", str(blank), real],
+             timeout=10)
+    try:
+        r = proc.run(TB + ["doctor", "--site", "h2", "--ssh-config", str(hosts.ssh_config),
+                           "--json"], check=False, timeout=60)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["tools"]["bpftool"] is False
+        install = doc["install_command"]
+        assert doc["missing_tools"]["bpftool"] == f"{install} bpftool"
+        assert f"tool bpftool: not installed ({install} bpftool)" in \
+            doc["tunnels"]["ebpf-vxlan"]["reasons"]
+        exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1},
+                          "tunnel": [{"kind": "ebpf-vxlan"}], "workload": [{"name": "ping"}],
+                          "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1",
+                                    "b": "h2"}}, "test")
+        with pytest.raises(UnavailableError) as err:
+            run_campaign(exp, tmp_path / "r")
+        line = err.value.one_line()
+        assert f"site b (h2) lacks bpftool ({install} bpftool there)" in line, line
+        assert "site a" not in line and "\n" not in line
+    finally:
+        proc.run(["nsenter", "-t", str(h.sshd.pid), "-m", "umount", real], timeout=10,
+                 check=False)
+    assert host_bpf_state(hosts, "h2")["pins"] == []
+    assert_clean(hosts)
