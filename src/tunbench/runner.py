@@ -68,9 +68,13 @@ def preflight(exp: Experiment) -> None:
     if exp.sites:
         if any(not s.local for s in exp.sites.values()):
             for t in exp.tunnels:
-                why = tunnels.get(t.kind).not_on_hosts
-                if why:
-                    missing.append(f"tunnel {t.label}: cannot run on sites over SSH: {why}")
+                drv = tunnels.get(t.kind)
+                if drv.not_on_hosts:
+                    missing.append(f"tunnel {t.label}: cannot run on sites over SSH: "
+                                   f"{drv.not_on_hosts}")
+                for m in drv.orchestrator_requirements(t.params):
+                    missing.append(f"tunnel {t.label}: {m.one_line()} (on this host: it is "
+                                   "copied to the sites)")
         _inner_mtu_problems(exp, missing)
         _raise_missing(missing)
         return

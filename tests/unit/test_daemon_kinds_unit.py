@@ -124,3 +124,46 @@ def test_multipath_argv_and_endpoint() -> None:
     assert argv.count("nexthop") == 2
     assert endpoint("2001:2::2", 51820) == "[2001:2::2]:51820"
     assert endpoint("198.18.0.2", 1) == "198.18.0.2:1"
+
+
+def test_ipsec_undo_argv_names_only_our_objects() -> None:
+    """Teardown deletes exactly our SAs and policies (no `flush`): SAs by ID and reqid,
+    charon's by our reqid, policies by selector, direction and our if_id."""
+    r_ab, r_ba = _xfrm.static_reqids(0)
+    assert (r_ab, r_ba) == (0x74620100, 0x74620101) and _xfrm.tb_id(1) == 0x74620001
+    ab = _xfrm.new_sa("198.18.0.1", "198.18.0.2", "aes-gcm-128", r_ab)
+    assert _xfrm.delete_sa_argv(ab) == [
+        "ip", "xfrm", "state", "deleteall", "src", "198.18.0.1", "dst", "198.18.0.2",
+        "proto", "esp", "spi", f"0x{ab.spi:08x}", "reqid", str(0x74620100)]
+    assert _xfrm.delete_reqid_argv(_xfrm.tb_id(2)) == [
+        "ip", "xfrm", "state", "deleteall", "reqid", "1952579586"]
+    pols = _xfrm.static_policies(ab, "tunnel", _xfrm.tb_id(1))
+    assert [(p.src, p.dst, p.dir) for p in pols] == [
+        ("0.0.0.0/0", "0.0.0.0/0", "out"), ("0.0.0.0/0", "0.0.0.0/0", "in"),
+        ("::/0", "::/0", "out"), ("::/0", "::/0", "in")]
+    assert _xfrm.delete_policy_argv(pols[0]) == [
+        "ip", "xfrm", "policy", "delete", "src", "0.0.0.0/0", "dst", "0.0.0.0/0", "dir", "out",
+        "if_id", "1952579585"]
+    # the static lines add exactly the policies that are deleted
+    lines = _xfrm.policy_lines(ab, ab, "tunnel", _xfrm.tb_id(1))
+    assert [ln.split(" tmpl")[0] for ln in lines] == [
+        f"xfrm policy add src {p.src} dst {p.dst} dir {p.dir}" for p in pols]
+    transport = _xfrm.static_policies(ab, "transport", 0)
+    assert [(p.src, p.dst, p.dir) for p in transport] == [
+        ("198.18.0.1/32", "198.18.0.2/32", "out"), ("198.18.0.2/32", "198.18.0.1/32", "in")]
+    assert "if_id" not in _xfrm.delete_policy_argv(transport[0])
+    charon = _xfrm.charon_policies("tunnel", "198.18.0.1", "198.18.0.2", _xfrm.tb_id(1))
+    assert {p.dir for p in charon} == {"out", "in", "fwd"} and len(charon) == 6
+    assert all(p.if_id == 0x74620001 for p in charon)
+    every = [_xfrm.delete_sa_argv(ab), _xfrm.delete_reqid_argv(1)] + [
+        _xfrm.delete_policy_argv(p) for p in charon + transport]
+    assert not [a for a in every if "flush" in a]
+
+
+def test_swanctl_child_carries_our_reqid() -> None:
+    child = ss.ChildConf("tb0", "198.18.0.1", "198.18.0.2", 500, "a", "b", ["0.0.0.0/0"],
+                         ["0.0.0.0/0"], if_id=_xfrm.tb_id(1), reqid=_xfrm.tb_id(1))
+    text = ss.swanctl_conf([child])
+    assert "reqid = 1952579585" in text and "if_id_out = 1952579585" in text
+    assert "reqid" not in ss.swanctl_conf([ss.ChildConf("tb0", "x", "y", 500, "a", "b",
+                                                        ["dynamic"], ["dynamic"])])

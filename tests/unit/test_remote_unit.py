@@ -127,3 +127,53 @@ def test_spawn_piped_is_a_line_channel(tmp_path: Path) -> None:
     assert (tmp_path / "err").read_text() == "oops\n"
     with pytest.raises(TypeError, match="never a shell string"):
         proc.spawn_piped("cat", stderr_path=tmp_path / "e2")  # type: ignore[arg-type]
+
+
+def test_bpfhost_undo_only_touches_tunbench_objects() -> None:
+    """The undo the agent runs on a host from its journal: tbtun's tc filters by their
+    priority (or the clsact qdisc it created), pins only under /sys/fs/bpf/tb-<run>, bpffs
+    only on /sys/fs/bpf, whatever an entry says."""
+    from tunbench.remote.agent import bpfhost
+    ran: list[list[str]] = []
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        ran.append(argv)
+        return 0, ""
+
+    assert bpfhost.tc_undo_argvs({"name": "eth1", "qdisc": False, "xdp": False}) == [
+        ["tc", "filter", "del", "dev", "eth1", "egress", "prio", "0x7b"],
+        ["tc", "filter", "del", "dev", "eth1", "ingress", "prio", "0x7b"]]
+    assert bpfhost.tc_undo_argvs({"name": "eth1", "qdisc": True, "xdp": True}) == [
+        ["tc", "qdisc", "del", "dev", "eth1", "clsact"],
+        ["ip", "link", "set", "dev", "eth1", "xdpdrv", "off"]]
+    assert bpfhost.tc_undo_argvs({"name": "v", "netns": "tb-x-a"})[0][:2] == [
+        "nsenter", "--net=/run/netns/tb-x-a"]
+    for bad in ("/sys/fs/bpf", "/sys/fs/bpf/cilium", "/sys/fs/bpf/tb-1/../x", "/etc",
+                "/sys/fs/bpf/tb-abcde/a"):
+        with pytest.raises(OSError, match="not a tunbench pin directory"):
+            bpfhost.undo_pins({"kind": "bpfpins", "path": bad}, run)
+    with pytest.raises(OSError, match="not unmounted"):
+        bpfhost.undo_bpffs({"kind": "bpffs", "path": "/mnt"}, run)
+    assert ran == []
+    mounts = "bpf /sys/fs/bpf bpf rw 0 0\nsysfs /sys sysfs rw 0 0\n"
+    assert bpfhost.mounted(mounts, "/sys/fs/bpf") and not bpfhost.mounted(mounts, "/sys")
+
+
+def test_agent_journals_only_bpf_host_objects(tmp_path: Path) -> None:
+    """host_record accepts tbtun's kinds only; host_undo of something never journaled is
+    "already gone" (notfound), which teardown skips."""
+    state = tmp_path / "tb-state"
+    state.mkdir()
+    agent = core.Agent(str(state))
+    bad = _req(agent, "host_record", entry={"kind": "process", "pid": 1})
+    assert not bad["ok"] and bad["type"] == "protocol", bad
+    gone = _req(agent, "host_undo", entry={"kind": "bpfpins", "path": "/sys/fs/bpf/tb-zzzzz"})
+    assert not gone["ok"] and gone["type"] == "notfound" and "no such" in gone["error"]
+    ok = _req(agent, "host_record", entry={"kind": "tbtun-tc", "netns": None,
+                                           "name": "tbnosuchdev0", "qdisc": False})
+    assert ok["ok"], ok
+    journal = (state / "journal.jsonl").read_text()
+    assert '"kind": "tbtun-tc"' in journal and '"name": "tbnosuchdev0"' in journal
+    assert _req(agent, "host_undo", entry={"kind": "tbtun-tc", "netns": None,
+                                           "name": "tbnosuchdev0"})["ok"]   # device gone: fine
+    assert "tbnosuchdev0" not in (state / "journal.jsonl").read_text()

@@ -54,6 +54,7 @@ def _report(target: str, agent: Agent) -> dict[str, Any]:
                    for t in need.tools if t.name in missing]
             why += [f"kernel {k.option}: not set in this kernel's configuration"
                     for k in need.kernel if absent(k.option)]
+            why += too_old(drv, str(h.get("kernel", "")))
             rows[impl or kind] = why
         kinds[kind] = {"summary": drv.summary, "available": any(not w for w in rows.values()),
                        "variants": rows if impls != [None] else None,
@@ -69,6 +70,20 @@ def _report(target: str, agent: Agent) -> dict[str, Any]:
         "missing_tools": {t: f"{install} {proc.package_for(t)}" for t in tools if t in missing},
         "tunnels": kinds,
     }
+
+
+def too_old(drv: Any, release: str) -> list[str]:
+    """The driver's minimum kernel against that host's release ("6.1.0-13-amd64")."""
+    if not drv.min_kernel:
+        return []
+    try:
+        have = tuple(int(x) for x in release.split("-")[0].split(".")[:2])
+    except ValueError:
+        return []
+    if have >= drv.min_kernel:
+        return []
+    need = ".".join(str(x) for x in drv.min_kernel)
+    return [f"kernel {release}: Linux >= {need} needed (upgrade that host's kernel)"]
 
 
 def auto_impl(drv: Any, view: AgentView) -> str:

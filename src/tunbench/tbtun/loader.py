@@ -2,8 +2,11 @@
 
 Why bpftool + tc and not libbpf-rs: the object needs no skeleton (settings are map values),
 both tools come from Debian packages the project already installs, and every step is one
-argv the ledger can undo or `tunbench cleanup` can redo from a journal; no native part of our
-own has to be built, versioned and shipped to remote sites. Per site instance:
+argv the ledger can undo or `tunbench cleanup` can redo from a journal; no native loader of
+our own has to be built per architecture and shipped to remote sites (only the .bpf.o, which
+is bytecode). Every step runs through the site (`Site.run_host`), so one code path serves a
+namespace here and a host over SSH (its agent runs the argv and journals the undo). Per site
+instance, on that site's host:
 
   /sys/fs/bpf/tb-<run>/<site>/tb_encap, tb_decap     the two programs (pinned)
   /sys/fs/bpf/tb-<run>/<site>/maps/tb_rules4 ...     its maps (pinned)
@@ -20,7 +23,6 @@ import json
 import os
 import platform
 import shutil
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -28,14 +30,16 @@ from typing import Any
 from .. import proc
 from ..capabilities import Missing
 from ..errors import CommandFailed, SpecError, TunbenchError
+from ..remote.agent import bpfhost
 from ..testbed import names
+from ..testbed.base import Site, Testbed
 from ..testbed.ledger import Ledger, owner_alive
 from . import maps
 
 BPFFS = Path("/sys/fs/bpf")
 REPO = Path(__file__).resolve().parents[3]
 OBJECT_ENV = "TUNBENCH_TBTUN_OBJ"
-TC_PRIO = "0x7b"            # our filters' priority, so they can be removed on their own
+TC_PRIO = bpfhost.TC_PRIO   # our filters' priority, so they can be removed on their own
 MIN_KERNEL = (6, 3)         # bpf_skb_adjust_room's DECAP_L3_* flags
 MAP_NAMES = ("tb_rules4", "tb_rules6", "tb_rule_stats", "tb_stats", "tb_config")
 
@@ -58,41 +62,53 @@ def kernel_too_old(release: str | None = None) -> Missing | None:
                    "(Linux >= 6.3)", "run on a newer kernel")
 
 
+def object_missing() -> list[Missing]:
+    """The compiled object, on the host that runs tunbench (copied to remote sites)."""
+    if object_path().is_file():
+        return []
+    return [Missing(f"tbtun object {object_path()}", "the eBPF datapath is not built",
+                    "run `make bpf` (needs deps/apt-ebpf.txt: clang, libbpf-dev)")]
+
+
 def missing() -> list[Missing]:
     """What this host lacks for tbtun beyond the drivers' declared tools and kernel options."""
-    out = [m for m in (kernel_too_old(),) if m]
-    if not object_path().is_file():
-        out.append(Missing(f"tbtun object {object_path()}", "the eBPF datapath is not built",
-                           "run `make bpf` (needs deps/apt-ebpf.txt: clang, libbpf-dev)"))
-    return out
+    return [m for m in (kernel_too_old(),) if m] + object_missing()
+
+
+# ---- the host a site runs on -------------------------------------------------------------
+def here(netns: str | None = None) -> Site:
+    """A site on this host (a namespace, or the root namespace): the CLI's and the hub's."""
+    return Site("here", netns, "", "", "")
+
+
+def _local_run(argv: list[str]) -> tuple[int, str]:
+    r = proc.run(argv, timeout=20, check=False)
+    return r.returncode, r.stderr
 
 
 # ---- bpffs ------------------------------------------------------------------------------
-def bpffs_mounted() -> bool:
+def bpffs_mounted(site: Site | None = None) -> bool:
+    """Whether bpffs is mounted on /sys/fs/bpf on the host of `site` (this one by default)."""
     try:
-        mounts = Path("/proc/self/mounts").read_text().splitlines()
-    except OSError:
+        text = (site or here()).read_file("/proc/self/mounts").decode()
+    except (OSError, CommandFailed):
         return False
-    return any(ln.split()[1:3] == [str(BPFFS), "bpf"] for ln in mounts if len(ln.split()) > 2)
+    return bpfhost.mounted(text, str(BPFFS))
 
 
-def ensure_bpffs(ledger: Ledger) -> None:
-    """Mount bpffs on /sys/fs/bpf when nothing is mounted there; recorded, so the run that
-    mounted it unmounts it again (only once nothing else is pinned in it)."""
-    if bpffs_mounted():
+def ensure_bpffs(ledger: Ledger, site: Site | None = None) -> None:
+    """Mount bpffs on /sys/fs/bpf of the site's host when nothing is mounted there; recorded
+    (journaled on that host too), so the run that mounted it unmounts it again (only once
+    nothing else is pinned in it)."""
+    site = site or here()
+    if bpffs_mounted(site):
         return
-    ledger.add("bpffs", path=str(BPFFS))
-    proc.run(["mount", "-t", "bpf", "bpffs", str(BPFFS)], timeout=10)
+    site.record_host_object(ledger, "bpffs", path=str(BPFFS))
+    site.run_host(["mount", "-t", "bpf", "bpffs", str(BPFFS)], timeout=10)
 
 
 def undo_bpffs(e: dict[str, Any]) -> None:
-    path = Path(e["path"])
-    if not bpffs_mounted():
-        return
-    # the kernel's own iterators (maps.debug, progs.debug) appear on every bpffs
-    others = [p.name for p in path.iterdir() if not p.name.endswith(".debug")]
-    if not others:
-        proc.run(["umount", str(path)], timeout=10)
+    bpfhost.undo_bpffs(e, _local_run)
 
 
 # ---- pins -------------------------------------------------------------------------------
@@ -106,23 +122,48 @@ def site_dir(run_id: str, site: str) -> Path:
 
 def undo_pins(e: dict[str, Any]) -> None:
     """Unpinning drops the last reference of maps and programs no filter uses any more."""
-    shutil.rmtree(e["path"], ignore_errors=True)
-    if Path(e["path"]).exists():
-        raise OSError(errno.EBUSY, f"could not remove {e['path']}")
+    try:
+        bpfhost.undo_pins(e, _local_run)
+    except OSError:
+        raise OSError(errno.EBUSY, f"could not remove {e['path']}") from None
 
 
-def load(ledger: Ledger, run_id: str, site: str) -> Path:
-    """Load the object once for `site`, programs and maps pinned under its directory."""
+def ship_object(tb: Testbed, site: Site) -> str:
+    """The compiled datapath as `site` reads it: our build here; on a remote host a copy in
+    the case directory there (removed with it). A .bpf.o is BPF bytecode, the same for every
+    architecture; the site's kernel verifies and JITs it at load."""
     obj = object_path()
     if not obj.is_file():
         raise TunbenchError(f"tbtun object {obj} is missing", "run `make bpf`")
-    ensure_bpffs(ledger)
-    top, where = run_dir(run_id), site_dir(run_id, site)
-    if not any(e["kind"] == "bpfpins" and e["path"] == str(top) for e in ledger.entries):
-        ledger.add("bpfpins", path=str(top))
-    where.mkdir(parents=True, exist_ok=False)
-    proc.run(["bpftool", "prog", "loadall", str(obj), str(where), "pinmaps",
-              str(where / "maps")], timeout=60)
+    if not site.remote:
+        return str(obj)
+    path = tb.site_dir(site) / obj.name
+    if not site.exists(path):
+        site.write_file(tb.ledger, path, obj.read_bytes(), mode=0o600)
+        tb.notes.setdefault("tbtun_copied_to", {})[site.name] = str(path)
+    return str(path)
+
+
+def load(ledger: Ledger, run_id: str, name: str, site: Site | None = None,
+         obj: str | None = None) -> Path:
+    """Load the object once for site `name`, programs and maps pinned under its directory on
+    the host of `site` (this host by default; `obj`: the object's path there)."""
+    site = site or here()
+    obj = obj or str(object_path())
+    if not site.remote and not Path(obj).is_file():
+        raise TunbenchError(f"tbtun object {obj} is missing", "run `make bpf`")
+    too_old = kernel_too_old(site.run(["uname", "-r"], timeout=10).stdout.strip())
+    if too_old:
+        raise TunbenchError(f"{site.where}: {too_old.what}: {too_old.why}", too_old.fix)
+    ensure_bpffs(ledger, site)
+    top, where = run_dir(run_id), site_dir(run_id, name)
+    if not any(e["kind"] == "bpfpins" and e["path"] == str(top) for e in ledger.entries) \
+            and not site.exists(top):
+        site.record_host_object(ledger, "bpfpins", path=str(top))
+        site.run_host(["mkdir", str(top)], timeout=10)
+    site.run_host(["mkdir", str(where)], timeout=10)    # fails when it exists: never reused
+    site.run_host(["bpftool", "prog", "loadall", obj, str(where), "pinmaps",
+                   str(where / "maps")], timeout=60)
     return where
 
 
@@ -142,40 +183,36 @@ def sweep(run_id: str | None = None) -> list[str]:
 
 
 # ---- tc ---------------------------------------------------------------------------------
-def tc_argv(netns: str | None, *args: str) -> list[str]:
-    base = ["tc", *args]
-    return ["nsenter", f"--net=/run/netns/{netns}", *base] if netns else base
-
-
-def ip_argv(netns: str | None, *args: str) -> list[str]:
-    base = ["ip", *args]
-    return ["nsenter", f"--net=/run/netns/{netns}", *base] if netns else base
+tc_argv = bpfhost.tc_argv
+ip_argv = bpfhost.ip_argv
 
 
 def attach(ledger: Ledger, netns: str | None, ifname: str, where: Path,
-           decap: str = "tc") -> None:
+           decap: str = "tc", site: Site | None = None) -> None:
     """tb_encap on `ifname` egress; decap on its ingress: tb_decap in tc (under a clsact
     qdisc, created when missing) or, with decap="xdp", tb_xdp_decap as the device's native
-    (driver mode) XDP program. Recorded before the first change, so teardown removes what we
-    added."""
-    show = proc.run(tc_argv(netns, "qdisc", "show", "dev", ifname), timeout=10).stdout
+    (driver mode) XDP program. Recorded before the first change (journaled on a remote host
+    too), so teardown removes what we added."""
+    site = site or here(netns)
+    show = site.run_host(["tc", "qdisc", "show", "dev", ifname], timeout=10).stdout
     created = "clsact" not in show
-    ledger.add("tbtun-tc", netns=netns, name=ifname, qdisc=created, xdp=decap == "xdp")
+    site.record_host_object(ledger, "tbtun-tc", netns=site.netns, name=ifname, qdisc=created,
+                            xdp=decap == "xdp")
     if created:
-        proc.run(tc_argv(netns, "qdisc", "add", "dev", ifname, "clsact"), timeout=10)
+        site.run_host(["tc", "qdisc", "add", "dev", ifname, "clsact"], timeout=10)
     hooks = (("egress", "tb_encap"),) + ((("ingress", "tb_decap"),) if decap == "tc" else ())
     for hook, prog in hooks:
-        proc.run(tc_argv(netns, "filter", "add", "dev", ifname, hook, "prio", TC_PRIO,
-                         "handle", "1", "bpf", "da", "pinned", str(where / prog)), timeout=20)
+        site.run_host(["tc", "filter", "add", "dev", ifname, hook, "prio", TC_PRIO, "handle",
+                       "1", "bpf", "da", "pinned", str(where / prog)], timeout=20)
     if decap == "xdp":
-        attach_xdp(netns, ifname, where)
+        attach_xdp(site, ifname, where)
 
 
-def attach_xdp(netns: str | None, ifname: str, where: Path) -> None:
+def attach_xdp(site: Site, ifname: str, where: Path) -> None:
     """tb_xdp_decap in native (driver) mode: generic XDP would run after the skb is built and
     measure nothing tc does not. A device without native XDP is one clear error."""
-    r = proc.run(ip_argv(netns, "link", "set", "dev", ifname, "xdpdrv", "pinned",
-                         str(where / "tb_xdp_decap")), timeout=20, check=False)
+    r = site.run_host(["ip", "link", "set", "dev", ifname, "xdpdrv", "pinned",
+                       str(where / "tb_xdp_decap")], timeout=20, check=False)
     if r.returncode:
         raise TunbenchError(f"{ifname}: native XDP attach failed: {r.stderr.strip()}",
                             "use decap=tc, or a device whose driver supports XDP (veth, "
@@ -183,37 +220,29 @@ def attach_xdp(netns: str | None, ifname: str, where: Path) -> None:
 
 
 def undo_tc(e: dict[str, Any]) -> None:
-    netns, ifname = e.get("netns"), e["name"]
-    if netns and not Path(f"/run/netns/{netns}").exists():
-        return          # the namespace, and the filters with it, are gone
-    argvs = ([tc_argv(netns, "qdisc", "del", "dev", ifname, "clsact")] if e.get("qdisc") else
-             [tc_argv(netns, "filter", "del", "dev", ifname, hook, "prio", TC_PRIO)
-              for hook in (("egress",) if e.get("xdp") else ("egress", "ingress"))])
-    if e.get("xdp"):
-        argvs.append(ip_argv(netns, "link", "set", "dev", ifname, "xdpdrv", "off"))
-    for argv in argvs:
-        r = proc.run(argv, timeout=10, check=False)
-        if r.returncode and not any(s in r.stderr for s in ("Cannot find device",
-                                                             "No such file", "Invalid handle",
-                                                             "does not exist")):
-            raise CommandFailed(f"{' '.join(argv)}: {r.stderr.strip()}")
+    try:
+        bpfhost.undo_tc(e, _local_run)
+    except OSError as exc:
+        raise CommandFailed(str(exc)) from None
 
 
-def xdp_prog(netns: str | None, ifname: str) -> str:
+def xdp_prog(netns: str | None, ifname: str, site: Site | None = None) -> str:
     """The name of the XDP program on `ifname` ("" when none), for checks and tests."""
-    r = proc.run(ip_argv(netns, "-j", "-d", "link", "show", "dev", ifname), timeout=10,
-                 check=False)
+    site = site or here(netns)
+    r = site.run_host(["ip", "-j", "-d", "link", "show", "dev", ifname], timeout=10,
+                      check=False)
     rows = json.loads(r.stdout or "[]") if r.returncode == 0 else []
     xdp = rows[0].get("xdp", {}) if rows else {}
     return str(xdp.get("prog", {}).get("name", ""))
 
 
-def filters(netns: str | None, ifname: str) -> dict[str, list[str]]:
+def filters(netns: str | None, ifname: str, site: Site | None = None) -> dict[str, list[str]]:
     """Names of the bpf programs on `ifname` per hook (for checks and tests)."""
+    site = site or here(netns)
     out: dict[str, list[str]] = {}
     for hook in ("egress", "ingress"):
-        r = proc.run(tc_argv(netns, "-j", "filter", "show", "dev", ifname, hook), timeout=10,
-                     check=False)
+        r = site.run_host(["tc", "-j", "filter", "show", "dev", ifname, hook], timeout=10,
+                          check=False)
         rows = json.loads(r.stdout or "[]") if r.returncode == 0 else []
         out[hook] = [str(x.get("options", {}).get("bpf_name", "")) for x in rows
                      if x.get("kind") == "bpf" and x.get("options")]
@@ -225,27 +254,34 @@ def map_path(where: Path, name: str) -> Path:
     return where / "maps" / name
 
 
-def check_site(where: Path) -> Path:
-    """A pinned tbtun site directory, or one clear error."""
-    if not all(map_path(where, m).exists() for m in MAP_NAMES):
+def check_site(where: Path, site: Site | None = None) -> Path:
+    """A pinned tbtun site directory (on the host of `site`), or one clear error."""
+    site = site or here()
+    if not all(site.exists(map_path(where, m)) for m in MAP_NAMES):
         raise SpecError(f"{where} is not a running tbtun site (no pinned tbtun maps there)",
                         f"pass a site directory like {BPFFS}/tb-<run>/a; `tunbench "
                         "tunnel-rules list` without --site lists them")
     return where
 
 
-def sites() -> list[Path]:
-    """Every pinned tbtun site on this host."""
-    if not BPFFS.is_dir():
-        return []
-    return sorted(p.parent.parent for p in BPFFS.glob(f"{names.PREFIX}-*/*/maps/tb_config"))
+def sites(on: Site | None = None) -> list[Path]:
+    """Every pinned tbtun site on the host of `on` (this host by default)."""
+    if on is None or not on.remote:
+        if not BPFFS.is_dir():
+            return []
+        return sorted(p.parent.parent for p in BPFFS.glob(f"{names.PREFIX}-*/*/maps/tb_config"))
+    # there: the glob is find's, its arguments an argv (no shell)
+    out = on.run_host(["find", str(BPFFS), "-mindepth", "4", "-maxdepth", "4", "-path",
+                       f"{BPFFS}/{names.PREFIX}-*/*/maps/tb_config"], check=False,
+                      timeout=20).stdout
+    return sorted(Path(p).parent.parent for p in out.split())
 
 
 def configure(where: Path, *, local4: str, realm: int, mtu: int, vxlan_port: int,
-              geneve_port: int) -> None:
+              geneve_port: int, site: Site | None = None) -> None:
     value = maps.pack_config(local4=local4, realm=realm, mtu=mtu, vxlan_port=vxlan_port,
                              geneve_port=geneve_port)
-    _batch([_update(map_path(where, "tb_config"), b"\0\0\0\0", value)])
+    _batch([_update(map_path(where, "tb_config"), b"\0\0\0\0", value)], site)
 
 
 def _update(path: Path, key: bytes, value: bytes) -> list[str]:
@@ -253,38 +289,40 @@ def _update(path: Path, key: bytes, value: bytes) -> list[str]:
             "value", "hex", *maps.hexbytes(value)]
 
 
-def _batch(commands: list[list[str]]) -> None:
-    """Many bpftool commands in one process (`bpftool batch file`): 1000 rules in one go."""
+def _batch(commands: list[list[str]], site: Site | None = None) -> None:
+    """Many bpftool commands in one process (`bpftool batch file -`, the lines on stdin):
+    1000 rules in one go, on the site's host, with no file to create there."""
     if not commands:
         return
+    site = site or here()
     if len(commands) == 1:
-        proc.run(["bpftool", *commands[0]], timeout=30)
+        site.run_host(["bpftool", *commands[0]], timeout=30)
         return
-    with tempfile.NamedTemporaryFile("w", prefix="tb-tbtun-", suffix=".batch") as f:
-        f.write("".join(" ".join(c) + "\n" for c in commands))
-        f.flush()
-        proc.run(["bpftool", "batch", "file", f.name], timeout=120)
+    site.run_host(["bpftool", "batch", "file", "-"], timeout=120,
+                  input="".join(" ".join(c) + "\n" for c in commands))
 
 
-def _dump(path: Path) -> list[dict[str, Any]]:
-    out = proc.run(["bpftool", "-j", "map", "dump", "pinned", str(path)], timeout=60).stdout
+def _dump(path: Path, site: Site | None = None) -> list[dict[str, Any]]:
+    out = (site or here()).run_host(["bpftool", "-j", "map", "dump", "pinned", str(path)],
+                                    timeout=60).stdout
     rows: list[dict[str, Any]] = json.loads(out or "[]")
     return rows
 
 
-def list_rules(where: Path) -> list[maps.Rule]:
+def list_rules(where: Path, site: Site | None = None) -> list[maps.Rule]:
     rules = []
     for name in ("tb_rules4", "tb_rules6"):
-        for row in _dump(map_path(where, name)):
+        for row in _dump(map_path(where, name), site):
             prefix = maps.unpack_key(maps.bpftool_bytes(row["key"]))
             rules.append(maps.unpack_rule(prefix, maps.bpftool_bytes(row["value"])))
     return sorted(rules, key=lambda r: r.id)
 
 
-def add_rules(where: Path, rules: Iterable[maps.Rule]) -> list[maps.Rule]:
+def add_rules(where: Path, rules: Iterable[maps.Rule], site: Site | None = None
+              ) -> list[maps.Rule]:
     """Insert or replace rules by prefix. A new prefix gets the lowest free counter slot
     (its counters start at zero); a replaced one keeps its slot and counters."""
-    have = {r.prefix: r for r in list_rules(where)}
+    have = {r.prefix: r for r in list_rules(where, site)}
     used = {r.id for r in have.values()}
     free = (i for i in range(maps.MAX_RULES) if i not in used)
     commands, out = [], []
@@ -309,12 +347,12 @@ def add_rules(where: Path, rules: Iterable[maps.Rule]) -> list[maps.Rule]:
                                 maps.pack_rule(rule)))
         have[rule.prefix] = rule
         out.append(rule)
-    _batch(commands)
+    _batch(commands, site)
     return out
 
 
-def del_rules(where: Path, prefixes: Iterable[str]) -> list[str]:
-    have = {r.prefix for r in list_rules(where)}
+def del_rules(where: Path, prefixes: Iterable[str], site: Site | None = None) -> list[str]:
+    have = {r.prefix for r in list_rules(where, site)}
     commands, gone = [], []
     for prefix in prefixes:
         try:
@@ -328,14 +366,14 @@ def del_rules(where: Path, prefixes: Iterable[str]) -> list[str]:
         commands.append(["map", "delete", "pinned", str(map_path(where, table)), "key", "hex",
                          *maps.hexbytes(maps.pack_key(norm))])
         gone.append(norm)
-    _batch(commands)
+    _batch(commands, site)
     return gone
 
 
-def rule_counters(where: Path) -> dict[int, tuple[int, int]]:
+def rule_counters(where: Path, site: Site | None = None) -> dict[int, tuple[int, int]]:
     """Counter slot -> (packets, bytes), summed over CPUs, of every slot that moved."""
     out = {}
-    for row in _dump(map_path(where, "tb_rule_stats")):
+    for row in _dump(map_path(where, "tb_rule_stats"), site):
         key = int.from_bytes(maps.bpftool_bytes(row["key"]), "little")
         pk, by = maps.sum_percpu(row.get("values", []))
         if pk or by:
@@ -343,10 +381,10 @@ def rule_counters(where: Path) -> dict[int, tuple[int, int]]:
     return out
 
 
-def stats(where: Path) -> dict[str, dict[str, int]]:
+def stats(where: Path, site: Site | None = None) -> dict[str, dict[str, int]]:
     """The datapath's own counters (tb_stats), summed over CPUs."""
     out = {}
-    for row in _dump(map_path(where, "tb_stats")):
+    for row in _dump(map_path(where, "tb_stats"), site):
         key = int.from_bytes(maps.bpftool_bytes(row["key"]), "little")
         if key < len(maps.STATS):
             pk, by = maps.sum_percpu(row.get("values", []))

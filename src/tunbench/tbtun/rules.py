@@ -1,23 +1,48 @@
 """`tunbench tunnel-rules add|del|list`: manage the rules of a running tbtun site.
 
-A site is its pin directory (/sys/fs/bpf/tb-<run>/<site>) or the short form <run>/<site>.
-Edits go straight into the pinned LPM maps: the datapath picks them up with the next packet,
-nothing restarts. Every argument is checked before a map is touched.
+A site is its pin directory (/sys/fs/bpf/tb-<run>/<site>) or the short form <run>/<site>, on
+this host or, with `--host USER@HOST`, on a remote host (a campaign's site over SSH: one
+connection and an agent without netlink for the command; bpftool runs there). Edits go
+straight into the pinned LPM maps: the datapath picks them up with the next packet, nothing
+restarts. Every argument is checked before a map is touched.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ..capabilities import root_missing
 from ..errors import SpecError, TunbenchError
+from ..testbed.base import Site
 from . import loader, maps
 
 
-def site_path(text: str) -> Path:
+@contextmanager
+def on_host(target: str | None, ssh_config: str | None = None) -> Iterator[Site]:
+    """Where the pins are: this host, or a remote one reached over SSH for the command."""
+    if not target:
+        yield loader.here()
+        return
+    from ..remote.agent.client import Agent
+    from ..remote.transport import Connection, SshOptions, check_target
+    from ..testbed.remote import RemoteSite
+    options = SshOptions(config_file=Path(os.path.expanduser(ssh_config))
+                         if ssh_config else None)
+    with Connection.open(check_target(target), options=options, name="rules") as conn:
+        agent = Agent.start(conn, netlink=False)
+        try:
+            yield RemoteSite("rules", None, "", "", "", host=target, agent=agent)
+        finally:
+            agent.close()
+
+
+def site_path(text: str, on: Site | None = None) -> Path:
     """--site: a pin directory, or <run>/<site> under /sys/fs/bpf/tb-<run>/<site>."""
     p = Path(text)
     if not p.is_absolute():
@@ -26,7 +51,7 @@ def site_path(text: str) -> Path:
             raise SpecError(f"--site {text!r} is neither a pin directory nor <run>/<site>",
                             "e.g. --site 3fa1c/a or --site /sys/fs/bpf/tb-3fa1c/a")
         p = loader.site_dir(run, site)
-    return loader.check_site(p)
+    return loader.check_site(p, on)
 
 
 def add_parser(sub: Any) -> None:
@@ -49,6 +74,11 @@ def add_parser(sub: Any) -> None:
                          "datapath's drop counters (every site when --site is left out)")
     ls.add_argument("--site", help="pin directory or <run>/<site>")
     ls.add_argument("--json", action="store_true", help="one JSON object")
+    for sp in (a, d, ls):
+        sp.add_argument("--host", metavar="USER@HOST", help="the site's host, over SSH "
+                        "(default: this host)")
+        sp.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
+                        help="ssh config file for --host (ssh -F; default ~/.ssh/config)")
     t.set_defaults(func=cmd)
 
 
@@ -56,37 +86,44 @@ def cmd(args: argparse.Namespace) -> int:
     m = root_missing()
     if m:
         raise TunbenchError(m.why, m.fix)
-    if args.action == "list":
-        return _list(args)
-    where = site_path(args.site)
-    if args.action == "add":
+    if args.action == "add":     # bad input: one line before any connection
         rule = maps.Rule(args.prefix, args.remote, args.vni, args.encap, args.port,
                          args.inner_mac.lower())
-        (done,) = loader.add_rules(where, [rule])
-        print(f"rule {done.prefix} -> {done.remote} {done.encap} vni {done.vni} "
-              f"port {done.dport} (slot {done.id})")
-    else:
-        for prefix in loader.del_rules(where, args.prefix):
-            print(f"deleted rule {prefix}")
+        problems = rule.problems()
+        if problems:
+            raise SpecError(f"rule {rule.prefix}: {'; '.join(problems)}",
+                            "see `tunbench tunnel-rules add --help`")
+    with on_host(args.host, args.ssh_config) as on:
+        if args.action == "list":
+            return _list(args, on)
+        where = site_path(args.site, on)
+        if args.action == "add":
+            (done,) = loader.add_rules(where, [rule], on)
+            print(f"rule {done.prefix} -> {done.remote} {done.encap} vni {done.vni} "
+                  f"port {done.dport} (slot {done.id})")
+        else:
+            for prefix in loader.del_rules(where, args.prefix, on):
+                print(f"deleted rule {prefix}")
     return 0
 
 
-def describe(where: Path) -> dict[str, Any]:
-    counters = loader.rule_counters(where)
+def describe(where: Path, on: Site | None = None) -> dict[str, Any]:
+    counters = loader.rule_counters(where, on)
     return {"site": str(where),
             "rules": [{**r.to_dict(), "packets": counters.get(r.id, (0, 0))[0],
-                       "bytes": counters.get(r.id, (0, 0))[1]} for r in loader.list_rules(where)],
-            "stats": loader.stats(where)}
+                       "bytes": counters.get(r.id, (0, 0))[1]}
+                      for r in loader.list_rules(where, on)],
+            "stats": loader.stats(where, on)}
 
 
-def _list(args: argparse.Namespace) -> int:
-    wheres = [site_path(args.site)] if args.site else loader.sites()
-    docs = [describe(w) for w in wheres]
+def _list(args: argparse.Namespace, on: Site) -> int:
+    wheres = [site_path(args.site, on)] if args.site else loader.sites(on)
+    docs = [describe(w, on) for w in wheres]
     if args.json:
         print(json.dumps({"sites": docs}, indent=1))
         return 0
     if not docs:
-        print("no running tbtun site on this host")
+        print(f"no running tbtun site on {args.host or 'this host'}")
     for doc in docs:
         print(doc["site"])
         for r in doc["rules"]:

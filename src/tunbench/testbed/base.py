@@ -51,6 +51,20 @@ class Site:
     def run(self, argv: list[str], **kw: Any) -> proc.Completed:
         return proc.run(argv, netns=self.netns, **kw)
 
+    def run_host(self, argv: list[str], **kw: Any) -> proc.Completed:
+        """argv in this site's network namespace with its host's mounts in view: bpftool and
+        tc on pinned programs (`ip netns exec` remounts /sys, which hides /sys/fs/bpf; so a
+        namespace is entered with `nsenter --net` only)."""
+        if self.netns:
+            argv = ["nsenter", f"--net=/run/netns/{self.netns}", *argv]
+        return proc.run(argv, **kw)
+
+    def record_host_object(self, ledger: Ledger, kind: str, **info: Any) -> None:
+        """An object made on this site's host by commands, that only remote/agent/bpfhost.py
+        knows how to undo (tbtun's bpffs mount, pin directory, tc attachment): a ledger entry
+        here; on a remote host also journaled there by its agent (RemoteSite)."""
+        ledger.add(kind, **info)
+
     @property
     def links(self) -> NetnsLinks:
         """Netlink on this site (links, addresses, counters)."""
@@ -126,9 +140,11 @@ class Site:
     def record_link(self, ledger: Ledger, ifname: str) -> None:
         ledger.link(ifname, self.netns)
 
-    def record_command(self, ledger: Ledger, argv: list[str]) -> None:
-        """An argv that undoes something on this site, run at teardown."""
-        ledger.command(argv, self.netns)
+    def record_command(self, ledger: Ledger, argv: list[str],
+                       gone: tuple[str, ...] = ()) -> None:
+        """An argv that undoes something on this site, run at teardown; `gone`: stderr
+        messages that mean the object is already gone (not a failure)."""
+        ledger.command(argv, self.netns, gone)
 
     def make_dir(self, ledger: Ledger, path: Path) -> None:
         """A private (0700) directory on this site's host, removed at teardown."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import proc
+from ..errors import CommandFailed
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +128,12 @@ def _undo_tbtun_tc(e: dict[str, Any]) -> None:
 
 @register_undo("command")
 def _undo_command(e: dict[str, Any]) -> None:
-    """An argv that undoes something (e.g. `ip route del ...`); failure is reported."""
-    proc.run(list(e["argv"]), netns=e.get("netns"), timeout=float(e.get("timeout", 20)))
+    """An argv that undoes something (e.g. `ip route del ...`); failure is reported, except
+    one whose stderr says the object is already gone (the entry's `gone` messages)."""
+    r = proc.run(list(e["argv"]), netns=e.get("netns"), timeout=float(e.get("timeout", 20)),
+                 check=not e.get("gone"))
+    if r.returncode and not any(g in r.stderr for g in e.get("gone", ())):
+        raise CommandFailed(f"{' '.join(e['argv'])}: {r.stderr.strip()}")
 
 
 @dataclass
@@ -172,8 +177,13 @@ class Ledger:
         self.add("path", path=str(path))
         return Path(path)
 
-    def command(self, argv: list[str], netns: str | None = None) -> None:
-        self.add("command", argv=list(argv), netns=netns)
+    def command(self, argv: list[str], netns: str | None = None,
+                gone: tuple[str, ...] = ()) -> None:
+        """`gone`: stderr messages that mean "already undone" (not a failure)."""
+        if gone:
+            self.add("command", argv=list(argv), netns=netns, gone=list(gone))
+        else:
+            self.add("command", argv=list(argv), netns=netns)
 
     def undo_entry(self, entry: dict[str, Any]) -> None:
         """Undo one entry now (it stays in the ledger: undoing it again must be harmless, as

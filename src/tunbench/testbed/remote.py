@@ -76,6 +76,18 @@ class RemoteSite(Site):
             raise TypeError("cwd is not supported on remote sites")
         return self._agent().run(argv, **kw)
 
+    def run_host(self, argv: list[str], **kw: Any) -> proc.Completed:
+        return self.run(argv, **kw)     # the agent runs in its host's own namespaces
+
+    def record_host_object(self, ledger: Ledger, kind: str, **info: Any) -> None:
+        """Journaled on the host by its agent (its EOF undo and `cleanup --site` see it),
+        and undone from the local ledger through that agent (`host_undo`)."""
+        agent = self._agent()
+        entry = {"kind": kind, **info}
+        agent.call("host_record", entry=entry)
+        ledger.add("remote", agent=agent.agent_id, op="host_undo",
+                   name=f"{kind} {info.get('path') or info.get('name')}", args={"entry": entry})
+
     @property
     def links(self) -> AgentLinks:  # type: ignore[override]
         return AgentLinks(self._agent())
@@ -149,7 +161,9 @@ class RemoteSite(Site):
         ledger.add("remote", agent=self._agent().agent_id, op="link_del", name=ifname,
                    args={"ifname": ifname})
 
-    def record_command(self, ledger: Ledger, argv: list[str]) -> None:
+    def record_command(self, ledger: Ledger, argv: list[str],
+                       gone: tuple[str, ...] = ()) -> None:
+        # the agent's `run` returns the exit code to teardown, which does not judge it
         ledger.add("remote", agent=self._agent().agent_id, op="run", name=" ".join(argv),
                    args={"argv": argv, "timeout": 20})
 

@@ -35,7 +35,7 @@ def _ts(i: int, site: Site, n: int, which: str) -> list[str]:
 
 
 def _children(tb: Testbed, drv: Ipsec, p: IpsecParams, i: int, port: int,
-              if_id: int, ts_any: bool) -> dict[str, ss.ChildConf]:
+              if_id: int, ts_any: bool, reqid: int = 0) -> dict[str, ss.ChildConf]:
     """Tunnel i's swanctl configuration in each site, with a fresh PSK (0600 include)."""
     from .ipsec import new_psk
     psk = new_psk()
@@ -56,7 +56,7 @@ def _children(tb: Testbed, drv: Ipsec, p: IpsecParams, i: int, port: int,
             remote_addr=drv.underlay_addr(peer, p.underlay), port=port,
             local_id=IDS[site.name], remote_id=IDS[peer.name], local_ts=local_ts,
             remote_ts=remote_ts, mode=p.mode, encap=p.use_encap, cipher=p.cipher,
-            if_id=if_id, psk_file=str(psk_file))
+            if_id=if_id, psk_file=str(psk_file), reqid=reqid)
     del psk
     return out
 
@@ -134,27 +134,25 @@ def up(drv: Ipsec, tb: Testbed, p: IpsecParams, impl: str) -> Endpoints:
         if impl == "kernel":
             run = {}
             for site in tb.sites():
-                _xfrm.register_flush(tb, site)
+                _register_charon(drv, tb, site, p)
                 pid, conf, vici = _start(tb, site, "kernel", "", 500, 4500)
                 pids[site.name].append(pid)
                 charons[site.name].append((str(conf), str(vici)))
                 run[site.name] = (conf, vici)
-        else:
-            for site in tb.sites():
-                _xfrm.register_flush(tb, site)
         per_site: dict[str, list[ss.ChildConf]] = {"a": [], "b": []}
         for i in range(p.tunnels):
             for site in tb.sites():
                 dev = link_name(tb, f"x{i}{site.name}")
-                _xfrm.add_xfrm_interface(tb, site, dev, i + 1)
+                _xfrm.add_xfrm_interface(tb, site, dev, _xfrm.tb_id(i + 1))
                 devices[site.name].append(dev)
                 _inner(site, dev, i, mtu)
             if impl == "kernel":
                 port = 4500 if p.use_encap else 500
-                for k, v in _children(tb, drv, p, i, port, i + 1, ts_any=True).items():
+                for k, v in _children(tb, drv, p, i, port, _xfrm.tb_id(i + 1), ts_any=True,
+                                      reqid=_xfrm.tb_id(i + 1)).items():
                     per_site[k].append(v)
             else:
-                _static(drv, tb, p, i, i + 1)
+                _static(drv, tb, p, i, _xfrm.tb_id(i + 1))
         if impl == "kernel":
             _load_and_initiate(tb, run, per_site, "")
     a6: str | None  # the inner IPv6 of the service addresses may be absent (tunnels=N)
@@ -178,18 +176,37 @@ def up(drv: Ipsec, tb: Testbed, p: IpsecParams, impl: str) -> Endpoints:
 def _info(p: IpsecParams, impl: str, devices: dict[str, list[str]],
           charons: dict[str, list[tuple[str, str]]]) -> dict[str, object]:
     esp, ike = ss.PROPOSALS[p.cipher]
-    return {"impl": impl, "mode": p.mode, "encap": p.use_encap,
+    n = p.tunnels if p.mode == "tunnel" else 1
+    reqids = ([r for i in range(n) for r in _xfrm.static_reqids(i)] if impl == "xfrm" else
+              [_xfrm.tb_id(i + 1) for i in range(n)] if impl == "kernel" else [])
+    return {"impl": impl, "mode": p.mode, "encap": p.use_encap, "reqids": reqids,
             "udp_port": (4500 if p.use_encap else None), "cipher": p.cipher,
             "esp_proposal": esp, "ike_proposal": ike if impl != "xfrm" else None,
             "underlay": p.underlay, "devices": devices, "charons": charons,
             **_spread.describe(p.tunnels)}
 
 
+def _register_charon(drv: Ipsec, tb: Testbed, site: Site, p: IpsecParams) -> None:
+    """Undo exactly what charon's kernel-netlink plugin may leave (it removes its SAs and
+    policies when it stops; these run after it, for a charon that was killed): the SAs of our
+    fixed reqids, the policies of our if_ids (transport: of the two underlay addresses)."""
+    local = drv.underlay_addr(site, p.underlay)
+    remote = drv.underlay_addr(tb.other(site), p.underlay)
+    n = p.tunnels if p.mode == "tunnel" else 1
+    ids = [_xfrm.tb_id(i + 1) for i in range(n)]
+    pols = [pol for j in ids for pol in _xfrm.charon_policies(
+        p.mode, local, remote, j if p.mode == "tunnel" else 0)]
+    _xfrm.register_undo(tb, site, reqids=ids, policies=pols)
+
+
 def _static(drv: Ipsec, tb: Testbed, p: IpsecParams, i: int, if_id: int) -> None:
     a, b = tb.a, tb.b
     ua, ub = drv.underlay_addr(a, p.underlay), drv.underlay_addr(b, p.underlay)
-    ab = _xfrm.new_sa(ua, ub, p.cipher, 100 + 2 * i)
-    ba = _xfrm.new_sa(ub, ua, p.cipher, 101 + 2 * i)
+    r_ab, r_ba = _xfrm.static_reqids(i)
+    ab, ba = _xfrm.new_sa(ua, ub, p.cipher, r_ab), _xfrm.new_sa(ub, ua, p.cipher, r_ba)
+    for site, out_sa in ((a, ab), (b, ba)):     # before anything is added
+        _xfrm.register_undo(tb, site, sas=(ab, ba),
+                            policies=_xfrm.static_policies(out_sa, p.mode, if_id))
     states = [_xfrm.state_line(sa, p.cipher, p.mode, if_id) for sa in (ab, ba)]
     _xfrm.install_static(tb, a, f"xfrm{i}", states + _xfrm.policy_lines(ab, ba, p.mode, if_id))
     _xfrm.install_static(tb, b, f"xfrm{i}", states + _xfrm.policy_lines(ba, ab, p.mode, if_id))
@@ -200,16 +217,19 @@ def _up_transport(drv: Ipsec, tb: Testbed, p: IpsecParams, impl: str,
                   ) -> Endpoints:
     """Transport mode (kernel only): ESP protects the underlay addresses themselves."""
     mtu = drv.tunnel_mtu(p, tb.underlay_mtu)
-    for site in tb.sites():
-        _xfrm.register_flush(tb, site)
+    for site in tb.sites():      # before any change: no if_id tells their policies from ours
+        _xfrm.check_transport_free(site, drv.underlay_addr(site, p.underlay),
+                                   drv.underlay_addr(tb.other(site), p.underlay))
     if impl == "kernel":
         run = {}
         for site in tb.sites():
+            _register_charon(drv, tb, site, p)
             pid, conf, vici = _start(tb, site, "kernel", "", 500, 4500)
             pids[site.name].append(pid)
             charons[site.name].append((str(conf), str(vici)))
             run[site.name] = (conf, vici)
-        confs = _children(tb, drv, p, 0, 4500 if p.use_encap else 500, 0, ts_any=False)
+        confs = _children(tb, drv, p, 0, 4500 if p.use_encap else 500, 0, ts_any=False,
+                          reqid=_xfrm.tb_id(1))
         _load_and_initiate(tb, run, {k: [v] for k, v in confs.items()}, "")
     else:
         _static(drv, tb, p, 0, 0)

@@ -52,6 +52,8 @@ class ChildConf:
     cipher: str = "aes-gcm-128"
     if_id: int = 0             # kernel xfrm interface id (route-based), 0 = none
     psk_file: str = ""         # include file holding the secrets section (0600)
+    reqid: int = 0             # fixed reqid of its SAs and policies (0: charon's choice);
+    #                            kernel ESP uses tunbench's (_xfrm.tb_id) to undo exactly them
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ def swanctl_conf(children: list[ChildConf]) -> str:
         ]
         if ch.if_id:
             lines += [f"                if_id_in = {ch.if_id}", f"                if_id_out = {ch.if_id}"]
+        if ch.reqid:
+            lines.append(f"                reqid = {ch.reqid}")
         lines += ["            }", "        }", "    }"]
     lines.append("}")
     for ch in children:

@@ -2,7 +2,8 @@
 point per site.
 
 Not a driver itself (the leading underscore keeps it out of the registry). Per site it loads
-bpf/tbtun.bpf.o once (pinned under /sys/fs/bpf/tb-<run>/<site>), writes the site's settings
+bpf/tbtun.bpf.o once (pinned under /sys/fs/bpf/tb-<run>/<site> on that site's host; a
+remote host gets the object copied into its case directory first), writes the site's settings
 into tb_config, installs the rule towards the peer (plus `rules - 1` filler rules, so a
 campaign can measure a full rule table), attaches tb_encap/tb_decap to the underlay device,
 puts the inner address on that device (/32) and routes the overlay prefix onto it with the
@@ -68,13 +69,17 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
     Params = TbtunParams
     inner_families = (4, 6)
     needs = {"": Needs(tools=TOOLS, kernel=KERNEL)}
-    not_on_hosts = ("tbtun's loader runs bpftool and tc on this host only, not yet through a "
-                    "remote site's agent (use vxlan or geneve between hosts, or the local "
-                    "testbed)")
+
+    min_kernel = loader.MIN_KERNEL
 
     @classmethod
     def requirements(cls, params: TbtunParams) -> list[Missing]:
         return super().requirements(params) + loader.missing()
+
+    @classmethod
+    def orchestrator_requirements(cls, params: TbtunParams) -> list[Missing]:
+        """Remote sites need no compiler: the object built here is copied to them."""
+        return loader.object_missing()
 
     @classmethod
     def overhead(cls, params: TbtunParams, family: int = 4) -> int:
@@ -87,18 +92,21 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
         pins: dict[str, str] = {}
         for site, peer, mine, theirs, mine6, theirs6 in ((tb.a, tb.b, a4, b4, a6, b6),
                                                          (tb.b, tb.a, b4, a4, b6, a6)):
-            where = loader.load(tb.ledger, tb.run_id, site.name)
+            where = loader.load(tb.ledger, tb.run_id, site.name, site,
+                                loader.ship_object(tb, site))
             pins[site.name] = str(where)
             ports = {"vxlan": maps.DEFAULT_PORTS["vxlan"], "geneve": maps.DEFAULT_PORTS["geneve"],
                      self.encap: port}
             loader.configure(where, local4=site.underlay4, realm=REALM, mtu=tb.underlay_mtu,
-                             vxlan_port=ports["vxlan"], geneve_port=ports["geneve"])
+                             vxlan_port=ports["vxlan"], geneve_port=ports["geneve"],
+                             site=site)
             peer_rules = [maps.Rule(f"{theirs}/32", peer.underlay4, params.vni, self.encap, port),
                           maps.Rule(f"{theirs6}/128", peer.underlay4, params.vni, self.encap,
                                     port)]
             loader.add_rules(where, [*peer_rules, *filler_rules(
-                params.rules - len(peer_rules), peer.underlay4, params.vni, self.encap, port)])
-            loader.attach(tb.ledger, site.netns, site.underlay_if, where, params.decap)
+                params.rules - len(peer_rules), peer.underlay4, params.vni, self.encap, port)],
+                site)
+            loader.attach(tb.ledger, site.netns, site.underlay_if, where, params.decap, site)
             self._inner(tb, site, peer, mine, mtu)
             self._inner6(tb, site, mine6, mtu)
         return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
@@ -116,34 +124,40 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
         """Inner address (/32) on the underlay device and the overlay route onto it: via the
         peer's underlay address (its MAC becomes the outer Ethernet destination), tbtun realm,
         tunnel MTU (so TCP's MSS and PMTU fit the encapsulated packet)."""
-        dev, ns = site.underlay_if, site.netns
+        dev = site.underlay_if
         net = str(ipaddress.ip_network(f"{mine}/{tb.prefix4}", strict=False))
         site.run(["ip", "addr", "add", f"{mine}/32", "dev", dev], timeout=10)
-        tb.ledger.command(["ip", "addr", "del", f"{mine}/32", "dev", dev], ns)
+        site.record_command(tb.ledger, ["ip", "addr", "del", f"{mine}/32", "dev", dev])
         site.run(["ip", "route", "add", net, "via", peer.underlay4, "dev", dev, "onlink",
                   "realm", str(REALM), "mtu", str(mtu), "src", mine], timeout=10)
-        tb.ledger.command(["ip", "route", "del", net, "dev", dev], ns)
+        site.record_command(tb.ledger, ["ip", "route", "del", net, "dev", dev])
 
     @staticmethod
     def _inner6(tb: Testbed, site: Site, mine: str, mtu: int) -> None:
         """IPv6 routes carry no realm: the overlay route goes via a link-local next hop whose
         permanent neighbour entry is the marker MAC, which tb_encap recognises (and replaces
         with the real next hop's MAC from the FIB)."""
-        dev, ns = site.underlay_if, site.netns
+        dev = site.underlay_if
         net = str(ipaddress.ip_network(f"{mine}/{tb.prefix6}", strict=False))
         site.run(["ip", "-6", "addr", "add", f"{mine}/128", "dev", dev, "nodad"], timeout=10)
-        tb.ledger.command(["ip", "-6", "addr", "del", f"{mine}/128", "dev", dev], ns)
+        site.record_command(tb.ledger, ["ip", "-6", "addr", "del", f"{mine}/128", "dev", dev])
         site.run(["ip", "-6", "neigh", "add", MARKER_HOP, "lladdr", maps.MARKER_MAC, "dev", dev,
                   "nud", "permanent"], timeout=10)
-        tb.ledger.command(["ip", "-6", "neigh", "del", MARKER_HOP, "dev", dev], ns)
+        site.record_command(tb.ledger, ["ip", "-6", "neigh", "del", MARKER_HOP, "dev", dev])
         site.run(["ip", "-6", "route", "add", net, "via", MARKER_HOP, "dev", dev, "mtu",
                   str(mtu), "src", mine], timeout=10)
-        tb.ledger.command(["ip", "-6", "route", "del", net, "dev", dev], ns)
+        site.record_command(tb.ledger, ["ip", "-6", "route", "del", net, "dev", dev])
 
     def counters(self, tb: Testbed, ep: Endpoints) -> dict[str, dict[str, int]]:
-        """The datapath's own counters: packets encapsulated, decapsulated, dropped."""
+        """The datapath's own counters, read on each site's host: packets encapsulated,
+        decapsulated, dropped, and per rule (`rule<slot>_packets`: slot 0 is the peer's IPv4
+        address, 1 its IPv6 address) for the slots that moved."""
         out: dict[str, dict[str, int]] = {}
-        for site, where in ep.info.get("pins", {}).items():
-            if Path(where).exists():
-                out[site] = {k: v["packets"] for k, v in loader.stats(Path(where)).items()}
+        for site in tb.sites():
+            where = ep.info.get("pins", {}).get(site.name)
+            if where and site.exists(where):
+                out[site.name] = {k: v["packets"]
+                                  for k, v in loader.stats(Path(where), site).items()}
+                out[site.name].update({f"rule{slot}_packets": pk for slot, (pk, _) in
+                                       loader.rule_counters(Path(where), site).items()})
         return out

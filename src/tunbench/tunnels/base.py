@@ -145,6 +145,9 @@ class TunnelDriver(ABC, Generic[P]):
     # why the kind cannot run between sites on other hosts (None: it can); refused in one
     # line before anything is changed on any host
     not_on_hosts: ClassVar[str | None] = None
+    # oldest kernel (major, minor) a site must run (None: any); checked on each remote host
+    # by `doctor --site` and when the tunnel comes up there
+    min_kernel: ClassVar[tuple[int, int] | None] = None
     impl_param: ClassVar[str | None] = None  # Literal field choosing the implementation
     # per implementation ("" = every one): tools, kernel options, packages it uses
     needs: ClassVar[dict[str, Needs]] = {}
@@ -230,6 +233,12 @@ class TunnelDriver(ABC, Generic[P]):
         the declared needs of the resolved implementation; a driver with further conditions
         (plugins, devices, parameter-dependent options) overrides it."""
         return cls.declared_missing(cls.resolve_impl(params))
+
+    @classmethod
+    def orchestrator_requirements(cls, params: P) -> list[Missing]:
+        """What the host running tunbench needs even when both sites are other hosts (a
+        build it copies to them); the sites' own needs are checked on each of them."""
+        return []
 
     @classmethod
     @abstractmethod

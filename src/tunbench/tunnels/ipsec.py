@@ -224,9 +224,13 @@ class Ipsec(TunnelDriver[IpsecParams]):
 
 
 def sa_counters(site: Site, ep: Endpoints) -> dict[str, int]:
-    if ep.info["impl"] == "xfrm":
-        return _xfrm.parse_xfrm_state_stats(
-            site.run(["ip", "-s", "xfrm", "state"], timeout=10).stdout)
+    if ep.info["impl"] == "xfrm":     # our SAs only (by reqid), never the host's own
+        total = {"sa_bytes": 0, "sa_packets": 0}
+        for reqid in ep.info.get("reqids", []):
+            one = _xfrm.parse_xfrm_state_stats(site.run(
+                ["ip", "-s", "xfrm", "state", "list", "reqid", str(reqid)], timeout=10).stdout)
+            total = {k: total[k] + one[k] for k in total}
+        return total
     res = {"sa_in_bytes": 0, "sa_out_bytes": 0, "sa_in_packets": 0, "sa_out_packets": 0}
     for conf, vici in ep.info["charons"][site.name]:
         sas = ss.parse_list_sas(ss.swanctl(site, Path(vici), Path(conf), ["--list-sas"],

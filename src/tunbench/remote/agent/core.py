@@ -29,7 +29,8 @@ import threading
 import time
 from typing import Any
 
-from .journal import Journal, kill, starttime, sweep, undo
+from . import bpfhost
+from .journal import Journal, kill, run_argv, starttime, sweep, undo
 
 PROTOCOL = 1
 
@@ -276,6 +277,25 @@ class Agent:
                     ) -> dict[str, Any]:
         from . import nl
         return nl.set_link(ifname, attrs, keep)
+
+    def op_host_record(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Journal an object made on this host by commands (tbtun's bpffs mount, pins, tc
+        attachments: bpfhost.KINDS), so EOF and a later sweep undo it like the agent's own."""
+        if entry.get("kind") not in bpfhost.KINDS:
+            raise AgentError(f"cannot journal objects of kind {entry.get('kind')!r}",
+                             "protocol")
+        self.journal.add(**entry)
+        return {}
+
+    def op_host_undo(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Undo one object journaled by host_record, and forget it."""
+        found = [e for e in self.journal.entries if e["kind"] in bpfhost.KINDS
+                 and bpfhost.same(e, entry)]
+        if not found:
+            raise AgentError(f"no such journaled {entry.get('kind')}", "notfound")
+        bpfhost.undo(found[-1], run_argv)
+        self.journal.forget_entry(found[-1])
+        return {}
 
     def op_list_dir(self, path: str) -> dict[str, Any]:
         """Names in a directory this agent created (log files of a case)."""

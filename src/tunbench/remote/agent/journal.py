@@ -2,7 +2,8 @@
 
 Entries are one JSON object a line in STATE/journal.jsonl, fsync'd the moment the object
 exists; the agent's own `pid starttime` is in STATE/owner. `undo` reverses entries newest
-first (processes by PID and start time, with their process group; files; tb links); `sweep`
+first (processes by PID and start time, with their process group; files; tb links; tbtun's
+bpffs mount, pins and tc attachments, by bpfhost.py); `sweep`
 does it for the journals of agents on this host whose owner is gone. Standard library only.
 """
 
@@ -12,8 +13,11 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 from typing import Any
+
+from . import bpfhost
 
 ROOT = "/run/tunbench"
 
@@ -48,6 +52,16 @@ def kill(pid: int, start: int | None, grace: float = 3.0) -> bool:
     return starttime(pid) != start
 
 
+def run_argv(argv: list[str]) -> tuple[int, str]:
+    """An undo command (bpfhost's argvs): its exit code and stderr."""
+    try:
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=20, check=False)
+    except FileNotFoundError:
+        return 127, f"{argv[0]}: not found"
+    return r.returncode, r.stderr
+
+
 def _reap(pid: int) -> None:
     try:
         os.waitpid(pid, os.WNOHANG)
@@ -76,6 +90,10 @@ class Journal:
         self.entries = [e for e in self.entries if not (e["kind"] == kind and e[key] == value)]
         self._rewrite()
 
+    def forget_entry(self, entry: dict[str, Any]) -> None:
+        self.entries = [e for e in self.entries if e is not entry]
+        self._rewrite()
+
     def _rewrite(self) -> None:
         tmp = self.path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -98,10 +116,16 @@ def undo(entries: list[dict[str, Any]]) -> list[str]:
             elif e["kind"] == "link":
                 from . import nl
                 nl.delete(e["ifname"])
+            elif e["kind"] in bpfhost.KINDS:
+                bpfhost.undo(e, run_argv)
         except Exception as exc:  # noqa: BLE001 - reported, the rest is still undone
-            errors.append(f"{e['kind']} {e.get('pid') or e.get('path') or e.get('ifname')}: "
-                          f"{exc}")
+            errors.append(f"{e['kind']} {_what(e)}: {exc}")
     return errors
+
+
+def _what(e: dict[str, Any]) -> Any:
+    """How an entry names its object: PID, path, link, or device (tc attachments)."""
+    return e.get("pid") or e.get("path") or e.get("ifname") or e.get("name")
 
 
 def sweep(own: str) -> list[str]:
@@ -124,7 +148,7 @@ def sweep(own: str) -> list[str]:
                 except ValueError:
                     continue   # a line cut short by the crash
         errors = undo(entries)
-        done += [f"{name}: {e['kind']} {e.get('pid') or e.get('path') or e.get('ifname')}"
+        done += [f"{name}: {e['kind']} {_what(e)}"
                  for e in entries]
         if not errors:
             shutil.rmtree(state, ignore_errors=True)
