@@ -24,13 +24,11 @@ from typing import Any
 from ..errors import SpecError
 from . import REGISTRY
 from .base import Hop
-from .gateway import BUILT
+from .gateway import BUILT as GATEWAY_TUNNELS
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 RESERVED = ("a", "b", "c", "path")
 MAX_HOPS = 16
-# tunnel kinds a gateway may terminate (the issue: at least these; more once gateways exist)
-GATEWAY_TUNNELS = ("vxlan", "wireguard", "ipsec")   # BUILT: those done so far
 
 
 @dataclass(frozen=True)
@@ -154,8 +152,10 @@ def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
 
 
 def _gateway(params: dict[str, Any], spot: str, problems: list[str]) -> bool:
-    """A gateway names the tunnel kind it terminates: one that cannot be a gateway is refused
-    as such, one that could but is not built yet as that. True when it is fine."""
+    """A gateway names the tunnel kind it terminates: one that cannot be a gateway (a relay,
+    a kind without a routed device between two namespaces) is refused as such. True when it
+    is fine (its implementation and what the host lacks for it: Gateway.check and
+    host_problems)."""
     from .. import tunnels
     tunnel = params.get("tunnel", "vxlan")
     known = set(tunnels.registry())
@@ -164,10 +164,6 @@ def _gateway(params: dict[str, Any], spot: str, problems: list[str]) -> bool:
                 else "not a tunnel kind")
         problems.append(f"{spot}: tunnel {tunnel!r} is {what} (gateways terminate "
                         f"{', '.join(GATEWAY_TUNNELS)})")
-        return False
-    if tunnel not in BUILT:
-        problems.append(f"{spot}: a {tunnel} gateway is not built yet (gateways: "
-                        f"{', '.join(BUILT)}; or put the tunnel at the sites with [[tunnel]])")
         return False
     return True
 
@@ -182,10 +178,19 @@ def _pairs(hops: list[Hop], where: str, problems: list[str]) -> None:
                         "on each side of the WAN")
         return
     a, b = hops[gw[0]], hops[gw[1]]
-    if a.params["tunnel"] != b.params["tunnel"]:
+    if (a.params.get("tunnel"), a.params.get("impl")) != (b.params.get("tunnel"),
+                                                          b.params.get("impl")):
         problems.append(f"{where}: gateways {a.name} and {b.name} terminate different tunnels "
-                        f"({a.params['tunnel']}, {b.params['tunnel']}): give both the same")
+                        f"({_tun(a)}, {_tun(b)}): give both the same tunnel and impl")
+    from .gateway import pair_problems
+    problems.extend(f"{where}: gateways {a.name} and {b.name}: {p}"
+                    for p in pair_problems(a.params))
     wan = [i for i, h in enumerate(hops) if h.kind == "wan"]
     if wan and not gw[0] < wan[0] < gw[1]:
         problems.append(f"{where}.path: the WAN must lie between the gateways {a.name} and "
                         f"{b.name}")
+
+
+def _tun(hop: Hop) -> str:
+    impl = hop.params.get("impl")
+    return f"{hop.params.get('tunnel')}" + (f" {impl}" if impl else "")
