@@ -27,13 +27,16 @@ from .base import Hop
 from .gateway import BUILT as GATEWAY_TUNNELS
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
-RESERVED = ("a", "b", "c", "path")
+RESERVED = ("a", "b", "c", "path", "direct")
 MAX_HOPS = 16
 
 
 @dataclass(frozen=True)
 class ChainSpec:
     hops: tuple[Hop, ...]
+    # also measure every case direct (the plain two-site testbed, no function) in the same
+    # run, so the report sets the chain against it (`direct = true`; the sdwan preset)
+    direct: bool = False
 
     @property
     def routed_hops(self) -> int:
@@ -50,7 +53,8 @@ class ChainSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": [h.name for h in self.hops],
-                "functions": {h.name: {"kind": h.kind, **h.params} for h in self.hops}}
+                "functions": {h.name: {"kind": h.kind, **h.params} for h in self.hops},
+                **({"direct": True} if self.direct else {})}
 
     def arrow(self) -> str:
         return " -> ".join(["a", *[h.name for h in self.hops], "b"])
@@ -87,7 +91,12 @@ def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
     if len(path) > MAX_HOPS:
         problems.append(f"{where}.path has {len(path)} functions (at most {MAX_HOPS})")
         return None
-    tables = {k: v for k, v in raw.items() if k != "path"}
+    direct = raw.get("direct", False)
+    if not isinstance(direct, bool):
+        problems.append(f"{where}.direct {direct!r} must be true or false (true: measure "
+                        "every case direct too, without the chain, in the same run)")
+        direct = False
+    tables = {k: v for k, v in raw.items() if k not in ("path", "direct")}
     for name in sorted(tables):
         if not isinstance(tables[name], dict):
             problems.append(f"{where}.{name} must be a table with a kind")
@@ -116,7 +125,7 @@ def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
     if len(wans) > 1:
         problems.append(f"{where}.path has {len(wans)} WANs ({', '.join(wans)}): a chain is "
                         "site a -> functions -> wan -> functions -> site b, with one WAN")
-    return ChainSpec(tuple(hops))
+    return ChainSpec(tuple(hops), direct=bool(direct))
 
 
 def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
@@ -127,7 +136,7 @@ def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
             return None
         if not NAME_RE.match(entry) or entry in RESERVED:
             problems.append(f"{where}.path: function name '{entry}' must be 1-8 lowercase letters "
-                            "or digits, starting with a letter, and not a, b, c or path")
+                            "or digits, starting with a letter, and not a, b, c, path or direct")
             return None
         kind, params, name = table.get("kind"), {k: v for k, v in table.items()
                                                  if k != "kind"}, entry

@@ -53,7 +53,7 @@ PCT_OF_NATIVE = ("throughput", "cpu_per_gbit")
 
 def _vs_native(r: stats.Row) -> str:
     """Native's own share is the reference of the column, not a measurement."""
-    if r.kind == "native":
+    if stats.is_reference(r):
         return "100% (ref.)" if r.higher_is_better else "1.00× (ref.)"
     return stats.vs_native(r)
 
