@@ -74,9 +74,9 @@ def _coarser_searches(workloads: Any, factor: float) -> None:
         return
     for w in workloads:
         res = w.get("resolution_pct") if isinstance(w, dict) else None
-        if _finite(res) and res > 0:   # type: ignore[operator]
+        if isinstance(res, (int, float)) and _finite(res) and res > 0:
             w["resolution_pct"] = min(max(float(res), MAX_QUICK_RESOLUTION_PCT),
-                                      round(float(res) / factor, 4))  # type: ignore[arg-type]
+                                      round(float(res) / factor, 4))
 
 
 def _finite(v: object) -> bool:
