@@ -90,7 +90,8 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     for (wl_name, mtu, off), grp in swept.items():
         key = (declared.get(wl_name) or {}).get("sweep_param") or "value"
         _print_sweep(console, wl_name, mtu, off, grp, key)
-    hops.print_table(console, cases)   # chain campaigns only
+    hops.print_chain(console, cases)   # chain campaigns only: diagram, chain vs direct
+    hops.print_table(console, cases)
     failed = [d for d in cases if d.get("status") == "failed"]
     skipped = [d for d in cases if d.get("status") == "skipped"]
     for d in failed:

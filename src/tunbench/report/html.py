@@ -386,7 +386,7 @@ Workloads: {esc(', '.join(wls) or 'none')}.</p>
 <h2 id=takeaways>Take-aways</h2>{html_section(takes)}
 <h2 id=tables>Results (mean ± 95% confidence interval over repeats)</h2>
 {summary_tables(c)}
-{hops.section_html(c.cases)}
+{hops.chain_html(c.cases)}{hops.section_html(c.cases)}
 <h2 id=figures>Figures</h2>
 {''.join(figure_html(f) for f in figs) or '<p>No figure: no ok case.</p>'}
 <h2 id=notes>Notes on cases ({len(data.case_notes(c.cases))})</h2>

@@ -145,7 +145,7 @@ VIA_CHAIN = " via chain"
 
 def is_reference(r: Row) -> bool:
     """Whether a row is the baseline of its column (native, direct when a chain is compared)."""
-    return r.kind == "native" and not r.label.endswith(VIA_CHAIN)
+    return r.kind == "native" and not r.tunnel.endswith(VIA_CHAIN)
 
 
 def vs_native(r: Row) -> str:
