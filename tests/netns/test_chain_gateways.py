@@ -28,6 +28,7 @@ from tunbench import pcap, tunnels
 from tunbench import spec as exp_spec
 from tunbench.chain import hops
 from tunbench.plan import plan
+from tunbench.report import hops as hops_report
 from tunbench.runner import run_case
 from tunbench.testbed.base import Site, Testbed
 from tunbench.workloads import loadgen
@@ -251,3 +252,40 @@ def test_a_wireguard_tunnel_of_the_sites_through_wireguard_gateways() -> None:
     wan = [r for r in doc["chain"]["drops"] if r["place"] == "wan"][0]
     assert wan["rx_packets"] > 1000
     assert ours(doc["case"]["run_id"]) == [], doc["case"]["run_id"]
+
+
+@needs_ipsec
+def test_the_sdwan_preset_at_the_smallest_scale_runs_end_to_end(tmp_path) -> None:
+    """`tunbench run --preset sdwan --scale 0.01`: loss search (RFC 2544, 2 s trials, 1 %
+    resolution) and a stream, direct and through router -> fw -> IPsec gw -> WAN -> IPsec gw
+    -> fw -> router, in one run (~1.5 min on the shared 2-core host)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tunbench.report import data
+
+    out = tmp_path / "out"
+    env = {**os.environ, "TUNBENCH_STATE_DIR": str(tmp_path / "state")}
+    r = subprocess.run([sys.executable, "-m", "tunbench", "run", "--preset", "sdwan",
+                        "--scale", "0.01", "--out", str(out), "--quiet", "--no-report"],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    docs = [json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))]
+    assert [(d["case"]["topology"], d["case"]["workload"]["name"], d["status"])
+            for d in docs] == [("direct", "loss-search", "ok"), ("direct", "stream", "ok"),
+                               ("chain", "loss-search", "ok"), ("chain", "stream", "ok")], \
+        [d.get("error") for d in docs]
+    for d in docs:
+        assert ("chain" in d) == (d["case"]["topology"] == "chain")
+        assert ours(d["case"]["run_id"]) == []
+    chain = [d for d in docs if d["case"]["topology"] == "chain"]
+    assert all(d["chain"]["probe"]["routers"] == 6 for d in chain)   # 2 routers, 2 fw, 2 gw
+    cmp = {(r["workload"], r["metric"]): r for r in hops_report.chain_vs_direct(
+        data.load(out).cases)}
+    tput = cmp[("stream", "throughput")]
+    assert tput["chain"] is not None and tput["chain"] < 100 * 1.02   # the 100 Mbit/s WAN
+    assert tput["pct"] is not None and tput["pct"] < 100
+    for size in ("imix", "361"):
+        assert cmp[("loss-search", f"rfc2544_pps_{size}")]["n_chain"] == 1
