@@ -59,7 +59,10 @@ def test_scale_shrinks_trials_repeats_and_the_resolution() -> None:
     assert quick["experiment"]["duration"] == presets.MIN_DURATION
     assert quick["experiment"]["repeats"] == 1
     search = [w for w in quick["workload"] if w["name"] == "loss-search"][0]
-    assert search["resolution_pct"] == presets.MAX_QUICK_RESOLUTION_PCT
+    assert search["resolution_pct"] == 1.0
+    smallest = presets.scale(presets.load("sdwan"), 0.001)
+    assert [w for w in smallest["workload"] if w["name"] == "loss-search"][0][
+        "resolution_pct"] == presets.MAX_QUICK_RESOLUTION_PCT == 5.0
     half = presets.scale(presets.load("sdwan"), 0.5)
     assert [w for w in half["workload"] if w["name"] == "loss-search"][0][
         "resolution_pct"] == 0.02
