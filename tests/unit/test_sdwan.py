@@ -124,3 +124,14 @@ def test_console_and_html_show_the_chain() -> None:
 
 def test_no_chain_no_section() -> None:
     assert hops.diagram([]) == [] and hops.chain_html([]) == "" and hops.takeaways([]) == []
+
+
+def test_advise_measures_the_chain_against_native_direct() -> None:
+    """The chain is a method ranked against native direct, not a second reference."""
+    from tunbench.report import advise
+    methods, _ = advise.summarize([data.load(SDWAN)])
+    by = {m.label: m for m in methods}
+    assert by["native"].reference and not by["native via chain"].reference
+    share = by["native via chain"].share
+    fig = next(iter(share.values()))
+    assert len(fig.values) == 1 and 0 < fig.values[0] < 10   # 86.7 of 4,586 Mbit/s: 1.9 %
