@@ -246,3 +246,8 @@ def test_what_lies_behind_each_gateway() -> None:
                         "2001:2:1:1::/64")
     assert got["b"] == ("198.18.4.0/24", "2001:2:1:4::/64", "198.18.5.0/24",
                         "2001:2:1:5::/64")
+
+
+def test_a_pair_of_gateways_that_cannot_be_is_refused_in_one_line() -> None:
+    line = refused(_pair("ssh-tun"))
+    assert "chain.gwa: tunnel 'ssh-tun' is a tunnel kind that cannot be a gateway" in line

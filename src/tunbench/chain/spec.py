@@ -104,9 +104,10 @@ def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
             problems.append(f"{where}.{name} is defined but not in the path "
                             f"({' -> '.join(['a', *path, 'b'])})")
     seen: dict[str, int] = {}
+    refused: set[str] = set()   # gateway tunnels refused: said once for the pair
     hops: list[Hop] = []
     for i, entry in enumerate(path, 1):
-        hop = _hop(entry, i, tables, where, problems)
+        hop = _hop(entry, i, tables, where, problems, refused)
         if hop is None:
             continue
         if entry in tables and entry in seen:
@@ -129,7 +130,7 @@ def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
 
 
 def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
-         problems: list[str]) -> Hop | None:
+         problems: list[str], refused: set[str]) -> Hop | None:
     if entry in tables:
         table = tables[entry]
         if not isinstance(table, dict):
@@ -147,7 +148,7 @@ def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
         problems.append(f"{spot} has no kind (kind = one of "
                         f"{', '.join(sorted(REGISTRY))})")
         return None
-    if kind == "gateway" and not _gateway(params, spot, problems):
+    if kind == "gateway" and not _gateway(params, spot, problems, refused):
         return None
     if kind not in REGISTRY:
         problems.append(f"{spot}: unknown function kind '{kind}' (kinds: "
@@ -160,7 +161,8 @@ def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
     return Hop(name, kind, parsed)
 
 
-def _gateway(params: dict[str, Any], spot: str, problems: list[str]) -> bool:
+def _gateway(params: dict[str, Any], spot: str, problems: list[str],
+             refused: set[str]) -> bool:
     """A gateway names the tunnel kind it terminates: one that cannot be a gateway (a relay,
     a kind without a routed device between two namespaces) is refused as such. True when it
     is fine (its implementation and what the host lacks for it: Gateway.check and
@@ -171,6 +173,9 @@ def _gateway(params: dict[str, Any], spot: str, problems: list[str]) -> bool:
     if not isinstance(tunnel, str) or tunnel not in GATEWAY_TUNNELS:
         what = ("a tunnel kind that cannot be a gateway" if tunnel in known
                 else "not a tunnel kind")
+        if repr(tunnel) in refused:   # the pair's other gateway: one line for both
+            return False
+        refused.add(repr(tunnel))
         problems.append(f"{spot}: tunnel {tunnel!r} is {what} (gateways terminate "
                         f"{', '.join(GATEWAY_TUNNELS)})")
         return False
