@@ -7,12 +7,17 @@ spec per value here, each with its own label.
 Repeats are the outer loop, so every tunnel is measured once per round and slow drift of the
 host affects all tunnels alike; within a round the native baseline comes first. With
 order = "shuffled" each round is shuffled with the seed (native still first).
+
+A chain with `direct = true` (the sdwan preset) runs every case twice per round: first direct
+(topology "direct": the plain two-site testbed, tunnels under their own labels, native the
+baseline), then through the chain (topology "chain", tunnel labels "<label> via chain"), so
+every table shows the chain as a share of direct measured in the same round.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .spec import Experiment, OffloadVariant, TunnelSpec, WorkloadSpec
@@ -27,11 +32,22 @@ class Case:
     mtu: int
     offloads: OffloadVariant
     repeat: int
+    # "direct" or "chain" when the experiment measures both (chain direct = true); "" else
+    topology: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "id": self.case_id, "tunnel": self.tunnel.to_dict(),
                 "workload": self.workload.to_dict(), "mtu": self.mtu,
-                "offloads": self.offloads.to_dict(), "repeat": self.repeat}
+                "offloads": self.offloads.to_dict(), "repeat": self.repeat,
+                **({"topology": self.topology} if self.topology else {})}
+
+    @property
+    def through_chain(self) -> bool:
+        """Whether this case runs on the experiment's chain (when it has one)."""
+        return self.topology != "direct"
+
+
+VIA_CHAIN = " via chain"   # report.stats.VIA_CHAIN reads it (the report imports no planner)
 
 
 def plan(exp: Experiment) -> list[Case]:
@@ -44,9 +60,20 @@ def plan(exp: Experiment) -> list[Case]:
         if exp.order == "shuffled":
             rng.shuffle(round_)
             round_.sort(key=lambda c: c[0].kind != "native")  # stable: native first
-        for t, w, m, o in round_:
-            i = len(cases)
-            variant = "" if o.name == "default" else f"-{o.name}"
-            cid = f"{i:04d}-{t.label}-{w.label}-mtu{m}{variant}-r{rep + 1}"
-            cases.append(Case(i, cid, t, w, m, o, rep + 1))
+        for topo in _topologies(exp):
+            for t, w, m, o in round_:
+                i = len(cases)
+                variant = "" if o.name == "default" else f"-{o.name}"
+                via = f"-{topo}" if topo else ""
+                name = t.label
+                if topo == "chain":
+                    t = replace(t, label=t.label + VIA_CHAIN)
+                cid = f"{i:04d}-{name}-{w.label}-mtu{m}{variant}{via}-r{rep + 1}"
+                cases.append(Case(i, cid, t, w, m, o, rep + 1, topo))
     return cases
+
+
+def _topologies(exp: Experiment) -> tuple[str, ...]:
+    if exp.chain is not None and exp.chain.direct:
+        return ("direct", "chain")
+    return ("",)

@@ -312,7 +312,7 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         progress(PhaseEvent(SETUP, f"testbed and {case.tunnel.kind} tunnel"))
         if topo is not None:
             tb = topo.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
-        elif exp.chain is not None:
+        elif exp.chain is not None and case.through_chain:
             tb = chain_build.build(run_id, ledger, exp.chain, mtu=case.mtu, rate=exp.rate,
                                    netem=exp.netem)
         else:

@@ -58,3 +58,24 @@ def test_no_chain_no_section() -> None:
     buf = io.StringIO()
     hops.print_table(Console(file=buf), cases)
     assert buf.getvalue() == ""
+
+
+def test_sdwan_report_draws_the_chain_and_sets_it_against_direct(
+        campaign: Callable[[str], Path], browser: Callable) -> None:
+    """The sdwan preset's campaign (--scale 0.01, tests/data/campaigns/sdwan): the chain
+    diagram with each hop's namespace and the gateways' tunnel, chain vs direct, and the
+    take-away naming the hop where loss starts, in a page that renders offline."""
+    root = campaign("sdwan")
+    rep = build.build(root)
+    page = rep.html.read_text()
+    assert "<h2 id=chain-diagram>Chain</h2>" in page
+    cases = _cases("sdwan")
+    gwa = next(h for h in next(d for d in cases if "chain" in d)["chain"]["hops"]
+               if h["name"] == "gwa")
+    assert f"<td class=l>{gwa['netns']}</td>" in page
+    assert "ipsec (libipsec) tunnel to gwb, encrypts; inner MTU 1400 over WAN MTU 1500" in page
+    assert "Through the chain vs direct" in page and "chain % of direct" in page
+    load = browser(rep.html)
+    assert not load.console_errors and not load.requests
+    assert "Loss starts at gwb (gateway, ipsec (libipsec))" in load.text
+    assert "1.9%" in load.text   # stream through the chain: 86.7 of 4,586 Mbit/s direct

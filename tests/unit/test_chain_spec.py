@@ -17,6 +17,7 @@ from tunbench.chain import spec as chain_spec
 from tunbench.errors import SpecError
 
 DATA = Path(__file__).parent.parent / "data" / "chain"
+NO_ESP = kernel_missing("CONFIG_INET_ESP", "esp", "esp4") is not None
 NO_NETEM = kernel_missing("CONFIG_NET_SCH_NETEM", "netem", "sch_netem") is not None
 
 
@@ -49,14 +50,46 @@ def test_a_gateway_kind_that_cannot_be_one_is_refused(tunnel: str, what: str) ->
     assert f"tunnel '{tunnel}' is" in line and what in line
 
 
-def test_a_gateway_kind_not_built_yet_is_refused_as_such() -> None:
-    with pytest.raises(SpecError) as exc:   # one line per gateway of the pair
-        exp_spec.build({"chain": {"path": ["gwa", "wan", "gwb"],
-                                  "gwa": {"kind": "gateway", "tunnel": "wireguard"},
-                                  "gwb": {"kind": "gateway", "tunnel": "wireguard"}}}, "e.toml")
-    lines = exc.value.one_line().splitlines()
-    assert len(lines) == 2
-    assert all("a wireguard gateway is not built yet" in x for x in lines)
+def _pair(tunnel: str, impl: str = "") -> dict:
+    gw = {"kind": "gateway", "tunnel": tunnel, **({"impl": impl} if impl else {})}
+    return {"path": ["gwa", "wan", "gwb"], "gwa": gw, "gwb": dict(gw)}
+
+
+@pytest.mark.parametrize("tunnel", ["vxlan", "wireguard", "ipsec"])
+def test_every_gateway_kind_is_accepted(tunnel: str) -> None:
+    """wireguard and ipsec resolve to an implementation this host has (go, libipsec here)."""
+    if tunnel != "vxlan" and not _host_has(tunnel):
+        pytest.skip(f"this host can run no {tunnel} implementation")
+    chain = chain_spec.parse(_pair(tunnel))
+    assert chain is not None and [h.params["tunnel"] for h in chain.hops
+                                  if h.kind == "gateway"] == [tunnel, tunnel]
+
+
+def _host_has(tunnel: str) -> bool:
+    from tunbench import tunnels
+    drv = tunnels.get(tunnel)
+    return not drv.requirements(drv.default_params())
+
+
+def test_a_gateway_implementation_the_kind_lacks_is_refused_once_per_pair() -> None:
+    line = refused(_pair("ipsec", "turbo"))
+    assert "gateways gwa and gwb: impl 'turbo' is not an implementation of ipsec " \
+        "(libipsec, kernel, xfrm)" in line
+    assert "it has one only" in refused(_pair("vxlan", "go"))
+
+
+@pytest.mark.skipif(not NO_ESP, reason="this kernel has ESP: a kernel ESP gateway is accepted")
+def test_a_gateway_needing_what_the_host_lacks_is_refused_in_one_line() -> None:
+    """A kernel ESP gateway on a kernel without ESP: one line naming every missing option."""
+    line = refused(_pair("ipsec", "kernel"))
+    assert "gateways gwa and gwb: ipsec (kernel) needs what this host lacks: kernel " \
+        "CONFIG_INET_ESP" in line and len(line.splitlines()) == 1, line
+
+
+def test_gateways_of_different_implementations_are_refused() -> None:
+    raw = _pair("ipsec", "libipsec")
+    raw["gwb"] = {"kind": "gateway", "tunnel": "ipsec", "impl": "xfrm"}
+    assert "terminate different tunnels (ipsec libipsec, ipsec xfrm)" in refused(raw)
 
 
 @pytest.mark.parametrize("chain,needle", [
@@ -186,3 +219,35 @@ def test_ttl_and_rtt_from_a_captured_ping() -> None:
     text = (DATA / "ping-through-chain.txt").read_text()
     ttl = int(hops.TTL_RE.findall(text)[0])
     assert hops.ttl_hops(ttl) == 4   # the captured chain had four routed hops
+
+
+def test_the_site_sides_of_gateways_get_the_tunnel_mtu() -> None:
+    """The inner path's MTU follows from the gateways' tunnel overhead: the WAN keeps the
+    experiment's MTU, the segments towards the sites get WAN MTU minus the overhead (vxlan
+    50; libipsec never above the 1400 bytes its TUN reads)."""
+    chain = chain_spec.parse({"path": ["router", "gwa", "wan", "gwb", "router"],
+                              "gwa": {"kind": "gateway"}, "gwb": {"kind": "gateway"}})
+    assert chain is not None
+    assert build._segment_mtus(chain, 5, 1500) == [1450, 1450, 1500, 1500, 1450, 1450]
+    if _host_has("ipsec"):
+        ipsec = chain_spec.parse(_pair("ipsec", "libipsec"))
+        assert ipsec is not None
+        assert build._segment_mtus(ipsec, 3, 9000) == [1400, 9000, 9000, 1400]
+    if _host_has("wireguard"):
+        wg = chain_spec.parse(_pair("wireguard"))
+        assert wg is not None and build._segment_mtus(wg, 3, 1500) == [1440, 1500, 1500, 1440]
+
+
+def test_what_lies_behind_each_gateway() -> None:
+    """The prefixes a gateway tunnel must carry: the segments on each gateway's site side."""
+    from tunbench.chain.gateway import behind
+    got = behind(2, 4, 5)   # a router gwa wan gwb router b: gateways at positions 2 and 4
+    assert got["a"] == ("198.18.0.0/24", "2001:2:1:0::/64", "198.18.1.0/24",
+                        "2001:2:1:1::/64")
+    assert got["b"] == ("198.18.4.0/24", "2001:2:1:4::/64", "198.18.5.0/24",
+                        "2001:2:1:5::/64")
+
+
+def test_a_pair_of_gateways_that_cannot_be_is_refused_in_one_line() -> None:
+    line = refused(_pair("ssh-tun"))
+    assert "chain.gwa: tunnel 'ssh-tun' is a tunnel kind that cannot be a gateway" in line

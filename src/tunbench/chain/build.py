@@ -55,6 +55,8 @@ def build(run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int = 1500,
         return local.build(run_id, ledger, mtu=mtu, rate=rate, workdir=workdir, netem=netem)
     hops = place(run_id, chain)
     n = len(hops)
+    gw = chain.gateways()
+    seg_mtu = _segment_mtus(chain, n, mtu)
     a = Site("a", names.netns_name(run_id, "a"), names.link_name(run_id, "ua"),
              addr4(0, 1), addr6(0, 1))
     b = Site("b", names.netns_name(run_id, "b"), names.link_name(run_id, "ub"),
@@ -67,24 +69,34 @@ def build(run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int = 1500,
         left = a.underlay_if if seg == 0 else hops[seg - 1].right_if
         right = hops[seg].left_if if seg < n else b.underlay_if
         netlink.add_veth(left, spaces[seg], right, spaces[seg + 1])
-        _address(spaces[seg], left, seg, 1, mtu)
-        _address(spaces[seg + 1], right, seg, 2, mtu)
+        _address(spaces[seg], left, seg, 1, seg_mtu[seg])
+        _address(spaces[seg + 1], right, seg, 2, seg_mtu[seg])
     for pos, ns in enumerate(spaces):
         _routes(ns, pos, n)
     _shape_sites(a, b, rate, netem, ledger)
     for hop in hops:
         get(hop.kind)().configure(hop, ledger)
     workdir = local.make_workdir(run_id, ledger, workdir)
-    tb = Testbed("local-chain", run_id, a, b, mtu, ledger, workdir, rate=rate)
+    # the sites see the inner path's MTU (the tunnel's, through gateways)
+    tb = Testbed("local-chain", run_id, a, b, seg_mtu[0], ledger, workdir, rate=rate)
     tb.notes["chain"] = {"path": chain.arrow(), "routed_hops": chain.routed_hops,
-                         "hops": [h.describe() for h in hops]}
-    gw = chain.gateways()
+                         "hops": [h.describe() for h in hops], "segment_mtus": seg_mtu}
     if gw:
         tb.notes["chain"]["gateway_tunnel"] = gateway.tunnel_up(
-            tb, hops[gw[0] - 1], hops[gw[1] - 1], gw[0], gw[1], n, ledger)
+            tb, hops[gw[0] - 1], hops[gw[1] - 1], gw[0], gw[1], n, ledger, mtu)
     if netem is not None and netem.active:
         tb.notes["netem"] = netem.describe()
     return tb
+
+
+def _segment_mtus(chain: ChainSpec, n: int, mtu: int) -> list[int]:
+    """MTU of every segment (pure): the experiment's, except on the site sides of a gateway
+    pair, which get the gateways' tunnel MTU (its overhead taken off the WAN's MTU)."""
+    gw = chain.gateways()
+    if not gw:
+        return [mtu] * (n + 1)
+    inner = gateway.inner_mtu(chain.hops[gw[0] - 1].params, mtu)
+    return [mtu if gw[0] <= seg < gw[1] else inner for seg in range(n + 1)]
 
 
 def _address(ns: str, ifname: str, seg: int, end: int, mtu: int) -> None:

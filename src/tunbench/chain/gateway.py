@@ -3,45 +3,109 @@ edges do: traffic between the sites enters the tunnel at the first gateway (site
 crosses what lies between the gateways (the WAN) encapsulated, and leaves it at the second.
 
 Gateways come in pairs with the same tunnel kind, one on each side of the WAN. The tunnel is
-the kind's own driver, brought up on a testbed whose two sites are the gateway namespaces
-(their WAN-facing interfaces are its underlay), registered in the chain's ledger. Then each
-gateway routes the segments beyond the other gateway through the tunnel. Kinds: vxlan only
-for now (its devices are per namespace; wireguard-go's names are system-wide and would clash
-with a site tunnel of the same run, and ipsec's charon needs its own private /run per
-gateway: both next).
+the kind's own driver (tunnels/: vxlan, wireguard, ipsec), brought up on a testbed whose two
+sites are the gateway namespaces (their WAN-facing interfaces are its underlay), registered
+in the chain's ledger, with:
+- `behind`: the prefixes of the segments on each gateway's site side, which the driver lets
+  into its tunnel (WireGuard allowed-ips, IPsec traffic selectors) besides its inner
+  addresses: a gateway forwards the sites' packets, not only its own;
+- its own private directory (keys, PSKs, charon configurations: 0600, removed at teardown)
+  and `link_tag` "g", so a site tunnel of the same kind in the same case never clashes with
+  it (wireguard-go's interface names are system-wide).
+Then each gateway routes the segments beyond the other gateway through the tunnel.
+
+The inner path's MTU follows from the overhead: the segments on the site sides get the
+tunnel's MTU (`inner_mtu`: WAN MTU minus the kind's overhead, and at most 1400 for libipsec),
+the WAN keeps the experiment's MTU, so the sites' packets fit the tunnel unfragmented.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .. import tunnels
+from ..errors import SpecError
 from ..testbed.base import Site, Testbed
 from ..testbed.ledger import Ledger
 from .base import Function, Hop, Param
 
-BUILT = ("vxlan",)
+BUILT = ("vxlan", "wireguard", "ipsec")
 
 
 class Gateway(Function):
     kind = "gateway"
-    summary = "a tunnel terminated here and at the peer gateway across the WAN (vxlan)"
-    params = {"tunnel": Param(str, "vxlan", BUILT, "the tunnel kind the gateways terminate "
-                              f"({', '.join(BUILT)})", '"vxlan"')}
+    summary = "a tunnel terminated here and at the peer gateway across the WAN " \
+              f"({', '.join(BUILT)})"
+    params = {
+        "tunnel": Param(str, "vxlan", BUILT, "the tunnel kind the gateways terminate "
+                        f"({', '.join(BUILT)})", '"ipsec"'),
+        "impl": Param(str, "", None, "the tunnel's implementation (wireguard: kernel|go; "
+                      "ipsec: libipsec|kernel|xfrm); empty: the kind's own choice on this "
+                      "host", '"libipsec"'),
+    }
 
     def configure(self, hop: Hop, ledger: Ledger) -> None:
         """Nothing alone: the pair is brought up together (tunnel_up)."""
 
 
+def pair_problems(params: dict[str, Any]) -> list[str]:
+    """What is wrong with a gateway pair's tunnel: an implementation the kind does not have,
+    or what this host lacks for it (a kernel ESP gateway on a kernel without ESP), in one
+    line, refused with the chain (once per pair) before anything is created."""
+    if params.get("tunnel") not in BUILT:
+        return []   # refused as such already (spec._gateway)
+    drv = tunnels.get(params["tunnel"])
+    impls, impl = drv.implementations(), params.get("impl") or ""
+    if impl and impl not in impls:
+        return [f"impl {impl!r} is not an implementation of {params['tunnel']} "
+                f"({', '.join(impls) or 'it has one only: leave impl out'})"]
+    p = tunnel_params(params)
+    missing = drv.requirements(p)
+    if not missing:
+        return []
+    return [f"{drv.display(p)} needs what this host lacks: "
+            f"{', '.join(m.what for m in missing)} ({missing[0].fix})"]
+
+
+def tunnel_params(params: dict[str, Any]) -> Any:
+    """The gateway tunnel's driver parameters (the driver's defaults, impl if given)."""
+    drv = tunnels.get(params["tunnel"])
+    raw = {"impl": params["impl"]} if params.get("impl") else {}
+    try:
+        return drv.parse_params(raw)
+    except SpecError as e:   # checked before (Gateway.check): a driver's own refusal
+        raise SpecError(f"gateway tunnel: {e}", e.hint) from None
+
+
+def inner_mtu(params: dict[str, Any], wan_mtu: int) -> int:
+    """The MTU of the path between the sites through the gateways' tunnel (pure)."""
+    drv = tunnels.get(params["tunnel"])
+    return int(drv.tunnel_mtu(tunnel_params(params), wan_mtu))
+
+
+def behind(first_pos: int, second_pos: int, n: int) -> dict[str, tuple[str, ...]]:
+    """The segments on each gateway's site side, IPv4 and IPv6 (pure). Gateway "a" is the
+    first (site a's side: segments 0 .. first_pos - 1), "b" the second (second_pos .. n)."""
+    from .build import nets
+    a = [p for seg in range(first_pos) for p in nets(seg)]
+    b = [p for seg in range(second_pos, n + 1) for p in nets(seg)]
+    return {"a": tuple(a), "b": tuple(b)}
+
+
 def tunnel_up(tb: Testbed, first: Hop, second: Hop, first_pos: int, second_pos: int,
-              n: int, ledger: Ledger) -> dict[str, Any]:
+              n: int, ledger: Ledger, wan_mtu: int) -> dict[str, Any]:
     """The gateways' tunnel, and their routes through it. Positions count site a as 0."""
     kind = first.params["tunnel"]
     drv = tunnels.get(kind)()
-    params = drv.parse_params({})
+    params = tunnel_params(first.params)
     ga = Site("a", first.netns, first.right_if, first.right4, first.right6)
     gb = Site("b", second.netns, second.left_if, second.left4, second.left6)
-    gtb = Testbed("chain-gateways", tb.run_id, ga, gb, tb.underlay_mtu, ledger, tb.workdir)
+    gwdir = Path(tb.workdir) / "gateways"
+    ga.make_dir(ledger, gwdir)
+    gtb = Testbed("chain-gateways", tb.run_id, ga, gb, wan_mtu, ledger, gwdir,
+                  behind=_behind_with_self(ga, gb, behind(first_pos, second_pos, n)),
+                  link_tag="g")
     ep = drv.up(gtb, params)
     from .build import nets
     for seg in range(n + 1):
@@ -54,7 +118,17 @@ def tunnel_up(tb: Testbed, first: Hop, second: Hop, first_pos: int, second_pos: 
             _replace(second.netns, n4, ep.a4, str(ep.b_ifname))
             if ep.a6:
                 _replace(second.netns, n6, str(ep.a6), str(ep.b_ifname))
-    return {"kind": kind, "gateways": [first.name, second.name], "endpoints": ep.describe()}
+    return {"kind": kind, "label": drv.display(params), "impl": drv.resolve_impl(params),
+            "encrypts": drv.encrypts, "gateways": [first.name, second.name],
+            "wan_mtu": wan_mtu, "inner_mtu": ep.mtu, "endpoints": ep.describe()}
+
+
+def _behind_with_self(ga: Site, gb: Site, segs: dict[str, tuple[str, ...]]
+                      ) -> dict[str, tuple[str, ...]]:
+    """A gateway's answers to site a's pings of its WAN address return through the tunnel
+    (its route to site a's segments): its own WAN address is behind it too."""
+    return {"a": (*segs["a"], f"{ga.underlay4}/32", f"{ga.underlay6}/128"),
+            "b": (*segs["b"], f"{gb.underlay4}/32", f"{gb.underlay6}/128")}
 
 
 def _replace(netns: str, dst: str, via: str, dev: str) -> None:

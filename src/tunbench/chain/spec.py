@@ -24,18 +24,19 @@ from typing import Any
 from ..errors import SpecError
 from . import REGISTRY
 from .base import Hop
-from .gateway import BUILT
+from .gateway import BUILT as GATEWAY_TUNNELS
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
-RESERVED = ("a", "b", "c", "path")
+RESERVED = ("a", "b", "c", "path", "direct")
 MAX_HOPS = 16
-# tunnel kinds a gateway may terminate (the issue: at least these; more once gateways exist)
-GATEWAY_TUNNELS = ("vxlan", "wireguard", "ipsec")   # BUILT: those done so far
 
 
 @dataclass(frozen=True)
 class ChainSpec:
     hops: tuple[Hop, ...]
+    # also measure every case direct (the plain two-site testbed, no function) in the same
+    # run, so the report sets the chain against it (`direct = true`; the sdwan preset)
+    direct: bool = False
 
     @property
     def routed_hops(self) -> int:
@@ -52,7 +53,8 @@ class ChainSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": [h.name for h in self.hops],
-                "functions": {h.name: {"kind": h.kind, **h.params} for h in self.hops}}
+                "functions": {h.name: {"kind": h.kind, **h.params} for h in self.hops},
+                **({"direct": True} if self.direct else {})}
 
     def arrow(self) -> str:
         return " -> ".join(["a", *[h.name for h in self.hops], "b"])
@@ -89,7 +91,12 @@ def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
     if len(path) > MAX_HOPS:
         problems.append(f"{where}.path has {len(path)} functions (at most {MAX_HOPS})")
         return None
-    tables = {k: v for k, v in raw.items() if k != "path"}
+    direct = raw.get("direct", False)
+    if not isinstance(direct, bool):
+        problems.append(f"{where}.direct {direct!r} must be true or false (true: measure "
+                        "every case direct too, without the chain, in the same run)")
+        direct = False
+    tables = {k: v for k, v in raw.items() if k not in ("path", "direct")}
     for name in sorted(tables):
         if not isinstance(tables[name], dict):
             problems.append(f"{where}.{name} must be a table with a kind")
@@ -97,9 +104,10 @@ def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
             problems.append(f"{where}.{name} is defined but not in the path "
                             f"({' -> '.join(['a', *path, 'b'])})")
     seen: dict[str, int] = {}
+    refused: set[str] = set()   # gateway tunnels refused: said once for the pair
     hops: list[Hop] = []
     for i, entry in enumerate(path, 1):
-        hop = _hop(entry, i, tables, where, problems)
+        hop = _hop(entry, i, tables, where, problems, refused)
         if hop is None:
             continue
         if entry in tables and entry in seen:
@@ -118,18 +126,18 @@ def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
     if len(wans) > 1:
         problems.append(f"{where}.path has {len(wans)} WANs ({', '.join(wans)}): a chain is "
                         "site a -> functions -> wan -> functions -> site b, with one WAN")
-    return ChainSpec(tuple(hops))
+    return ChainSpec(tuple(hops), direct=bool(direct))
 
 
 def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
-         problems: list[str]) -> Hop | None:
+         problems: list[str], refused: set[str]) -> Hop | None:
     if entry in tables:
         table = tables[entry]
         if not isinstance(table, dict):
             return None
         if not NAME_RE.match(entry) or entry in RESERVED:
             problems.append(f"{where}.path: function name '{entry}' must be 1-8 lowercase letters "
-                            "or digits, starting with a letter, and not a, b, c or path")
+                            "or digits, starting with a letter, and not a, b, c, path or direct")
             return None
         kind, params, name = table.get("kind"), {k: v for k, v in table.items()
                                                  if k != "kind"}, entry
@@ -140,7 +148,7 @@ def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
         problems.append(f"{spot} has no kind (kind = one of "
                         f"{', '.join(sorted(REGISTRY))})")
         return None
-    if kind == "gateway" and not _gateway(params, spot, problems):
+    if kind == "gateway" and not _gateway(params, spot, problems, refused):
         return None
     if kind not in REGISTRY:
         problems.append(f"{spot}: unknown function kind '{kind}' (kinds: "
@@ -153,21 +161,23 @@ def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
     return Hop(name, kind, parsed)
 
 
-def _gateway(params: dict[str, Any], spot: str, problems: list[str]) -> bool:
-    """A gateway names the tunnel kind it terminates: one that cannot be a gateway is refused
-    as such, one that could but is not built yet as that. True when it is fine."""
+def _gateway(params: dict[str, Any], spot: str, problems: list[str],
+             refused: set[str]) -> bool:
+    """A gateway names the tunnel kind it terminates: one that cannot be a gateway (a relay,
+    a kind without a routed device between two namespaces) is refused as such. True when it
+    is fine (its implementation and what the host lacks for it: Gateway.check and
+    host_problems)."""
     from .. import tunnels
     tunnel = params.get("tunnel", "vxlan")
     known = set(tunnels.registry())
     if not isinstance(tunnel, str) or tunnel not in GATEWAY_TUNNELS:
         what = ("a tunnel kind that cannot be a gateway" if tunnel in known
                 else "not a tunnel kind")
+        if repr(tunnel) in refused:   # the pair's other gateway: one line for both
+            return False
+        refused.add(repr(tunnel))
         problems.append(f"{spot}: tunnel {tunnel!r} is {what} (gateways terminate "
                         f"{', '.join(GATEWAY_TUNNELS)})")
-        return False
-    if tunnel not in BUILT:
-        problems.append(f"{spot}: a {tunnel} gateway is not built yet (gateways: "
-                        f"{', '.join(BUILT)}; or put the tunnel at the sites with [[tunnel]])")
         return False
     return True
 
@@ -182,10 +192,19 @@ def _pairs(hops: list[Hop], where: str, problems: list[str]) -> None:
                         "on each side of the WAN")
         return
     a, b = hops[gw[0]], hops[gw[1]]
-    if a.params["tunnel"] != b.params["tunnel"]:
+    if (a.params.get("tunnel"), a.params.get("impl")) != (b.params.get("tunnel"),
+                                                          b.params.get("impl")):
         problems.append(f"{where}: gateways {a.name} and {b.name} terminate different tunnels "
-                        f"({a.params['tunnel']}, {b.params['tunnel']}): give both the same")
+                        f"({_tun(a)}, {_tun(b)}): give both the same tunnel and impl")
+    from .gateway import pair_problems
+    problems.extend(f"{where}: gateways {a.name} and {b.name}: {p}"
+                    for p in pair_problems(a.params))
     wan = [i for i, h in enumerate(hops) if h.kind == "wan"]
     if wan and not gw[0] < wan[0] < gw[1]:
         problems.append(f"{where}.path: the WAN must lie between the gateways {a.name} and "
                         f"{b.name}")
+
+
+def _tun(hop: Hop) -> str:
+    impl = hop.params.get("impl")
+    return f"{hop.params.get('tunnel')}" + (f" {impl}" if impl else "")

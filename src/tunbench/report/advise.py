@@ -173,10 +173,16 @@ def _native_values(ok: list[dict[str, Any]], keyf: Any, metric: str
     pooled: dict[Any, list[float]] = {}
     for d in ok:
         v = data.metric_value(d, metric)
-        if d["case"]["tunnel"]["kind"] == "native" and v is not None:
+        if _is_reference(d) and v is not None:
             by_round[(keyf(d), d["case"].get("repeat"))] = v
             pooled.setdefault(keyf(d), []).append(v)
     return by_round, {k: statistics.fmean(v) for k, v in pooled.items()}
+
+
+def _is_reference(d: dict[str, Any]) -> bool:
+    """Native measured direct (a native through a chain is measured against it)."""
+    return d["case"]["tunnel"]["kind"] == "native" and not data.tunnel(d).endswith(
+        stats.VIA_CHAIN)
 
 
 Samples = dict[str, dict[str, Any]]   # label -> what collect() gathered
@@ -268,7 +274,8 @@ def summarize(campaigns: list[Campaign]) -> tuple[list[Method], list[str]]:
     methods = []
     for label, p in pooled.items():
         meth = Method(label, p["kind"], p["impl"], bool(p["encrypts"]),
-                      reference=p["kind"] == "native", mtu_left=min(p["mtu"], default=None),
+                      reference=p["kind"] == "native"
+                      and not label.endswith(stats.VIA_CHAIN), mtu_left=min(p["mtu"], default=None),
                       failed=p["failed"] if not p["ok"] else [])
         for k in ("share", "cpu", "cpu_abs", "latency"):
             setattr(meth, k, {x: Figure(tuple(v)) for x, v in p[k].items() if v})

@@ -53,7 +53,7 @@ PCT_OF_NATIVE = ("throughput", "cpu_per_gbit")
 
 def _vs_native(r: stats.Row) -> str:
     """Native's own share is the reference of the column, not a measurement."""
-    if r.kind == "native":
+    if stats.is_reference(r):
         return "100% (ref.)" if r.higher_is_better else "1.00× (ref.)"
     return stats.vs_native(r)
 
@@ -91,7 +91,8 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
         key = (declared.get(wl_name) or {}).get("sweep_param") or "value"
         head = tuple((declared.get(wl_name) or {}).get("headline") or ())
         _print_sweep(console, wl_name, mtu, off, grp, key, head[0] if head else "throughput")
-    hops.print_table(console, cases)   # chain campaigns only
+    hops.print_chain(console, cases)   # chain campaigns only: diagram, chain vs direct
+    hops.print_table(console, cases)
     hubs.print_table(console, cases)   # hub campaigns only
     failed = [d for d in cases if d.get("status") == "failed"]
     skipped = [d for d in cases if d.get("status") == "skipped"]

@@ -84,3 +84,217 @@ def section_html(cases: list[dict[str, Any]]) -> str:
             f"<th class=l>loss starts at</th></tr>{''.join(rows)}</table>"
             f"<p>Latency added per hop (idle, median of 20 pings, first case): "
             f"{lat or '–'}.</p>")
+
+
+# ---- the chain diagram, chain vs direct, where loss starts ---------------------------------
+# metrics set side by side when a campaign measured the chain and direct (chain direct = true)
+COMPARED = ("throughput", "rfc2544_pps_", "ndr_pps_", "pdr_pps_")
+
+
+def _chain_doc(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((d for d in cases if (d.get("testbed") or {}).get("chain")), None)
+
+
+def diagram(cases: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """The chain as rows (place, kind, where, what): each hop's namespace, what it does
+    (rules, rate), and which tunnel the gateways terminate between them (pure)."""
+    doc = _chain_doc(cases)
+    if doc is None:
+        return []
+    tbc = doc["testbed"]["chain"]
+    sites = doc["testbed"].get("sites") or {}
+    gw = tbc.get("gateway_tunnel") or {}
+    rows = [("a", "site", str((sites.get("a") or {}).get("netns") or "–"),
+             f"sends; MTU {tbc.get('segment_mtus', ['?'])[0]}")]
+    for h in tbc.get("hops", []):
+        rows.append((h["name"], h["kind"], str(h.get("netns") or "–"), _what(h, gw)))
+    mtus = tbc.get("segment_mtus") or ["?"]
+    rows.append(("b", "site", str((sites.get("b") or {}).get("netns") or "–"),
+                 f"receives; MTU {mtus[-1]}"))
+    return rows
+
+
+def _what(hop: dict[str, Any], gw: dict[str, Any]) -> str:
+    p = hop.get("params") or {}
+    kind = hop["kind"]
+    if kind == "gateway":
+        names = gw.get("gateways") or []
+        peer = next((n for n in names if n != hop["name"]), "?")
+        label = gw.get("label") or p.get("tunnel", "?")
+        enc = ", encrypts" if gw.get("encrypts") else ""
+        return (f"{label} tunnel to {peer}{enc}; inner MTU {gw.get('inner_mtu', '?')} "
+                f"over WAN MTU {gw.get('wan_mtu', '?')}")
+    if kind == "firewall":
+        return (f"nftables, {p.get('rules', '?')} {p.get('shape', 'linear')} rules"
+                + (", stateful" if p.get("stateful") else "")
+                + (f", limit {p['limit']}" if p.get("limit") else ""))
+    if kind == "wan":
+        return "tbf " + str(p.get("rate") or "unshaped") + \
+            "".join(f", {k} {p[k]}" for k in ("delay", "jitter", "loss") if p.get(k))
+    if kind == "nat":
+        return f"nftables {p.get('mode', 'masquerade')}"
+    return "forwards (TTL - 1)"
+
+
+def diagram_line(cases: list[dict[str, Any]]) -> str:
+    """'a -> rtra -> fwa -> gwa =[ipsec (libipsec)]=> wan =[...]=> gwb -> ... -> b'."""
+    doc = _chain_doc(cases)
+    if doc is None:
+        return ""
+    tbc = doc["testbed"]["chain"]
+    gw = tbc.get("gateway_tunnel") or {}
+    ends = gw.get("gateways") or []
+    inside = False
+    out = "a"
+    for h in tbc.get("hops", []):
+        arrow = f" ={gw.get('label')}=> " if inside else " -> "
+        out += arrow + h["name"]
+        if h["name"] in ends:
+            inside = not inside
+    return out + " -> b"
+
+
+def _mean(vals: list[float]) -> float | None:
+    return sum(vals) / len(vals) if vals else None
+
+
+def chain_vs_direct(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per workload and compared metric: the mean direct, through the chain, and the chain's
+    share of direct, with n of each and whether a figure is a lower bound (pure)."""
+    acc: dict[tuple[str, str], dict[str, Any]] = {}
+    for d in cases:
+        topo = d["case"].get("topology")
+        if d.get("status") != "ok" or topo not in ("direct", "chain"):
+            continue
+        wl = d["case"]["workload"]
+        wlabel = wl.get("label") or wl["name"]
+        for name, m in (d.get("metrics") or {}).items():
+            if m.get("value") is None or not (name == "throughput"
+                                               or name.startswith(COMPARED[1:])):
+                continue
+            slot = acc.setdefault((wlabel, name), {"unit": m.get("unit", ""), "direct": [],
+                                                   "chain": [], "bound": set()})
+            slot[topo].append(float(m["value"]))
+            if m.get("bound"):
+                slot["bound"].add(topo)
+    rows = []
+    for (wlabel, name), s in acc.items():
+        direct, chain = _mean(s["direct"]), _mean(s["chain"])
+        rows.append({"workload": wlabel, "metric": name, "unit": s["unit"], "direct": direct,
+                     "chain": chain, "n_direct": len(s["direct"]), "n_chain": len(s["chain"]),
+                     "bound": sorted(s["bound"]),
+                     "pct": (100.0 * chain / direct if direct and chain is not None
+                             else None)})
+    return rows
+
+
+def loss_start(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Where loss starts in the chain: the hop most chain cases name as their bottleneck
+    (by the per-hop drop counters), what it is, and how it lost (pure); None without loss."""
+    docs = chained(cases)
+    named = [d["chain"]["bottleneck"] for d in docs if d["chain"].get("bottleneck")]
+    if not named:
+        return None
+    place = max(dict.fromkeys(named), key=named.count)
+    kinds = {h["name"]: h for h in (docs[0]["chain"].get("hops") or [])}
+    rows = [next(r for r in d["chain"]["drops"] if r["place"] == place) for d in docs
+            if d["chain"].get("bottleneck") == place]
+    from ..chain.hops import loss_of
+    worst = max(rows, key=loss_of)
+    how = ", ".join(f"{k} drops" for k in ("qdisc", "policy", "if") if worst.get(f"{k}_drops"))
+    hop = kinds.get(place) or {}
+    return {"place": place, "kind": hop.get("kind", "site"), "cases": len(rows),
+            "of": len(docs), "lost": loss_of(worst), "how": how or "in minus out (no drop "
+            "counter saw it: a queue inside the hop, e.g. a userspace datapath's)"}
+
+
+def takeaways(cases: list[dict[str, Any]]) -> list[Any]:
+    """The chain's take-aways: where loss starts, and the chain's share of direct."""
+    from .takeaways import Takeaway
+    out = []
+    start = loss_start(cases)
+    if start is not None:
+        what = start["kind"]
+        gw = ((_chain_doc(cases) or {}).get("testbed", {}).get("chain", {})
+              .get("gateway_tunnel") or {})
+        if what == "gateway" and gw.get("label"):
+            what = f"{what}, {gw['label']}"
+        out.append(Takeaway("chain", f"Loss starts at {start['place']} ({what}): the "
+                            f"bottleneck in {start['cases']} of {start['of']} chain case(s), "
+                            f"up to {start['lost']:,} packets lost there, counted by "
+                            f"{start['how']}.", dict(start)))
+    for r in chain_vs_direct(cases):
+        if r["pct"] is None or r["metric"] != "throughput" and not r["metric"].startswith(
+                ("rfc2544_pps_", "ndr_pps_")):
+            continue
+        lb = " (direct is a lower bound: the generator's limit)" if "direct" in r["bound"] \
+            else ""
+        out.append(Takeaway("chain", f"Through the chain, {r['workload']} {r['metric']} is "
+                            f"{r['pct']:.1f}% of direct ({_fmt(r['chain'])} vs "
+                            f"{_fmt(r['direct'])} {r['unit']}){lb}.", dict(r)))
+    return out
+
+
+def _fmt(v: float | None) -> str:
+    return "–" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{v:.1f}%"
+
+
+def print_chain(console: Console, cases: list[dict[str, Any]]) -> None:
+    """The chain diagram and chain vs direct on the console (nothing without a chain)."""
+    rows = diagram(cases)
+    if not rows:
+        return
+    t = Table(title=f"chain - {diagram_line(cases)}")
+    for col in ("place", "kind", "namespace", "what"):
+        t.add_column(col)
+    for place in rows:
+        t.add_row(*place)
+    console.print(t)
+    cmp = chain_vs_direct(cases)
+    if cmp:
+        c = Table(title="through the chain vs direct (same run)")
+        for col in ("workload", "metric", "direct", "chain", "chain % of direct"):
+            c.add_column(col, justify="left" if col in ("workload", "metric") else "right")
+        for r in cmp:
+            c.add_row(r["workload"], f"{r['metric']} ({r['unit']})",
+                      ("≥" if "direct" in r["bound"] else "") + _fmt(r["direct"]),
+                      ("≥" if "chain" in r["bound"] else "") + _fmt(r["chain"]),
+                      _pct(r["pct"]))
+        console.print(c)
+    for take in takeaways(cases)[:1]:
+        console.print(take.text)
+
+
+def chain_html(cases: list[dict[str, Any]]) -> str:
+    """The report's chain diagram and chain-vs-direct table ('' without a chain)."""
+    rows = diagram(cases)
+    if not rows:
+        return ""
+    esc = html.escape
+    body = "".join("<tr>" + "".join(f"<td class=l>{esc(x)}</td>" for x in r) + "</tr>"
+                   for r in rows)
+    out = (f"<h2 id=chain-diagram>Chain</h2><p><code>{esc(diagram_line(cases))}</code> "
+           "(=tunnel=> : between the gateways, inside their tunnel)</p>"
+           "<table><tr><th class=l>place</th><th class=l>kind</th><th class=l>namespace</th>"
+           f"<th class=l>what</th></tr>{body}</table>")
+    cmp = chain_vs_direct(cases)
+    if cmp:
+        trs = "".join(
+            f"<tr><td class=l>{esc(r['workload'])}</td><td class=l>{esc(r['metric'])} "
+            f"({esc(r['unit'])})</td><td>{'≥' if 'direct' in r['bound'] else ''}"
+            f"{esc(_fmt(r['direct']))}</td><td>{'≥' if 'chain' in r['bound'] else ''}"
+            f"{esc(_fmt(r['chain']))}</td><td>"
+            f"{_pct(r['pct'])}</td></tr>" for r in cmp)
+        out += ("<h3>Through the chain vs direct</h3><p>The same workloads measured without "
+                "the chain (the plain two-site testbed) in the same run, means over the "
+                "rounds; ≥: a lower bound (the generator's limit, not the path's).</p>"
+                "<table><tr><th class=l>workload</th><th class=l>metric</th><th>direct</th>"
+                f"<th>chain</th><th>chain % of direct</th></tr>{trs}</table>")
+    takes = takeaways(cases)
+    if takes:
+        out += "<ul>" + "".join(f"<li>{esc(t.text)}</li>" for t in takes) + "</ul>"
+    return out

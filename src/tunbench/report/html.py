@@ -156,8 +156,9 @@ def _cpu_cell(trs: dict[str, stats.Row], label: str) -> str:
 
 
 def _vs_native_cell(r: stats.Row, label: str) -> str:
-    text = "100% (ref.)" if r.kind == "native" and r.higher_is_better else \
-        "1.00× (ref.)" if r.kind == "native" else stats.vs_native(r)
+    ref = stats.is_reference(r)
+    text = "100% (ref.)" if ref and r.higher_is_better else \
+        "1.00× (ref.)" if ref else stats.vs_native(r)
     return f'<td data-label="{esc(label)}">{esc(text)}</td>'
 
 
@@ -219,9 +220,10 @@ def _metric_rows_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
             if r is None:
                 out.append("<td>–</td>")
                 continue
-            rel = "100% (ref.)" if r.kind == "native" else stats.vs_native(r)
+            rel = "100% (ref.)" if stats.is_reference(r) else stats.vs_native(r)
             pct = (f"<br><small>{esc(rel)} {'of ' if rel.endswith('%') else ''}native</small>"
-                   if m in pct_cols and r.pct_of_native is not None and r.kind != "native"
+                   if m in pct_cols and r.pct_of_native is not None
+                   and not stats.is_reference(r)
                    else "<br><small>reference</small>" if m in pct_cols
                    and r.kind == "native" else "")
             out.append(_value_cell(r, pct))
@@ -384,7 +386,7 @@ Workloads: {esc(', '.join(wls) or 'none')}.</p>
 <h2 id=takeaways>Take-aways</h2>{html_section(takes)}
 <h2 id=tables>Results (mean ± 95% confidence interval over repeats)</h2>
 {summary_tables(c)}
-{hops.section_html(c.cases)}
+{hops.chain_html(c.cases)}{hops.section_html(c.cases)}
 {hubs.section_html(c.cases)}
 <h2 id=figures>Figures</h2>
 {''.join(figure_html(f) for f in figs) or '<p>No figure: no ok case.</p>'}

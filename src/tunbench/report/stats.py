@@ -120,8 +120,8 @@ def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
     out = []
     for key, s in summaries.items():
         label, kind, wl, wlabel, metric, mtu, off = key
-        base = next((summaries[k] for k in summaries if k[1] == "native" and k[2:] == key[2:]),
-                    None)
+        base = next((summaries[k] for k in summaries if k[1] == "native"
+                     and not k[0].endswith(VIA_CHAIN) and k[2:] == key[2:]), None)
         pct = 100.0 * s.mean / base.mean if base and base.mean else None
         unit, hib, sweep = meta[key]
         line_pct, line_src = None, None
@@ -136,6 +136,16 @@ def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
     out.sort(key=lambda r: (r.workload, r.sweep if isinstance(r.sweep, (int, float)) else 0,
                             r.label, r.mtu, r.offloads, r.metric, order.index(r.tunnel)))
     return out
+
+
+# the label suffix of cases measured through a chain next to direct ones (plan.VIA_CHAIN): a
+# native through the chain is measured against native direct, not the reference itself
+VIA_CHAIN = " via chain"
+
+
+def is_reference(r: Row) -> bool:
+    """Whether a row is the baseline of its column (native, direct when a chain is compared)."""
+    return r.kind == "native" and not r.tunnel.endswith(VIA_CHAIN)
 
 
 def vs_native(r: Row) -> str:

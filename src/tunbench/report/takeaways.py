@@ -15,7 +15,7 @@ from .data import Campaign, Scenario
 @dataclass(frozen=True)
 class Takeaway:
     topic: str   # share-of-native, cpu-per-gbit, jumbo, scaling, scale-out, latency,
-    #              on-wire, one-core, noisy
+    #              on-wire, one-core, noisy, chain
     text: str
     facts: dict[str, Any] = field(default_factory=dict)
 
@@ -510,7 +510,8 @@ def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
 
 
 def compute(c: Campaign) -> list[Takeaway]:
-    from . import peers  # builds on this module's sentences; imported here, not in a cycle
+    # build on this module's sentences (Takeaway): imported here, not in a cycle
+    from . import hops, peers
     return merge_sweeps(c, share_of_native(c) + cpu_per_gbit(c) + jumbo(c) + scaling(c)
                         + scale_out(c) + peers.compute(c) + goodput_on_wire(c) + latency(c)
-                        + one_core(c) + noisy(c))
+                        + one_core(c) + noisy(c) + hops.takeaways(c.cases))

@@ -182,6 +182,13 @@ class Testbed:
     notes: dict[str, Any] = field(default_factory=dict)
     # programs copied to a site for this case (site name -> path there)
     shipped: dict[str, str] = field(default_factory=dict, repr=False)
+    # prefixes each site forwards for (site name -> CIDRs): set when the sites are the
+    # gateways of a chain (chain/gateway.py); a tunnel driver lets them into its tunnel
+    # (WireGuard allowed-ips, IPsec traffic selectors) besides the inner addresses
+    behind: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # a tag in the names of system-wide objects (wireguard-go's interfaces): the chain's
+    # gateway tunnel and a site tunnel of the same run must not clash
+    link_tag: str = ""
 
     def sites(self) -> tuple[Site, Site]:
         return self.a, self.b

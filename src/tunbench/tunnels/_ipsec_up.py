@@ -128,7 +128,10 @@ def up(drv: Ipsec, tb: Testbed, p: IpsecParams, impl: str) -> Endpoints:
                 dev = wait_device(site, before, "ipsec")
                 devices[site.name].append(dev)
                 _inner(site, dev, i, mtu)
-            confs = _children(tb, drv, p, i, 4500 + i, 0, ts_any=False)
+            # gateways (tb.behind) carry whole segments: selectors for any address (one
+            # policy; per-prefix ones make kernel-libipsec install one route per pair of
+            # prefixes, and it fails on the second with the same destination)
+            confs = _children(tb, drv, p, i, 4500 + i, 0, ts_any=bool(tb.behind))
             _load_and_initiate(tb, run, {k: [v] for k, v in confs.items()}, str(i))
     else:
         if impl == "kernel":

@@ -138,7 +138,7 @@ class Wireguard(TunnelDriver[WireguardParams]):
             for site, peer, me4, me6, p4, p6 in ((tb.a, tb.b, a4, a6, b4, b6),
                                                  (tb.b, tb.a, b4, b6, a4, a6)):
                 # unique system-wide: wireguard-go's socket directory is shared by all netns
-                ifname = names.link_name(tb.run_id, f"wg{i}{site.name}")
+                ifname = names.link_name(tb.run_id, f"wg{tb.link_tag}{i}{site.name}")
                 devices[site.name].append(ifname)
                 if impl == "go":
                     pids[site.name].append(self._start_go(tb, site, ifname, i))
@@ -150,7 +150,8 @@ class Wireguard(TunnelDriver[WireguardParams]):
                 argv = ["wg", "set", ifname, "private-key", str(private),
                         "listen-port", str(params.port + i), "peer", peer_pub,
                         "endpoint", endpoint(self.underlay_addr(peer, fam), params.port + i),
-                        "allowed-ips", ",".join(self._allowed(p4, p6, i, params, peer))]
+                        "allowed-ips", ",".join(self._allowed(p4, p6, i, params, peer)
+                                                + list(tb.behind.get(peer.name, ())))]
                 if params.keepalive:
                     argv += ["persistent-keepalive", str(params.keepalive)]
                 site.run(argv, timeout=15)
