@@ -3,9 +3,9 @@
 
 1. The pure tiers (tests/unit, tests/report: no root, no traffic, CPU-bound) on every core with
    pytest-xdist. One pytest process uses one core; these tiers are ~9 min of CPU here.
-2. Everything else (tests/netns, tests/remote, the VM lab tiers) in one process, one test at a
-   time: their figures are ratios measured on the host's cores, which a parallel test would
-   skew.
+2. Everything else (tests/netns, tests/remote, the VM lab tiers, and the pure-tier tests
+   marked `serial`) in one process, one test at a time: their figures are ratios measured on
+   the host's cores, which a parallel test would skew.
 
 Each phase prints pytest's own summary (-ra: every skip with its reason). The last lines add
 both phases up: passed, failed, errors, skipped, each skip reason with its count, and the wall
@@ -30,10 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PURE = ["tests/unit", "tests/report"]
 # pytest: 0 all passed, 1 some failed, 5 nothing collected; anything else broke the run
 OK_CODES = (0, 5)
+PHASE_ENV = "TUNBENCH_TEST_PHASE"
 
 
 @dataclass
 class Phase:
+    key: str     # TUNBENCH_TEST_PHASE for tests/conftest.py
     name: str
     argv: list[str]
     junit: Path
@@ -44,12 +46,13 @@ class Phase:
 
 
 def phases(python: str, tmp: Path) -> list[Phase]:
+    """tests/conftest.py keeps each phase's tests by TUNBENCH_TEST_PHASE: the pure tiers
+    without their `serial` tests, then everything else."""
     workers = str(max(1, min(os.cpu_count() or 1, 8)))
-    rest = ["tests", *(f"--ignore={p}" for p in PURE)]
-    return [Phase("pure tiers (unit, report) on " + workers + " workers",
+    return [Phase("pure", "pure tiers (unit, report) on " + workers + " workers",
                   [python, "-m", "pytest", "-n", workers, *PURE], tmp / "pure.xml"),
-            Phase("netns, remote and VM lab tiers, one test at a time",
-                  [python, "-m", "pytest", *rest], tmp / "live.xml")]
+            Phase("live", "netns, remote, VM lab tiers and serial tests, one at a time",
+                  [python, "-m", "pytest", "tests"], tmp / "live.xml")]
 
 
 def read_junit(phase: Phase) -> None:
@@ -95,7 +98,8 @@ def main(argv: list[str]) -> int:
         for phase in phases(python, Path(tmp)):
             print(f"\n===== make test: {phase.name} =====", flush=True)
             t0 = time.monotonic()
-            phase.code = subprocess.call([*phase.argv, f"--junitxml={phase.junit}"], cwd=ROOT)
+            phase.code = subprocess.call([*phase.argv, f"--junitxml={phase.junit}"], cwd=ROOT,
+                                         env={**os.environ, PHASE_ENV: phase.key})
             phase.seconds = time.monotonic() - t0
             read_junit(phase)
             done.append(phase)

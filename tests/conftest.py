@@ -28,6 +28,24 @@ def _netns_unavailable() -> str | None:
     return None
 
 
+# make test's phases (scripts/test_phases.py): "pure" keeps the pure tiers (tests/unit,
+# tests/report) that may share the cores with each other (pytest-xdist); "live" keeps the rest
+# plus the pure-tier tests marked `serial` (they time something, or check that nothing
+# appeared on the host, which a test running beside them would falsify). Unset: everything.
+PHASE_ENV = "TUNBENCH_TEST_PHASE"
+PURE_TIERS = ("unit", "report")
+
+
+def _in_pure_phase(item: pytest.Item) -> bool:
+    tier = Path(str(item.path)).relative_to(Path(__file__).parent).parts[0]
+    return tier in PURE_TIERS and item.get_closest_marker("serial") is None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "serial: a pure-tier test make test runs alone, in its "
+                                       "live phase (it times something or watches the host)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = _netns_unavailable()
     for item in items:
@@ -35,6 +53,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.netns)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
+    phase = os.environ.get(PHASE_ENV)
+    if phase in ("pure", "live"):
+        keep = [i for i in items if _in_pure_phase(i) == (phase == "pure")]
+        dropped = [i for i in items if i not in keep]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 @pytest.fixture

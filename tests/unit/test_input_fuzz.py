@@ -30,6 +30,9 @@ from hypothesis import strategies as st
 
 from tunbench import cli, inputs, spec, tunnels, workloads
 
+# make test runs it alone (serial): each refusal must leave nothing on the host, which a test running beside it would falsify
+pytestmark = pytest.mark.serial
+
 _COMMON = dict(deadline=None, database=None, print_blob=True,
                suppress_health_check=[HealthCheck.function_scoped_fixture,
                                       HealthCheck.too_slow, HealthCheck.data_too_large])

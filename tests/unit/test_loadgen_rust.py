@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+# make test runs it alone (serial): the load generator's own tests pace packets in time
+pytestmark = pytest.mark.serial
+
 LOADGEN = Path(__file__).resolve().parents[2] / "loadgen"
 
 

@@ -4,6 +4,7 @@ every outcome counted once, skip reasons grouped with their counts, failures mak
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,7 @@ def test_summary_of_a_real_pytest_run(tmp_path: Path) -> None:
                             str(tmp_path), f"--junitxml={junit}"],
                            stdout=subprocess.DEVNULL, cwd=tmp_path)
     assert code == 1
-    phase = tp.Phase("sample", [], junit, code=code, seconds=90.0)
+    phase = tp.Phase("x", "sample", [], junit, code=code, seconds=90.0)
     tp.read_junit(phase)
     assert dict(phase.counts) == {"passed": 2, "failed": 1, "errors": 1, "skipped": 3}
     assert dict(phase.skips) == {"kernel without X": 2, "needs tool Y": 1}
@@ -51,6 +52,27 @@ def test_summary_of_a_real_pytest_run(tmp_path: Path) -> None:
 
 
 def test_a_phase_without_junit_counts_nothing(tmp_path: Path) -> None:
-    phase = tp.Phase("broke", [], tmp_path / "absent.xml", code=3)
+    phase = tp.Phase("x", "broke", [], tmp_path / "absent.xml", code=3)
     tp.read_junit(phase)
     assert sum(phase.counts.values()) == 0
+
+
+def _collected(phase: str | None) -> set[str]:
+    env = {k: v for k, v in os.environ.items() if k != tp.PHASE_ENV}
+    if phase:
+        env[tp.PHASE_ENV] = phase
+    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist",
+                        "tests"], cwd=tp.ROOT, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return {ln for ln in r.stdout.splitlines() if ln.startswith("tests/") and "::" in ln}
+
+
+def test_the_two_phases_split_the_suite_exactly() -> None:
+    """Every test runs in exactly one phase; serial pure-tier tests go to the live phase."""
+    pure, live, everything = _collected("pure"), _collected("live"), _collected(None)
+    assert pure and live and not pure & live
+    assert pure | live == everything
+    assert all(n.startswith(("tests/unit/", "tests/report/")) for n in pure)
+    assert any(n.startswith("tests/unit/test_input_fuzz.py") for n in live)
+    assert not any(n.startswith("tests/unit/test_input_fuzz.py") for n in pure)
