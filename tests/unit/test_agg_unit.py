@@ -77,4 +77,4 @@ def test_missing_binary_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path:
     m = agg.binary_missing()
     assert m is not None and "make loadgen" in m.one_line()
     drv = tunnels.get("agg")
-    assert any(x.what == "binary tbagg" for x in drv.requirements(drv.default_params()))
+    assert any(x.what == "tool tbagg" for x in drv.requirements(drv.default_params()))

@@ -19,10 +19,9 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
-from .. import proc
+from .. import proc, rustbin
 from ..capabilities import Missing
 from ..errors import CommandFailed
 from ..params import out_of_range
@@ -44,9 +43,8 @@ from .base import (
 AGG_HEADER = 8
 SEPARATOR = 2
 BINARY = "tbagg"
-REPO = Path(__file__).resolve().parents[3]
-BUILD_FIX = ("build it: make loadgen (needs Rust >= 1.85: curl https://sh.rustup.rs | sh), "
-             "or point TUNBENCH_TBAGG at the binary")
+ENV = "TUNBENCH_TBAGG"
+BUILD_FIX = rustbin.build_fix(ENV)
 DUMP_TIMEOUT = 5.0
 TXQLEN = 10000
 
@@ -68,24 +66,11 @@ class AggParams(TunnelParams):
 
 
 def find_binary() -> str | None:
-    """$TUNBENCH_TBAGG, else <repo>/loadgen/target/release/tbagg, else PATH."""
-    env = os.environ.get("TUNBENCH_TBAGG")
-    if env:
-        return env if os.path.isfile(env) and os.access(env, os.X_OK) else None
-    built = REPO / "loadgen" / "target" / "release" / BINARY
-    if built.is_file() and os.access(built, os.X_OK):
-        return str(built)
-    return proc.which(BINARY)
+    return rustbin.find(BINARY, ENV)
 
 
 def binary_missing() -> Missing | None:
-    if find_binary():
-        return None
-    env = os.environ.get("TUNBENCH_TBAGG")
-    why = (f"TUNBENCH_TBAGG={env} is not an executable file" if env else
-           "the aggregating datapath is not built (looked in $TUNBENCH_TBAGG, "
-           "loadgen/target/release, PATH)")
-    return Missing(f"binary {BINARY}", why, BUILD_FIX)
+    return rustbin.missing(BINARY, ENV, "the aggregating datapath")
 
 
 @dataclass(frozen=True)

@@ -23,35 +23,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import proc
+from .. import proc, rustbin
 from ..capabilities import Missing
 from ..errors import CommandFailed
 from ..testbed.base import Site, Testbed
 
-REPO = Path(__file__).resolve().parents[3]
 BINARY = "tunbench-loadgen"
-BUILD_FIX = ("build it: make loadgen (needs Rust >= 1.85: curl https://sh.rustup.rs | sh), "
-             "or point TUNBENCH_LOADGEN at the binary")
+ENV = "TUNBENCH_LOADGEN"
+BUILD_FIX = rustbin.build_fix(ENV)
 
 
 def find_binary() -> str | None:
-    """$TUNBENCH_LOADGEN, else <repo>/loadgen/target/release/tunbench-loadgen, else PATH."""
-    env = os.environ.get("TUNBENCH_LOADGEN")
-    if env:
-        return env if os.path.isfile(env) and os.access(env, os.X_OK) else None
-    built = REPO / "loadgen" / "target" / "release" / BINARY
-    if built.is_file() and os.access(built, os.X_OK):
-        return str(built)
-    return proc.which(BINARY)
+    return rustbin.find(BINARY, ENV)
 
 
 def binary_missing() -> Missing | None:
-    if find_binary():
-        return None
-    env = os.environ.get("TUNBENCH_LOADGEN")
-    why = (f"TUNBENCH_LOADGEN={env} is not an executable file" if env else
-           f"{BINARY} not built (looked in $TUNBENCH_LOADGEN, loadgen/target/release, PATH)")
-    return Missing(f"tool {BINARY}", why, BUILD_FIX)
+    return rustbin.missing(BINARY, ENV)
 
 
 def require_binary() -> str:

@@ -25,14 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import proc
+from .. import proc, rustbin
 from ..capabilities import Missing
 from ..errors import CommandFailed, UnavailableError
 from ..testbed.base import Site, Testbed
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
-from .loadgen import BUILD_FIX, REPO
 
 BINARY = "tunbench-rpc"
+ENV = "TUNBENCH_RPC"
+BUILD_FIX = rustbin.build_fix(ENV)
 PORT_OFFSET = 0               # server port = ctx.port_base + this: the first port a
                               # stream relay (ssh-forward) forwards; one server at a time
 MIN_SIZE, MAX_SIZE = 8, 1 << 20
@@ -120,23 +121,11 @@ class RpcParams(WorkloadParams):
 
 
 def find_binary() -> str | None:
-    """$TUNBENCH_RPC, else <repo>/loadgen/target/release/tunbench-rpc, else PATH."""
-    env = os.environ.get("TUNBENCH_RPC")
-    if env:
-        return env if os.path.isfile(env) and os.access(env, os.X_OK) else None
-    built = REPO / "loadgen" / "target" / "release" / BINARY
-    if built.is_file() and os.access(built, os.X_OK):
-        return str(built)
-    return proc.which(BINARY)
+    return rustbin.find(BINARY, ENV)
 
 
 def binary_missing() -> Missing | None:
-    if find_binary():
-        return None
-    env = os.environ.get("TUNBENCH_RPC")
-    why = (f"TUNBENCH_RPC={env} is not an executable file" if env else
-           f"{BINARY} not built (looked in $TUNBENCH_RPC, loadgen/target/release, PATH)")
-    return Missing(f"tool {BINARY}", why, BUILD_FIX.replace("TUNBENCH_LOADGEN", "TUNBENCH_RPC"))
+    return rustbin.missing(BINARY, ENV)
 
 
 def binary_on(tb: Testbed, site: Site) -> str:
