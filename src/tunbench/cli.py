@@ -6,6 +6,7 @@ Errors become one line and an exit code here, and only here; tracebacks with --d
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -18,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
-from . import __version__, inputs, interrupts, spec, tunnels
+from . import __version__, inputs, interrupts, spec, tunnels, workloads
 from .errors import Interrupted, SpecError, TunbenchError
 
 DEFAULT_OUT = Path("results")
@@ -84,6 +85,32 @@ def available_kinds() -> dict[str, list[str]]:
             for auto in tunnels.availability(kind)[:1]}
 
 
+TRAFFIC_FLAGS = ("mix", "genome", "flows")
+
+
+def _traffic_overrides(args: argparse.Namespace, merged: dict[str, Any]) -> None:
+    """--mix / --genome / --flows set that parameter of every [[workload]] that has it (the
+    workloads driving the UDP generator); a flag no chosen workload takes is refused."""
+    for key in TRAFFIC_FLAGS:
+        val = getattr(args, key, None)
+        if val is None:
+            continue
+        tables = merged.get("workload") or [{"name": w} for w in spec.DEFAULT_WORKLOADS]
+        hit = False
+        for table in tables:
+            name = table.get("name") if isinstance(table, dict) else None
+            wl = workloads.registry().get(name) if isinstance(name, str) else None
+            if wl is not None and key in {f.name for f in dataclasses.fields(wl.Params)}:
+                table[key] = int(val) if key == "flows" and val.isdigit() else val
+                hit = True
+        if not hit:
+            takers = sorted(n for n, wl in workloads.registry().items()
+                            if key in {f.name for f in dataclasses.fields(wl.Params)})
+            raise SpecError(f"--{key} applies to none of the workloads chosen",
+                            f"add one that takes it: --workloads {','.join(takers)}")
+        merged["workload"] = tables
+
+
 def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
     from . import presets
     data: dict[str, Any] = {}
@@ -124,6 +151,7 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
         over["workload"] = [{"name": w} for w in inputs.split_list("--workloads", args.workloads)]
     _site_overrides(args, data, over)
     merged = spec.merge(data, over)
+    _traffic_overrides(args, merged)
     kinds = available_kinds()
     avail = {k for k, why in kinds.items() if not why}
     flags = set(e) | {k for k in ("tunnel", "workload", "offloads") if k in over}
@@ -445,6 +473,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--jitter", help="netem jitter (needs --delay), e.g. 5ms")
     r.add_argument("--loss", help="netem random loss on both underlay ends, e.g. 0.1%%")
     r.add_argument("--netem-rate", dest="netem_rate", help="netem rate limit, e.g. 100mbit")
+    r.add_argument("--mix", metavar="SIZE:WEIGHT,...", help="custom IMIX for the workloads "
+                   "that generate UDP (loss-search), IP bytes, e.g. 64:7,570:4,1518:1")
+    r.add_argument("--genome", metavar="LETTERS", help="RFC 6985 size letters for the "
+                   "workloads that generate UDP (loss-search), e.g. aaaaaaaabbbbg")
+    r.add_argument("--flows", metavar="N|SxDxSPxDP", help="flows of the workloads that "
+                   "generate UDP (loss-search): a count (source ports), or source x destination "
+                   "addresses x source x destination ports, e.g. 5x5x100x100")
     r.add_argument("--site", action="append", metavar="NAME=TARGET",
                    help="run between real hosts over SSH: --site a=USER@HOST --site "
                    "b=USER@HOST ('local' = this host); default: two namespaces here")

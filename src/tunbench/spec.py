@@ -286,6 +286,9 @@ def build(data: dict[str, Any], source: str = "command line",
     workload_specs = _workloads(data.get("workload", [{"name": w} for w in DEFAULT_WORKLOADS]),
                                 section("workload"), problems)
     offloads = _offloads(data.get("offloads"), section("offloads"), problems)
+    for w in workload_specs:
+        problems += [f"{section('workload')}: workload {w.label}: {p}"
+                     for p in w.params.family_problems(family)]
     problems = list(dict.fromkeys(problems))   # a swept workload repeats its table's problem
     if problems:
         raise SpecError("\n".join(problems) if len(problems) > 1 else problems[0],

@@ -27,6 +27,7 @@ from .. import proc
 from ..capabilities import Missing
 from ..errors import CommandFailed
 from ..testbed.base import Site, Testbed
+from . import traffic
 
 REPO = Path(__file__).resolve().parents[3]
 BINARY = "tunbench-loadgen"
@@ -65,15 +66,22 @@ def require_binary() -> str:
 
 @dataclass(frozen=True)
 class TrafficSpec:
-    """What one trial sends: a fixed IP size (bytes) or the simple IMIX, over N flows."""
-    size: str = "imix"          # "imix" or a decimal IP total length
+    """What one trial sends: a size profile (a fixed IP size, the simple IMIX, a custom weighted
+    `mix` or an RFC 6985 `genome`; traffic.profile) over N flows."""
+    size: str = "imix"          # a decimal IP total length, "imix", "mix" or "genome"
     flows: int = 100
     port: int = 5301
     src_port: int | None = None  # base source port (socket i uses base+i); None = kernel picks
     seed: int = 1
+    family: int = 4             # the simple IMIX's small packets are 60 B over IPv6
+    mix: str = ""               # "SIZE:WEIGHT,..." for size "mix"
+    genome: str = ""            # RFC 6985 letters for size "genome"
+
+    def profile(self) -> traffic.SizeProfile:
+        return traffic.profile(self.size, self.family, self.mix, self.genome)
 
     def mix_args(self) -> list[str]:
-        return ["--imix", "simple"] if self.size == "imix" else ["--size", str(int(self.size))]
+        return list(self.profile().args)
 
 
 def recv_argv(binary: str, bind: str, spec: TrafficSpec, duration: float,

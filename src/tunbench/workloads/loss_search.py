@@ -17,7 +17,7 @@ from ..capabilities import Missing
 from ..errors import CommandFailed, SpecError
 from ..progress import rate_text
 from ..testbed import bpfdrop
-from . import loadgen
+from . import loadgen, traffic
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 from .search import GENERATOR_MARGIN, SearchResult, mlr_search, rfc2544_search
 
@@ -34,7 +34,17 @@ class LossSearchParams(WorkloadParams):
         metadata={"help": "rfc2544 (binary search), mlrsearch (NDR and PDR), or both"})
     sizes: tuple[str, ...] = field(
         default=("361", "imix"),
-        metadata={"help": "IP total lengths in bytes and/or \"imix\" (7x40, 4x576, 1x1500)"})
+        metadata={"help": "IP total lengths in bytes and/or \"imix\" (7x40, 4x576, 1x1500; "
+                  "7x60 instead of 7x40 over IPv6), \"mix\", \"genome\""})
+    mix: str = field(
+        default="",
+        metadata={"help": "a custom IMIX, SIZE:WEIGHT pairs in IP bytes (\"64:7,570:4,1518:1\"); "
+                  "measured as size \"mix\" (added to sizes when they do not list it)"})
+    genome: str = field(
+        default="",
+        metadata={"help": "an RFC 6985 genome, size letters sent in this order (\"aaaaaaaabbbbg\": "
+                  "a=64 b=128 c=256 d=512 e=1024 f=1280 g=1518 h=2112 i=9000 j=16000); measured "
+                  "as size \"genome\" (added to sizes when they do not list it)"})
     flows: int = field(
         default=100,
         metadata={"help": "distinct UDP flows (source ports) the generator spreads packets over"})
@@ -77,10 +87,22 @@ class LossSearchParams(WorkloadParams):
         if not self.sizes:
             p.append("sizes is empty (give e.g. [\"361\", \"imix\"])")
         for s in self.sizes:
-            if s != "imix" and not (s.isdigit() and 40 <= int(s) <= 9000):
-                p.append(f"size {s!r} must be \"imix\" or an IP total length 40..9000 bytes")
+            if s not in ("imix", "mix", "genome") and not (s.isdigit() and 40 <= int(s) <= 9000):
+                p.append(f"size {s!r} must be \"imix\", \"mix\", \"genome\" or an IP total "
+                         "length 40..9000 bytes")
         if len(set(self.sizes)) != len(self.sizes):
             p.append("sizes has duplicates")
+        for name, value, parse in (("mix", self.mix, traffic.parse_mix),
+                                   ("genome", self.genome, traffic.parse_genome)):
+            if value:
+                try:
+                    parse(value)
+                except ValueError as exc:
+                    p.append(str(exc))
+            elif name in self.sizes:
+                p.append(f"sizes lists \"{name}\" but {name} is not set: give it "
+                         + ('(mix = "64:7,570:4,1518:1")' if name == "mix" else
+                            '(genome = "aaaaaaaabbbbg")'))
         if not 1 <= self.flows <= 65535:
             p.append(f"flows {self.flows} out of range (1..65535)")
         if not 0.1 <= self.trial_duration <= 3600:
@@ -108,6 +130,21 @@ class LossSearchParams(WorkloadParams):
         if not 1024 <= self.port <= 65535:
             p.append(f"port {self.port} out of range (1024..65535)")
         return p
+
+    def family_problems(self, family: int) -> list[str]:
+        problems = []
+        for size in self.profiles():
+            try:
+                traffic.profile(size, family, self.mix, self.genome)
+            except ValueError as exc:
+                problems.append(f"{exc} (experiment family {family})")
+        return problems
+
+    def profiles(self) -> tuple[str, ...]:
+        """The sizes measured, in order: `sizes` plus "mix"/"genome" when those are set."""
+        extra = tuple(n for n, v in (("mix", self.mix), ("genome", self.genome))
+                      if v and n not in self.sizes)
+        return tuple(self.sizes) + extra
 
 
 def accounting(capture: bool) -> dict[str, str]:
@@ -154,7 +191,7 @@ def loss_by_size(sent: dict[str, int], received: dict[str, int]) -> str:
 
 
 def size_key(size: str) -> str:
-    return "imix" if size == "imix" else str(int(size))
+    return size if size in ("imix", "mix", "genome") else str(int(size))
 
 
 def rate_metrics(prefix: str, key: str, pps: float | None, mean_l3: float,
@@ -271,7 +308,7 @@ class LossSearch(Workload[LossSearchParams]):
     @classmethod
     def expected_seconds(cls, params: LossSearchParams, duration: float, warmup: float) -> float:
         t = min(params.trial_duration, duration) + 1.0
-        return t * expected_trials(params) * len(params.sizes) + 1.5   # + the capture probe
+        return t * expected_trials(params) * len(params.profiles()) + 1.5   # + the capture probe
 
     def unsupported(self, ctx: Context, params: LossSearchParams) -> str | None:
         if params.receiver == "capture" and not ctx.ep.rx_ifnames:
@@ -280,9 +317,12 @@ class LossSearch(Workload[LossSearchParams]):
         return relay_problem(ctx, not_tcp="UDP (the load generator)")
 
     def run(self, ctx: Context, params: LossSearchParams) -> Output:
-        if ctx.family == 6 and "imix" in params.sizes:
-            raise SpecError("the simple IMIX has 40-byte packets, which IPv6 cannot carry",
-                            "use IPv4 (family 4) or leave \"imix\" out of sizes")
+        for size in params.profiles():
+            try:
+                self._spec(params, size, ctx.family).profile()
+            except ValueError as exc:
+                raise SpecError(f"workload loss-search: {exc}", "see `tunbench list "
+                                "loss-search --params`") from None
         dst = ctx.server_addr()
         duration = min(params.trial_duration, ctx.duration)
         threads = loadgen.sender_threads(params.sender_threads)
@@ -296,16 +336,21 @@ class LossSearch(Workload[LossSearchParams]):
         out.raw["accounting"] = accounting(capture)
         out.notes.append(counted_where(capture, params.receiver, bool(ctx.ep.rx_ifnames),
                                        threads))
-        count = TrialCount(len(params.sizes), expected_trials(params))
+        count = TrialCount(len(params.profiles()), expected_trials(params))
         with ctx.measuring(), bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns,
                                                ctx.ep.rx_ifnames if capture else (),
                                                params.port, params.port):
-            for size in params.sizes:
+            for size in params.profiles():
                 key = size_key(size)
                 out.raw["sizes"][key] = self._one_size(ctx, params, dst, size, key, duration,
                                                        out, capture, threads, count)
                 count.size_done()
         return out
+
+    @staticmethod
+    def _spec(p: LossSearchParams, size: str, family: int) -> loadgen.TrafficSpec:
+        return loadgen.TrafficSpec(size=size, flows=p.flows, port=p.port, family=family,
+                                   mix=p.mix, genome=p.genome)
 
     @staticmethod
     def _choose_receiver(ctx: Context, p: LossSearchParams, dst: str
@@ -348,13 +393,14 @@ class LossSearch(Workload[LossSearchParams]):
     def _one_size(self, ctx: Context, p: LossSearchParams, dst: str, size: str, key: str,
                   duration: float, out: Output, capture: bool, threads: int,
                   count: TrialCount) -> dict[str, Any]:
-        spec = loadgen.TrafficSpec(size=size, flows=p.flows, port=p.port)
+        spec = self._spec(p, size, ctx.family)
         trials: list[dict[str, Any]] = []
-        mean_l3 = (4084 / 12) if size == "imix" else float(int(size))
+        shape = spec.profile()
+        mean_l3 = shape.mean_size
 
         def measure(rate: float | None, dur: float, phase: str) -> loadgen.TrialResult:
             k = count.next()
-            ctx.phase("trial", f"{phase}, {key}{'' if key == 'imix' else ' B'}, "
+            ctx.phase("trial", f"{phase}, {key}{'' if shape.kind != 'fixed' else ' B'}, "
                       f"{rate_text(rate, mean_l3)}", trial=k, trials_about=count.about,
                       rate_pps=rate, expected_s=dur + 1.0,
                       remaining_s=count.left_s(duration + 1.0) + dur + 1.0)
@@ -363,7 +409,7 @@ class LossSearch(Workload[LossSearchParams]):
             trials.append({"phase": phase, **t.to_dict()})
             return t
 
-        raw: dict[str, Any] = {"trials": trials}
+        raw: dict[str, Any] = {"trials": trials, "profile": shape.to_dict()}
         max_pps = p.max_rate_pps
         if not max_pps:
             t = measure(None, duration, "max-rate")

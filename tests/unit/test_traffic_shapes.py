@@ -1,0 +1,51 @@
+"""Size profiles, custom mixes and RFC 6985 genomes as the spec validates them (no root)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tunbench.errors import SpecError
+from tunbench.workloads import traffic
+from tunbench.workloads.loss_search import LossSearch
+
+
+def test_mix_parses_sizes_and_weights() -> None:
+    assert traffic.parse_mix("64:7, 570:4,1518") == ((64, 7), (570, 4), (1518, 1))
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("", "mix is empty"), ("64:7,,1518:1", "is not SIZE"), ("64:x", "is not SIZE"),
+    ("30:1", "size 30 out of range"), ("64:0", "weight of size 64 is 0"),
+    ("64:1,64:2", "lists a size twice"), ("64:1048577,65:1", "weights add up"),
+])
+def test_bad_mix_names_the_problem(spec: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        traffic.parse_mix(spec)
+
+
+def test_genome_uses_rfc6985_letters_in_order() -> None:
+    assert traffic.parse_genome("aabG") == (64, 64, 128, 1518)
+    with pytest.raises(ValueError, match="'z'.*interface MTU"):
+        traffic.parse_genome("aaz")
+    with pytest.raises(ValueError, match="'k' is not an RFC 6985 size letter"):
+        traffic.parse_genome("aak")
+
+
+def test_profiles_and_their_generator_arguments() -> None:
+    assert traffic.profile("imix").args == ("--imix", "simple")
+    v6 = traffic.profile("imix", 6)
+    assert v6.args == ("--mix", "60:7,576:4,1500:1") and v6.mean_size == pytest.approx(4224 / 12)
+    g = traffic.profile("genome", genome="aaaaaaaabbbbg")
+    assert g.weights == ((64, 8), (128, 4), (1518, 1)) and g.args == ("--genome", "aaaaaaaabbbbg")
+    assert traffic.profile("361").mean_size == 361
+    with pytest.raises(ValueError, match="below the smallest IPv6 packet"):
+        traffic.profile("mix", 6, mix="48:7,576:4,1438:1")
+
+
+def test_loss_search_adds_mix_and_genome_to_its_sizes() -> None:
+    p = LossSearch.parse_params({"sizes": ["361"], "mix": "48:7,576:4,1438:1",
+                                 "genome": "abg"})
+    assert p.profiles() == ("361", "mix", "genome")
+    assert p.family_problems(6) and not p.family_problems(4)
+    with pytest.raises(SpecError, match='sizes lists "genome" but genome is not set'):
+        LossSearch.parse_params({"sizes": ["genome"]})
