@@ -8,9 +8,12 @@ import time
 
 import pytest
 
+from tunbench import pcap, tunnels
 from tunbench.testbed import local
 from tunbench.testbed.base import Testbed
-from tunbench.workloads import loadgen
+from tunbench.workloads import loadgen, traffic
+from tunbench.workloads.base import Context
+from tunbench.workloads.loss_search import LossSearch
 
 pytestmark = pytest.mark.skipif(
     loadgen.find_binary() is None,
@@ -79,3 +82,73 @@ def test_imix_over_ipv6(testbed: Testbed) -> None:
     assert n > 5000 and t.loss_ratio < 0.01, t
     for size, frac in (("60", 7 / 12), ("576", 4 / 12), ("1500", 1 / 12)):
         assert abs(t.per_size_received[size] / n - frac) < 0.02, t.per_size_received
+
+
+@pytest.mark.parametrize("kind", ["native", "vxlan"])
+def test_study_flows_are_100_distinct_4_tuples_on_the_wire(testbed: Testbed, kind: str) -> None:
+    """flows = "5x5x100x100": 5 source x 5 destination addresses (the extra ones added on the
+    tunnel's inner devices) and 100 x 100 ports stepped together = 100 flows; a capture on site
+    b's inner device sees exactly 100 distinct 4-tuples, each carrying its share, and the
+    added addresses are gone after teardown."""
+    drv = tunnels.get(kind)
+    ep = drv().up(testbed, drv.parse_params({}))
+    fs = traffic.parse_flows("5x5x100x100")
+    assert fs.count == 100
+    srcs, dsts = loadgen.add_flow_addresses(testbed, (ep.a4, str(ep.a_ifname)),
+                                            (ep.b4, str(ep.b_ifname)), fs)
+    assert len(set(srcs)) == 5 and len(set(dsts)) == 5 and srcs[0] == ep.a4
+    spec = loadgen.TrafficSpec(size="200", flows=fs.count, port=5330, srcs=srcs, dsts=dsts,
+                               src_ports=fs.src_ports, ports_count=fs.dst_ports)
+    with pcap.capture(testbed, testbed.b, str(ep.b_ifname), f"flows-{kind}") as cap:
+        t = loadgen.run_trial(testbed, ep.b4, spec, 1.0, 5000)
+    assert t.lost == 0 and t.received == t.offered > 4000, t
+    data = [p for p in cap.packets if p.proto == 17 and p.dport is not None
+            and 5330 <= p.dport < 5430 and p.length == 200]
+    tuples: dict[tuple[str, int, str, int], int] = {}
+    for p in data:
+        key = (p.src, int(p.sport or 0), p.dst, int(p.dport))
+        tuples[key] = tuples.get(key, 0) + 1
+    assert len(tuples) == 100, sorted(tuples)[:10]
+    assert {k[0] for k in tuples} == set(srcs) and {k[2] for k in tuples} == set(dsts)
+    assert len({k[1] for k in tuples}) == 100 and len({k[3] for k in tuples}) == 100
+    # the study's stepping: source and destination address advance with the flow number
+    by_dport = {k[3]: k for k in tuples}
+    assert [by_dport[5330 + i][2] for i in range(5)] == list(dsts)
+    assert [by_dport[5330 + i][0] for i in range(5)] == list(srcs)
+    assert min(tuples.values()) >= 0.9 * t.offered / 100   # every flow carries its share
+    # each added address is undone by the ledger: undone now, the sites are as before
+    added = {a for a in (*srcs[1:], *dsts[1:])}
+    assert added <= _addrs(testbed)
+    undo = [e for e in testbed.ledger.entries
+            if e["kind"] == "command" and e["argv"][:3] == ["ip", "addr", "del"]]
+    assert {e["argv"][3].split("/")[0] for e in undo} == added
+    for e in undo:
+        testbed.ledger.undo_entry(e)
+        testbed.ledger.entries.remove(e)
+    assert not added & _addrs(testbed)
+
+
+def _addrs(tb: Testbed) -> set[str]:
+    out: set[str] = set()
+    for s in tb.sites():
+        for line in s.run(["ip", "-o", "addr"]).stdout.splitlines():
+            out.add(line.split()[3].split("/")[0])
+    return out
+
+
+def test_loss_search_with_study_flows_and_a_custom_mix(testbed: Testbed) -> None:
+    drv = tunnels.get("vxlan")
+    ep = drv().up(testbed, drv.parse_params({}))
+    p = LossSearch.parse_params({"sizes": ["361"], "mix": "48:7,576:4,1400:1",
+                                 "flows": "5x5x100x100", "method": "rfc2544",
+                                 "trial_duration": 1.0, "resolution_pct": 5.0,
+                                 "latency_at_pct": [], "max_rate_pps": 20000,
+                                 "min_rate_pps": 1000})
+    out = LossSearch().run(Context(testbed, ep, duration=1.0, warmup=0), p)
+    assert out.raw["flows"]["flows"] == 100 and len(out.raw["flows"]["dst_addresses"]) == 5
+    assert out.raw["receiver"]["mode"] == "capture"
+    for key in ("361", "mix"):
+        trials = out.raw["sizes"][key]["trials"]
+        assert trials and trials[0]["received"] > 0.99 * trials[0]["offered"], trials[0]
+        assert out.metrics[f"rfc2544_pps_{key}"].value > 5000
+    assert out.raw["sizes"]["mix"]["profile"]["weights"] == [[48, 7], [576, 4], [1400, 1]]

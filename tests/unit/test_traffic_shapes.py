@@ -49,3 +49,17 @@ def test_loss_search_adds_mix_and_genome_to_its_sizes() -> None:
     assert p.family_problems(6) and not p.family_problems(4)
     with pytest.raises(SpecError, match='sizes lists "genome" but genome is not set'):
         LossSearch.parse_params({"sizes": ["genome"]})
+
+
+def test_flow_sets() -> None:
+    classic = traffic.parse_flows(100)
+    assert classic.classic and classic.count == 100 and classic.src_ports == 100
+    study = traffic.parse_flows("5x5x100x100")
+    assert not study.classic and study.count == 100
+    assert traffic.parse_flows("2x3x4x6").count == 12
+    for bad, words in (("5x5", "neither a count"), ("0x1x1x1", "count of 0"),
+                       ("1x5x1x1", "differ only in their destination address"),
+                       ("100x1x1x1", "more than 65 addresses"), (70000, "out of range"),
+                       ("1x1x256x257", "more than 65535")):
+        with pytest.raises(ValueError, match=words):
+            traffic.parse_flows(bad)

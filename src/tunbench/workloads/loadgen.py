@@ -16,6 +16,7 @@ Accounting decisions (see docs/loss-search.md):
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import time
@@ -76,6 +77,12 @@ class TrafficSpec:
     family: int = 4             # the simple IMIX's small packets are 60 B over IPv6
     mix: str = ""               # "SIZE:WEIGHT,..." for size "mix"
     genome: str = ""            # RFC 6985 letters for size "genome"
+    # full 4-tuple flows (traffic.FlowSet, lockstep): extra addresses that exist on the sites
+    # (add_flow_addresses), source ports stepped with the flows, destination ports P..P+K-1
+    srcs: tuple[str, ...] = ()
+    dsts: tuple[str, ...] = ()
+    src_ports: int | None = None
+    ports_count: int = 1
 
     def profile(self) -> traffic.SizeProfile:
         return traffic.profile(self.size, self.family, self.mix, self.genome)
@@ -86,15 +93,26 @@ class TrafficSpec:
 
 def recv_argv(binary: str, bind: str, spec: TrafficSpec, duration: float,
               per_flow: bool = False, capture: bool = False) -> list[str]:
+    if len(spec.dsts) > 1:   # several destination addresses: receive on all of them
+        bind = "::" if ":" in bind else "0.0.0.0"
     argv = [binary, "recv", "--bind", bind, "--port", str(spec.port), "--timeout-idle", "5",
             "--max-seconds", f"{duration + 30:g}"]
+    if spec.ports_count > 1:
+        argv += ["--ports-count", str(spec.ports_count)]
     return argv + (["--per-flow"] if per_flow else []) + (["--capture"] if capture else [])
 
 
 def send_argv(binary: str, dst: str, spec: TrafficSpec, duration: float,
               rate_pps: float | None, threads: int = 1) -> list[str]:
-    argv = [binary, "send", "--dst", dst, "--port", str(spec.port), "--flows", str(spec.flows),
-            *spec.mix_args(), "--duration", f"{duration:g}", "--seed", str(spec.seed)]
+    argv = [binary, "send", "--dst", ",".join(spec.dsts) or dst, "--port", str(spec.port),
+            "--flows", str(spec.flows), *spec.mix_args(), "--duration", f"{duration:g}",
+            "--seed", str(spec.seed)]
+    if spec.srcs:
+        argv += ["--src", ",".join(spec.srcs)]
+    if spec.src_ports is not None:
+        argv += ["--src-ports", str(spec.src_ports)]
+    if spec.ports_count > 1:
+        argv += ["--ports-count", str(spec.ports_count)]
     if threads > 1:
         argv += ["--threads", str(threads)]
     if spec.src_port is not None:
@@ -183,6 +201,43 @@ def trial_result(send: dict[str, Any], recv: dict[str, Any],
         mean_size_l3=float(send["mean_size_l3"]),
         per_size_sent=dict(send["per_size_sent"] or {}),
         per_size_received=dict(recv["per_size_received"] or {}))
+
+
+def _inner_prefix(site: Site, ifname: str, addr: str) -> int:
+    """The prefix length `addr` has on `ifname` (the tunnel's inner subnet)."""
+    r = site.run(["ip", "-j", "addr", "show", "dev", ifname], timeout=10)
+    for link in json.loads(r.stdout or "[]"):
+        for a in link.get("addr_info", []):
+            if a.get("local") == addr:
+                return int(a["prefixlen"])
+    raise CommandFailed(f"{addr} is not on {ifname} in site {site.name}",
+                        "the tunnel's endpoints must name their inner devices")
+
+
+def add_flow_addresses(tb: Testbed, a: tuple[str, str], b: tuple[str, str],
+                       flows: traffic.FlowSet) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The source addresses (site a) and destination addresses (site b) of a flow set: the
+    tunnel's own inner addresses first, then addresses added next to them on the inner devices
+    (`a`, `b` = (address, ifname)), taken from the top of the inner subnet so they are on-link
+    through the tunnel; each removed at teardown by the ledger. The subnet must have room."""
+    (a_addr, a_if), (b_addr, b_if) = a, b
+    plen = _inner_prefix(tb.a, a_if, a_addr)
+    net = ipaddress.ip_interface(f"{a_addr}/{plen}").network
+    want = flows.src_addrs - 1 + flows.dst_addrs - 1
+    taken = {ipaddress.ip_address(a_addr), ipaddress.ip_address(b_addr)}
+    if net.num_addresses - 2 - len(taken) < want:
+        raise CommandFailed(f"the tunnel's inner subnet {net} has no room for {want} more "
+                            "addresses", "use flows = N (source ports) with this tunnel")
+    pool = (net.network_address + net.num_addresses - 2 - i for i in range(want + 2))
+    extra = [ip for ip in pool if ip not in taken][:want]
+    srcs, dsts = extra[:flows.src_addrs - 1], extra[flows.src_addrs - 1:]
+    for site, ifname, addrs in ((tb.a, a_if, srcs), (tb.b, b_if, dsts)):
+        for ip in addrs:
+            cidr = f"{ip}/{plen}"
+            site.run(["ip", "addr", "add", cidr, "dev", ifname]
+                     + (["nodad"] if ip.version == 6 else []), timeout=10)
+            site.record_command(tb.ledger, ["ip", "addr", "del", cidr, "dev", ifname])
+    return (a_addr, *map(str, srcs)), (b_addr, *map(str, dsts))
 
 
 def binary_on(tb: Testbed, site: Site) -> str:

@@ -45,9 +45,12 @@ class LossSearchParams(WorkloadParams):
         metadata={"help": "an RFC 6985 genome, size letters sent in this order (\"aaaaaaaabbbbg\": "
                   "a=64 b=128 c=256 d=512 e=1024 f=1280 g=1518 h=2112 i=9000 j=16000); measured "
                   "as size \"genome\" (added to sizes when they do not list it)"})
-    flows: int = field(
+    flows: int | str = field(
         default=100,
-        metadata={"help": "distinct UDP flows (source ports) the generator spreads packets over"})
+        metadata={"help": "distinct UDP flows: a count (source ports), or \"SxDxSPxDP\" source x "
+                  "destination addresses x source x destination ports stepped together, e.g. "
+                  "\"5x5x100x100\" (the SD-WAN study's 100 flows; extra addresses are added "
+                  "on the tunnel's inner devices)"})
     trial_duration: float = field(
         default=60.0,
         metadata={"help": "seconds per trial (RFC 2544); capped by the experiment's duration"})
@@ -103,8 +106,10 @@ class LossSearchParams(WorkloadParams):
                 p.append(f"sizes lists \"{name}\" but {name} is not set: give it "
                          + ('(mix = "64:7,570:4,1518:1")' if name == "mix" else
                             '(genome = "aaaaaaaabbbbg")'))
-        if not 1 <= self.flows <= 65535:
-            p.append(f"flows {self.flows} out of range (1..65535)")
+        try:
+            traffic.parse_flows(self.flows)
+        except ValueError as exc:
+            p.append(str(exc))
         if not 0.1 <= self.trial_duration <= 3600:
             p.append(f"trial_duration {self.trial_duration:g} out of range (0.1..3600 s)")
         if not 0 <= self.loss_threshold_pct < 100:
@@ -139,6 +144,9 @@ class LossSearchParams(WorkloadParams):
             except ValueError as exc:
                 problems.append(f"{exc} (experiment family {family})")
         return problems
+
+    def flow_set(self) -> traffic.FlowSet:
+        return traffic.parse_flows(self.flows)
 
     def profiles(self) -> tuple[str, ...]:
         """The sizes measured, in order: `sizes` plus "mix"/"genome" when those are set."""
@@ -337,20 +345,41 @@ class LossSearch(Workload[LossSearchParams]):
         out.notes.append(counted_where(capture, params.receiver, bool(ctx.ep.rx_ifnames),
                                        threads))
         count = TrialCount(len(params.profiles()), expected_trials(params))
+        fs = params.flow_set()
+        addrs = self._flow_addresses(ctx, fs)
+        out.raw["flows"] = {**fs.to_dict(), "src_addresses": list(addrs[0]),
+                            "dst_addresses": list(addrs[1])}
         with ctx.measuring(), bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns,
                                                ctx.ep.rx_ifnames if capture else (),
-                                               params.port, params.port):
+                                               params.port, params.port + fs.dst_ports - 1):
             for size in params.profiles():
                 key = size_key(size)
                 out.raw["sizes"][key] = self._one_size(ctx, params, dst, size, key, duration,
-                                                       out, capture, threads, count)
+                                                       out, capture, threads, count, addrs)
                 count.size_done()
         return out
 
     @staticmethod
-    def _spec(p: LossSearchParams, size: str, family: int) -> loadgen.TrafficSpec:
-        return loadgen.TrafficSpec(size=size, flows=p.flows, port=p.port, family=family,
-                                   mix=p.mix, genome=p.genome)
+    def _spec(p: LossSearchParams, size: str, family: int,
+              addrs: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> loadgen.TrafficSpec:
+        fs = p.flow_set()
+        return loadgen.TrafficSpec(size=size, flows=fs.count, port=p.port, family=family,
+                                   mix=p.mix, genome=p.genome, srcs=addrs[0], dsts=addrs[1],
+                                   src_ports=None if fs.classic else fs.src_ports,
+                                   ports_count=fs.dst_ports)
+
+    @staticmethod
+    def _flow_addresses(ctx: Context, fs: traffic.FlowSet
+                        ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Source and destination addresses of a 4-tuple flow set (none for classic flows)."""
+        if fs.classic or (fs.src_addrs == 1 and fs.dst_addrs == 1):
+            return (), ()
+        if not (ctx.ep.a_ifname and ctx.ep.b_ifname):
+            raise CommandFailed("flows with several addresses need the tunnel's inner devices, "
+                                "and this tunnel names none", "use flows = N (source ports)")
+        ctx.phase("flow addresses", fs.describe())
+        return loadgen.add_flow_addresses(ctx.tb, (ctx.client_addr(), ctx.ep.a_ifname),
+                                          (ctx.server_addr(), ctx.ep.b_ifname), fs)
 
     @staticmethod
     def _choose_receiver(ctx: Context, p: LossSearchParams, dst: str
@@ -375,7 +404,8 @@ class LossSearch(Workload[LossSearchParams]):
                   site=ctx.server, expected_s=1.0)
         try:
             with bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns, ifnames, p.port, p.port):
-                spec = loadgen.TrafficSpec(size="128", flows=min(p.flows, 10), port=p.port)
+                spec = loadgen.TrafficSpec(size="128", flows=min(p.flow_set().count, 10),
+                                           port=p.port)
                 t = loadgen.run_trial(ctx.tb, dst, spec, 0.5, 2000.0, label="loadgen-probe",
                                       capture=True, threads=1)
             info = {"probe_sent": t.offered, "probe_captured": t.received}
@@ -392,8 +422,9 @@ class LossSearch(Workload[LossSearchParams]):
 
     def _one_size(self, ctx: Context, p: LossSearchParams, dst: str, size: str, key: str,
                   duration: float, out: Output, capture: bool, threads: int,
-                  count: TrialCount) -> dict[str, Any]:
-        spec = self._spec(p, size, ctx.family)
+                  count: TrialCount, addrs: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+                  ) -> dict[str, Any]:
+        spec = self._spec(p, size, ctx.family, addrs)
         trials: list[dict[str, Any]] = []
         shape = spec.profile()
         mean_l3 = shape.mean_size

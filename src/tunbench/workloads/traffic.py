@@ -138,3 +138,70 @@ def profile(entry: str, family: int = 4, mix: str = "", genome: str = "") -> Siz
                          f"the generator sends ({MIN_SIZE[family]} B: IP + UDP + its 12-byte "
                          "header): raise it")
     return p
+
+
+MAX_ADDRS = 64                  # extra addresses per site a flow set may ask for (+ the own one)
+_FLOWS_RE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class FlowSet:
+    """Which 4-tuples the generator's flows use. `flows = N`: N source ports, one address each
+    way, one destination port (the generator's classic flows). `flows = "SxDxSPxDP"`: S source
+    and D destination addresses, SP source and DP destination ports, stepped together like the
+    SD-WAN study's tester numbers its flows (flow i: source address i mod S, source port
+    i mod SP, destination address i mod D, destination port i mod DP), so there are
+    lcm(S, D, SP, DP) flows, each a distinct 4-tuple: "5x5x100x100" is the study's 100 flows."""
+
+    src_addrs: int = 1
+    dst_addrs: int = 1
+    src_ports: int = 100
+    dst_ports: int = 1
+    classic: bool = True
+
+    @property
+    def count(self) -> int:
+        return math.lcm(self.src_addrs, self.dst_addrs, self.src_ports, self.dst_ports)
+
+    def describe(self) -> str:
+        if self.classic:
+            return f"{self.count} flows (source ports)"
+        return (f"{self.count} flows: {self.src_addrs} source x {self.dst_addrs} destination "
+                f"addresses, {self.src_ports} source x {self.dst_ports} destination ports")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"flows": self.count, "src_addrs": self.src_addrs, "dst_addrs": self.dst_addrs,
+                "src_ports": self.src_ports, "dst_ports": self.dst_ports,
+                "stepping": "classic" if self.classic else "lockstep"}
+
+
+def parse_flows(value: int | str, field: str = "flows") -> FlowSet:
+    """100 -> 100 source ports; "5x5x100x100" -> the study's flows (see FlowSet). Raises
+    ValueError naming `field` and the fix."""
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+        n = int(value)
+        if not 1 <= n <= 65535:
+            raise ValueError(f"{field} {n} out of range (1..65535)")
+        return FlowSet(1, 1, n, 1, classic=True)
+    m = _FLOWS_RE.match(str(value))
+    if not m:
+        raise ValueError(f"{field} {value!r} is neither a count nor SxDxSPxDP: write e.g. "
+                         f'{field} = 100 or {field} = "5x5x100x100" (source x destination '
+                         "addresses x source x destination ports)")
+    s, d, sp, dp = (int(g) for g in m.groups())
+    if min(s, d, sp, dp) < 1:
+        raise ValueError(f"{field} {value!r} has a count of 0: every count must be at least 1")
+    if max(s, d) > MAX_ADDRS + 1:
+        raise ValueError(f"{field} {value!r} asks for more than {MAX_ADDRS + 1} addresses per "
+                         "site: use fewer addresses (and more ports)")
+    fs = FlowSet(s, d, sp, dp, classic=False)
+    if fs.count > 65535:
+        raise ValueError(f"{field} {value!r} makes {fs.count} flows (the least common multiple "
+                         "of the counts), more than 65535: use counts that divide each other")
+    if dp > 65535 - 1024:
+        raise ValueError(f"{field} {value!r}: {dp} destination ports do not fit above 1024")
+    if math.lcm(s, sp, dp) % d:
+        raise ValueError(f"{field} {value!r}: some flows would differ only in their destination "
+                         "address, which the receiver cannot tell apart: give at least as many "
+                         "ports as destination addresses (e.g. 5x5x100x100)")
+    return fs
