@@ -9,10 +9,13 @@ import time
 import pytest
 
 from tunbench import pcap, tunnels
+from tunbench.report.metrics import display_name
+from tunbench.runner import metric_record
 from tunbench.testbed import local
 from tunbench.testbed.base import Testbed
 from tunbench.workloads import loadgen, traffic
 from tunbench.workloads.base import Context
+from tunbench.workloads.latency import Latency
 from tunbench.workloads.loss_search import LossSearch
 
 pytestmark = pytest.mark.skipif(
@@ -142,7 +145,7 @@ def test_loss_search_with_study_flows_and_a_custom_mix(testbed: Testbed) -> None
     p = LossSearch.parse_params({"sizes": ["361"], "mix": "48:7,576:4,1400:1",
                                  "flows": "5x5x100x100", "method": "rfc2544",
                                  "trial_duration": 1.0, "resolution_pct": 5.0,
-                                 "latency_at_pct": [], "max_rate_pps": 20000,
+                                 "latency_at_pct": [50], "max_rate_pps": 20000,
                                  "min_rate_pps": 1000})
     out = LossSearch().run(Context(testbed, ep, duration=1.0, warmup=0), p)
     assert out.raw["flows"]["flows"] == 100 and len(out.raw["flows"]["dst_addresses"]) == 5
@@ -152,3 +155,27 @@ def test_loss_search_with_study_flows_and_a_custom_mix(testbed: Testbed) -> None
         assert trials and trials[0]["received"] > 0.99 * trials[0]["offered"], trials[0]
         assert out.metrics[f"rfc2544_pps_{key}"].value > 5000
     assert out.raw["sizes"]["mix"]["profile"]["weights"] == [[48, 7], [576, 4], [1400, 1]]
+    # delay as the study reports it: mean and std of the one-way latency, as records with dims
+    for key in ("361", "mix"):
+        mean = out.metrics[f"lat_mean_us_at_50pct_ndr_{key}"]
+        std = out.metrics[f"lat_std_us_at_50pct_ndr_{key}"]
+        assert mean.base == std.base == "latency"
+        assert std.dims == {"stat": "std", "goal": "ndr", "load_pct": 50, "size": key}
+        lat = out.raw["sizes"][key]["latency_under_load"]["50"]["latency_us"]
+        assert mean.value == lat["mean"] > 0 and std.value == lat["std"] > 0
+        assert lat["min"] <= mean.value <= lat["max"]
+        assert out.metrics[f"lat_std_us_at_rfc2544_{key}"].value is not None
+
+
+def test_latency_reports_mean_and_std(testbed: Testbed) -> None:
+    drv = tunnels.get("native")
+    ep = drv().up(testbed, drv.parse_params({}))
+    p = Latency.parse_params({"protocol": "udp"})
+    out = Latency().run(Context(testbed, ep, duration=1.0, warmup=0.5), p)
+    st = out.raw["udp"]["stats"]
+    std = out.metrics["udp_rtt_std"]
+    assert std.dims == {"stat": "std"} and std.value == st["std"] > 0 and st["samples"] > 100
+    assert out.metrics["udp_rtt_mean"].value == st["mean"]
+    # a standard deviation never exceeds the range of the samples
+    assert std.value <= (st["max"] - st["min"])
+    assert display_name("udp_rtt_std", metric_record("udp_rtt_std", std)) == "UDP RTT std dev"

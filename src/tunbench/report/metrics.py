@@ -48,7 +48,7 @@ EXACT: dict[str, tuple[str, str | None]] = {
     "udp_rate": ("UDP transactions", None),
 }
 UNITS = {"us": "µs", "usec": "µs", "ms": "ms", "Mbps": "Mbit/s", "pps": "packets/s"}
-_STAT = {"min": "min", "max": "max", "mean": "mean", "avg": "average"}
+_STAT = {"min": "min", "max": "max", "mean": "mean", "avg": "average", "std": "std dev"}
 _GOAL = {"ndr": "NDR", "pdr": "PDR", "rfc2544": "RFC 2544 rate"}
 
 

@@ -216,7 +216,8 @@ class Latency(Workload[LatencyParams]):
     summary = "request/response RTT distribution (sockperf ping-pong, --full-rtt), TCP and UDP"
     Params = LatencyParams
     tools = ("sockperf",)   # and ss, from iproute2 like ip
-    headline = ("tcp_rtt_p50", "udp_rtt_p50", "tcp_rtt_p99", "udp_rtt_p99")
+    headline = ("tcp_rtt_p50", "udp_rtt_p50", "tcp_rtt_p99", "udp_rtt_p99", "tcp_rtt_mean",
+                "tcp_rtt_std", "udp_rtt_mean", "udp_rtt_std")
 
     @classmethod
     def expected_seconds(cls, params: LatencyParams, duration: float, warmup: float) -> float:
@@ -274,6 +275,10 @@ class Latency(Workload[LatencyParams]):
                 for name, _ in STATS:
                     out.metrics[f"{proto}_rtt_{name}"] = Metric(
                         st[name], "µs", False, base=f"{proto}_rtt", dims=rtt_dims(name))
+                # the study's way of reporting delay: mean ± standard deviation of the samples
+                out.metrics[f"{proto}_rtt_std"] = Metric(st["std"], "µs", False,
+                                                         base=f"{proto}_rtt",
+                                                         dims={"stat": "std"})
                 out.metrics[f"{proto}_rate"] = Metric(st["rate"], "transactions/s")
                 out.series[f"{proto}_rtt_p50"] = st.pop("series_p50")
                 out.raw[proto] = {"stats": {k: v for k, v in st.items() if k != "cdf"},

@@ -231,6 +231,19 @@ def latency_metrics(goal: str, key: str, t: Any, pct: float | None = None,
         dims={"q": float(q[1:]), "goal": goal, **load, "size": key}) for q in quantiles}
 
 
+def latency_spread_metrics(goal: str, key: str, t: Any,
+                           pct: float | None = None) -> dict[str, Metric]:
+    """Mean and sample standard deviation of the one-way latency at a found rate (`pct` of it
+    when given), the way the SD-WAN study reports delay, e.g. lat_mean_us_at_10pct_ndr_imix
+    with dims {"stat": "mean", "goal": "ndr", "load_pct": 10, "size": "imix"}."""
+    lat = (t.latency_us if t is not None else None) or {}
+    at = f"{pct:g}pct_{goal}" if pct is not None else goal
+    load = {"load_pct": pct} if pct is not None else {}
+    return {f"lat_{stat}_us_at_{at}_{key}": Metric(
+        lat.get(stat), "µs", False, base="latency",
+        dims={"stat": stat, "goal": goal, **load, "size": key}) for stat in ("mean", "std")}
+
+
 def trial_at(trials: list[Any], rate: float | None) -> Any:
     """The last trial measured at `rate` (the search's relevant lower bound)."""
     if rate is None:
@@ -464,6 +477,8 @@ class LossSearch(Workload[LossSearchParams]):
             out.metrics.update(rate_metrics("rfc2544", key, r.rate_pps, mean_l3,
                                             r.lower_bound))
             out.metrics.update(latency_metrics("rfc2544", key, trial_at(r.trials, r.rate_pps)))
+            out.metrics.update(latency_spread_metrics("rfc2544", key,
+                                                      trial_at(r.trials, r.rate_pps)))
             ndr_base = ("ndr", r.rate_pps)
         if p.method in ("mlrsearch", "both"):
             found = mlr_search(lambda rate, d: measure(rate, d, "mlrsearch"), max_pps,
@@ -476,6 +491,8 @@ class LossSearch(Workload[LossSearchParams]):
                 out.metrics.update(rate_metrics(goal, key, r.rate_pps, mean_l3,
                                                 r.lower_bound))
                 out.metrics.update(latency_metrics(goal, key, trial_at(r.trials, r.rate_pps)))
+                out.metrics.update(latency_spread_metrics(goal, key,
+                                                          trial_at(r.trials, r.rate_pps)))
             ndr_base = ("ndr", found["ndr"].rate_pps)
         at_max = [name for name, res in searches.items() if res.at_upper_bound]
         if at_max:
@@ -509,6 +526,7 @@ class LossSearch(Workload[LossSearchParams]):
                                                          "latency_us": t.latency_us,
                                                          "loss_ratio": t.loss_ratio}
                 out.metrics.update(latency_metrics("ndr", key, t, pct, ("p50", "p90", "p99")))
+                out.metrics.update(latency_spread_metrics("ndr", key, t, pct))
         raw["trial_seconds_total"] = sum(t["duration_s"] for t in trials)
         return raw
 
