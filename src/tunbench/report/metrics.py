@@ -45,6 +45,9 @@ EXACT: dict[str, tuple[str, str | None]] = {
     "ttl": ("TTL at the far end", None),
     "hops": ("Hops", None),
     "tcp_rate": ("TCP transactions", None),
+    "rtt_p50_ratio": ("RTT p50, loaded / idle", None),
+    "load_throughput": ("Bulk TCP goodput", None),
+    "load_retransmits": ("Bulk TCP retransmits", None),
     "udp_rate": ("UDP transactions", None),
 }
 UNITS = {"us": "µs", "usec": "µs", "ms": "ms", "Mbps": "Mbit/s", "pps": "packets/s"}
