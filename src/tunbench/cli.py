@@ -101,7 +101,13 @@ def _traffic_overrides(args: argparse.Namespace, merged: dict[str, Any]) -> None
             name = table.get("name") if isinstance(table, dict) else None
             wl = workloads.registry().get(name) if isinstance(name, str) else None
             if wl is not None and key in {f.name for f in dataclasses.fields(wl.Params)}:
-                table[key] = int(val) if key == "flows" and val.isdigit() else val
+                value = int(val) if key == "flows" and val.isdigit() else val
+                try:   # named as the flag, not as the table it lands in
+                    wl.parse_params({key: value})
+                except SpecError as exc:
+                    raise SpecError(f"--{key}: {exc.message.split(': ', 1)[-1]}",
+                                    "fix the flag's value; nothing was changed") from None
+                table[key] = value
                 hit = True
         if not hit:
             takers = sorted(n for n, wl in workloads.registry().items()

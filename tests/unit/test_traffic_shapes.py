@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tunbench.errors import SpecError
@@ -63,3 +67,28 @@ def test_flow_sets() -> None:
                        ("1x1x256x257", "more than 65535")):
         with pytest.raises(ValueError, match=words):
             traffic.parse_flows(bad)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--workloads", "loss-search", "--flows", "1x5x1x1"], "--flows: flows '1x5x1x1'"),
+    (["--workloads", "loss-search", "--genome", "aaz"], "--genome: genome letter 'z'"),
+    (["--workloads", "loss-search", "--mix", "64:0"], "--mix: mix weight of size 64 is 0"),
+    (["--workloads", "stream", "--mix", "64:1"], "--mix applies to none of the workloads"),
+])
+def test_traffic_flags_refused_in_one_line(argv: list[str], words: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "tunbench", "run", "--tunnels", "native",
+                        *argv, "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and words in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
+
+
+def test_experiment_family_6_refuses_small_packets_before_running(tmp_path: Path) -> None:
+    exp = tmp_path / "v6.toml"
+    exp.write_text('[experiment]\nfamily = 6\n[[tunnel]]\nkind = "native"\n'
+                   '[[workload]]\nname = "loss-search"\nsizes = ["imix"]\n'
+                   'mix = "48:7,576:4,1438:1"\n')
+    r = subprocess.run([sys.executable, "-m", "tunbench", "run", "--experiment", str(exp),
+                        "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "size 48 B (mix) is below the smallest IPv6 packet" in r.stderr
+    assert "imix" not in r.stderr.split("(mix)")[0].lower()   # the IPv6 IMIX itself is fine
