@@ -92,3 +92,13 @@ def test_experiment_family_6_refuses_small_packets_before_running(tmp_path: Path
     assert r.returncode == 2, r.stderr
     assert "size 48 B (mix) is below the smallest IPv6 packet" in r.stderr
     assert "imix" not in r.stderr.split("(mix)")[0].lower()   # the IPv6 IMIX itself is fine
+
+
+def test_traffic_flags_are_checked_together() -> None:
+    """--sizes naming "mix" is fine once --mix gives it (the flags are one set)."""
+    r = subprocess.run([sys.executable, "-m", "tunbench", "run", "--tunnels", "native",
+                        "--workloads", "loss-search", "--sizes", "343,mix", "--mix",
+                        "64:7,570:4,1518:1", "--flows", "5x5x100x100", "--dry-run"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "native-loss-search" in r.stdout
