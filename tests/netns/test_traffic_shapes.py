@@ -101,7 +101,8 @@ def test_study_flows_are_100_distinct_4_tuples_on_the_wire(testbed: Testbed, kin
                                             (ep.b4, str(ep.b_ifname)), fs)
     assert len(set(srcs)) == 5 and len(set(dsts)) == 5 and srcs[0] == ep.a4
     spec = loadgen.TrafficSpec(size="200", flows=fs.count, port=5330, srcs=srcs, dsts=dsts,
-                               src_ports=fs.src_ports, ports_count=fs.dst_ports)
+                               src_ports=fs.src_ports, ports_count=fs.dst_ports,
+                               src_port=fs.src_port_base(5330))
     with pcap.capture(testbed, testbed.b, str(ep.b_ifname), f"flows-{kind}") as cap:
         t = loadgen.run_trial(testbed, ep.b4, spec, 1.0, 5000)
     assert t.lost == 0 and t.received == t.offered > 4000, t
@@ -113,11 +114,13 @@ def test_study_flows_are_100_distinct_4_tuples_on_the_wire(testbed: Testbed, kin
         tuples[key] = tuples.get(key, 0) + 1
     assert len(tuples) == 100, sorted(tuples)[:10]
     assert {k[0] for k in tuples} == set(srcs) and {k[2] for k in tuples} == set(dsts)
-    assert len({k[1] for k in tuples}) == 100 and len({k[3] for k in tuples}) == 100
+    assert {k[1] for k in tuples} == set(range(10000, 10100))   # the study's source ports
+    assert {k[3] for k in tuples} == set(range(5330, 5430))
     # the study's stepping: source and destination address advance with the flow number
     by_dport = {k[3]: k for k in tuples}
     assert [by_dport[5330 + i][2] for i in range(5)] == list(dsts)
     assert [by_dport[5330 + i][0] for i in range(5)] == list(srcs)
+    assert all(by_dport[5330 + i][1] == 10000 + i for i in range(100))
     assert min(tuples.values()) >= 0.9 * t.offered / 100   # every flow carries its share
     # each added address is undone by the ledger: undone now, the sites are as before
     added = {a for a in (*srcs[1:], *dsts[1:])}

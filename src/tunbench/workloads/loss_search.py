@@ -379,7 +379,7 @@ class LossSearch(Workload[LossSearchParams]):
         return loadgen.TrafficSpec(size=size, flows=fs.count, port=p.port, family=family,
                                    mix=p.mix, genome=p.genome, srcs=addrs[0], dsts=addrs[1],
                                    src_ports=None if fs.classic else fs.src_ports,
-                                   ports_count=fs.dst_ports)
+                                   src_port=fs.src_port_base(p.port), ports_count=fs.dst_ports)
 
     @staticmethod
     def _flow_addresses(ctx: Context, fs: traffic.FlowSet

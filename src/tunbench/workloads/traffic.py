@@ -163,6 +163,17 @@ class FlowSet:
     def count(self) -> int:
         return math.lcm(self.src_addrs, self.dst_addrs, self.src_ports, self.dst_ports)
 
+    def src_port_base(self, dst_port: int) -> int | None:
+        """Lockstep flows use fixed source ports, from 10000 like the study's Table 2 (above the
+        destination ports when those reach that far): kernel-chosen ports may coincide across
+        source addresses, and then fewer distinct ports are on the wire than asked for."""
+        if self.classic:
+            return None
+        base = 10000
+        if base <= dst_port + self.dst_ports - 1 and dst_port <= base + self.src_ports - 1:
+            base = dst_port + self.dst_ports
+        return base
+
     def describe(self) -> str:
         if self.classic:
             return f"{self.count} flows (source ports)"
@@ -198,8 +209,9 @@ def parse_flows(value: int | str, field: str = "flows") -> FlowSet:
     if fs.count > 65535:
         raise ValueError(f"{field} {value!r} makes {fs.count} flows (the least common multiple "
                          "of the counts), more than 65535: use counts that divide each other")
-    if dp > 65535 - 1024:
-        raise ValueError(f"{field} {value!r}: {dp} destination ports do not fit above 1024")
+    if dp > 65535 - 1024 or sp > 20000:
+        raise ValueError(f"{field} {value!r}: at most 20000 source ports (from 10000) and "
+                         "64511 destination ports (above 1024)")
     if math.lcm(s, sp, dp) % d:
         raise ValueError(f"{field} {value!r}: some flows would differ only in their destination "
                          "address, which the receiver cannot tell apart: give at least as many "

@@ -61,6 +61,8 @@ def test_flow_sets() -> None:
     study = traffic.parse_flows("5x5x100x100")
     assert not study.classic and study.count == 100
     assert traffic.parse_flows("2x3x4x6").count == 12
+    assert study.src_port_base(5301) == 10000 and classic.src_port_base(5301) is None
+    assert study.src_port_base(9950) == 10050   # above destination ports 9950..10049
     for bad, words in (("5x5", "neither a count"), ("0x1x1x1", "count of 0"),
                        ("1x5x1x1", "differ only in their destination address"),
                        ("100x1x1x1", "more than 65 addresses"), (70000, "out of range"),
