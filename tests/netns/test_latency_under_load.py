@@ -56,7 +56,9 @@ def test_loaded_latency_next_to_idle(bottleneck: Testbed, kind: str) -> None:
     assert m["rtt_p50_ratio"].value == pytest.approx(loaded.value / idle.value)
     for phase in ("idle", "loaded"):
         st = out.raw[phase]["stats"]
-        assert st["samples"] > 50 and m[f"{phase}_rtt_std"].value == st["std"] > 0
+        # one request at a time: ~1 sample per RTT, and the loaded RTT is tens of ms here
+        assert st["samples"] > (1000 if phase == "idle" else 15), (phase, st["samples"])
+        assert m[f"{phase}_rtt_std"].value == st["std"] > 0
         assert m[f"{phase}_rtt_mean"].value == st["mean"]
     # the streams really ran during the loaded window and carried traffic
     assert out.raw["iperf3"]["streams"] == 4 and 30 < m["load_throughput"].value < 55
