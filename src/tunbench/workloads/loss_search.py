@@ -313,7 +313,8 @@ class LossSearch(Workload[LossSearchParams]):
                "(native UDP generator, 100 flows, fixed sizes and IMIX), latency under load")
     Params = LossSearchParams
     headline = ("ndr_pps_imix", "pdr_pps_imix", "ndr_pps_361", "pdr_pps_361",
-                "rfc2544_pps_imix", "rfc2544_pps_361")
+                "rfc2544_pps_imix", "rfc2544_pps_361", "ndr_pps_mix", "rfc2544_pps_mix",
+                "ndr_pps_genome", "rfc2544_pps_genome")
 
     @classmethod
     def requirements(cls, params: LossSearchParams) -> list[Missing]:
