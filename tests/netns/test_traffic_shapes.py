@@ -182,3 +182,25 @@ def test_latency_reports_mean_and_std(testbed: Testbed) -> None:
     # a standard deviation never exceeds the range of the samples
     assert std.value <= (st["max"] - st["min"])
     assert display_name("udp_rtt_std", metric_record("udp_rtt_std", std)) == "UDP RTT std dev"
+
+
+def test_4_tuple_flows_over_ipv6(testbed: Testbed) -> None:
+    """The same over IPv6: extra addresses at the top of the inner /64 (no DAD wait), the
+    receiver on ::, 2 x 2 addresses and 4 x 4 ports = 4 distinct 4-tuples."""
+    dad_done(testbed)
+    drv = tunnels.get("vxlan")
+    ep = drv().up(testbed, drv.parse_params({}))
+    assert ep.a6 and ep.b6
+    fs = traffic.parse_flows("2x2x4x4")
+    srcs, dsts = loadgen.add_flow_addresses(testbed, (ep.a6, str(ep.a_ifname)),
+                                            (ep.b6, str(ep.b_ifname)), fs)
+    assert all(":" in a for a in (*srcs, *dsts)) and len({*srcs, *dsts}) == 4
+    spec = loadgen.TrafficSpec(size="200", flows=fs.count, port=5340, family=6, srcs=srcs,
+                               dsts=dsts, src_ports=fs.src_ports, ports_count=fs.dst_ports,
+                               src_port=fs.src_port_base(5340))
+    with pcap.capture(testbed, testbed.b, str(ep.b_ifname), "flows-v6") as cap:
+        t = loadgen.run_trial(testbed, ep.b6, spec, 1.0, 2000)
+    assert t.lost == 0 and t.received == t.offered > 1500, t
+    tuples = {(p.src, p.sport, p.dst, p.dport) for p in cap.packets
+              if p.version == 6 and p.proto == 17 and p.dport in range(5340, 5344)}
+    assert tuples == {(srcs[i % 2], 10000 + i, dsts[i % 2], 5340 + i) for i in range(4)}
