@@ -247,6 +247,7 @@ impl Acct {
             "count": hist.count,
             "min": if hist.count > 0 { Some(hist.min as f64 / 1000.0) } else { None },
             "mean": us(hist.mean()),
+            "std": us(hist.std()),
             "p50": us(hist.percentile(50.0)),
             "p90": us(hist.percentile(90.0)),
             "p99": us(hist.percentile(99.0)),

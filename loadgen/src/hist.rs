@@ -15,6 +15,9 @@ pub struct Histogram {
     counts: Vec<u64>,
     pub count: u64,
     pub sum: u128,
+    /// sum of squares, for the standard deviation (values < 2^44 ns: squares < 2^88,
+    /// so 2^40 samples fit in u128)
+    pub sum_sq: u128,
     pub min: u64,
     pub max: u64,
 }
@@ -53,6 +56,7 @@ impl Histogram {
             counts: vec![0; NBUCKETS],
             count: 0,
             sum: 0,
+            sum_sq: 0,
             min: u64::MAX,
             max: 0,
         }
@@ -63,12 +67,34 @@ impl Histogram {
         self.counts[bucket_of(v)] += 1;
         self.count += 1;
         self.sum += v as u128;
+        self.sum_sq += (v as u128) * (v as u128);
         if v < self.min {
             self.min = v;
         }
         if v > self.max {
             self.max = v;
         }
+    }
+
+    /// Sample standard deviation (n - 1), exact like the mean (not from the buckets); None
+    /// below two samples.
+    pub fn std(&self) -> Option<f64> {
+        if self.count < 2 {
+            return None;
+        }
+        let n = self.count as f64;
+        // in u128 first: sum_sq - sum^2/n loses everything to cancellation in f64 when the
+        // spread is small against the mean
+        let n128 = self.count as u128;
+        let exact = self.sum_sq.checked_mul(n128).zip(self.sum.checked_mul(self.sum));
+        let num = match exact {
+            Some((a, b)) => a.saturating_sub(b) as f64, // n^2 * population variance >= 0
+            None => {
+                let mean = self.sum as f64 / n; // beyond u128: f64 is then precise enough
+                (self.sum_sq as f64 - self.sum as f64 * mean).max(0.0) * n
+            }
+        };
+        Some((num / (n * (n - 1.0))).sqrt())
     }
 
     pub fn mean(&self) -> Option<f64> {
@@ -130,6 +156,9 @@ mod tests {
         assert_eq!(h.min, 1);
         assert_eq!(h.max, 100_000);
         assert!((h.mean().unwrap() - 50_000.5).abs() < 1e-6);
+        // uniform 1..=100000: sample std = sqrt(n(n+1)/12)
+        let want = (100_000f64 * 100_001.0 / 12.0).sqrt();
+        assert!((h.std().unwrap() - want).abs() < 1e-6 * want, "{:?}", h.std());
         for (p, exact) in [(50.0, 50_000.0), (90.0, 90_000.0), (99.0, 99_000.0), (99.9, 99_900.0)] {
             let got = h.percentile(p).unwrap();
             assert!((got - exact).abs() / exact < 0.005, "p{p}: {got} vs {exact}");

@@ -41,8 +41,8 @@ usage:
                         [--max-seconds S] [--drain-ms MS] [--batch B] [--rcvbuf BYTES]
                         [--clock monotonic|realtime] [--per-flow] [--busy-poll-us US] [--idle-sleep-us US] [--cpu N]
                         [--capture [--ring-mb MB]]
-  tunbench-loadgen send --dst ADDR --port P [--ports-count K] [--src ADDR] [--src-port BASE]
-                        [--flows N] [--size BYTES | --imix simple | --mix SIZE:WEIGHT,... | --genome LETTERS]
+  tunbench-loadgen send --dst ADDR[,ADDR...] --port P [--ports-count K] [--src ADDR[,ADDR...]]
+                        [--src-port BASE] [--src-ports SP] [--flows N] [--size BYTES | --imix simple | --mix SIZE:WEIGHT,... | --genome LETTERS]
                         [--rate-pps R | --rate-bps R] [--duration SECS] [--batch B] [--seed S]
                         [--clock monotonic|realtime] [--sndbuf BYTES] [--end-rounds N] [--end-gap-ms MS] [--cpu N] [--gso]
                         [--threads N [--cpus C0,C1,...]]
@@ -189,6 +189,22 @@ fn parse_cpus(a: &Args) -> Result<Vec<usize>, CliError> {
     }
 }
 
+/// "A" or "A,B,C" (each an IPv4 or IPv6 address); None = empty.
+fn addr_list(v: Option<&str>, name: &str) -> Result<Vec<IpAddr>, CliError> {
+    let Some(v) = v else { return Ok(Vec::new()) };
+    let mut out: Vec<IpAddr> = Vec::new();
+    for item in v.split(',') {
+        let addr: IpAddr = item.trim().parse().map_err(|_| {
+            CliError::new(format!("invalid {name} '{}'", item.trim()), format!("{name} takes IPv4 or IPv6 addresses separated by commas"))
+        })?;
+        if out.contains(&addr) {
+            return Err(CliError::new(format!("{name} lists {addr} twice"), "give each address once"));
+        }
+        out.push(addr);
+    }
+    Ok(out)
+}
+
 fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
     a.check_known(&[
         "--dst",
@@ -196,6 +212,7 @@ fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
         "--ports-count",
         "--src",
         "--src-port",
+        "--src-ports",
         "--flows",
         "--size",
         "--imix",
@@ -216,18 +233,22 @@ fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
         "--cpus",
     ])?;
     apply_cpu(a)?;
-    let dst: IpAddr = a.required("--dst", "an IPv4 or IPv6 address")?;
+    let dsts = addr_list(a.get("--dst"), "--dst")?;
+    if dsts.is_empty() {
+        return Err(CliError::new("missing --dst", "--dst takes an IPv4 or IPv6 address, or several separated by commas"));
+    }
     let port: u16 = a.required("--port", "a UDP port 1-65535")?;
     if port == 0 {
         return Err(CliError::new("--port 0 is not a valid destination", "use a port 1-65535"));
     }
     let ports_count: u16 = a.parse_or("--ports-count", 1, "a count 1-65535")?;
-    let src: Option<IpAddr> = match a.get("--src") {
+    let srcs = addr_list(a.get("--src"), "--src")?;
+    let src_ports: Option<u32> = match a.get("--src-ports") {
         None => None,
-        Some(v) => Some(
-            v.parse()
-                .map_err(|_| CliError::new(format!("invalid --src '{v}'"), "--src takes an IPv4 or IPv6 address"))?,
-        ),
+        Some(v) => match v.parse::<u32>() {
+            Ok(c) if (1..=65535).contains(&c) => Some(c),
+            _ => return Err(CliError::new(format!("invalid --src-ports '{v}'"), "--src-ports takes a count 1-65535")),
+        },
     };
     let src_port: Option<u16> = match a.get("--src-port") {
         None => None,
@@ -260,11 +281,12 @@ fn cmd_send(a: &Args) -> Result<serde_json::Value, CliError> {
         return Err(CliError::new(format!("invalid --batch {batch}"), "use 1..1024"));
     }
     let cfg = send::SendCfg {
-        dst,
+        dsts,
         port,
         ports_count,
-        src,
+        srcs,
         src_port,
+        src_ports,
         flows,
         mix,
         rate,

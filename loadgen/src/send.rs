@@ -27,11 +27,15 @@ const GSO_MAX_SEGS: u32 = 64;
 const GSO_MAX_BYTES: usize = 65000;
 
 pub struct SendCfg {
-    pub dst: IpAddr,
+    /// destination addresses (at least one); flow f goes to dsts[f mod len]
+    pub dsts: Vec<IpAddr>,
     pub port: u16,
     pub ports_count: u16,
-    pub src: Option<IpAddr>,
+    /// source addresses to bind (empty = any); flow f leaves from srcs[f mod len]
+    pub srcs: Vec<IpAddr>,
     pub src_port: Option<u16>,
+    /// lockstep source ports: flow f uses source port index f mod N (see `layout`)
+    pub src_ports: Option<u32>,
     pub flows: u32,
     pub mix: Mix,
     pub rate: Rate,
@@ -47,6 +51,52 @@ pub struct SendCfg {
     pub threads: usize,
     /// CPUs to pin thread i to (cpus[i % len]); empty = no pinning
     pub cpus: Vec<usize>,
+}
+
+/// Where one flow goes: its socket (by source address and port index), destination address
+/// index and destination port offset.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slot {
+    pub sock: usize,
+    pub src: usize,
+    pub src_port: u32,
+    pub dst: usize,
+    pub dport: u32,
+}
+
+/// The flows' 4-tuples. Classic (one source and one destination address, no `src_ports`):
+/// flow f uses destination port P + f mod K and socket f div K (socket i = source port i), as
+/// before. Lockstep (several addresses or `src_ports`, the way the SD-WAN study's tester
+/// numbers its flows): every field steps with the flow number, flow f uses source address
+/// f mod S, source port f mod SP (SP = `src_ports`, else one per flow), destination address
+/// f mod D and destination port f mod K; one socket per distinct (source address, source port).
+/// The receiver tells flows apart by (source address, source port, destination port): two flows
+/// that differ only in their destination address are refused.
+pub fn layout(n: u32, k: u32, nsrc: usize, ndst: usize, src_ports: Option<u32>) -> Result<Vec<Slot>, CliError> {
+    let k = k.max(1);
+    if nsrc <= 1 && ndst <= 1 && src_ports.is_none() {
+        return Ok((0..n)
+            .map(|f| Slot { sock: (f / k) as usize, src: 0, src_port: f / k, dst: 0, dport: f % k })
+            .collect());
+    }
+    let sp = src_ports.unwrap_or(n).max(1);
+    let (nsrc, ndst) = (nsrc.max(1), ndst.max(1));
+    let mut socks: std::collections::HashMap<(usize, u32), usize> = std::collections::HashMap::new();
+    let mut seen: std::collections::HashMap<(usize, u32, u32), u32> = std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(n as usize);
+    for f in 0..n {
+        let (src, port, dst, dport) = ((f as usize) % nsrc, f % sp, (f as usize) % ndst, f % k);
+        if let Some(g) = seen.insert((src, port, dport), f) {
+            return Err(CliError::new(
+                format!("flows {g} and {f} differ only in their destination address, which the receiver does not tell apart"),
+                "give at least as many source ports (--src-ports) or destination ports (--ports-count) as destination addresses",
+            ));
+        }
+        let next = socks.len();
+        let sock = *socks.entry((src, port)).or_insert(next);
+        out.push(Slot { sock, src, src_port: port, dst, dport });
+    }
+    Ok(out)
 }
 
 /// Per-packet L3 overhead of IP + UDP headers for the family.
@@ -98,14 +148,12 @@ pub fn validate_sizes(mix: &Mix, v6: bool) -> Result<(), CliError> {
 }
 
 pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
-    let v6 = cfg.dst.is_ipv6();
+    let v6 = cfg.dsts[0].is_ipv6();
     validate_sizes(&cfg.mix, v6)?;
-    if let Some(src) = cfg.src
-        && src.is_ipv6() != v6
-    {
+    if cfg.srcs.iter().chain(cfg.dsts.iter()).any(|a| a.is_ipv6() != v6) {
         return Err(CliError::new(
-            "--src and --dst are of different address families",
-            "use two IPv4 or two IPv6 addresses",
+            "--src and --dst addresses are of different address families",
+            "use IPv4 addresses only or IPv6 addresses only",
         ));
     }
     if cfg.port as u32 + cfg.ports_count as u32 - 1 > 65535 {
@@ -117,9 +165,11 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
     let ovh = l3_overhead(v6);
     let k = cfg.ports_count.max(1) as u32;
     let n = cfg.flows.max(1);
-    let nsock = n.div_ceil(k) as usize;
+    let slots = layout(n, k, cfg.srcs.len(), cfg.dsts.len(), cfg.src_ports)?;
+    let nsock = slots.iter().map(|s| s.sock).max().unwrap_or(0) + 1;
+    let top_port = slots.iter().map(|s| s.src_port).max().unwrap_or(0);
     if let Some(base) = cfg.src_port
-        && base as u64 + nsock as u64 - 1 > 65535
+        && base as u64 + top_port as u64 > 65535
     {
         return Err(CliError::new(
             "--src-port range exceeds 65535",
@@ -128,17 +178,22 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
     }
 
     // --- sockets and flows -------------------------------------------------
-    let bind_ip = cfg.src.unwrap_or(if v6 {
+    let any_ip = if v6 {
         IpAddr::V6(Ipv6Addr::UNSPECIFIED)
     } else {
         IpAddr::V4(Ipv4Addr::UNSPECIFIED)
-    });
-    // socket s carries flows s*k .. s*k+k-1; thread t owns sockets t, t+T, ...
+    };
+    // flows by socket, in flow order; thread t owns sockets t, t+T, ...
+    let mut by_sock: Vec<Vec<u32>> = vec![Vec::new(); nsock];
+    for (f, sl) in slots.iter().enumerate() {
+        by_sock[sl.sock].push(f as u32);
+    }
     let nthreads = cfg.threads.clamp(1, nsock.min(64));
     let mut parts: Vec<(Vec<Sock>, Vec<Flow>)> = (0..nthreads).map(|_| (Vec::new(), Vec::new())).collect();
-    for s in 0..nsock {
-        let port = cfg.src_port.map(|b| b + s as u16).unwrap_or(0);
-        let addr = SocketAddr::new(bind_ip, port);
+    for (s, sock_flows) in by_sock.iter().enumerate() {
+        let first = slots[sock_flows[0] as usize];
+        let port = cfg.src_port.map(|b| b + first.src_port as u16).unwrap_or(0);
+        let addr = SocketAddr::new(cfg.srcs.get(first.src).copied().unwrap_or(any_ip), port);
         let sock = UdpSocket::bind(addr).map_err(|e| {
             CliError::new(
                 format!("cannot bind sender socket to {addr}: {e}"),
@@ -153,8 +208,9 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
             rr: 0,
             connected: false,
         };
-        for f in (s as u32 * k)..((s as u32 + 1) * k).min(n) {
-            let dst = SocketAddr::new(cfg.dst, cfg.port + (f % k) as u16);
+        for &f in sock_flows {
+            let sl = slots[f as usize];
+            let dst = SocketAddr::new(cfg.dsts[sl.dst], cfg.port + sl.dport as u16);
             let (dst_ss, dst_len) = sys::to_sockaddr(&dst);
             sk.flows.push(flows.len());
             flows.push(Flow {
@@ -310,10 +366,13 @@ pub fn run(cfg: &SendCfg) -> Result<Value, CliError> {
         "tool": "tunbench-loadgen",
         "role": "send",
         "schema_version": 1,
-        "dst": cfg.dst.to_string(),
+        "dst": cfg.dsts[0].to_string(),
+        "dsts": cfg.dsts.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
         "port": cfg.port,
         "ports_count": k,
-        "src": cfg.src.map(|s| s.to_string()),
+        "src": cfg.srcs.first().map(|s| s.to_string()),
+        "srcs": cfg.srcs.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        "src_ports_lockstep": cfg.src_ports,
         "src_ports": src_ports,
         "family": if v6 { "ipv6" } else { "ipv4" },
         "flows": n,
@@ -377,7 +436,7 @@ struct WorkerOut {
 /// The data phase of one thread: its sockets and flows, `share` of the
 /// configured rate, from the common start time `t0` to t0 + duration.
 fn worker(cfg: &SendCfg, mut socks: Vec<Sock>, mut flows: Vec<Flow>, share: f64, seed: u64, t0: u64) -> WorkerOut {
-    let v6 = cfg.dst.is_ipv6();
+    let v6 = cfg.dsts[0].is_ipv6();
     let ovh = l3_overhead(v6);
     // --- buffers -----------------------------------------------------------
     let batch = cfg.batch.clamp(1, 1024);
@@ -612,3 +671,30 @@ fn worker(cfg: &SendCfg, mut socks: Vec<Sock>, mut flows: Vec<Flow>, share: f64,
     }
 }
 
+
+#[cfg(test)]
+mod layout_tests {
+    use super::layout;
+    use std::collections::HashSet;
+
+    #[test]
+    fn classic_layout_is_unchanged() {
+        let l = layout(10, 4, 0, 1, None).unwrap();
+        assert_eq!(l.iter().map(|s| (s.sock, s.dport)).collect::<Vec<_>>()[..5], [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]);
+    }
+
+    #[test]
+    fn study_flows_are_100_distinct_tuples_on_100_sockets() {
+        let l = layout(100, 100, 5, 5, Some(100)).unwrap();
+        let tuples: HashSet<_> = l.iter().map(|s| (s.src, s.src_port, s.dst, s.dport)).collect();
+        assert_eq!(tuples.len(), 100);
+        assert_eq!(l.iter().map(|s| s.sock).collect::<HashSet<_>>().len(), 100);
+        assert_eq!((l[7].src, l[7].src_port, l[7].dst, l[7].dport), (2, 7, 2, 7));
+    }
+
+    #[test]
+    fn flows_differing_only_by_destination_address_are_refused() {
+        assert!(layout(5, 1, 1, 5, Some(1)).is_err());
+        assert!(layout(5, 1, 1, 5, None).is_ok()); // one source port per flow
+    }
+}

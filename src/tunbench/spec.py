@@ -312,6 +312,9 @@ def build(data: dict[str, Any], source: str = "command line",
             params={t.label: hubspec.ignored_params(
                 t.kind, t.params.to_dict(), tunnels.get(t.kind).default_params().to_dict())
                 for t in tunnel_specs if t.kind in hubspec.HUB_KINDS})
+    for w in workload_specs:
+        problems += [f"{section('workload')}: workload {w.label}: {p}"
+                     for p in w.params.family_problems(family)]
     problems = list(dict.fromkeys(problems))   # a swept workload repeats its table's problem
     if problems:
         raise SpecError("\n".join(problems) if len(problems) > 1 else problems[0],

@@ -49,10 +49,13 @@ EXACT: dict[str, tuple[str, str | None]] = {
     "hub_memory": ("Hub kernel memory added", None),
     "hub_maps_memory": ("Hub tbtun map memory", None),
     "tcp_rate": ("TCP transactions", None),
+    "rtt_p50_ratio": ("RTT p50, loaded / idle", None),
+    "load_throughput": ("Bulk TCP goodput", None),
+    "load_retransmits": ("Bulk TCP retransmits", None),
     "udp_rate": ("UDP transactions", None),
 }
 UNITS = {"us": "µs", "usec": "µs", "ms": "ms", "Mbps": "Mbit/s", "pps": "packets/s"}
-_STAT = {"min": "min", "max": "max", "mean": "mean", "avg": "average"}
+_STAT = {"min": "min", "max": "max", "mean": "mean", "avg": "average", "std": "std dev"}
 _GOAL = {"ndr": "NDR", "pdr": "PDR", "rfc2544": "RFC 2544 rate"}
 
 

@@ -30,6 +30,11 @@ class WorkloadParams:
     def validate(self) -> list[str]:
         return []
 
+    def family_problems(self, family: int) -> list[str]:
+        """What these params cannot do over inner IP `family` (e.g. a packet size IPv6 cannot
+        carry), checked with the experiment before anything is created."""
+        return []
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -211,12 +211,62 @@ def wait_bound(ctx: Context, server: Process, proto: str, port: int,
                         f"{timeout:g}s: {server.log_tail(3) or 'no output'}", argv=server.argv)
 
 
+def rtt_metrics(prefix: str, base: str, st: dict[str, Any],
+                dims: dict[str, Any] | None = None) -> dict[str, Metric]:
+    """STATS plus the standard deviation as metric records: `{prefix}_{stat}` with base `base`
+    (e.g. tcp_rtt_p99, dims {"q": 99.0}); `dims` are added to every record (a sweep point)."""
+    extra = dims or {}
+    out = {f"{prefix}_{name}": Metric(st[name], "µs", False, base=base,
+                                      dims={**rtt_dims(name), **extra}) for name, _ in STATS}
+    # the study's way of reporting delay: mean ± standard deviation of the samples
+    out[f"{prefix}_std"] = Metric(st["std"], "µs", False, base=base,
+                                  dims={"stat": "std", **extra})
+    return out
+
+
+def ping_pong(ctx: Context, proto: str, params: LatencyParams, logdir: Path,
+              cpu: Any = None, label: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
+    """One sockperf ping-pong against site b's bound server over ctx.duration (+ warm-up): the
+    figures of every sample in the window (rtt_stats) and sockperf's printed summary."""
+    addr = ctx.server_addr()
+    port = ctx.port_base + PORT_OFFSET
+    skip = max(0.0, ctx.warmup - SOCKPERF_WARMUP)
+    seconds = math.ceil(ctx.duration + ctx.warmup + 0.1)   # sockperf measures t - ~0.45 s
+    log = logdir / f"sockperf-{proto}{label}.csv"
+    # the client writes its full log on its own host: on a remote site into the case
+    # directory there, fetched here once it is done
+    site_log = ctx.tb.site_dir(ctx.client) / log.name if ctx.client.remote else log
+    client = ctx.tb.spawn(ctx.client, client_argv(proto, addr, port, seconds, params, site_log),
+                          f"sockperf-client-{proto}{label}")
+    if cpu is not None:
+        cpu.track(client.pid, f"sockperf-client-{proto}{label}")
+    rc = client.wait(timeout=seconds + 60)
+    if rc != 0:
+        raise CommandFailed(f"sockperf client ({proto}) exited {rc}: {client.log_tail(2)}",
+                            argv=client.argv)
+    printed = parse_sockperf(client.output())
+    if ctx.client.remote:
+        log.write_bytes(ctx.client.read_file(site_log))
+    tx, rtt = read_full_log(log)
+    log.unlink(missing_ok=True)
+    return rtt_stats(tx, rtt, skip, ctx.duration), printed
+
+
+def private_logdir(ctx: Context) -> Path:
+    """A 100 s run logs millions of samples (~40 bytes each): keep the log off /run (often a
+    small tmpfs) in a private directory on disk, removed with the case."""
+    logdir = Path(tempfile.mkdtemp(prefix=f"tunbench-{ctx.tb.run_id}-", dir=LOG_DIR))
+    ctx.tb.ledger.path(logdir)
+    return logdir
+
+
 class Latency(Workload[LatencyParams]):
     name = "latency"
     summary = "request/response RTT distribution (sockperf ping-pong, --full-rtt), TCP and UDP"
     Params = LatencyParams
     tools = ("sockperf",)   # and ss, from iproute2 like ip
-    headline = ("tcp_rtt_p50", "udp_rtt_p50", "tcp_rtt_p99", "udp_rtt_p99")
+    headline = ("tcp_rtt_p50", "udp_rtt_p50", "tcp_rtt_p99", "udp_rtt_p99", "tcp_rtt_mean",
+                "tcp_rtt_std", "udp_rtt_mean", "udp_rtt_std")
 
     @classmethod
     def expected_seconds(cls, params: LatencyParams, duration: float, warmup: float) -> float:
@@ -233,10 +283,7 @@ class Latency(Workload[LatencyParams]):
         out = Output()
         skip = max(0.0, ctx.warmup - SOCKPERF_WARMUP)
         seconds = math.ceil(ctx.duration + ctx.warmup + 0.1)   # sockperf measures t - ~0.45 s
-        # A 100 s run logs millions of samples (~40 bytes each): keep the log off /run (often
-        # a small tmpfs) in a private directory on disk, removed right after it is read.
-        logdir = Path(tempfile.mkdtemp(prefix=f"tunbench-{ctx.tb.run_id}-", dir=LOG_DIR))
-        ctx.tb.ledger.path(logdir)
+        logdir = private_logdir(ctx)
         protos = params.protocols()
         with ctx.measuring() as cpu:
             for i, proto in enumerate(protos):
@@ -250,30 +297,10 @@ class Latency(Workload[LatencyParams]):
                               f"{len(protos)})", expected_s=seconds,
                               remaining_s=(len(protos) - i) * (seconds + 2.0),
                               warmup_s=ctx.warmup)
-                    log = logdir / f"sockperf-{proto}.csv"
-                    # the client writes its full log on its own host: on a remote site into
-                    # the case directory there, fetched here once it is done
-                    site_log = (ctx.tb.site_dir(ctx.client) / log.name if ctx.client.remote
-                                else log)
-                    client = ctx.tb.spawn(ctx.client, client_argv(proto, addr, port, seconds,
-                                                                  params, site_log),
-                                          f"sockperf-client-{proto}")
-                    cpu.track(client.pid, f"sockperf-client-{proto}")
-                    rc = client.wait(timeout=seconds + 60)
-                    if rc != 0:
-                        raise CommandFailed(f"sockperf client ({proto}) exited {rc}: "
-                                            f"{client.log_tail(2)}", argv=client.argv)
-                    printed = parse_sockperf(client.output())
-                    if ctx.client.remote:
-                        log.write_bytes(ctx.client.read_file(site_log))
-                    tx, rtt = read_full_log(log)
-                    log.unlink(missing_ok=True)
+                    st, printed = ping_pong(ctx, proto, params, logdir, cpu)
                 finally:
                     server.stop()
-                st = rtt_stats(tx, rtt, skip, ctx.duration)
-                for name, _ in STATS:
-                    out.metrics[f"{proto}_rtt_{name}"] = Metric(
-                        st[name], "µs", False, base=f"{proto}_rtt", dims=rtt_dims(name))
+                out.metrics.update(rtt_metrics(f"{proto}_rtt", f"{proto}_rtt", st))
                 out.metrics[f"{proto}_rate"] = Metric(st["rate"], "transactions/s")
                 out.series[f"{proto}_rtt_p50"] = st.pop("series_p50")
                 out.raw[proto] = {"stats": {k: v for k, v in st.items() if k != "cdf"},

@@ -16,6 +16,7 @@ Accounting decisions (see docs/loss-search.md):
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import time
@@ -23,22 +24,36 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import proc, rustbin
+from .. import proc
 from ..capabilities import Missing
 from ..errors import CommandFailed
 from ..testbed.base import Site, Testbed
+from . import traffic
 
+REPO = Path(__file__).resolve().parents[3]
 BINARY = "tunbench-loadgen"
-ENV = "TUNBENCH_LOADGEN"
-BUILD_FIX = rustbin.build_fix(ENV)
+BUILD_FIX = ("build it: make loadgen (needs Rust >= 1.85: curl https://sh.rustup.rs | sh), "
+             "or point TUNBENCH_LOADGEN at the binary")
 
 
 def find_binary() -> str | None:
-    return rustbin.find(BINARY, ENV)
+    """$TUNBENCH_LOADGEN, else <repo>/loadgen/target/release/tunbench-loadgen, else PATH."""
+    env = os.environ.get("TUNBENCH_LOADGEN")
+    if env:
+        return env if os.path.isfile(env) and os.access(env, os.X_OK) else None
+    built = REPO / "loadgen" / "target" / "release" / BINARY
+    if built.is_file() and os.access(built, os.X_OK):
+        return str(built)
+    return proc.which(BINARY)
 
 
 def binary_missing() -> Missing | None:
-    return rustbin.missing(BINARY, ENV)
+    if find_binary():
+        return None
+    env = os.environ.get("TUNBENCH_LOADGEN")
+    why = (f"TUNBENCH_LOADGEN={env} is not an executable file" if env else
+           f"{BINARY} not built (looked in $TUNBENCH_LOADGEN, loadgen/target/release, PATH)")
+    return Missing(f"tool {BINARY}", why, BUILD_FIX)
 
 
 def require_binary() -> str:
@@ -50,53 +65,54 @@ def require_binary() -> str:
     return path
 
 
-# Named size mixes beyond the simple IMIX, as the generator's --mix SIZE:WEIGHT (IP total
-# lengths). "micro": microservice traffic, 90% of packets at most 200 B (RPC requests,
-# replies, ACKs) and a tail up to 1280 B (the IPv6 minimum MTU, so every tunnel carries it
-# unfragmented); mean 178.5 B. The smallest, 64 B, fits IPv6 too.
-MIXES = {"micro": "64:30,100:25,128:20,200:15,576:7,1280:3"}
-IMIX_MEAN_L3 = 4084 / 12
-
-
-def mean_size_l3(size: str) -> float:
-    """Mean IP size of a TrafficSpec size: a fixed size, "imix" or a name in MIXES (pure)."""
-    if size == "imix":
-        return IMIX_MEAN_L3
-    if size in MIXES:
-        pairs = [tuple(map(int, part.split(":"))) for part in MIXES[size].split(",")]
-        return sum(s * w for s, w in pairs) / sum(w for _, w in pairs)
-    return float(int(size))
-
-
 @dataclass(frozen=True)
 class TrafficSpec:
-    """What one trial sends: a fixed IP size (bytes), the simple IMIX or a named mix (MIXES),
-    over N flows."""
-    size: str = "imix"          # "imix", a name in MIXES or a decimal IP total length
+    """What one trial sends: a size profile (a fixed IP size, the simple IMIX, a custom weighted
+    `mix` or an RFC 6985 `genome`; traffic.profile) over N flows."""
+    size: str = "imix"          # a decimal IP total length, "imix", "mix" or "genome"
     flows: int = 100
     port: int = 5301
     src_port: int | None = None  # base source port (socket i uses base+i); None = kernel picks
     seed: int = 1
+    family: int = 4             # the simple IMIX's small packets are 60 B over IPv6
+    mix: str = ""               # "SIZE:WEIGHT,..." for size "mix"
+    genome: str = ""            # RFC 6985 letters for size "genome"
+    # full 4-tuple flows (traffic.FlowSet, lockstep): extra addresses that exist on the sites
+    # (add_flow_addresses), source ports stepped with the flows, destination ports P..P+K-1
+    srcs: tuple[str, ...] = ()
+    dsts: tuple[str, ...] = ()
+    src_ports: int | None = None
+    ports_count: int = 1
+
+    def profile(self) -> traffic.SizeProfile:
+        return traffic.profile(self.size, self.family, self.mix, self.genome)
 
     def mix_args(self) -> list[str]:
-        if self.size == "imix":
-            return ["--imix", "simple"]
-        if self.size in MIXES:
-            return ["--mix", MIXES[self.size]]
-        return ["--size", str(int(self.size))]
+        return list(self.profile().args)
 
 
 def recv_argv(binary: str, bind: str, spec: TrafficSpec, duration: float,
               per_flow: bool = False, capture: bool = False) -> list[str]:
+    if len(spec.dsts) > 1:   # several destination addresses: receive on all of them
+        bind = "::" if ":" in bind else "0.0.0.0"
     argv = [binary, "recv", "--bind", bind, "--port", str(spec.port), "--timeout-idle", "5",
             "--max-seconds", f"{duration + 30:g}"]
+    if spec.ports_count > 1:
+        argv += ["--ports-count", str(spec.ports_count)]
     return argv + (["--per-flow"] if per_flow else []) + (["--capture"] if capture else [])
 
 
 def send_argv(binary: str, dst: str, spec: TrafficSpec, duration: float,
               rate_pps: float | None, threads: int = 1) -> list[str]:
-    argv = [binary, "send", "--dst", dst, "--port", str(spec.port), "--flows", str(spec.flows),
-            *spec.mix_args(), "--duration", f"{duration:g}", "--seed", str(spec.seed)]
+    argv = [binary, "send", "--dst", ",".join(spec.dsts) or dst, "--port", str(spec.port),
+            "--flows", str(spec.flows), *spec.mix_args(), "--duration", f"{duration:g}",
+            "--seed", str(spec.seed)]
+    if spec.srcs:
+        argv += ["--src", ",".join(spec.srcs)]
+    if spec.src_ports is not None:
+        argv += ["--src-ports", str(spec.src_ports)]
+    if spec.ports_count > 1:
+        argv += ["--ports-count", str(spec.ports_count)]
     if threads > 1:
         argv += ["--threads", str(threads)]
     if spec.src_port is not None:
@@ -185,6 +201,43 @@ def trial_result(send: dict[str, Any], recv: dict[str, Any],
         mean_size_l3=float(send["mean_size_l3"]),
         per_size_sent=dict(send["per_size_sent"] or {}),
         per_size_received=dict(recv["per_size_received"] or {}))
+
+
+def _inner_prefix(site: Site, ifname: str, addr: str) -> int:
+    """The prefix length `addr` has on `ifname` (the tunnel's inner subnet)."""
+    r = site.run(["ip", "-j", "addr", "show", "dev", ifname], timeout=10)
+    for link in json.loads(r.stdout or "[]"):
+        for a in link.get("addr_info", []):
+            if a.get("local") == addr:
+                return int(a["prefixlen"])
+    raise CommandFailed(f"{addr} is not on {ifname} in site {site.name}",
+                        "the tunnel's endpoints must name their inner devices")
+
+
+def add_flow_addresses(tb: Testbed, a: tuple[str, str], b: tuple[str, str],
+                       flows: traffic.FlowSet) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The source addresses (site a) and destination addresses (site b) of a flow set: the
+    tunnel's own inner addresses first, then addresses added next to them on the inner devices
+    (`a`, `b` = (address, ifname)), taken from the top of the inner subnet so they are on-link
+    through the tunnel; each removed at teardown by the ledger. The subnet must have room."""
+    (a_addr, a_if), (b_addr, b_if) = a, b
+    plen = _inner_prefix(tb.a, a_if, a_addr)
+    net = ipaddress.ip_interface(f"{a_addr}/{plen}").network
+    want = flows.src_addrs - 1 + flows.dst_addrs - 1
+    taken = {ipaddress.ip_address(a_addr), ipaddress.ip_address(b_addr)}
+    if net.num_addresses - 2 - len(taken) < want:
+        raise CommandFailed(f"the tunnel's inner subnet {net} has no room for {want} more "
+                            "addresses", "use flows = N (source ports) with this tunnel")
+    pool = (net.network_address + net.num_addresses - 2 - i for i in range(want + 2))
+    extra = [ip for ip in pool if ip not in taken][:want]
+    srcs, dsts = extra[:flows.src_addrs - 1], extra[flows.src_addrs - 1:]
+    for site, ifname, addrs in ((tb.a, a_if, srcs), (tb.b, b_if, dsts)):
+        for ip in addrs:
+            cidr = f"{ip}/{plen}"
+            site.run(["ip", "addr", "add", cidr, "dev", ifname]
+                     + (["nodad"] if ip.version == 6 else []), timeout=10)
+            site.record_command(tb.ledger, ["ip", "addr", "del", cidr, "dev", ifname])
+    return (a_addr, *map(str, srcs)), (b_addr, *map(str, dsts))
 
 
 def binary_on(tb: Testbed, site: Site) -> str:

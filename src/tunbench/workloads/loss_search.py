@@ -17,7 +17,7 @@ from ..capabilities import Missing
 from ..errors import CommandFailed, SpecError
 from ..progress import rate_text
 from ..testbed import bpfdrop
-from . import loadgen
+from . import loadgen, traffic
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 from .search import GENERATOR_MARGIN, SearchResult, mlr_search, rfc2544_search
 
@@ -26,7 +26,6 @@ PROBE_MIN_SEEN = 0.5   # share of the probe the capture ring must see to be used
 
 
 MAX_RATE_PPS = 1e9
-NAMED_SIZES = ("imix", *loadgen.MIXES)   # size names besides IP total lengths
 
 @dataclass(frozen=True)
 class LossSearchParams(WorkloadParams):
@@ -35,11 +34,24 @@ class LossSearchParams(WorkloadParams):
         metadata={"help": "rfc2544 (binary search), mlrsearch (NDR and PDR), or both"})
     sizes: tuple[str, ...] = field(
         default=("361", "imix"),
-        metadata={"help": "IP total lengths in bytes and/or \"imix\" (7x40, 4x576, 1x1500) "
-                  "and/or \"micro\" (microservice mix: 90% of packets 64-200 B)"})
-    flows: int = field(
+        metadata={"help": "IP total lengths in bytes and/or \"imix\" (7x40, 4x576, 1x1500; "
+                  "7x60 instead of 7x40 over IPv6), \"micro\" (microservice mix: 90% of "
+                  "packets 64-200 B), \"mix\", \"genome\""})
+    mix: str = field(
+        default="",
+        metadata={"help": "a custom IMIX, SIZE:WEIGHT pairs in IP bytes (\"64:7,570:4,1518:1\"); "
+                  "measured as size \"mix\" (added to sizes when they do not list it)"})
+    genome: str = field(
+        default="",
+        metadata={"help": "an RFC 6985 genome, size letters sent in this order (\"aaaaaaaabbbbg\": "
+                  "a=64 b=128 c=256 d=512 e=1024 f=1280 g=1518 h=2112 i=9000 j=16000); measured "
+                  "as size \"genome\" (added to sizes when they do not list it)"})
+    flows: int | str = field(
         default=100,
-        metadata={"help": "distinct UDP flows (source ports) the generator spreads packets over"})
+        metadata={"help": "distinct UDP flows: a count (source ports), or \"SxDxSPxDP\" source x "
+                  "destination addresses x source x destination ports stepped together, e.g. "
+                  "\"5x5x100x100\" (the SD-WAN study's 100 flows; extra addresses are added "
+                  "on the tunnel's inner devices)"})
     trial_duration: float = field(
         default=60.0,
         metadata={"help": "seconds per trial (RFC 2544); capped by the experiment's duration"})
@@ -79,13 +91,26 @@ class LossSearchParams(WorkloadParams):
         if not self.sizes:
             p.append("sizes is empty (give e.g. [\"361\", \"imix\"])")
         for s in self.sizes:
-            if s not in NAMED_SIZES and not (s.isdigit() and 40 <= int(s) <= 9000):
-                p.append(f"size {s!r} must be \"imix\", \"micro\" or an IP total length "
-                         "40..9000 bytes")
+            if s not in traffic.NAMED_SIZES and not (s.isdigit() and 40 <= int(s) <= 9000):
+                p.append(f"size {s!r} must be \"imix\", \"micro\", \"mix\", \"genome\" or an "
+                         "IP total length 40..9000 bytes")
         if len(set(self.sizes)) != len(self.sizes):
             p.append("sizes has duplicates")
-        if not 1 <= self.flows <= 65535:
-            p.append(f"flows {self.flows} out of range (1..65535)")
+        for name, value, parse in (("mix", self.mix, traffic.parse_mix),
+                                   ("genome", self.genome, traffic.parse_genome)):
+            if value:
+                try:
+                    parse(value)
+                except ValueError as exc:
+                    p.append(str(exc))
+            elif name in self.sizes:
+                p.append(f"sizes lists \"{name}\" but {name} is not set: give it "
+                         + ('(mix = "64:7,570:4,1518:1")' if name == "mix" else
+                            '(genome = "aaaaaaaabbbbg")'))
+        try:
+            traffic.parse_flows(self.flows)
+        except ValueError as exc:
+            p.append(str(exc))
         if not 0.1 <= self.trial_duration <= 3600:
             p.append(f"trial_duration {self.trial_duration:g} out of range (0.1..3600 s)")
         if not 0 <= self.loss_threshold_pct < 100:
@@ -111,6 +136,24 @@ class LossSearchParams(WorkloadParams):
         if not 1024 <= self.port <= 65535:
             p.append(f"port {self.port} out of range (1024..65535)")
         return p
+
+    def family_problems(self, family: int) -> list[str]:
+        problems = []
+        for size in self.profiles():
+            try:
+                traffic.profile(size, family, self.mix, self.genome)
+            except ValueError as exc:
+                problems.append(f"{exc} (experiment family {family})")
+        return problems
+
+    def flow_set(self) -> traffic.FlowSet:
+        return traffic.parse_flows(self.flows)
+
+    def profiles(self) -> tuple[str, ...]:
+        """The sizes measured, in order: `sizes` plus "mix"/"genome" when those are set."""
+        extra = tuple(n for n, v in (("mix", self.mix), ("genome", self.genome))
+                      if v and n not in self.sizes)
+        return tuple(self.sizes) + extra
 
 
 def accounting(capture: bool) -> dict[str, str]:
@@ -157,7 +200,7 @@ def loss_by_size(sent: dict[str, int], received: dict[str, int]) -> str:
 
 
 def size_key(size: str) -> str:
-    return size if size in NAMED_SIZES else str(int(size))
+    return size if size in traffic.NAMED_SIZES else str(int(size))
 
 
 def rate_metrics(prefix: str, key: str, pps: float | None, mean_l3: float,
@@ -187,6 +230,19 @@ def latency_metrics(goal: str, key: str, t: Any, pct: float | None = None,
     return {f"lat_{q}_us_at_{at}_{key}": Metric(
         lat.get(q), "µs", False, base="latency",
         dims={"q": float(q[1:]), "goal": goal, **load, "size": key}) for q in quantiles}
+
+
+def latency_spread_metrics(goal: str, key: str, t: Any,
+                           pct: float | None = None) -> dict[str, Metric]:
+    """Mean and sample standard deviation of the one-way latency at a found rate (`pct` of it
+    when given), the way the SD-WAN study reports delay, e.g. lat_mean_us_at_10pct_ndr_imix
+    with dims {"stat": "mean", "goal": "ndr", "load_pct": 10, "size": "imix"}."""
+    lat = (t.latency_us if t is not None else None) or {}
+    at = f"{pct:g}pct_{goal}" if pct is not None else goal
+    load = {"load_pct": pct} if pct is not None else {}
+    return {f"lat_{stat}_us_at_{at}_{key}": Metric(
+        lat.get(stat), "µs", False, base="latency",
+        dims={"stat": stat, "goal": goal, **load, "size": key}) for stat in ("mean", "std")}
 
 
 def trial_at(trials: list[Any], rate: float | None) -> Any:
@@ -258,7 +314,8 @@ class LossSearch(Workload[LossSearchParams]):
                "(native UDP generator, 100 flows, fixed sizes and IMIX), latency under load")
     Params = LossSearchParams
     headline = ("ndr_pps_imix", "pdr_pps_imix", "ndr_pps_361", "pdr_pps_361",
-                "rfc2544_pps_imix", "rfc2544_pps_361")
+                "rfc2544_pps_imix", "rfc2544_pps_361", "ndr_pps_mix", "rfc2544_pps_mix",
+                "ndr_pps_genome", "rfc2544_pps_genome")
 
     @classmethod
     def requirements(cls, params: LossSearchParams) -> list[Missing]:
@@ -274,7 +331,7 @@ class LossSearch(Workload[LossSearchParams]):
     @classmethod
     def expected_seconds(cls, params: LossSearchParams, duration: float, warmup: float) -> float:
         t = min(params.trial_duration, duration) + 1.0
-        return t * expected_trials(params) * len(params.sizes) + 1.5   # + the capture probe
+        return t * expected_trials(params) * len(params.profiles()) + 1.5   # + the capture probe
 
     def unsupported(self, ctx: Context, params: LossSearchParams) -> str | None:
         if params.receiver == "capture" and not ctx.ep.rx_ifnames:
@@ -283,9 +340,12 @@ class LossSearch(Workload[LossSearchParams]):
         return relay_problem(ctx, not_tcp="UDP (the load generator)")
 
     def run(self, ctx: Context, params: LossSearchParams) -> Output:
-        if ctx.family == 6 and "imix" in params.sizes:
-            raise SpecError("the simple IMIX has 40-byte packets, which IPv6 cannot carry",
-                            "use IPv4 (family 4) or leave \"imix\" out of sizes")
+        for size in params.profiles():
+            try:
+                self._spec(params, size, ctx.family).profile()
+            except ValueError as exc:
+                raise SpecError(f"workload loss-search: {exc}", "see `tunbench list "
+                                "loss-search --params`") from None
         dst = ctx.server_addr()
         duration = min(params.trial_duration, ctx.duration)
         threads = loadgen.sender_threads(params.sender_threads)
@@ -299,16 +359,42 @@ class LossSearch(Workload[LossSearchParams]):
         out.raw["accounting"] = accounting(capture)
         out.notes.append(counted_where(capture, params.receiver, bool(ctx.ep.rx_ifnames),
                                        threads))
-        count = TrialCount(len(params.sizes), expected_trials(params))
+        count = TrialCount(len(params.profiles()), expected_trials(params))
+        fs = params.flow_set()
+        addrs = self._flow_addresses(ctx, fs)
+        out.raw["flows"] = {**fs.to_dict(), "src_addresses": list(addrs[0]),
+                            "dst_addresses": list(addrs[1])}
         with ctx.measuring(), bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns,
                                                ctx.ep.rx_ifnames if capture else (),
-                                               params.port, params.port):
-            for size in params.sizes:
+                                               params.port, params.port + fs.dst_ports - 1):
+            for size in params.profiles():
                 key = size_key(size)
                 out.raw["sizes"][key] = self._one_size(ctx, params, dst, size, key, duration,
-                                                       out, capture, threads, count)
+                                                       out, capture, threads, count, addrs)
                 count.size_done()
         return out
+
+    @staticmethod
+    def _spec(p: LossSearchParams, size: str, family: int,
+              addrs: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> loadgen.TrafficSpec:
+        fs = p.flow_set()
+        return loadgen.TrafficSpec(size=size, flows=fs.count, port=p.port, family=family,
+                                   mix=p.mix, genome=p.genome, srcs=addrs[0], dsts=addrs[1],
+                                   src_ports=None if fs.classic else fs.src_ports,
+                                   src_port=fs.src_port_base(p.port), ports_count=fs.dst_ports)
+
+    @staticmethod
+    def _flow_addresses(ctx: Context, fs: traffic.FlowSet
+                        ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Source and destination addresses of a 4-tuple flow set (none for classic flows)."""
+        if fs.classic or (fs.src_addrs == 1 and fs.dst_addrs == 1):
+            return (), ()
+        if not (ctx.ep.a_ifname and ctx.ep.b_ifname):
+            raise CommandFailed("flows with several addresses need the tunnel's inner devices, "
+                                "and this tunnel names none", "use flows = N (source ports)")
+        ctx.phase("flow addresses", fs.describe())
+        return loadgen.add_flow_addresses(ctx.tb, (ctx.client_addr(), ctx.ep.a_ifname),
+                                          (ctx.server_addr(), ctx.ep.b_ifname), fs)
 
     @staticmethod
     def _choose_receiver(ctx: Context, p: LossSearchParams, dst: str
@@ -333,7 +419,8 @@ class LossSearch(Workload[LossSearchParams]):
                   site=ctx.server, expected_s=1.0)
         try:
             with bpfdrop.dropping(ctx.tb.ledger, ctx.server.netns, ifnames, p.port, p.port):
-                spec = loadgen.TrafficSpec(size="128", flows=min(p.flows, 10), port=p.port)
+                spec = loadgen.TrafficSpec(size="128", flows=min(p.flow_set().count, 10),
+                                           port=p.port)
                 t = loadgen.run_trial(ctx.tb, dst, spec, 0.5, 2000.0, label="loadgen-probe",
                                       capture=True, threads=1)
             info = {"probe_sent": t.offered, "probe_captured": t.received}
@@ -350,14 +437,16 @@ class LossSearch(Workload[LossSearchParams]):
 
     def _one_size(self, ctx: Context, p: LossSearchParams, dst: str, size: str, key: str,
                   duration: float, out: Output, capture: bool, threads: int,
-                  count: TrialCount) -> dict[str, Any]:
-        spec = loadgen.TrafficSpec(size=size, flows=p.flows, port=p.port)
+                  count: TrialCount, addrs: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+                  ) -> dict[str, Any]:
+        spec = self._spec(p, size, ctx.family, addrs)
         trials: list[dict[str, Any]] = []
-        mean_l3 = loadgen.mean_size_l3(size)
+        shape = spec.profile()
+        mean_l3 = shape.mean_size
 
         def measure(rate: float | None, dur: float, phase: str) -> loadgen.TrialResult:
             k = count.next()
-            ctx.phase("trial", f"{phase}, {key}{'' if key in NAMED_SIZES else ' B'}, "
+            ctx.phase("trial", f"{phase}, {key}{'' if shape.kind != 'fixed' else ' B'}, "
                       f"{rate_text(rate, mean_l3)}", trial=k, trials_about=count.about,
                       rate_pps=rate, expected_s=dur + 1.0,
                       remaining_s=count.left_s(duration + 1.0) + dur + 1.0)
@@ -366,7 +455,7 @@ class LossSearch(Workload[LossSearchParams]):
             trials.append({"phase": phase, **t.to_dict()})
             return t
 
-        raw: dict[str, Any] = {"trials": trials}
+        raw: dict[str, Any] = {"trials": trials, "profile": shape.to_dict()}
         max_pps = p.max_rate_pps
         if not max_pps:
             t = measure(None, duration, "max-rate")
@@ -390,6 +479,8 @@ class LossSearch(Workload[LossSearchParams]):
             out.metrics.update(rate_metrics("rfc2544", key, r.rate_pps, mean_l3,
                                             r.lower_bound))
             out.metrics.update(latency_metrics("rfc2544", key, trial_at(r.trials, r.rate_pps)))
+            out.metrics.update(latency_spread_metrics("rfc2544", key,
+                                                      trial_at(r.trials, r.rate_pps)))
             ndr_base = ("ndr", r.rate_pps)
         if p.method in ("mlrsearch", "both"):
             found = mlr_search(lambda rate, d: measure(rate, d, "mlrsearch"), max_pps,
@@ -402,6 +493,8 @@ class LossSearch(Workload[LossSearchParams]):
                 out.metrics.update(rate_metrics(goal, key, r.rate_pps, mean_l3,
                                                 r.lower_bound))
                 out.metrics.update(latency_metrics(goal, key, trial_at(r.trials, r.rate_pps)))
+                out.metrics.update(latency_spread_metrics(goal, key,
+                                                          trial_at(r.trials, r.rate_pps)))
             ndr_base = ("ndr", found["ndr"].rate_pps)
         at_max = [name for name, res in searches.items() if res.at_upper_bound]
         if at_max:
@@ -435,6 +528,7 @@ class LossSearch(Workload[LossSearchParams]):
                                                          "latency_us": t.latency_us,
                                                          "loss_ratio": t.loss_ratio}
                 out.metrics.update(latency_metrics("ndr", key, t, pct, ("p50", "p90", "p99")))
+                out.metrics.update(latency_spread_metrics("ndr", key, t, pct))
         raw["trial_seconds_total"] = sum(t["duration_s"] for t in trials)
         return raw
 
