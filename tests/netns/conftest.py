@@ -7,25 +7,15 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
+from testbeds import fresh_testbed
 
-from tunbench.testbed import local, names, netlink
 from tunbench.testbed.base import Testbed
-from tunbench.testbed.ledger import Ledger
 
 
 @pytest.fixture
 def testbed() -> Iterator[Testbed]:
-    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
-    rid = names.new_run_id(taken)
-    ledger = Ledger(rid)
-    try:
-        yield local.build(rid, ledger)
-    finally:
-        errors = ledger.close()
-        left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
-        local.sweep(rid)
-        assert not errors, errors
-        assert not left, f"namespaces left behind: {left}"
+    with fresh_testbed() as tb:
+        yield tb
 
 
 def _ip_json(*args: str) -> object:

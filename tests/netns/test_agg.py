@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import struct
 import sys
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testbeds import fresh_testbed
 
 from tunbench import pcap, proc, tunnels
 from tunbench.capabilities import root_missing
-from tunbench.testbed import local, names, netlink
 from tunbench.testbed.base import Site, Testbed
-from tunbench.testbed.ledger import Ledger
 from tunbench.tunnels import agg
 from tunbench.tunnels.base import Endpoints
 from tunbench.workloads import loadgen
@@ -56,20 +53,6 @@ P99_MARGIN_US = 5000.0
 def _up(tb: Testbed, **raw: Any) -> tuple[agg.Agg, Endpoints]:
     d = agg.Agg()
     return d, d.up(tb, agg.Agg.parse_params(raw))
-
-
-@contextmanager
-def _another_testbed() -> Iterator[Testbed]:
-    """A second testbed beside the fixture's (same cleanup guarantees as conftest's)."""
-    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
-    rid = names.new_run_id(taken)
-    ledger = Ledger(rid)
-    try:
-        yield local.build(rid, ledger)
-    finally:
-        errors = ledger.close()
-        local.sweep(rid)
-        assert not errors, errors
 
 
 def _counts(path: Path) -> list[int]:
@@ -222,7 +205,7 @@ def test_flush_timeout_bounds_the_added_latency() -> None:
     wait measured 0.7-1.4 ms at flush_us=50 and 2.4-4.6 ms at 1000 while other test suites
     ran), so p99 is bounded by the timeout + P99_MARGIN_US, stated here and in docs/agg.md."""
     flushes = (0, 50, 1000)
-    with (_another_testbed() as t0, _another_testbed() as t1, _another_testbed() as t2,
+    with (fresh_testbed() as t0, fresh_testbed() as t1, fresh_testbed() as t2,
           ThreadPoolExecutor(len(flushes)) as pool):
         runs = list(pool.map(_latency_us, (t0, t1, t2), flushes))
     base = runs[0]

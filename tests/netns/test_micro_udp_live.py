@@ -8,7 +8,7 @@ import pytest
 
 from tunbench.testbed import local
 from tunbench.testbed.base import Testbed
-from tunbench.workloads import loadgen
+from tunbench.workloads import loadgen, traffic
 
 pytestmark = pytest.mark.skipif(
     loadgen.find_binary() is None,
@@ -25,8 +25,8 @@ def _weights(spec: str) -> dict[str, float]:
 def test_micro_mix_proportions(testbed: Testbed, dst: str) -> None:
     spec = loadgen.TrafficSpec(size="micro", flows=20, port=5301)
     t = loadgen.run_trial(testbed, dst, spec, 2.0, 20000)
-    want = _weights(loadgen.MIXES["micro"])
-    assert t.mean_size_l3 == pytest.approx(loadgen.mean_size_l3("micro"), rel=1e-3)
+    want = _weights(traffic.NAMED_MIXES["micro"])
+    assert t.mean_size_l3 == pytest.approx(traffic.profile("micro").mean_size, rel=1e-3)
     assert sum(t.per_size_sent.values()) >= 20_000, t.per_size_sent
     for counts in (t.per_size_sent, t.per_size_received):   # sent, and what crossed
         n = sum(counts.values())

@@ -115,19 +115,21 @@ def test_records_carry_dims() -> None:
 
 def test_micro_udp_mix() -> None:
     """The loss-search `micro` size: the generator's --mix, its mean, accepted as a size."""
-    from tunbench.workloads import loadgen
+    from tunbench.workloads import loadgen, traffic
     spec = loadgen.TrafficSpec(size="micro")
-    assert spec.mix_args() == ["--mix", loadgen.MIXES["micro"]]
+    assert spec.mix_args() == ["--mix", traffic.NAMED_MIXES["micro"]]
     assert loadgen.TrafficSpec(size="128").mix_args() == ["--size", "128"]
-    assert loadgen.mean_size_l3("micro") == pytest.approx(178.52)
-    assert loadgen.mean_size_l3("imix") == pytest.approx(4084 / 12)
-    pairs = [tuple(map(int, p.split(":"))) for p in loadgen.MIXES["micro"].split(",")]
+    assert spec.profile().mean_size == pytest.approx(178.52)
+    assert loadgen.TrafficSpec(size="imix").profile().mean_size == pytest.approx(4084 / 12)
+    assert traffic.profile("micro", family=6).key == "micro"     # 64 B fits IPv6 too
+    pairs = [tuple(map(int, p.split(":"))) for p in traffic.NAMED_MIXES["micro"].split(",")]
     small = sum(w for s, w in pairs if s <= 200) / sum(w for _, w in pairs)
     assert small == 0.9
     ls = get("loss-search")
     p = ls.parse_params({"sizes": ["64", "128", "200", "micro"]})
     assert p.sizes == ("64", "128", "200", "micro")
-    with pytest.raises(SpecError, match="must be \"imix\", \"micro\" or an IP total length"):
+    with pytest.raises(SpecError,
+                       match="must be \"imix\", \"micro\", \"mix\", \"genome\" or an IP total"):
         ls.parse_params({"sizes": ["mikro"]})
 
 

@@ -1,0 +1,29 @@
+"""A real two-namespace testbed for root tests (conftest's `testbed` fixture, and tests that
+need several at once)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tunbench.testbed import local, names, netlink
+from tunbench.testbed.base import Testbed
+from tunbench.testbed.ledger import Ledger
+
+
+@contextmanager
+def fresh_testbed() -> Iterator[Testbed]:
+    """A real two-namespace testbed with a run id no other is using; on exit its ledger undoes
+    everything without error and no namespace of it is left. Tests that need several at once
+    enter it several times."""
+    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
+    rid = names.new_run_id(taken)
+    ledger = Ledger(rid)
+    try:
+        yield local.build(rid, ledger)
+    finally:
+        errors = ledger.close()
+        left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
+        local.sweep(rid)
+        assert not errors, errors
+        assert not left, f"namespaces left behind: {left}"
