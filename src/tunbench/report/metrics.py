@@ -53,6 +53,9 @@ EXACT: dict[str, tuple[str, str | None]] = {
     "load_throughput": ("Bulk TCP goodput", None),
     "load_retransmits": ("Bulk TCP retransmits", None),
     "udp_rate": ("UDP transactions", None),
+    "rpc_rate": ("RPC transactions", None),
+    "rpc_payload": ("RPC payload goodput, both ways", None),
+    "connections": ("Connections", None),
 }
 UNITS = {"us": "µs", "usec": "µs", "ms": "ms", "Mbps": "Mbit/s", "pps": "packets/s"}
 _STAT = {"min": "min", "max": "max", "mean": "mean", "avg": "average", "std": "std dev"}
@@ -85,6 +88,8 @@ def _by_dims(base: str, dims: dict[str, Any]) -> str | None:
         return f"{_at(dims)}, {_size(dims.get('size'))} ({str(dims.get('layer')).upper()} rate)"
     if base == "latency" and "goal" in dims:
         return f"Latency {_quantile(dims)} at {_at(dims)}, {_size(dims.get('size'))}"
+    if base == "rpc_latency":
+        return f"RPC latency {_quantile(dims)}"
     if base == "max_offered_pps":
         return f"Highest offered rate, {_size(dims.get('size'))}"
     return None

@@ -463,6 +463,7 @@ class LossSearch(Workload[LossSearchParams]):
             raw["max_rate_trial_loss_ratio"] = t.loss_ratio
         raw.update(max_pps=max_pps, mean_size_l3=mean_l3)
         out.metrics[f"max_offered_pps_{key}"] = Metric(max_pps, "packets/s",
+                                                       base="max_offered_pps",
                                                        dims={"size": key})
         if max_pps <= p.min_rate_pps:
             raise SpecError(f"the generator reached only {max_pps:.0f} pps at size {key}, not "
