@@ -233,7 +233,7 @@ def test_generator_killed_mid_trial_leaves_nothing(testbed: Testbed) -> None:
 
 @pytest.mark.parametrize("param,needle", [
     ("method=\"fast\"", "parameter 'method' must be one of"),
-    ("sizes=[\"12\"]", "must be \"imix\", \"micro\" or an IP total length"),
+    ("sizes=[\"12\"]", "must be \"imix\", \"micro\", \"mix\", \"genome\" or an IP total"),
     ("flows=0", "flows 0 out of range"),
     ("resolution_pct=0", "resolution_pct 0 out of range"),
     ("bogus=1", "unknown parameter 'bogus'"),

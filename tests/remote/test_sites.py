@@ -57,10 +57,11 @@ def assert_clean(hosts: SshHosts, keep: tuple[str, ...] = ()) -> None:
 
 
 def test_native_stream_latency_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
-    exp = experiment(hosts, ["native", "vxlan"], ["stream", "latency", "ping"])
+    # stream and latency (ping on hosts runs in the drop, reconnect and CLI tests below)
+    exp = experiment(hosts, ["native", "vxlan"], ["stream", "latency"])
     out = run_campaign(exp, tmp_path / "r")
     cases = out.store.read_cases()
-    assert [c["status"] for c in cases] == ["ok"] * 6, [c.get("error") for c in cases]
+    assert [c["status"] for c in cases] == ["ok"] * 4, [c.get("error") for c in cases]
     for c in cases:
         tb = c["testbed"]
         assert tb["kind"] == "hosts" and tb["shares_cpus"] is False
