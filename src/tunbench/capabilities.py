@@ -36,6 +36,18 @@ class Missing:
         return f"{self.what}: {self.why} ({self.fix})"
 
 
+TUN_NODE = Path("/dev/net/tun")
+
+
+def tun_device_missing(who: str) -> Missing | None:
+    """None when this host has the TUN device node that `who` (a userspace datapath: tbagg,
+    wireguard-go, libipsec, OVS netdev ports) opens; else why not and the fix."""
+    if TUN_NODE.exists():
+        return None
+    return Missing(f"device {TUN_NODE}", f"{who} needs TUN",
+                   "use a kernel with CONFIG_TUN, or mknod /dev/net/tun c 10 200")
+
+
 class HostView(Protocol):
     """Another host, as capability checks see it."""
 

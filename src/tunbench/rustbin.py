@@ -4,11 +4,14 @@ say how to build it when it is missing."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from . import proc
 from .capabilities import Missing
+from .errors import CommandFailed
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = REPO / "loadgen" / "target" / "release"
@@ -39,3 +42,19 @@ def missing(binary: str, env: str, what: str = "") -> Missing | None:
     why = (f"{env}={given} is not an executable file" if given else
            f"{what or binary} not built (looked in ${env}, loadgen/target/release, PATH)")
     return Missing(f"tool {binary}", why, build_fix(env))
+
+
+def json_result(text: str, binary: str, role: str) -> dict[str, Any]:
+    """The last JSON object line `binary` printed as `role` ("send", "recv", "client", ...):
+    each of them ends its output with one `{"tool": binary, "role": role, ...}` line."""
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict) and data.get("tool") == binary and data.get("role") == role:
+                return data
+    raise CommandFailed(f"{binary} {role} printed no JSON result",
+                        "see the case's error_log for its stderr")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .. import proc, rustbin
-from ..capabilities import Missing
+from ..capabilities import Missing, tun_device_missing
 from ..errors import CommandFailed
 from ..params import out_of_range
 from ..testbed import names
@@ -116,9 +116,8 @@ class Agg(TunnelDriver[AggParams]):
         missing = cls.declared_missing(None)
         if (m := binary_missing()):
             missing.append(m)
-        if not os.path.exists("/dev/net/tun"):
-            missing.append(Missing("device /dev/net/tun", "tbagg needs TUN",
-                                   "load the tun module or use a kernel with CONFIG_TUN"))
+        if (m := tun_device_missing("tbagg")):
+            missing.append(m)
         return missing
 
     @classmethod

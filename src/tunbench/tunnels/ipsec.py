@@ -18,14 +18,13 @@ records as its overhead is what ESP adds to that packet (`esp_overhead_at`, padd
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ..capabilities import Missing, kernel_missing, tool_missing
+from ..capabilities import Missing, kernel_missing, tool_missing, tun_device_missing
 from ..errors import CommandFailed
 from ..testbed import names
 from ..testbed.base import Site, Testbed
@@ -170,9 +169,8 @@ class Ipsec(TunnelDriver[IpsecParams]):
                 if not (PLUGIN_DIR / f"libstrongswan-{plugin}.so").exists():
                     need.append(Missing(f"strongSwan plugin {plugin}", f"needed by impl={impl}",
                                         f"apt-get install {pkg}"))
-        if impl == "libipsec" and not os.path.exists("/dev/net/tun"):
-            need.append(Missing("device /dev/net/tun", "libipsec needs TUN",
-                                "use a kernel with CONFIG_TUN"))
+        if impl == "libipsec" and (m := tun_device_missing("libipsec")):
+            need.append(m)
         if impl in ("kernel", "xfrm"):
             fam = params.underlay
             need.append(kernel_missing("CONFIG_INET_ESP" if fam == 4 else "CONFIG_INET6_ESP",

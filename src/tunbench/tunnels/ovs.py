@@ -22,14 +22,13 @@ The thin modules ovs_vxlan.py etc. each define DRIVER = make_driver(<kind>), so 
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from .. import proc
-from ..capabilities import Missing, kernel_missing, tool_missing
+from ..capabilities import Missing, kernel_missing, tool_missing, tun_device_missing
 from ..errors import CommandFailed, SpecError, UnavailableError
 from ..testbed import names
 from ..testbed.base import Site, Testbed
@@ -277,9 +276,8 @@ class OvsTunnel(TunnelDriver[OvsParams]):
                                    else spec.kernel_module)
                 if m:
                     missing.append(Missing(m.what, m.why, m.fix + "; or datapath=netdev"))
-        if dp == "netdev" and not os.path.exists("/dev/net/tun"):
-            missing.append(Missing("/dev/net/tun", "netdev internal ports are TAP devices",
-                                   "use a kernel with CONFIG_TUN"))
+        if dp == "netdev" and (m := tun_device_missing("the netdev datapath (TAP ports)")):
+            missing.append(m)
         return missing
 
     @classmethod

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..capabilities import Missing, kernel_missing
+from ..capabilities import Missing, kernel_missing, tun_device_missing
 from ..errors import CommandFailed
 from ..testbed import names
 from ..testbed.base import Site, Testbed
@@ -112,9 +112,8 @@ class Wireguard(TunnelDriver[WireguardParams]):
     def requirements(cls, params: WireguardParams) -> list[Missing]:
         impl = resolve_impl(params)
         missing = cls.declared_missing(impl)
-        if impl == "go" and not os.path.exists("/dev/net/tun"):
-            missing.append(Missing("device /dev/net/tun", "wireguard-go needs TUN",
-                                   "load the tun module or use a kernel with CONFIG_TUN"))
+        if impl == "go" and (m := tun_device_missing("wireguard-go")):
+            missing.append(m)
         return missing
 
     @classmethod

@@ -24,36 +24,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import proc
+from .. import proc, rustbin
 from ..capabilities import Missing
 from ..errors import CommandFailed
 from ..testbed.base import Site, Testbed
 from . import traffic
 
-REPO = Path(__file__).resolve().parents[3]
 BINARY = "tunbench-loadgen"
-BUILD_FIX = ("build it: make loadgen (needs Rust >= 1.85: curl https://sh.rustup.rs | sh), "
-             "or point TUNBENCH_LOADGEN at the binary")
+ENV = "TUNBENCH_LOADGEN"
+BUILD_FIX = rustbin.build_fix(ENV)
 
 
 def find_binary() -> str | None:
-    """$TUNBENCH_LOADGEN, else <repo>/loadgen/target/release/tunbench-loadgen, else PATH."""
-    env = os.environ.get("TUNBENCH_LOADGEN")
-    if env:
-        return env if os.path.isfile(env) and os.access(env, os.X_OK) else None
-    built = REPO / "loadgen" / "target" / "release" / BINARY
-    if built.is_file() and os.access(built, os.X_OK):
-        return str(built)
-    return proc.which(BINARY)
+    return rustbin.find(BINARY, ENV)
 
 
 def binary_missing() -> Missing | None:
-    if find_binary():
-        return None
-    env = os.environ.get("TUNBENCH_LOADGEN")
-    why = (f"TUNBENCH_LOADGEN={env} is not an executable file" if env else
-           f"{BINARY} not built (looked in $TUNBENCH_LOADGEN, loadgen/target/release, PATH)")
-    return Missing(f"tool {BINARY}", why, BUILD_FIX)
+    return rustbin.missing(BINARY, ENV)
 
 
 def require_binary() -> str:
@@ -123,17 +110,7 @@ def send_argv(binary: str, dst: str, spec: TrafficSpec, duration: float,
 
 
 def _json_object(text: str, role: str) -> dict[str, Any]:
-    for line in reversed(text.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if data.get("tool") == BINARY and data.get("role") == role:
-                return data
-    raise CommandFailed(f"{BINARY} {role} printed no JSON result",
-                        "see the case's error_log for its stderr")
+    return rustbin.json_result(text, BINARY, role)
 
 
 def parse_send(text: str) -> dict[str, Any]:

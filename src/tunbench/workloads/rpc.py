@@ -18,7 +18,6 @@ request / 4-byte response header. Building argv, running and parsing are separat
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -173,17 +172,7 @@ def client_argv(binary: str, addr: str, port: int, p: RpcParams, duration: float
 
 
 def _json_object(text: str, role: str) -> dict[str, Any]:
-    for line in reversed(text.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(data, dict) and data.get("tool") == BINARY and data.get("role") == role:
-                return data
-    raise CommandFailed(f"{BINARY} {role} printed no JSON result",
-                        "see the case's error_log for its stderr")
+    return rustbin.json_result(text, BINARY, role)
 
 
 def parse_client(text: str) -> dict[str, Any]:
