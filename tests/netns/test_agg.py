@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import struct
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -196,8 +195,9 @@ def _latency_us(tb: Testbed, flush_us: int) -> dict[str, float]:
 
 
 def test_flush_timeout_bounds_the_added_latency() -> None:
-    """Three tunnels (flush_us 0, 50, 1000) in three testbeds measured at the same time, so a
-    burst of other work on the shared host hits all three alike.
+    """Three tunnels (flush_us 0, 50, 1000), each in its own testbed, measured one after the
+    other: measured at the same time, the three tunnels and their generators overloaded the
+    2 cores themselves and set the p99 (a clean CI run saw tbagg's own p99 wait at 6.9 ms).
 
     The median is tight: a lone packet waits the timeout plus one timer wake-up (tbagg's own
     record and end to end, within 0.25 ms). The tail is the host's: on the shared 2-core
@@ -205,9 +205,10 @@ def test_flush_timeout_bounds_the_added_latency() -> None:
     wait measured 0.7-1.4 ms at flush_us=50 and 2.4-4.6 ms at 1000 while other test suites
     ran), so p99 is bounded by the timeout + P99_MARGIN_US, stated here and in docs/agg.md."""
     flushes = (0, 50, 1000)
-    with (fresh_testbed() as t0, fresh_testbed() as t1, fresh_testbed() as t2,
-          ThreadPoolExecutor(len(flushes)) as pool):
-        runs = list(pool.map(_latency_us, (t0, t1, t2), flushes))
+    runs = []
+    for flush in flushes:   # one at a time: three tunnels and their generators at once on 2
+        with fresh_testbed() as tb:   # cores made the test its own p99 (CI: tbagg's wait
+            runs.append(_latency_us(tb, flush))   # p99 6.9 ms at flush_us=1000, quiet host)
     base = runs[0]
     for flush, got in zip(flushes[1:], runs[1:], strict=True):
         added50, added99 = got["p50"] - base["p50"], got["p99"] - base["p99"]
