@@ -73,10 +73,8 @@ def _parse_ip(data: bytes) -> Packet | None:
     return None
 
 
-def parse_pcap(raw: bytes) -> list[Packet]:
-    """Outer IP facts of every IPv4/IPv6 frame in a classic pcap file (other frames skipped)."""
-    if len(raw) < 24:
-        return []
+def _header(raw: bytes) -> tuple[str, int]:
+    """Byte order and link type of a classic pcap file."""
     magic = raw[:4]
     if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
         endian = "<"
@@ -84,13 +82,29 @@ def parse_pcap(raw: bytes) -> list[Packet]:
         endian = ">"
     else:
         raise ValueError("not a classic pcap file (pcapng is not supported)")
-    linktype = struct.unpack(endian + "I", raw[20:24])[0]
-    out: list[Packet] = []
+    return endian, struct.unpack(endian + "I", raw[20:24])[0]
+
+
+def frames(raw: bytes) -> Iterator[bytes]:
+    """Every captured frame of a classic pcap file, as the link layer recorded it (for tests
+    that read more than parse_pcap keeps: tunnel headers, inner MACs)."""
+    if len(raw) < 24:
+        return
+    endian, _ = _header(raw)
     off = 24
     while off + 16 <= len(raw):
         incl = struct.unpack(endian + "I", raw[off + 8:off + 12])[0]
-        frame = raw[off + 16:off + 16 + incl]
+        yield raw[off + 16:off + 16 + incl]
         off += 16 + incl
+
+
+def parse_pcap(raw: bytes) -> list[Packet]:
+    """Outer IP facts of every IPv4/IPv6 frame in a classic pcap file (other frames skipped)."""
+    if len(raw) < 24:
+        return []
+    _, linktype = _header(raw)
+    out: list[Packet] = []
+    for frame in frames(raw):
         if linktype == LINKTYPE_ETHERNET:
             ethertype, l3 = struct.unpack("!H", frame[12:14])[0], 14
             if ethertype == ETH_P_8021Q:

@@ -56,12 +56,8 @@ def _up(tb: Testbed, **raw: Any) -> tuple[agg.Agg, Endpoints]:
 
 def _counts(path: Path) -> list[int]:
     """The agg header's count byte of every outer IPv4/UDP datagram to our port in a pcap."""
-    raw = path.read_bytes()
-    off, out = 24, []
-    while off + 16 <= len(raw):
-        incl = struct.unpack("<I", raw[off + 8:off + 12])[0]
-        f = raw[off + 16:off + 16 + incl]
-        off += 16 + incl
+    out = []
+    for f in pcap.frames(path.read_bytes()):
         if len(f) < 14 + 20 + 8 + 8 or f[12:14] != b"\x08\x00" or f[23] != 17:
             continue
         ihl = (f[14] & 0x0F) * 4

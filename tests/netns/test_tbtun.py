@@ -14,7 +14,6 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,16 +68,6 @@ def _iperf(tb: Testbed, dst: str, seconds: float = 2, reverse: bool = False) -> 
     assert "error" not in doc, f"iperf3: {doc['error']}"
     end: dict[str, Any] = doc["end"]
     return end
-
-
-def _frames(path: Path) -> Iterator[bytes]:
-    """Raw Ethernet frames of a classic pcap file (pcap.parse_pcap keeps only IP facts)."""
-    raw = path.read_bytes()
-    off = 24
-    while off + 16 <= len(raw):
-        incl = struct.unpack("<I", raw[off + 8:off + 12])[0]
-        yield raw[off + 16:off + 16 + incl]
-        off += 16 + incl
 
 
 def _retrans_share(end: dict[str, Any], mss: int = 1400) -> float:
@@ -138,7 +127,7 @@ def test_interop_with_the_kernel_vxlan_device_tcp_both_ways(testbed: Testbed) ->
     tunnel = [p for p in cap.packets if p.udp_to(4789)]
     assert {p.length for p in tunnel if p.src == tb.a.underlay4} == {178}
     assert 178 in {p.length for p in tunnel if p.src == tb.b.underlay4}
-    ours = [f for f in _frames(cap.path) if f[12:14] == b"\x08\x00" and f[26:30]
+    ours = [f for f in pcap.frames(cap.path.read_bytes()) if f[12:14] == b"\x08\x00" and f[26:30]
             == bytes(map(int, tb.a.underlay4.split(".")))]
     assert len(ours) == 6, len(ours)      # a's 3 requests and 3 replies
     for f in ours:
@@ -254,7 +243,7 @@ def test_ipv6_inside_over_the_ipv4_underlay(testbed: Testbed) -> None:
     with pcap.capture(tb, tb.b, tb.b.underlay_if, "v6", snaplen=96) as cap:
         tb.a.run(["ping", "-6", "-c", "3", "-i", "0.2", "-s", "100", "-W", "2", ep.b6],
                  timeout=20)
-    ours = [f for f in _frames(cap.path) if f[12:14] == b"\x08\x00" and f[23] == 17]
+    ours = [f for f in pcap.frames(cap.path.read_bytes()) if f[12:14] == b"\x08\x00" and f[23] == 17]
     assert len(ours) == 6, len(ours)
     marker = bytes.fromhex(maps.MARKER_MAC.replace(":", ""))
     for f in ours:
@@ -386,7 +375,7 @@ def test_ebpf_geneve_carries_tcp_with_geneve_on_the_wire(testbed: Testbed) -> No
     assert end["sum_received"]["bytes"] > 1_000_000
     gen = [p for p in cap.packets if p.udp_to(6081)]
     assert {p.length for p in gen} == {178}
-    for f in _frames(cap.path):
+    for f in pcap.frames(cap.path.read_bytes()):
         if f[12:14] == b"\x08\x00" and f[23] == 17 and f[36:38] == b"\x17\xc1":
             assert f[42:50] == bytes.fromhex("00006558") + (42 << 8).to_bytes(4, "big")
 

@@ -121,16 +121,6 @@ def kernel_device_on_b(tb: Testbed, encap: str) -> str:
     return ifname
 
 
-def frames(path: Path) -> Iterator[bytes]:
-    """Raw Ethernet frames of a classic pcap file (pcap.parse_pcap keeps only IP facts)."""
-    raw = path.read_bytes()
-    off = 24
-    while off + 16 <= len(raw):
-        incl = struct.unpack("<I", raw[off + 8:off + 12])[0]
-        yield raw[off + 16:off + 16 + incl]
-        off += 16 + incl
-
-
 def outer_udp(frames_: Iterator[bytes], src: str, port: int) -> list[bytes]:
     """IPv4/UDP frames from `src` to `port` (no IP options: tbtun and the kernel send none)."""
     addr = bytes(int(x) for x in src.split("."))
@@ -193,9 +183,9 @@ def test_tbtun_and_the_kernel_device_carry_tcp_both_ways_with_exact_headers(
         # the largest DF packet the tunnel MTU allows: exactly the underlay MTU outside
         tb.a.run([*ping[:3], "1", "-W", "3", "-M", "do", "-s", str(INNER_MTU - 28), B_INNER],
                  timeout=60)
-    ours = outer_udp(frames(cap.path), tb.a.underlay4, port)
+    ours = outer_udp(pcap.frames(cap.path.read_bytes()), tb.a.underlay4, port)
     # the kernel device also sends its own IPv6 multicast (MLD reports): inner IPv4 only
-    theirs = [f for f in outer_udp(frames(cap.path), tb.b.underlay4, port)
+    theirs = [f for f in outer_udp(pcap.frames(cap.path.read_bytes()), tb.b.underlay4, port)
               if f[62:64] == b"\x08\x00"]
     # a: 3 requests + 3 replies of 128 B inside, 1 full-size request; b: the same, mirrored
     our_sizes = sorted(check_outer(f, encap, KERNEL_MAC, ours=True) for f in ours)
