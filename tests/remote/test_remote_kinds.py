@@ -366,3 +366,27 @@ def test_offloads_on_each_hosts_devices_and_set_back(hosts: SshHosts,
     assert varied["metrics"]["throughput"]["value"] > 5
     assert {n: features(n, i) for n, i in (("h1", u1), ("h2", u2))} == before
     assert_clean(hosts, keep=second_link)
+
+
+def test_agg_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    """tbagg (a Rust daemon built in this checkout) copied to each host that lacks it, run
+    there, its counters dumped by signal on that host and read through the agent; small UDP
+    packets are aggregated between the hosts as on the local testbed."""
+    runs_here("agg")
+    c = one_ok_case(experiment(hosts, {"kind": "agg", "flush_us": 200},
+                               {"name": "loss-search", "method": "rfc2544", "sizes": ["100"],
+                                "max_rate_pps": 20000, "resolution_pct": 20,
+                                "latency_at_pct": []}), tmp_path / "r")
+    copied = c["testbed"]["tbagg_copied_to"]
+    assert set(copied) == {"a", "b"} and all(p.startswith("/run/tunbench/") and
+                                             p.endswith("/tbagg") for p in copied.values())
+    delta = c["datapath_counters"]["delta"]
+    # inner packets crossed: a's tbagg sent them, b's unpacked them, fewer datagrams than
+    # packets (several 100 B packets under one header at these rates, flush 200 µs)
+    sent_pkts, sent_dgrams = delta["a"]["agg_tx_packets"], delta["a"]["agg_tx_datagrams"]
+    assert sent_pkts > 1000 and delta["b"]["agg_rx_packets"] > 1000, delta
+    assert sent_dgrams < sent_pkts, delta
+    assert delta["b"]["agg_rx_malformed"] == 0, delta
+    assert_daemon_cpu(c, "tbagg", per_site=1)
+    assert_clean(hosts)
+    assert "tbagg" not in host_comms(hosts)

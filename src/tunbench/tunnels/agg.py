@@ -107,8 +107,6 @@ class Agg(TunnelDriver[AggParams]):
                "flush_us bounds the wait")
     Params = AggParams
     encrypts = False
-    not_on_hosts = ("tbagg is built in this checkout and not yet shipped to a remote site "
-                    "(use vxlan between hosts, or the local testbed)")
     needs = {"": Needs(kernel=(KernelOption("CONFIG_TUN", "tun", "tbagg's TUN device"),))}
 
     @classmethod
@@ -121,16 +119,18 @@ class Agg(TunnelDriver[AggParams]):
         return missing
 
     @classmethod
+    def orchestrator_requirements(cls, params: AggParams) -> list[Missing]:
+        """Sites over SSH need no Rust toolchain: tbagg built here is copied to a host that
+        has none on PATH (rustbin.on_site); the host's kernel (CONFIG_TUN) is checked there."""
+        return [m for m in (binary_missing(),) if m]
+
+    @classmethod
     def overhead(cls, params: AggParams, family: int = 4) -> int:
         outer = IPV4_HEADER if family == 4 else IPV6_HEADER
         return outer + UDP_HEADER + AGG_HEADER + SEPARATOR
 
     # ---- life cycle ------------------------------------------------------------------
     def up(self, tb: Testbed, params: AggParams) -> Endpoints:
-        binary = find_binary()
-        if binary is None:
-            m = binary_missing()
-            raise CommandFailed(m.one_line() if m else BINARY, BUILD_FIX)
         fam = params.underlay
         mtu = self.tunnel_mtu(params, tb.underlay_mtu)
         a4, b4, a6, b6 = inner_addrs(0)
@@ -146,6 +146,8 @@ class Agg(TunnelDriver[AggParams]):
             site.record_link(tb.ledger, ifname)
             site.record_leftover(tb.ledger, path)
             site.record_leftover(tb.ledger, f"{path}.tmp")
+            binary = rustbin.on_site(tb, site, BINARY, ENV, "tbagg_copied_to",
+                                     "the aggregating datapath")
             argv = [binary, "--dev", ifname,
                     "--local", endpoint(self.underlay_addr(site, fam), params.port),
                     "--remote", endpoint(self.underlay_addr(peer, fam), params.port),
@@ -191,14 +193,24 @@ def read_dump(site: Site, path: str) -> Dump:
     return parse_stats(site.read_file(path).decode())
 
 
+def _signal(site: Site, pid: int, sig: signal.Signals) -> bool:
+    """Send `sig` to our own tbagg by PID on the site's host; False when it is gone."""
+    if site.remote:
+        return site.run(["kill", "-s", sig.name.removeprefix("SIG"), str(pid)],
+                        check=False, timeout=10).ok
+    if not proc.pid_alive(pid):
+        return False
+    os.kill(pid, sig)
+    return True
+
+
 def fresh_dump(site: Site, pid: int, path: str) -> Dump:
     """Ask tbagg (our own daemon, by PID) for a dump and wait until it is written: a check
     on the dump count, not a sleep."""
     before = read_dump(site, path).dumps
-    if not proc.pid_alive(pid):
+    if not _signal(site, pid, signal.SIGUSR1):
         raise CommandFailed(f"tbagg (pid {pid}) in site {site.name} has exited",
                             f"see its log in the case directory next to {path}")
-    os.kill(pid, signal.SIGUSR1)
     deadline = time.monotonic() + DUMP_TIMEOUT
     while time.monotonic() < deadline:
         now = read_dump(site, path)

@@ -21,7 +21,6 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .. import proc, rustbin
@@ -218,28 +217,8 @@ def add_flow_addresses(tb: Testbed, a: tuple[str, str], b: tuple[str, str],
 
 
 def binary_on(tb: Testbed, site: Site) -> str:
-    """The load generator as `site` runs it: our build on this host; on a remote host its own
-    copy when it has one on PATH, else ours copied into the case directory there (removed
-    with it) when the architectures match."""
-    if not site.remote:
-        return require_binary()
-    if site.name in tb.shipped:
-        return tb.shipped[site.name]
-    r = site.run(["sh", "-c", 'command -v "$1"', "tb-which", BINARY], check=False, timeout=10)
-    path = r.stdout.strip() if r.ok else ""
-    if not path:
-        local = require_binary()
-        theirs = site.run(["uname", "-m"], timeout=10).stdout.strip()
-        ours = os.uname().machine
-        if theirs != ours:
-            raise CommandFailed(f"{BINARY} is not installed on {site.host} ({theirs}) and ours "
-                                f"is built for {ours}", "build it there (make loadgen) and "
-                                "put it on PATH")
-        path = str(tb.site_dir(site) / BINARY)
-        site.write_file(tb.ledger, Path(path), Path(local).read_bytes(), mode=0o700)
-        tb.notes.setdefault("loadgen_copied_to", {})[site.name] = path
-    tb.shipped[site.name] = path
-    return path
+    """The load generator as `site` runs it (rustbin.on_site: ours, or copied to a host)."""
+    return rustbin.on_site(tb, site, BINARY, ENV, "loadgen_copied_to")
 
 
 def wait_ready(p: proc.Process, timeout: float = 10.0) -> None:

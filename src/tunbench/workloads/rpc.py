@@ -18,15 +18,13 @@ request / 4-byte response header. Building argv, running and parsing are separat
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .. import proc, rustbin
 from ..capabilities import Missing
-from ..errors import CommandFailed, UnavailableError
+from ..errors import CommandFailed
 from ..testbed.base import Site, Testbed
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 
@@ -128,32 +126,8 @@ def binary_missing() -> Missing | None:
 
 
 def binary_on(tb: Testbed, site: Site) -> str:
-    """The generator as `site` runs it: our build here; on a remote host its own copy on
-    PATH, else ours copied into the case directory there when the architectures match."""
-    local = find_binary()
-    if not site.remote:
-        if local is None:
-            m = binary_missing()
-            raise UnavailableError(m.one_line() if m else BINARY, BUILD_FIX)
-        return local
-    key = f"{BINARY}@{site.name}"
-    if key in tb.shipped:
-        return tb.shipped[key]
-    r = site.run(["sh", "-c", 'command -v "$1"', "tb-which", BINARY], check=False, timeout=10)
-    path = r.stdout.strip() if r.ok else ""
-    if not path:
-        if local is None:
-            raise UnavailableError(f"{BINARY} is neither on {site.host} nor built here",
-                                   BUILD_FIX)
-        theirs = site.run(["uname", "-m"], timeout=10).stdout.strip()
-        if theirs != os.uname().machine:
-            raise CommandFailed(f"{BINARY} is not installed on {site.host} ({theirs}) and ours "
-                                f"is built for {os.uname().machine}", "build it there (make "
-                                "loadgen) and put it on PATH")
-        path = str(tb.site_dir(site) / BINARY)
-        site.write_file(tb.ledger, Path(path), Path(local).read_bytes(), mode=0o700)
-    tb.shipped[key] = path
-    return path
+    """The generator as `site` runs it (rustbin.on_site: ours, or copied to a host)."""
+    return rustbin.on_site(tb, site, BINARY, ENV, "rpc_copied_to")
 
 
 def server_argv(binary: str, addr: str, port: int, p: RpcParams,

@@ -69,13 +69,13 @@ def add_addr(ifname: str, cidr: str) -> None:
                 **kw)
 
 
-SETTABLE = {"mtu", "state"}
+SETTABLE = {"mtu", "state", "txqlen"}   # txqlen: a userspace datapath's TUN queue
 
 
 def set_link(ifname: str, attrs: dict[str, Any], keep: str = "") -> dict[str, Any]:
-    """Set MTU/state of a link. A tunbench link: anything in SETTABLE. Another link (an
-    underlay the user named): only its MTU, never the one carrying the SSH session (`keep`),
-    and the value it had is returned so the caller can journal the way back."""
+    """Set MTU/state/queue length of a link. A tunbench link: anything in SETTABLE. Another
+    link (an underlay the user named): only its MTU, never the one carrying the SSH session
+    (`keep`), and the value it had is returned so the caller can journal the way back."""
     bad = set(attrs) - SETTABLE
     if bad:
         raise ValueError(f"refusing to set {sorted(bad)} on {ifname}: only {sorted(SETTABLE)}")
