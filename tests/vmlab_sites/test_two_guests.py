@@ -3,8 +3,9 @@ qemu) joined by a virtual underlay link, reached by tunbench on the host only ov
 the same `--site a=... --site b=... --ssh-config FILE` a user types.
 
 The kinds are the ones this host's kernel cannot run (Geneve, GRE, kernel WireGuard, kernel
-ESP) plus native; stream and latency, 2 s each, in one campaign (one agent start per guest). Correctness only: TCG runs 25-30x slower
-than the host, so no figure is compared, only that traffic crossed each tunnel, measured
+ESP) plus native; a 2 s stream each, in one campaign (one agent start per guest; latency
+between hosts is proven by tests/remote on this host's sshd hosts, and would double the
+tier's time under TCG). Correctness only: TCG runs 25-30x slower than the host, so no figure is compared, only that traffic crossed each tunnel, measured
 on each site apart, and that nothing is left on either guest.
 """
 
@@ -72,7 +73,7 @@ def test_two_kernel_campaign_over_ssh(pair: sites.SitePair, campaign) -> None:
                                            and isinstance(v.get("value"), (int, float))))
     print("clock offset b-a (ms):", [c["testbed"].get("clock", {}).get("offset_b_minus_a_ms")
                                      for c in by.values()])
-    assert set(by) == {(k, w) for k in KINDS for w in ("stream", "latency")}
+    assert set(by) == {(k, "stream") for k in KINDS}
     host_kernel = Path("/proc/sys/kernel/osrelease").read_text().strip()
     for (kind, wl), c in by.items():
         if kind == "ipsec":
@@ -103,11 +104,11 @@ def test_two_kernel_campaign_over_ssh(pair: sites.SitePair, campaign) -> None:
 
 
 def test_kernel_esp_between_guests(pair: sites.SitePair, campaign) -> None:
-    """ipsec impl=kernel (IKEv2 by charon, ESP in each guest's kernel), stream + latency."""
+    """ipsec impl=kernel (IKEv2 by charon, ESP in each guest's kernel), a stream."""
     r, by, _ = campaign
-    cases = [by.get(("ipsec", wl)) for wl in ("stream", "latency")]
+    cases = [by.get(("ipsec", "stream"))]
     assert all(cases), (sorted(by), r.stderr[-2000:])
-    assert [c["status"] for c in cases] == ["ok", "ok"], [c.get("error") for c in cases]
+    assert [c["status"] for c in cases] == ["ok"], [c.get("error") for c in cases]
     for c in cases:
         assert c["tunnel"]["info"]["impl"] == "kernel"
         assert c["cpu"]["shared_by_sites"] is False
