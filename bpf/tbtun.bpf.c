@@ -39,8 +39,7 @@
 
 #include "tbtun.h"
 
-/* Newer than the uapi headers of Debian 12 (6.1); the running kernel (>= 6.3) has them. */
-#define TB_F_ADJ_ROOM_DECAP_L3_IPV4 (1ULL << 7)
+/* Newer than the uapi headers of Debian 12 (6.1): kernels >= 6.3 take it (tb_decap). */
 #define TB_F_ADJ_ROOM_DECAP_L3_IPV6 (1ULL << 8)
 
 #define TB_TUN_HLEN 8                                  /* VXLAN, Geneve without options */
@@ -329,11 +328,14 @@ int tb_decap(struct __sk_buff *skb)
 	}
 	if (bpf_skb_load_bytes(skb, sizeof(h) + (hlen - TB_TUN_HLEN) + 12, &inner, 2))
 		return drop(TB_STAT_DECAP_ERR, len);
-	if (inner == bpf_htons(ETH_P_IP))
-		flags |= TB_F_ADJ_ROOM_DECAP_L3_IPV4;
-	else if (inner == bpf_htons(ETH_P_IPV6))
+	/* The outer header is IPv4: an IPv4 packet inside needs no L3 flag (skb->protocol stays
+	 * right), so it decapsulates on kernels without the DECAP_L3 flags (< 6.3, e.g. Debian
+	 * 12's 6.1, which rejects unknown flags with -EINVAL). IPv6 inside needs
+	 * DECAP_L3_IPV6 to set skb->protocol: on < 6.3 such packets fail here and are counted
+	 * as decap errors (the driver records it; XDP decap carries them on any kernel). */
+	if (inner == bpf_htons(ETH_P_IPV6))
 		flags |= TB_F_ADJ_ROOM_DECAP_L3_IPV6;
-	else
+	else if (inner != bpf_htons(ETH_P_IP))
 		return TC_ACT_OK;                          /* ARP & co.: not ours to carry */
 	hlen += sizeof(struct iphdr) + sizeof(struct udphdr) + ETH_HLEN;
 	if (bpf_skb_adjust_room(skb, -(__s32)hlen, BPF_ADJ_ROOM_MAC, flags) ||

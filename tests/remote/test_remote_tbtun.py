@@ -133,7 +133,7 @@ def test_tbtun_journaled_on_host(hosts: SshHosts) -> None:
 
 def test_doctor_site_judges_tbtun_on_that_host(hosts: SshHosts) -> None:
     """doctor --site asks the host for bpftool, tc and nsenter (each missing one with that
-    distribution's install command) and judges its kernel release against 6.3."""
+    distribution's install command) and judges its kernel release against 6.1."""
     r = proc.run(TB + ["doctor", "--site", "h2", "--ssh-config", str(hosts.ssh_config),
                        "--json"], check=False, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -146,7 +146,7 @@ def test_doctor_site_judges_tbtun_on_that_host(hosts: SshHosts) -> None:
         assert e["available"] == (kernel_ok and all(doc["tools"][t] for t in
                                                     ("bpftool", "tc", "nsenter"))), e
         if not kernel_ok:
-            assert any("Linux >= 6.3 needed" in w for w in e["reasons"]), e
+            assert any("Linux >= 6.1 needed" in w for w in e["reasons"]), e
 
 
 def test_cleanup_site_sweeps_tbtun_of_a_killed_agent(hosts: SshHosts) -> None:

@@ -93,6 +93,11 @@ def test_site_argument_errors_are_one_line() -> None:
 
 
 def test_kernel_version_gate() -> None:
-    assert loader.kernel_too_old("6.1.0-18-amd64") is not None
+    """6.1 (Debian 12, proven in the VM lab) loads; tc decap carries IPv6 inside from 6.3."""
+    assert loader.kernel_too_old("5.15.0-91-generic") is not None
+    assert loader.kernel_too_old("6.1.0-18-amd64") is None
     assert loader.kernel_too_old("6.3.0") is None
     assert loader.kernel_too_old("6.18.44-fc") is None
+    assert "decap=xdp carries both" in loader.tc_decap_ipv6("6.1.0-18-amd64")
+    assert loader.tc_decap_ipv6("6.3.0") == ""
+    assert loader.tc_decap_ipv6("6.18.44-fc-v445") == ""

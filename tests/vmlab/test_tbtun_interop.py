@@ -7,13 +7,12 @@ show the exact outer headers in both directions: UDP to 6081 (4789), the Geneve 
 B for a 128-B inner ICMP packet; a full-size DF ping is exactly the underlay MTU outside), and
 on tbtun's packets DF, UDP checksum 0 and a source port from the flow hash (32768..60999).
 
-Decapsulation hooks: tc needs bpf_skb_adjust_room's DECAP_L3 flags (Linux >= 6.3), and tbtun's
-loader refuses older kernels for every hook. Bookworm's guest kernel is 6.1, so in today's VM
-lab every variant skips with that reason (XDP decap needs no such flag, but loading the object
-on 6.1 is unproven). The VXLAN variants run on the host too
-(`TUNBENCH_IN_VMLAB=1 pytest tests/vmlab/test_tbtun_interop.py`), which proves this file's
-logic where Geneve cannot run. The object is the host's build/bpf/tbtun.bpf.o, read through
-the shared tree; bpftool comes from the guest image (vmlab/image.py). Correctness only: the
+Decapsulation hooks: both run on the guest's kernel (Debian 12's 6.1): tc decap of an IPv4
+packet inside needs no DECAP_L3 flag (those arrived in 6.3 and are used only for IPv6 inside,
+which this test does not send), XDP decap needs none. Geneve only: the VXLAN interop (tbtun
+against the kernel's VXLAN device) is proven on the host by tests/netns/test_tbtun.py, whose
+kernel has VXLAN; the guest's time is kept for what only it has. The object is the host's
+build/bpf/tbtun.bpf.o, read through the shared tree; bpftool comes from the guest image (vmlab/image.py). Correctness only: the
 guest is 25-30x slower than the host.
 """
 
@@ -64,11 +63,7 @@ def why_not(encap: str, decap: str) -> str | None:
         return missing.one_line()
     old = loader.kernel_too_old()
     if old:
-        # the loader refuses every tbtun site on such a kernel (tunnels/_tbtun.py min_kernel),
-        # XDP decap included: whether the object loads and XDP decap works on 6.1 is unproven
-        return (f"{old.one_line()}: tbtun's loader refuses this kernel for every decap hook "
-                "(the VM lab guest runs Debian 12's 6.1; the interop runs on a guest kernel "
-                ">= 6.3)")
+        return old.one_line()
     return None
 
 
@@ -112,7 +107,10 @@ def kernel_device_on_b(tb: Testbed, encap: str) -> str:
     tb.b.run(["ip", "link", "add", ifname, "address", KERNEL_MAC, "type", kind, "id", str(VNI),
               "remote", tb.a.underlay4, "dstport", str(port), *extra], timeout=30)
     tb.ledger.link(ifname, str(tb.b.netns))
-    for argv in (["ip", "link", "set", ifname, "addrgenmode", "none"],   # no IPv6 chatter
+    # no IPv6 chatter (MLD reports): on 6.1 tbtun's tc decap cannot carry IPv6 inside (no
+    # DECAP_L3_IPV6 before 6.3) and would count them as decap errors; this test is IPv4 inside
+    for argv in (["sysctl", "-qw", f"net.ipv6.conf.{ifname}.disable_ipv6=1"],
+                 ["ip", "link", "set", ifname, "addrgenmode", "none"],
                  ["ip", "link", "set", ifname, "mtu", str(INNER_MTU), "up"],
                  ["ip", "addr", "add", f"{B_INNER}/24", "dev", ifname],
                  ["ip", "neigh", "add", A_INNER, "lladdr", TBTUN_MAC, "nud", "permanent",
@@ -158,7 +156,7 @@ def iperf(tb: Testbed, seconds: float, reverse: bool) -> dict[str, Any]:
     return end
 
 
-VARIANTS = [(e, d) for e in ("geneve", "vxlan") for d in ("tc", "xdp")]
+VARIANTS = [("geneve", d) for d in ("tc", "xdp")]   # VXLAN: tests/netns/test_tbtun.py
 
 
 @pytest.mark.parametrize("encap,decap", VARIANTS, ids=[f"{e}-{d}" for e, d in VARIANTS])

@@ -90,11 +90,16 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
         mtu = self.tunnel_mtu(params, tb.underlay_mtu)
         port = params.port or maps.DEFAULT_PORTS[self.encap]
         pins: dict[str, str] = {}
+        limits: dict[str, str] = {}   # per site: why its tc decap cannot carry IPv6 inside
         for site, peer, mine, theirs, mine6, theirs6 in ((tb.a, tb.b, a4, b4, a6, b6),
                                                          (tb.b, tb.a, b4, a4, b6, a6)):
             where = loader.load(tb.ledger, tb.run_id, site.name, site,
                                 loader.ship_object(tb, site))
             pins[site.name] = str(where)
+            if params.decap == "tc":
+                why = loader.tc_decap_ipv6(site.run(["uname", "-r"], timeout=10).stdout.strip())
+                if why:
+                    limits[site.name] = why
             ports = {"vxlan": maps.DEFAULT_PORTS["vxlan"], "geneve": maps.DEFAULT_PORTS["geneve"],
                      self.encap: port}
             loader.configure(where, local4=site.underlay4, realm=REALM, mtu=tb.underlay_mtu,
@@ -117,6 +122,7 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
                          info={"encap": self.encap, "vni": params.vni, "port": port,
                                "rules": params.rules, "decap": params.decap, "realm": REALM,
                                "pins": pins,
+                               **({"ipv6_inside_not_carried": limits} if limits else {}),
                                "created_with": "bpftool+tc"})
 
     @staticmethod
