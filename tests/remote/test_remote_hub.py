@@ -8,6 +8,7 @@ pins, tc filters, /run/tunbench."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,9 +22,14 @@ from tunbench import proc, spec
 from tunbench.errors import UnavailableError
 from tunbench.remote.transport import Connection
 from tunbench.runner import run_campaign
-from tunbench.testbed import netlink
+from tunbench.tbtun import hub as tbhub
+from tunbench.testbed import names, netlink
+from tunbench.testbed.hubhosts import HubHosts
+from tunbench.testbed.ledger import Ledger
+from tunbench.testbed.topology import SiteSpec
 
 pytestmark = pytest.mark.netns
+TB = [sys.executable, "-m", "tunbench"]
 SITES = {"hub": "h1", "s1": "h2", "s2": "h3"}
 
 
@@ -112,3 +118,36 @@ def test_a_hub_that_reaches_no_spoke_is_refused_before_any_change(hosts3: SshHos
     line = err.value.one_line()
     assert "site s2" in line and "203.0.113.9" in line and "\n" not in line, line
     assert_clean(hosts3)
+
+
+def test_cleanup_site_removes_a_hub_whose_agents_were_killed(hosts3: SshHosts) -> None:
+    """The hub's tbtun (pins, filters, the bridge holding its inner address and the routes
+    using it) and the spokes' VXLAN devices, with every agent SIGKILLed: nothing is undone
+    from here, each host's journal lets `tunbench cleanup --site` remove all of it."""
+    runs_here("ebpf-vxlan")
+    before = {n: host_bpf_state(hosts3, n) for n in hosts3.hosts}
+    hh = HubHosts({n: SiteSpec(n, t) for n, t in SITES.items()}, hosts3.options())
+    hh.open(["ebpf-vxlan"])
+    rid = names.new_run_id(set())
+    try:
+        h = hh.build(rid, Ledger(rid, journal=False))
+        tbhub.tbtun(h)
+        left = overlay_left(hosts3)
+        assert all(left.values()), left     # inner addresses and routes on every host
+        assert host_bpf_state(hosts3, "h1")["filters"]
+        with Connection.open("h1", options=hosts3.options(), name="killer") as killer:
+            for ep in hh.endpoints.values():
+                assert ep.agent is not None
+                # every "host" is a namespace of this machine: one kill reaches each agent
+                killer.run(["kill", "-9", str(ep.agent.hello["pid"])])
+    finally:
+        hh.close()         # the ledger was never closed: only the hosts' journals know
+    for host in hosts3.hosts:
+        r = proc.run(TB + ["cleanup", "--site", host, "--ssh-config", str(hosts3.ssh_config)],
+                     check=False, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert f"link tb{rid}" in r.stdout, r.stdout
+    assert overlay_left(hosts3) == {n: "" for n in hosts3.hosts}
+    assert_clean(hosts3)
+    for name in hosts3.hosts:
+        assert host_bpf_state(hosts3, name) == before[name], name
