@@ -151,3 +151,30 @@ def test_cleanup_site_removes_a_hub_whose_agents_were_killed(hosts3: SshHosts) -
     assert_clean(hosts3)
     for name in hosts3.hosts:
         assert host_bpf_state(hosts3, name) == before[name], name
+
+
+def test_a_case_failing_on_a_spoke_host_is_recorded_and_leaves_nothing(
+        hosts3: SshHosts, tmp_path: Path) -> None:
+    """Port 5201 taken on h3 (spoke s2) by a listener of this test: the hub's stream to s1
+    runs, the all-spokes measurement cannot start s2's iperf3 server, the case fails with that
+    reason and s2's own log read through its agent, and teardown leaves nothing on any host."""
+    runs_here("ebpf-vxlan")
+    squatter = proc.spawn(["iperf3", "-s", "--forceflush", "-p", "5201"],
+                          netns=hosts3.hosts["h3"].netns, log_path=tmp_path / "squatter.log",
+                          label="squatter")
+    try:
+        proc.wait_ready(squatter, ready_text="Server listening", timeout=15)
+        exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1},
+                          "testbed": {"kind": "hub"}, "tunnel": [{"kind": "ebpf-vxlan"}],
+                          "workload": [{"name": "stream"}],
+                          "sites": {"ssh_config": str(hosts3.ssh_config), **SITES}}, "test")
+        (case,) = run_campaign(exp, tmp_path / "r").store.read_cases()
+    finally:
+        squatter.stop()
+    assert case["status"] == "failed", case
+    assert "iperf3-s2" in case["error"], case["error"]
+    assert "--- s2:iperf3-s2.log" in case["error_log"], case["error_log"]
+    assert case["testbed"]["sites"]["s2"]["target"] == "h3"
+    assert_clean(hosts3)
+    assert overlay_left(hosts3) == {n: "" for n in hosts3.hosts}
+    assert not any(host_bpf_state(hosts3, n)["filters"] for n in hosts3.hosts)

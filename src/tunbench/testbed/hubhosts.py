@@ -85,8 +85,14 @@ class HubHosts:
     # -- opening: every check before anything is changed on any host ---------------------
     def open(self, kinds: list[str]) -> None:
         try:
+            self.endpoints[HUB].connect()
+            # spokes whose underlay4 is given: judged from the hub before connecting them
+            for name in self.spokes:
+                if self.specs[name].underlay4:
+                    self._hub_route(name)
             for ep in self.endpoints.values():
-                ep.connect()
+                if not ep.alive:
+                    ep.connect()
             self._check_management()
             self._resolve()
             self._check_tools(kinds)
@@ -114,17 +120,11 @@ class HubHosts:
                                     f"give sites.{name}.underlay4; nothing was changed")
 
     def _resolve(self) -> None:
-        hub_run = self._agent(HUB).run
         devs: dict[str, str] = {}
         for name in self.spokes:
-            peer = self._reach(name)
-            r = route(hub_run, peer)
-            if not r.get("dev"):
-                raise UnavailableError(f"no route from the hub ({self.target(HUB)}) to site "
-                                       f"{name} at {peer}", f"fix routing, or give sites."
-                                       f"{name}.underlay4; nothing was changed")
+            r = self._hub_route(name)
             devs[name] = str(r["dev"])
-            self.nexthop[name] = str(r.get("gateway") or peer)
+            self.nexthop[name] = str(r.get("gateway") or self._reach(name))
             self.addr.setdefault(HUB, str(r.get("prefsrc", "")))
         spec = self.specs[HUB]
         if spec.underlay_if:
@@ -159,6 +159,16 @@ class HubHosts:
             raise UnavailableError(f"the sites' underlay MTU {self.mtu} leaves "
                                    f"{self.mtu - hub.OVERHEAD} bytes inside VXLAN",
                                    "use hosts whose underlay MTU is at least 1280")
+
+    def _hub_route(self, name: str) -> dict[str, Any]:
+        """The hub's route to spoke `name`, or one line saying there is none."""
+        peer = self._reach(name)
+        r = route(self._agent(HUB).run, peer)
+        if not r.get("dev"):
+            raise UnavailableError(f"no route from the hub ({self.target(HUB)}) to site "
+                                   f"{name} at {peer}", f"fix routing, or give sites."
+                                   f"{name}.underlay4; nothing was changed")
+        return r
 
     def _check_tools(self, kinds: list[str]) -> None:
         """What each host needs: the spokes the kernel's VXLAN and iperf3; the hub also what
