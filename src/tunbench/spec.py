@@ -247,7 +247,8 @@ def build(data: dict[str, Any], source: str = "command line",
     testbed_raw = data.get("testbed")
     if isinstance(testbed_raw, dict) and hubspec.is_hub(testbed_raw):
         # the hub's sites: hub, s1..sN (testbed/hubspec.py)
-        sites = hubspec.parse_sites(raw_sites, where, problems, testbed_raw.get("spokes"))
+        sites = hubspec.parse_sites(raw_sites, where, problems, testbed_raw.get("spokes"),
+                                    "spokes" in flags)
     else:
         sites = parse_sites(raw_sites, where, problems)
     chain = chain_spec.collect(data.get("chain"), where, problems)

@@ -181,6 +181,13 @@ def test_hosts_keep_their_own_mtu_and_the_cli_names_hub_sites(tmp_path: Path) ->
          "--site", "s2=root@edge2", "--tunnels", "vxlan,ebpf-vxlan"])
     exp = cli.spec_from_args(args)
     assert exp.hub == hubspec.HubSpec(2) and exp.sites["s2"].target == "root@edge2"
+    with pytest.raises(SpecError) as exc:
+        cli.spec_from_args(cli.build_parser().parse_args(
+            ["run", "--testbed", "hub", "--spokes", "3", "--site", "hub=root@hub1",
+             "--site", "s1=root@edge1"]))
+    assert exc.value.one_line().startswith(
+        "--spokes is 3 but 1 spoke site(s) are given (s1): one host per spoke (name s1..s3, "
+        "or leave --spokes out)"), exc.value.one_line()
     r = subprocess.run(TB + ["run", "--testbed", "hub", "--site", "hub=root@hub1", "--site",
                              "s2=root@edge2", "--dry-run"],
                        capture_output=True, text=True, timeout=60)

@@ -65,10 +65,11 @@ def is_hub(raw: Any) -> bool:
 
 
 def parse_sites(raw: Any, where: str, problems: list[str],
-                spokes: Any = None) -> dict[str, SiteSpec]:
+                spokes: Any = None, spokes_flag: bool = False) -> dict[str, SiteSpec]:
     """`[sites]` of a hub testbed: `hub` and `s1`..`sN`, each on a host of its own (targets
     and tables as docs/remote.md; IPv4 underlay). `spokes`: testbed.spokes as given (None:
-    left out), which must then be N. Empty when nothing usable was given."""
+    left out), which must then be N (`spokes_flag`: it came from --spokes). Empty when
+    nothing usable was given."""
     if raw in (None, {}):
         return {}
     if not isinstance(raw, dict):
@@ -122,9 +123,10 @@ def parse_sites(raw: Any, where: str, problems: list[str],
     if (len(problems) == count and isinstance(spokes, int) and not isinstance(spokes, bool)
             and 1 <= spokes <= MAX_SPOKES and spokes != len(indexes)):
         given = ", ".join(f"s{i}" for i in indexes)
-        problems.append(f"{where}: testbed.spokes is {spokes} but {len(indexes)} spoke "
-                        f"site(s) are given ({given}): one host per spoke (name s1..s{spokes}, "
-                        "or leave testbed.spokes out)")
+        key = "--spokes" if spokes_flag else f"{where}: testbed.spokes"
+        problems.append(f"{key} is {spokes} but {len(indexes)} spoke site(s) are given "
+                        f"({given}): one host per spoke (name s1..s{spokes}, or leave "
+                        f"{key.split(': ')[-1]} out)")
     return out if len(problems) == count else {}
 
 
