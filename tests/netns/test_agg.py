@@ -55,16 +55,30 @@ def _up(tb: Testbed, **raw: Any) -> tuple[agg.Agg, Endpoints]:
 
 
 def _counts(path: Path) -> list[int]:
-    """The agg header's count byte of every outer IPv4/UDP datagram to our port in a pcap."""
+    """The agg header's count byte of every outer IPv4/UDP datagram to our port in a pcap.
+
+    With offload, tbagg sends a run of equal-sized datagrams (the last may be shorter) as one
+    UDP GSO send, which a capture on the veth sees as one frame of back-to-back datagrams (a
+    NIC would segment it; the veth does not), its UDP length covering them all. Only headers
+    are captured, so within such a frame the first datagram's count is read and, when it is 1
+    (its size is then header + 2 + its one length), the run is ceil(payload / that size)
+    datagrams of 1; a run of fuller datagrams counts as its first."""
     out = []
     for f in pcap.frames(path.read_bytes()):
-        if len(f) < 14 + 20 + 8 + 8 or f[12:14] != b"\x08\x00" or f[23] != 17:
+        if len(f) < 14 + 20 + 8 + 10 or f[12:14] != b"\x08\x00" or f[23] != 17:
             continue
         ihl = (f[14] & 0x0F) * 4
         udp = 14 + ihl
-        if struct.unpack("!H", f[udp + 2:udp + 4])[0] == PORT:
-            assert f[udp + 8] == 0x10, f"not an agg v1 header: {f[udp + 8:udp + 16].hex()}"
-            out.append(f[udp + 9])
+        _, dport, ulen = struct.unpack("!HHH", f[udp:udp + 6])
+        if dport != PORT:
+            continue
+        d = f[udp + 8:]
+        assert d[0] == 0x10, f"not an agg v1 header: {d[:8].hex()}"
+        first = 8 + 2 + struct.unpack("!H", d[8:10])[0]
+        if d[1] == 1 and ulen - 8 > first:
+            out.extend([1] * -(-(ulen - 8) // first))
+        else:
+            out.append(d[1])
     return out
 
 
