@@ -169,7 +169,7 @@ def test_loss_search_finds_a_rate_through_the_tunnel(testbed: Testbed) -> None:
 # ---- large TCP with offload (TUN TSO, UDP GSO/GRO, coalescing) ---------------------------
 SINK = r"""
 import hashlib, socket, sys
-s = socket.socket()
+s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((sys.argv[1], int(sys.argv[2])))
 s.listen(1)
@@ -206,7 +206,8 @@ print(mib << 20, h.hexdigest(), flush=True)
 
 
 def test_large_tcp_transfer_with_offload_is_intact_and_uses_super_packets(testbed: Testbed) -> None:
-    """32 MiB over one TCP connection a -> b through agg with offload (the default): the bytes
+    """16 MiB over one TCP connection a -> b through agg with offload (the default), over inner
+    IPv4 then inner IPv6 (TSO4 and TSO6): the bytes
     arrive whole (sha256 at both ends, no checksum errors at the receiving stack), site a's
     tbagg read TCP super-packets from its TUN and segmented them, site b's wrote coalesced
     super-packets to its TUN; no datagram malformed, no super-packet refused."""
@@ -214,18 +215,25 @@ def test_large_tcp_transfer_with_offload_is_intact_and_uses_super_packets(testbe
     if not all(ep.info["offload_granted"].values()):
         pytest.skip(f"agg: the kernel refused TUN vnet headers/TSO: {ep.info['offload_granted']}")
     before = _snmp(testbed.b)
-    mib, port = 32, 5399
-    sink = testbed.spawn(testbed.b, [sys.executable, "-c", SINK, ep.b4, str(port)], "sink",
-                         split_stderr=True, grace=1.0)
-    try:
-        sent = testbed.a.run([sys.executable, "-c", SOURCE, ep.b4, str(port), str(mib)],
-                             timeout=60).stdout.split()
-        assert sink.wait(timeout=30) == 0, sink.log_tail(3)
-        got = sink.output().split()
-    finally:
-        sink.stop(grace=1.0)
-    assert got == sent and int(got[0]) == mib << 20, (got, sent)
-    assert _snmp(testbed.b)["Tcp.InCsumErrors"] == before["Tcp.InCsumErrors"]
+    # (a packet site a sent before site b's TUN was up, IPv6 neighbour discovery, may have
+    # failed to be written at start: counted from here)
+    errors0 = d.counters(testbed, ep)["b"]["agg_rx_write_errors"]
+    mib, port = 16, 5399
+    assert ep.b6 is not None
+    for dst in (ep.b4, ep.b6):
+        sink = testbed.spawn(testbed.b, [sys.executable, "-c", SINK, dst, str(port)], "sink",
+                             split_stderr=True, grace=1.0)
+        try:
+            sent = testbed.a.run([sys.executable, "-c", SOURCE, dst, str(port), str(mib)],
+                                 timeout=60).stdout.split()
+            assert sink.wait(timeout=30) == 0, sink.log_tail(3)
+            got = sink.output().split()
+        finally:
+            sink.stop(grace=1.0)
+        assert got == sent and int(got[0]) == mib << 20, (dst, got, sent)
+    after = _snmp(testbed.b)
+    for k in ("Tcp.InCsumErrors", "Tcp.InErrs"):
+        assert after[k] == before[k], k
     c = d.counters(testbed, ep)
     a, b = c["a"], c["b"]
     print({k: v for k, v in a.items() if k.startswith("agg_tx")},
@@ -234,7 +242,7 @@ def test_large_tcp_transfer_with_offload_is_intact_and_uses_super_packets(testbe
     assert a["agg_tx_gso_segments"] > 2 * a["agg_tx_gso_packets"], a   # really super-packets
     assert b["agg_rx_coalesced"] > 0, b
     assert b["agg_rx_coalesced_segments"] >= 2 * b["agg_rx_coalesced"], b
-    assert b["agg_rx_malformed"] == 0 and b["agg_rx_write_errors"] == 0, b
+    assert b["agg_rx_malformed"] == 0 and b["agg_rx_write_errors"] == errors0, b
     # every inner packet a sent (segments included) was delivered by b
     assert b["agg_rx_packets"] >= a["agg_tx_packets"] * 0.999, (a, b)
 

@@ -37,6 +37,8 @@ const READY_OFFLOAD: usize = 128;
 const GSO_SEGS: usize = 64;
 const GSO_BYTES: usize = 65000;
 const SOL_UDP: libc::c_int = 17;
+/// The smallest inner packet (an IPv4 header alone).
+const MIN_PACKET: usize = 20;
 const UDP_SEGMENT: libc::c_int = 103;
 const UDP_GRO: libc::c_int = 104;
 
@@ -459,6 +461,11 @@ impl Tx<'_> {
         c.tx_bytes.fetch_add(p.len() as u64, Relaxed);
         if now >= self.deadline {
             c.tx_flush_time.fetch_add(1, Relaxed);
+            self.finish();
+        } else if !self.enc.fits(MIN_PACKET) {
+            // full: no IP packet fits any more (a full-size TCP segment leaves 12 bytes);
+            // waiting out the timeout would only delay it
+            c.tx_flush_size.fetch_add(1, Relaxed);
             self.finish();
         }
         if self.out.ready.len() >= self.ready_max
