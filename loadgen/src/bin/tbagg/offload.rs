@@ -131,13 +131,16 @@ pub fn finish_checksum(pkt: &mut [u8], h: &VnetHdr) -> Result<(), &'static str> 
 }
 
 /// Where the IP and TCP headers of a TCP packet end: (ip header length, tcp header length).
-fn tcp_offsets(pkt: &[u8]) -> Option<(usize, usize)> {
-    let (iphl, proto) = match pkt.first()? >> 4 {
-        4 if pkt.len() >= 20 => ((pkt[0] & 0xf) as usize * 4, pkt[9]),
-        6 if pkt.len() >= 40 => (40, pkt[6]),
+/// `l4`: where the kernel says TCP starts (csum_start), which for IPv6 covers extension
+/// headers; None: from the IP header alone (IPv6 without extension headers).
+fn tcp_offsets(pkt: &[u8], l4: Option<usize>) -> Option<(usize, usize)> {
+    let (iphl, proto) = match (pkt.first()? >> 4, l4) {
+        (4, _) if pkt.len() >= 20 => ((pkt[0] & 0xf) as usize * 4, pkt[9]),
+        (6, None) if pkt.len() >= 40 => (40, pkt[6]),
+        (6, Some(l4)) if l4 >= 40 => (l4, if l4 == 40 { pkt[6] } else { 6 }),
         _ => return None,
     };
-    if proto != 6 || iphl < 20 || pkt.len() < iphl + 20 {
+    if l4.is_some_and(|l4| l4 != iphl) || proto != 6 || iphl < 20 || pkt.len() < iphl + 20 {
         return None;
     }
     let thl = (pkt[iphl + 12] >> 4) as usize * 4;
@@ -152,7 +155,8 @@ fn tcp_offsets(pkt: &[u8]) -> Option<(usize, usize)> {
 /// appended to `out` back to back, their lengths to `lens`. Err (nothing appended) when the
 /// packet and its header do not agree.
 pub fn segment(pkt: &[u8], h: &VnetHdr, out: &mut Vec<u8>, lens: &mut Vec<usize>) -> Result<(), &'static str> {
-    let (iphl, thl) = tcp_offsets(pkt).ok_or("GSO packet is not TCP over IPv4/IPv6")?;
+    let l4 = (h.flags & F_NEEDS_CSUM != 0).then_some(h.csum_start as usize);
+    let (iphl, thl) = tcp_offsets(pkt, l4).ok_or("GSO packet is not TCP over IPv4/IPv6")?;
     let v4 = pkt[0] >> 4 == 4;
     if v4 != (h.gso_type & !GSO_ECN == GSO_TCPV4) {
         return Err("gso_type does not match the IP version");
@@ -223,7 +227,7 @@ pub struct Gro {
 /// TCP in IPv4 without options or fragmentation, or IPv6 without extension headers; ACK or
 /// ACK|PSH only; some payload; lengths consistent; TCP checksum correct.
 fn candidate(p: &[u8]) -> Option<(usize, usize, usize)> {
-    let (iphl, thl) = tcp_offsets(p)?;
+    let (iphl, thl) = tcp_offsets(p, None)?;
     if p[0] >> 4 == 4 {
         if iphl != 20 || get16(p, 2) as usize != p.len() || get16(p, 6) & 0x3fff != 0 {
             return None;
@@ -256,7 +260,7 @@ impl Gro {
             } else {
                 h[0..4] == p[0..4] && h[6..40] == p[6..40]
             };
-            let fits = h.len() + plen <= MAX_IP + if iphl == 20 { 0 } else { 40 };
+            let fits = h.len() + plen <= MAX_IP;
             if !f.closed
                 && f.iphl == iphl
                 && f.thl == thl
@@ -514,6 +518,39 @@ mod tests {
                 assert_eq!(&s[iphl + 32..], &payload[i * 1388..((i + 1) * 1388).min(payload.len())]);
             }
         }
+    }
+
+    #[test]
+    fn ipv6_extension_headers_are_skipped_by_csum_start() {
+        let payload: Vec<u8> = (0..5000u32).map(|i| (i % 241) as u8).collect();
+        let mut p = super_packet(false, 12, &payload, TCP_ACK | TCP_PSH, 77);
+        // a hop-by-hop header (8 bytes: next header TCP, PadN) between IPv6 and TCP
+        p.splice(40..40, [6, 0, 1, 4, 0, 0, 0, 0]);
+        p[6] = 0;
+        let plen = get16(&p, 4) + 8;
+        put16(&mut p, 4, plen);
+        let mut h = gso_hdr(false, &p, 1000);
+        h.csum_start = 48;
+        h.hdr_len = 48 + 32;
+        let (mut out, mut lens) = (Vec::new(), Vec::new());
+        segment(&p, &h, &mut out, &mut lens).unwrap();
+        let segs = split(&out, &lens);
+        assert_eq!(segs.len(), 5);
+        for (i, s) in segs.iter().enumerate() {
+            assert_eq!(get16(s, 4) as usize, s.len() - 40);
+            assert_eq!(&s[40..48], &[6, 0, 1, 4, 0, 0, 0, 0]);
+            let mut ph = s[8..40].to_vec();
+            ph.extend_from_slice(&((s.len() - 48) as u32).to_be_bytes());
+            ph.extend_from_slice(&[0, 0, 0, 6]);
+            assert_eq!(ref_csum(&[&ph, &s[48..]]), 0, "segment {i}");
+            assert_eq!(get32(s, 48 + 4), 77 + i as u32 * 1000);
+            assert_eq!(&s[80..], &payload[i * 1000..(i + 1) * 1000]);
+        }
+        // without csum_start the extension header is not TCP: refused, nothing appended
+        h.flags = 0;
+        out.clear();
+        lens.clear();
+        assert!(segment(&p, &h, &mut out, &mut lens).is_err() && out.is_empty());
     }
 
     #[test]
