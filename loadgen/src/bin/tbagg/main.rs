@@ -468,9 +468,15 @@ impl Tx<'_> {
             c.tx_flush_size.fetch_add(1, Relaxed);
             self.finish();
         }
-        if self.out.ready.len() >= self.ready_max
-            || (!self.out.ready.is_empty() && now >= self.out.oldest_deadline)
-        {
+        if self.out.ready.len() >= self.ready_max {
+            self.send();
+        }
+    }
+
+    /// After one TUN read (a packet, or all the segments of a super-packet, which therefore
+    /// leave together, in as few UDP GSO sends as their sizes allow): send what is due.
+    fn read_done(&mut self, now: u64) {
+        if !self.out.ready.is_empty() && now >= self.out.oldest_deadline {
             self.send();
         }
     }
@@ -504,6 +510,7 @@ fn tx_loop(tun: RawFd, udp: RawFd, vni: u32, flush_ns: u64, limit: usize, c: &Co
             let now = tun::now_ns();
             if !o.vnet {
                 tx.packet(&pkt[..n as usize], now);
+                tx.read_done(now);
                 continue;
             }
             let h = offload::VnetHdr::parse(&pkt[..skip]);
@@ -529,6 +536,7 @@ fn tx_loop(tun: RawFd, udp: RawFd, vni: u32, flush_ns: u64, limit: usize, c: &Co
                 }
                 tx.packet(p, now);
             }
+            tx.read_done(now);
             continue;
         }
         if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
