@@ -194,8 +194,8 @@ impl Tx<'_> {
 
     /// After one TUN read (a packet, or all the segments of a super-packet, which therefore
     /// leave together, in as few UDP GSO sends as their sizes allow): send what is due.
-    fn read_done(&mut self, now: u64) {
-        if !self.out.ready.is_empty() && now >= self.out.oldest_deadline {
+    fn read_done(&mut self, now: u64, super_packet: bool) {
+        if !self.out.ready.is_empty() && (super_packet || now >= self.out.oldest_deadline) {
             self.send();
         }
     }
@@ -229,10 +229,11 @@ pub fn tx_loop(tun: RawFd, udp: RawFd, vni: u32, flush_ns: u64, limit: usize, c:
             let now = tun::now_ns();
             if !o.vnet {
                 tx.packet(&pkt[..n as usize], now);
-                tx.read_done(now);
+                tx.read_done(now, false);
                 continue;
             }
             let h = offload::VnetHdr::parse(&pkt[..skip]);
+            let gso = h.gso_type != offload::GSO_NONE;
             let p = &mut pkt[skip..n as usize];
             if h.gso_type != offload::GSO_NONE {
                 segs.clear();
@@ -255,7 +256,7 @@ pub fn tx_loop(tun: RawFd, udp: RawFd, vni: u32, flush_ns: u64, limit: usize, c:
                 }
                 tx.packet(p, now);
             }
-            tx.read_done(now);
+            tx.read_done(now, gso);
             continue;
         }
         if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
