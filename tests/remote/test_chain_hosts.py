@@ -1,0 +1,141 @@
+"""A chain between two sshd "hosts" (sshhosts.py), driven only over SSH: router ->
+firewall(100 rules) -> wan(tbf 20 Mbit/s) -> router, the sites and the functions namespaces on
+the hosts (before the WAN on h1, after it on h2), the WAN segment a VXLAN carrier between the
+hosts. One campaign carries a 1 s stream and a short RFC 2544 search: TTL = routed hops, the
+WAN drops what exceeds its rate and the drop table names it, the hop records name the hosts,
+and nothing is left on either host (namespaces, links, nftables tables, /run/tunbench). Then a
+namespace journaled by an agent that loses its connection is deleted on that host."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sshhosts import SshHosts
+from test_sites import assert_clean
+
+from tunbench import spec
+from tunbench.errors import SpecError
+from tunbench.remote.agent.client import Agent
+from tunbench.remote.transport import Connection
+from tunbench.report import hops as report_hops
+from tunbench.runner import run_campaign
+from tunbench.testbed import names
+from tunbench.workloads import loadgen
+
+pytestmark = pytest.mark.netns
+
+WAN_BPS = 20_000_000
+PACKET = 1400            # IP bytes; 1414 at the WAN's tbf (inner Ethernet), in the 1450 MTU
+CHAIN = {"path": ["router", "fw", "wan", "router"],
+         "fw": {"kind": "firewall", "rules": 100},
+         # a 32 KB bucket and a 10 ms queue: a 1 s trial's knee stays within ~2 % of the rate
+         "wan": {"kind": "wan", "rate": "20mbit", "burst": "32kb", "queue": "10ms"}}
+
+
+def host_state(hosts: SshHosts, name: str) -> dict[str, str]:
+    """What a chain could leave on a host, asked over SSH: its namespaces, tunbench links in
+    its own namespace, nftables tables of ours."""
+    with Connection.open(name, options=hosts.options(), name="check") as c:
+        netns = c.run(["ip", "netns", "list"], check=False).stdout
+        links = c.run(["ip", "-o", "link"]).stdout
+        tables = c.run(["nft", "list", "tables"], check=False).stdout
+    return {"netns": netns.strip(),
+            "links": "\n".join(ln for ln in links.splitlines() if "vxlan" in ln),
+            "nft": "\n".join(ln for ln in tables.splitlines() if "tb_" in ln)}
+
+
+def experiment(hosts: SshHosts, chain: dict[str, Any], **extra: Any) -> spec.Experiment:
+    return spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1,
+                                      "mtus": [1500]},
+                       "tunnel": [{"kind": "native"}],
+                       "workload": [
+                           {"name": "stream"},
+                           {"name": "loss-search", "method": "rfc2544", "sizes": [str(PACKET)],
+                            "flows": 1, "max_rate_pps": 4000, "min_rate_pps": 500,
+                            "resolution_pct": 4, "loss_threshold_pct": 0.1,
+                            "latency_at_pct": []}],
+                       "chain": chain, **extra,
+                       "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                      "test")
+
+
+@pytest.mark.skipif(loadgen.find_binary() is None,
+                    reason=f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})")
+def test_chain_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    empty = {n: host_state(hosts, n) for n in hosts.hosts}
+    started = time.monotonic()
+    cases = run_campaign(experiment(hosts, CHAIN), tmp_path / "r").store.read_cases()
+    took = time.monotonic() - started
+    assert [c["status"] for c in cases] == ["ok"] * 2, [(c.get("error"), c.get("error_log"))
+                                                        for c in cases]
+    by = {c["case"]["workload"]["name"]: c for c in cases}
+    for c in cases:
+        tb = c["testbed"]
+        assert tb["kind"] == "hosts-chain" and tb["shares_cpus"] is False
+        # the sites are namespaces on their hosts; the functions before the WAN on h1
+        assert tb["sites"]["a"]["host"] == "h1" and tb["sites"]["b"]["host"] == "h2"
+        assert tb["sites"]["a"]["netns"].endswith("-a")
+        hops = {h["name"]: h for h in tb["chain"]["hops"]}
+        assert {n: h["host"] for n, h in hops.items()} == {
+            "router1": "h1", "fw": "h1", "wan": "h1", "router4": "h2"}
+        carrier = tb["chain"]["carrier"]
+        assert carrier["kind"] == "vxlan" and carrier["overhead"] == 50
+        assert carrier["ends"]["a"]["local"] == hosts.hosts["h1"].addr
+        assert carrier["ends"]["a"]["remote"] == hosts.hosts["h2"].addr
+        assert tb["underlay_mtu"] == carrier["mtu"] == 1450
+        assert tb["chain"]["segment_mtus"] == [1450] * 5
+        probe = c["chain"]["probe"]
+        assert probe["routers"] == probe["expected_routers"] == 4, probe   # TTL 60 at b
+        assert all(v is not None for v in probe["rtt_us"].values()), probe
+    stream = by["stream"]
+    mbps = stream["metrics"]["throughput"]["value"]
+    assert 0.5 * WAN_BPS / 1e6 < mbps < 1.1 * WAN_BPS / 1e6, mbps   # the WAN's rate
+    search = by["loss-search"]
+    rows = {r["place"]: r for r in search["chain"]["drops"]}
+    # the top trials offer ~2x the WAN's rate: tbf drops the excess, and only the WAN does
+    assert search["chain"]["bottleneck"] == "wan", search["chain"]["drops"]
+    assert rows["wan"]["qdisc_drops"] > 1000, rows["wan"]
+    assert rows["fw"]["dropped"] == 0 and rows["router4"]["dropped"] == 0
+    rate = next(m["value"] for k, m in search["metrics"].items() if k.startswith("rfc2544_pps"))
+    knee = WAN_BPS / 8 / (PACKET + 14)
+    assert 0.8 * knee < rate < 1.1 * knee, (rate, knee)
+    # the report's chain diagram says where each hop ran
+    rows_d = report_hops.diagram(cases)
+    assert ("fw", "firewall") == rows_d[2][:2] and rows_d[2][2].startswith("h1: ")
+    assert rows_d[4][2].startswith("h2: ") and "crosses to h2" in rows_d[3][3]
+    assert report_hops.diagram_line(cases) == "a -> router1 -> fw -> wan ~vxlan~> router4 -> b"
+    assert {n: host_state(hosts, n) for n in hosts.hosts} == empty
+    assert_clean(hosts)
+    print(f"chain between hosts: stream {mbps:.1f} Mbit/s, RFC 2544 {rate:.0f} pps "
+          f"(knee {knee:.0f}), WAN drops {rows['wan']['qdisc_drops']}, {took:.1f} s")
+
+
+def test_chain_between_hosts_refused_in_one_line(hosts: SshHosts, tmp_path: Path) -> None:
+    """What a chain between hosts does not support is refused before connecting."""
+    gw = {"path": ["gwa", "wan", "gwb"], "gwa": {"kind": "gateway", "tunnel": "vxlan"},
+          "gwb": {"kind": "gateway", "tunnel": "vxlan"}}
+    with pytest.raises(SpecError) as err:
+        experiment(hosts, gw)
+    assert "gateway functions between hosts are not supported yet" in err.value.one_line()
+    assert "\n" not in err.value.message
+    with pytest.raises(SpecError, match="needs a wan function"):
+        experiment(hosts, {"path": ["router"]})
+    assert {n: host_state(hosts, n)["netns"] for n in hosts.hosts} == {"h1": "", "h2": ""}
+
+
+def test_namespace_journaled_on_the_host_goes_with_its_agent(hosts: SshHosts) -> None:
+    """A namespace the agent made is deleted by the agent itself when its connection ends
+    (the path `tunbench cleanup --site` and a crashed run rely on), and a name that is not
+    tunbench's is refused."""
+    ns = names.netns_name(names.new_run_id(), "fw")
+    with Connection.open("h2", options=hosts.options(), name="ns") as conn:
+        agent = Agent.start(conn, netlink=False)
+        with pytest.raises(Exception, match="not a tunbench name"):
+            agent.call("netns_add", name="other")
+        agent.call("netns_add", name=ns)
+        assert ns in conn.run(["ip", "netns", "list"]).stdout
+        agent.close()    # EOF: the agent undoes its journal
+        assert ns not in conn.run(["ip", "netns", "list"]).stdout
