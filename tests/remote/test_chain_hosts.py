@@ -104,7 +104,7 @@ def test_chain_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     assert 0.8 * knee < rate < 1.1 * knee, (rate, knee)
     # the report's chain diagram says where each hop ran
     rows_d = report_hops.diagram(cases)
-    assert ("fw", "firewall") == rows_d[2][:2] and rows_d[2][2].startswith("h1: ")
+    assert rows_d[2][:2] == ("fw", "firewall") and rows_d[2][2].startswith("h1: ")
     assert rows_d[4][2].startswith("h2: ") and "crosses to h2" in rows_d[3][3]
     assert report_hops.diagram_line(cases) == "a -> router1 -> fw -> wan ~vxlan~> router4 -> b"
     assert {n: host_state(hosts, n) for n in hosts.hosts} == empty
