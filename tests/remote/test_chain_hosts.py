@@ -139,3 +139,50 @@ def test_namespace_journaled_on_the_host_goes_with_its_agent(hosts: SshHosts) ->
         assert ns in conn.run(["ip", "netns", "list"]).stdout
         agent.close()    # EOF: the agent undoes its journal
         assert ns not in conn.run(["ip", "netns", "list"]).stdout
+
+
+def test_vxlan_at_the_sites_through_a_chain_between_hosts(hosts: SshHosts, tmp_path: Path
+                                                          ) -> None:
+    """A tunnel at the sites runs over the chain (its underlay) as locally: vxlan inside the
+    sites' namespaces, through the carrier's vxlan between the hosts."""
+    exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1, "mtus": [1500]},
+                      "tunnel": [{"kind": "vxlan"}], "workload": [{"name": "stream"}],
+                      "chain": {"path": ["wan"], "wan": {"kind": "wan", "rate": "50mbit"}},
+                      "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                     "test")
+    (c,) = run_campaign(exp, tmp_path / "r").store.read_cases()
+    assert c["status"] == "ok", (c.get("error"), c.get("error_log"))
+    assert c["testbed"]["underlay_mtu"] == 1450 and c["case"]["tunnel"]["kind"] == "vxlan"
+    assert [h["host"] for h in c["testbed"]["chain"]["hops"]] == ["h1"]
+    assert c["chain"]["probe"]["routers"] == 1
+    assert 25 < c["metrics"]["throughput"]["value"] < 55       # the WAN's 50 Mbit/s
+    assert c["chain"]["drops"][1]["tx_packets"] > 100          # it crossed the wan hop
+    assert_clean(hosts)
+
+
+def test_a_case_failing_mid_build_leaves_nothing_on_either_host(
+        hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The failure path: a step after every namespace, veth and the carrier exist on both
+    hosts fails (injected, after the real routes are set in site b's namespace); the case is
+    failed with that reason and the ledger removes everything on both hosts."""
+    from tunbench.chain import hosts as chain_hosts
+    from tunbench.errors import CommandFailed
+    real = chain_hosts._routes
+
+    def failing(agent: Agent, ns: str, pos: int, n: int) -> None:
+        real(agent, ns, pos, n)
+        if pos == n + 1:
+            raise CommandFailed(f"injected failure after the routes of {ns}")
+
+    monkeypatch.setattr(chain_hosts, "_routes", failing)
+    empty = {n: host_state(hosts, n) for n in hosts.hosts}
+    exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1},
+                      "tunnel": [{"kind": "native"}], "workload": [{"name": "stream"}],
+                      "chain": CHAIN,
+                      "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                     "test")
+    (c,) = run_campaign(exp, tmp_path / "r").store.read_cases()
+    assert c["status"] == "failed" and "injected failure after the routes" in c["error"]
+    assert not any(n.startswith("teardown") for n in c["notes"]), c["notes"]
+    assert {n: host_state(hosts, n) for n in hosts.hosts} == empty
+    assert_clean(hosts)
