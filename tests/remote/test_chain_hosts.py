@@ -115,11 +115,9 @@ def test_chain_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
 
 def test_chain_between_hosts_refused_in_one_line(hosts: SshHosts, tmp_path: Path) -> None:
     """What a chain between hosts does not support is refused before connecting."""
-    gw = {"path": ["gwa", "wan", "gwb"], "gwa": {"kind": "gateway", "tunnel": "vxlan"},
-          "gwb": {"kind": "gateway", "tunnel": "vxlan"}}
     with pytest.raises(SpecError) as err:
-        experiment(hosts, gw)
-    assert "gateway functions between hosts are not supported yet" in err.value.one_line()
+        experiment(hosts, {**CHAIN, "direct": True})
+    assert "direct = true is not supported between hosts yet" in err.value.one_line()
     assert "\n" not in err.value.message
     with pytest.raises(SpecError, match="needs a wan function"):
         experiment(hosts, {"path": ["router"]})
@@ -185,4 +183,37 @@ def test_a_case_failing_mid_build_leaves_nothing_on_either_host(
     assert c["status"] == "failed" and "injected failure after the routes" in c["error"]
     assert not any(n.startswith("teardown") for n in c["notes"]), c["notes"]
     assert {n: host_state(hosts, n) for n in hosts.hosts} == empty
+    assert_clean(hosts)
+
+
+def test_wireguard_gateways_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    """router -> gwa -> wan -> gwb -> router with WireGuard terminated at the gateways, gwa on
+    h1 and gwb on h2 (each an agent in its namespace there): the sites' traffic crosses the
+    WAN inside the tunnel (the WAN forwards outer packets only: 4 routed hops), the inner
+    path gets the tunnel's MTU, and the daemons end with the case."""
+    exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1, "mtus": [1500]},
+                      "tunnel": [{"kind": "native"}], "workload": [{"name": "stream"}],
+                      "chain": {"path": ["router", "gwa", "wan", "gwb", "router"],
+                                "gwa": {"kind": "gateway", "tunnel": "wireguard"},
+                                "gwb": {"kind": "gateway", "tunnel": "wireguard"},
+                                "wan": {"kind": "wan", "rate": "50mbit"}},
+                      "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                     "test")
+    (c,) = run_campaign(exp, tmp_path / "r").store.read_cases()
+    assert c["status"] == "ok", (c.get("error"), c.get("error_log"))
+    tbc = c["testbed"]["chain"]
+    gt = tbc["gateway_tunnel"]
+    assert gt["kind"] == "wireguard" and gt["encrypts"] and gt["gateways"] == ["gwa", "gwb"]
+    assert {h["name"]: h["host"] for h in tbc["hops"]} == {
+        "router1": "h1", "gwa": "h1", "wan": "h1", "gwb": "h2", "router5": "h2"}
+    inner = gt["inner_mtu"]
+    assert tbc["segment_mtus"] == [inner, inner, 1450, 1450, inner, inner] and inner < 1450
+    assert c["chain"]["probe"]["routers"] == c["chain"]["probe"]["expected_routers"] == 4
+    assert 25 < c["metrics"]["throughput"]["value"] < 55      # the WAN's 50 Mbit/s
+    rows = {r["place"]: r for r in c["chain"]["drops"]}
+    assert rows["wan"]["tx_packets"] > 1000                    # it all crossed the WAN
+    for pids in gt["endpoints"]["datapath_pids"].values():    # wireguard-go (or none: kernel)
+        for pid in pids:
+            comm = Path(f"/proc/{pid}/comm")
+            assert not comm.exists() or "wireguard" not in comm.read_text(), pid
     assert_clean(hosts)

@@ -150,14 +150,17 @@ def test_placement_between_hosts() -> None:
     assert chain_hosts.chain_mtu(9000, 9000) == 8950
     assert chain_hosts.vni("0a1b2") == chain_hosts.vni("0a1b2")
     assert 1 <= chain_hosts.vni("0a1b2") < 2 ** 24
+    gw = chain_spec.parse({"path": ["gwa", "wan", "gwb"],
+                           "gwa": {"kind": "gateway", "tunnel": "wireguard", "impl": "go"},
+                           "gwb": {"kind": "gateway", "tunnel": "wireguard", "impl": "go"}})
+    assert gw is not None and chain_hosts.sides(gw) == ["a", "a", "b"]
+    assert "wireguard-go" in chain_hosts.tools(gw)     # the gateways' daemon, on the hosts
     assert chain_hosts.tools(exp.chain) == {"ip": ["chain"], "nft": ["function fw", "function nat4"],
                                            "tc": ["function wan"]}
 
 
 @pytest.mark.parametrize(("extra", "needle"), [
     ({"chain": {"path": ["router"]}}, "needs a wan function in chain.path"),
-    ({"chain": {"path": ["gwa", "wan", "gwb"], "gwa": {"kind": "gateway"},
-                "gwb": {"kind": "gateway"}}}, "gateway functions between hosts are not supported"),
     ({"chain": {"path": ["wan"], "direct": True}}, "direct = true is not supported between hosts"),
     ({"chain": {"path": ["wan"]}, "tunnel": [{"kind": "wireguard"}]},
      "tunnel(s) wireguard at the sites are not supported through a chain between hosts"),

@@ -34,7 +34,8 @@ from ..testbed import local, names
 from ..testbed.base import Testbed
 from ..testbed.ledger import Ledger
 from ..testbed.remote import LIVE_AGENTS, REMOTE_ROOT, RemoteSite
-from . import get
+from . import build as build_mod
+from . import gateway, get
 from .base import Hop
 from .build import addr4, addr6, nets, place
 from .spec import ChainSpec
@@ -83,9 +84,6 @@ def problems(chain: ChainSpec, tunnel_kinds: list[str], *, direct: bool,
     if not any(h.kind == "wan" for h in chain.hops):
         out.append("[chain] with [sites] needs a wan function in chain.path: the segment that "
                    "crosses the network between the hosts (e.g. path = [\"router\", \"wan\"])")
-    if chain.gateways():
-        out.append("[chain] with [sites]: gateway functions between hosts are not supported "
-                   "yet (run the gateway chain locally, or use routers/firewalls/nat/wan)")
     if direct:
         out.append("[chain] with [sites]: direct = true is not supported between hosts yet "
                    "(run the direct reference as its own experiment with [sites] and no chain)")
@@ -105,6 +103,12 @@ def tools(chain: ChainSpec) -> dict[str, list[str]]:
     for hop in chain.hops:
         for tool in get(hop.kind).tools:
             out.setdefault(tool, []).append(f"function {hop.name}")
+        if hop.kind == "gateway":   # what the gateway's tunnel driver runs there
+            from .. import tunnels
+            drv = tunnels.get(hop.params["tunnel"])
+            p = gateway.tunnel_params(hop.params)
+            for t in drv.declared(drv.resolve_impl(p)).tools:
+                out.setdefault(t.name, []).append(f"function {hop.name}")
     return out
 
 
@@ -135,6 +139,8 @@ def build(topo: Any, run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int,
                         f"bytes inside the chain's {CARRIER} carrier",
                         "use hosts whose underlay MTU is at least 1280")
     n = len(chain.hops)
+    gw = chain.gateways()
+    seg_mtus = build_mod._segment_mtus(chain, n, seg_mtu)   # gateways: their tunnel's MTU
     hops: list[Hop] = []
     for hop, s in zip(place(run_id, chain), side, strict=True):
         hops.append(replace(hop, host=topo.target(s), runner=in_netns(agents[s], hop.netns)))
@@ -158,7 +164,7 @@ def build(topo: Any, run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int,
                                     spaces[seg + 1]], timeout=20)
         for ns, s, ifname, end in ((spaces[seg], where[seg], left, 1),
                                    (spaces[seg + 1], where[seg + 1], right, 2)):
-            _address(agents[s], ns, ifname, seg, end, seg_mtu)
+            _address(agents[s], ns, ifname, seg, end, seg_mtus[seg])
     for pos, (ns, s) in enumerate(zip(spaces, where, strict=True)):
         _routes(agents[s], ns, pos, n)
     for hop in hops:
@@ -166,14 +172,22 @@ def build(topo: Any, run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int,
     a = _site(topo, "a", ns_a, if_a, addr4(0, 1), addr6(0, 1), run_id, ledger)
     b = _site(topo, "b", ns_b, if_b, addr4(n, 2), addr6(n, 2), run_id, ledger)
     wd = local.make_workdir(run_id, ledger, workdir)
-    tb = Testbed("hosts-chain", run_id, a, b, seg_mtu, ledger, wd, shares_cpus=False)
+    tb = Testbed("hosts-chain", run_id, a, b, seg_mtus[0], ledger, wd, shares_cpus=False)
     tb.hops = hops
     carrier.update(kind=CARRIER, overhead=CARRIER_OVERHEAD, underlay_mtus=under,
                    mtu=seg_mtu, segment=w, requested_mtu=mtu)
     tb.notes["chain"] = {"path": chain.arrow(), "routed_hops": chain.routed_hops,
                          "hops": [h.describe() for h in hops],
-                         "segment_mtus": [seg_mtu] * (n + 1), "carrier": carrier,
+                         "segment_mtus": seg_mtus, "carrier": carrier,
                          "hosts": {"a": topo.target("a"), "b": topo.target("b")}}
+    if gw:   # the gateways as sites of their own tunnel: an agent in each one's namespace
+        first, second = hops[gw[0] - 1], hops[gw[1] - 1]
+        ga = _site(topo, "a", first.netns, first.right_if, first.right4, first.right6,
+                   f"{run_id}-{first.name}", ledger)
+        gb = _site(topo, "b", second.netns, second.left_if, second.left4, second.left6,
+                   f"{run_id}-{second.name}", ledger)
+        tb.notes["chain"]["gateway_tunnel"] = gateway.tunnel_up(
+            tb, first, second, gw[0], gw[1], n, ledger, seg_mtu, sites=(ga, gb))
     return tb
 
 
@@ -220,16 +234,17 @@ def _routes(agent: Agent, ns: str, pos: int, n: int) -> None:
         agent.run(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n", timeout=20)
 
 
-def _site(topo: Any, name: str, ns: str, ifname: str, a4: str, a6: str, run_id: str,
+def _site(topo: Any, name: str, ns: str, ifname: str, a4: str, a6: str, dirname: str,
           ledger: Ledger) -> RemoteSite:
-    """A chain end on its host: an agent of its own inside the namespace (closed before the
-    namespace is deleted), with the case's directory there."""
+    """A chain end (or a gateway) on site `name`'s host: an agent of its own inside the
+    namespace (closed before the namespace is deleted), with a case directory there
+    (/run/tunbench/<dirname>)."""
     ep = topo.endpoints[name]
     agent = Agent.start(ep.conn, netlink=True, prefix=("ip", "netns", "exec", ns), tag="ns")
     LIVE_AGENTS[agent.agent_id] = agent
     ledger.add("remote_agent", agent=agent.agent_id, name=f"agent in {ns}")
     agent.call("links", wait=300)   # pyroute2's first import, as Endpoint.connect
-    wd = f"{REMOTE_ROOT}/{run_id}"
+    wd = f"{REMOTE_ROOT}/{dirname}"
     agent.mkdir(wd)
     ledger.add("remote", agent=agent.agent_id, op="remove", name=wd, args={"path": wd})
     return RemoteSite(name, ns, ifname, a4, a6, host=topo.target(name), agent=agent,
