@@ -8,6 +8,7 @@ namespace journaled by an agent that loses its connection is deleted on that hos
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from sshhosts import SshHosts
 from test_sites import assert_clean
 
-from tunbench import spec
+from tunbench import proc, spec
 from tunbench.errors import SpecError
 from tunbench.remote.agent.client import Agent
 from tunbench.remote.transport import Connection
@@ -126,8 +127,8 @@ def test_chain_between_hosts_refused_in_one_line(hosts: SshHosts, tmp_path: Path
 
 def test_namespace_journaled_on_the_host_goes_with_its_agent(hosts: SshHosts) -> None:
     """A namespace the agent made is deleted by the agent itself when its connection ends
-    (the path `tunbench cleanup --site` and a crashed run rely on), and a name that is not
-    tunbench's is refused."""
+    (as at the end of a crashed run), `tunbench cleanup --site` deletes one whose agent was
+    killed outright, and a name that is not tunbench's is refused."""
     ns = names.netns_name(names.new_run_id(), "fw")
     with Connection.open("h2", options=hosts.options(), name="ns") as conn:
         agent = Agent.start(conn, netlink=False)
@@ -137,6 +138,16 @@ def test_namespace_journaled_on_the_host_goes_with_its_agent(hosts: SshHosts) ->
         assert ns in conn.run(["ip", "netns", "list"]).stdout
         agent.close()    # EOF: the agent undoes its journal
         assert ns not in conn.run(["ip", "netns", "list"]).stdout
+        # an agent killed outright leaves its journal: `tunbench cleanup --site` deletes it
+        crashed = Agent.start(conn, netlink=False)
+        crashed.call("netns_add", name=ns)
+        conn.run(["kill", "-9", str(crashed.hello["pid"])])
+        crashed.close()
+        assert ns in conn.run(["ip", "netns", "list"]).stdout
+    r = proc.run([sys.executable, "-m", "tunbench", "cleanup", "--site", "h2", "--ssh-config",
+                  str(hosts.ssh_config)], check=False, timeout=60)
+    assert r.returncode == 0 and f"netns {ns}" in r.stdout, (r.stdout, r.stderr)
+    assert host_state(hosts, "h2")["netns"] == ""
 
 
 def test_vxlan_at_the_sites_through_a_chain_between_hosts(hosts: SshHosts, tmp_path: Path
