@@ -217,6 +217,8 @@ def test_wireguard_gateways_between_hosts(hosts: SshHosts, tmp_path: Path) -> No
     assert gt["kind"] == "wireguard" and gt["encrypts"] and gt["gateways"] == ["gwa", "gwb"]
     assert {h["name"]: h["host"] for h in tbc["hops"]} == {
         "router1": "h1", "gwa": "h1", "wan": "h1", "gwb": "h2", "router5": "h2"}
+    assert report_hops.diagram_line([c]) == (f"a -> router1 -> gwa ={gt['label']}=> wan "
+                                              f"={gt['label']} over vxlan=> gwb -> router5 -> b")
     inner = gt["inner_mtu"]
     assert tbc["segment_mtus"] == [inner, inner, 1450, 1450, inner, inner] and inner < 1450
     assert c["chain"]["probe"]["routers"] == c["chain"]["probe"]["expected_routers"] == 4

@@ -165,8 +165,9 @@ def diagram_line(cases: list[dict[str, Any]]) -> str:
     crossing = False
     for h in tbc.get("hops", []):
         arrow = f" ={gw.get('label')}=> " if inside else " -> "
-        if crossing:   # the WAN segment between the hosts
-            arrow = f" ~{carrier.get('kind')}~> "
+        if crossing:   # the WAN segment between the hosts (inside a gateway tunnel or not)
+            arrow = (f" ={gw.get('label')} over {carrier.get('kind')}=> " if inside
+                     else f" ~{carrier.get('kind')}~> ")
             crossing = False
         out += arrow + h["name"]
         crossing = bool(carrier) and h["kind"] == "wan"
