@@ -166,7 +166,8 @@ def open_topology(exp: Experiment) -> topology.Topology | HubHosts | None:
             assert exp.chain is not None
             for tool, what in chain_hosts.tools(exp.chain).items():
                 tools.setdefault(tool, []).extend(what)
-            kernel.setdefault("CONFIG_VXLAN", []).append("the chain's WAN carrier")
+            for option, what in chain_hosts.kernel(exp.chain).items():
+                kernel.setdefault(option, []).extend(what)
         return tools, kernel
 
     changing = [o.name for o in exp.offloads if o.settings]

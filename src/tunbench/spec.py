@@ -251,7 +251,7 @@ def build(data: dict[str, Any], source: str = "command line",
                                     "spokes" in flags)
     else:
         sites = parse_sites(raw_sites, where, problems)
-    chain = chain_spec.collect(data.get("chain"), where, problems)
+    chain = chain_spec.collect(data.get("chain"), where, problems, here=not sites)
     exp = data.get("experiment", {})
     if not isinstance(exp, dict):
         problems.append(f"{where}: [experiment] must be a table")

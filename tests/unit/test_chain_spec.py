@@ -155,6 +155,13 @@ def test_placement_between_hosts() -> None:
                            "gwb": {"kind": "gateway", "tunnel": "wireguard", "impl": "go"}})
     assert gw is not None and chain_hosts.sides(gw) == ["a", "a", "b"]
     assert "wireguard-go" in chain_hosts.tools(gw)     # the gateways' daemon, on the hosts
+    assert chain_hosts.kernel(exp.chain) == {"CONFIG_VXLAN": ["the chain's WAN carrier"]}
+    # what the functions need of a kernel is asked of the hosts, not of this one: a WAN
+    # delay is not refused here for this kernel's lack of netem
+    delayed = exp_spec.build({"chain": {"path": ["wan"], "wan": {"kind": "wan", "delay": "5ms"}},
+                              "sites": HOSTS}, "e.toml").chain
+    assert delayed is not None
+    assert chain_hosts.kernel(delayed)["CONFIG_NET_SCH_NETEM"] == ["function wan"]
     assert chain_hosts.tools(exp.chain) == {"ip": ["chain"], "nft": ["function fw", "function nat4"],
                                            "tc": ["function wan"]}
 

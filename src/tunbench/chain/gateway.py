@@ -49,7 +49,7 @@ class Gateway(Function):
         """Nothing alone: the pair is brought up together (tunnel_up)."""
 
 
-def pair_problems(params: dict[str, Any]) -> list[str]:
+def pair_problems(params: dict[str, Any], here: bool = True) -> list[str]:
     """What is wrong with a gateway pair's tunnel: an implementation the kind does not have,
     or what this host lacks for it (a kernel ESP gateway on a kernel without ESP), in one
     line, refused with the chain (once per pair) before anything is created."""
@@ -60,6 +60,8 @@ def pair_problems(params: dict[str, Any]) -> list[str]:
     if impl and impl not in impls:
         return [f"impl {impl!r} is not an implementation of {params['tunnel']} "
                 f"({', '.join(impls) or 'it has one only: leave impl out'})"]
+    if not here:
+        return []   # between hosts: asked of the hosts (chain/hosts.py tools and kernel)
     p = tunnel_params(params)
     missing = drv.requirements(p)
     if not missing:

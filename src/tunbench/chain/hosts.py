@@ -112,6 +112,22 @@ def tools(chain: ChainSpec) -> dict[str, list[str]]:
     return out
 
 
+def kernel(chain: ChainSpec) -> dict[str, list[str]]:
+    """Kernel options the hosts need for the chain: option -> what needs it (the carrier's
+    VXLAN; netem for a WAN delay/jitter/loss; the gateways' tunnel, e.g. kernel ESP)."""
+    out: dict[str, list[str]] = {"CONFIG_VXLAN": ["the chain's WAN carrier"]}
+    for hop in chain.hops:
+        if hop.kind == "wan" and any(hop.params.get(k) for k in ("delay", "jitter", "loss")):
+            out.setdefault("CONFIG_NET_SCH_NETEM", []).append(f"function {hop.name}")
+        if hop.kind == "gateway":
+            from .. import tunnels
+            drv = tunnels.get(hop.params["tunnel"])
+            p = gateway.tunnel_params(hop.params)
+            for k in drv.declared(drv.resolve_impl(p)).kernel:
+                out.setdefault(k.option, []).append(f"function {hop.name}")
+    return out
+
+
 # ---- building -------------------------------------------------------------------------------
 def in_netns(agent: Agent, netns: str) -> Any:
     """A `run` for a namespace on the agent's host (proc.run's keywords)."""
