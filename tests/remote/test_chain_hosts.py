@@ -169,11 +169,15 @@ def test_vxlan_at_the_sites_through_a_chain_between_hosts(hosts: SshHosts, tmp_p
     assert_clean(hosts)
 
 
-def test_a_case_failing_mid_build_leaves_nothing_on_either_host(
-        hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The failure path: a step after every namespace, veth and the carrier exist on both
-    hosts fails (injected, after the real routes are set in site b's namespace); the case is
-    failed with that reason and the ledger removes everything on both hosts."""
+@pytest.mark.parametrize("where", ["build", "measuring"])
+def test_a_failing_case_leaves_nothing_on_either_host(
+        hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """The failure path: a step fails (injected) after every namespace, veth and the
+    carrier exist on both hosts: mid-build (after the real routes of site b's namespace), or
+    once the testbed is up, as the per-hop probe starts (the sites' agents, the functions'
+    rules all there); the case is failed with that reason and the ledger removes everything
+    on both hosts."""
+    from tunbench.chain import hops as chain_hops
     from tunbench.chain import hosts as chain_hosts
     from tunbench.errors import CommandFailed
     real = chain_hosts._routes
@@ -183,7 +187,13 @@ def test_a_case_failing_mid_build_leaves_nothing_on_either_host(
         if pos == n + 1:
             raise CommandFailed(f"injected failure after the routes of {ns}")
 
-    monkeypatch.setattr(chain_hosts, "_routes", failing)
+    def failing_probe(tb: Any) -> dict[str, Any]:
+        raise CommandFailed("injected failure after the routes of the whole testbed")
+
+    if where == "build":
+        monkeypatch.setattr(chain_hosts, "_routes", failing)
+    else:
+        monkeypatch.setattr(chain_hops, "probe", failing_probe)
     empty = {n: host_state(hosts, n) for n in hosts.hosts}
     exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1},
                       "tunnel": [{"kind": "native"}], "workload": [{"name": "stream"}],
@@ -192,6 +202,7 @@ def test_a_case_failing_mid_build_leaves_nothing_on_either_host(
                      "test")
     (c,) = run_campaign(exp, tmp_path / "r").store.read_cases()
     assert c["status"] == "failed" and "injected failure after the routes" in c["error"]
+    assert "removed during the case" not in c["error"]
     assert not any(n.startswith("teardown") for n in c["notes"]), c["notes"]
     assert {n: host_state(hosts, n) for n in hosts.hosts} == empty
     assert_clean(hosts)
