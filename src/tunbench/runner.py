@@ -171,8 +171,10 @@ def open_topology(exp: Experiment) -> topology.Topology | HubHosts | None:
         return tools, kernel
 
     changing = [o.name for o in exp.offloads if o.settings]
-    # a chain between hosts never changes a host's own links (its segments are namespaces)
-    topo.open(mtus=() if chained else exp.all_mtus(), shaping=bool(exp.rate or exp.netem),
+    # a chain between hosts never changes a host's own links (its segments are namespaces);
+    # its direct reference (chain direct = true) is the plain hosts testbed, which may
+    direct = not chained or (exp.chain is not None and exp.chain.direct)
+    topo.open(mtus=exp.all_mtus() if direct else (), shaping=bool(exp.rate or exp.netem),
               takes_underlay=", ".join(moving), needs_ipv6=", ".join(ipv6), plan=plan,
               offloads=", ".join(changing))
     return topo

@@ -309,7 +309,7 @@ def build(data: dict[str, Any], source: str = "command line",
     if chain is not None and sites and hub is None:   # a chain between hosts (chain/hosts.py)
         from .chain import hosts as chain_hosts
         problems += [f"{where}: {p}" for p in chain_hosts.problems(
-            chain, [t.kind for t in tunnel_specs], direct=chain.direct,
+            chain, [t.kind for t in tunnel_specs],
             shaped=rate is not None or netem.active,
             local_sites=[n for n, s in sites.items() if s.local])]
     if hub is not None:

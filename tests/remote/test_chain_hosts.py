@@ -117,8 +117,8 @@ def test_chain_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
 def test_chain_between_hosts_refused_in_one_line(hosts: SshHosts, tmp_path: Path) -> None:
     """What a chain between hosts does not support is refused before connecting."""
     with pytest.raises(SpecError) as err:
-        experiment(hosts, {**CHAIN, "direct": True})
-    assert "direct = true is not supported between hosts yet" in err.value.one_line()
+        experiment(hosts, CHAIN, experiment={"duration": 1, "rate": "100mbit"})
+    assert "give the wan a rate instead" in err.value.one_line()
     assert "\n" not in err.value.message
     with pytest.raises(SpecError, match="needs a wan function"):
         experiment(hosts, {"path": ["router"]})
@@ -240,4 +240,26 @@ def test_wireguard_gateways_between_hosts(hosts: SshHosts, tmp_path: Path) -> No
         for pid in pids:
             comm = Path(f"/proc/{pid}/comm")
             assert not comm.exists() or "wireguard" not in comm.read_text(), pid
+    assert_clean(hosts)
+
+
+def test_chain_between_hosts_against_direct(hosts: SshHosts, tmp_path: Path) -> None:
+    """`direct = true`: each case also runs on the plain hosts testbed (the hosts' own
+    namespaces, no function), in the same run; the report sets the chain against it."""
+    exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1, "mtus": [1500]},
+                      "tunnel": [{"kind": "native"}], "workload": [{"name": "stream"}],
+                      "chain": {"path": ["wan"], "wan": {"kind": "wan", "rate": "50mbit"},
+                                "direct": True},
+                      "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                     "test")
+    cases = run_campaign(exp, tmp_path / "r").store.read_cases()
+    assert [c["status"] for c in cases] == ["ok"] * 2, [c.get("error") for c in cases]
+    by = {c["testbed"]["kind"]: c for c in cases}
+    assert set(by) == {"hosts", "hosts-chain"}
+    assert by["hosts"]["testbed"]["sites"]["a"]["netns"] is None       # the host itself
+    chain_mbps = by["hosts-chain"]["metrics"]["throughput"]["value"]
+    direct_mbps = by["hosts"]["metrics"]["throughput"]["value"]
+    assert 25 < chain_mbps < 55 and direct_mbps > 2 * chain_mbps, (chain_mbps, direct_mbps)
+    cmp = report_hops.chain_vs_direct(cases)
+    assert cmp and cmp[0]["metric"] == "throughput" and cmp[0]["pct"] < 50, cmp
     assert_clean(hosts)

@@ -168,7 +168,6 @@ def test_placement_between_hosts() -> None:
 
 @pytest.mark.parametrize(("extra", "needle"), [
     ({"chain": {"path": ["router"]}}, "needs a wan function in chain.path"),
-    ({"chain": {"path": ["wan"], "direct": True}}, "direct = true is not supported between hosts"),
     ({"chain": {"path": ["wan"]}, "tunnel": [{"kind": "wireguard"}]},
      "tunnel(s) wireguard at the sites are not supported through a chain between hosts"),
     ({"chain": {"path": ["wan"]}, "experiment": {"rate": "100mbit"}},

@@ -73,8 +73,8 @@ def vni(run_id: str) -> int:
     return 1 + int(hashlib.sha256(run_id.encode()).hexdigest()[:6], 16) % 16_000_000
 
 
-def problems(chain: ChainSpec, tunnel_kinds: list[str], *, direct: bool,
-             shaped: bool, local_sites: list[str]) -> list[str]:
+def problems(chain: ChainSpec, tunnel_kinds: list[str], *, shaped: bool,
+             local_sites: list[str]) -> list[str]:
     """What a chain between hosts does not support, one line each (before anything is made)."""
     out = []
     if local_sites:
@@ -84,9 +84,6 @@ def problems(chain: ChainSpec, tunnel_kinds: list[str], *, direct: bool,
     if not any(h.kind == "wan" for h in chain.hops):
         out.append("[chain] with [sites] needs a wan function in chain.path: the segment that "
                    "crosses the network between the hosts (e.g. path = [\"router\", \"wan\"])")
-    if direct:
-        out.append("[chain] with [sites]: direct = true is not supported between hosts yet "
-                   "(run the direct reference as its own experiment with [sites] and no chain)")
     if shaped:
         out.append("[chain] with [sites]: --rate/--delay shape the sites' egress, which the "
                    "chain's wan function does between hosts (give the wan a rate instead)")
