@@ -170,7 +170,8 @@ def build(topo: Any, run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int,
         left = if_a if seg == 0 else hops[seg - 1].right_if
         right = hops[seg].left_if if seg < n else if_b
         if seg == w:
-            carrier = _carrier(topo, run_id, (spaces[seg], spaces[seg + 1]), (left, right))
+            carrier = _carrier(topo, run_id, (spaces[seg], spaces[seg + 1]), (left, right),
+                               ledger)
         else:   # both ends on one host: a veth pair made straight inside its namespaces
             agents[where[seg]].run(["ip", "link", "add", "name", left, "netns", spaces[seg],
                                     "type", "veth", "peer", "name", right, "netns",
@@ -204,8 +205,8 @@ def build(topo: Any, run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int,
     return tb
 
 
-def _carrier(topo: Any, run_id: str, spaces: tuple[str, str], ifnames: tuple[str, str]
-             ) -> dict[str, Any]:
+def _carrier(topo: Any, run_id: str, spaces: tuple[str, str], ifnames: tuple[str, str],
+             ledger: Ledger) -> dict[str, Any]:
     """The WAN segment between the hosts: on each, a VXLAN device towards the other host,
     made in its root namespace (journaled there first) and moved into the segment's end."""
     v = vni(run_id)
@@ -215,6 +216,10 @@ def _carrier(topo: Any, run_id: str, spaces: tuple[str, str], ifnames: tuple[str
         ag = topo.endpoints[s].agent
         r, peer = topo.resolved[s], topo.resolved[other].addr4
         ag.call("link_journal", ifnames=[ifname])
+        # deleted from the host's own namespace at teardown if it never left it (once moved,
+        # it goes with its namespace and this finds nothing there)
+        ledger.add("remote", agent=ag.agent_id, op="link_del", name=ifname,
+                   args={"ifname": ifname})
         ag.run(["ip", "link", "add", ifname, "type", "vxlan", "id", str(v), "local", r.addr4,
                 "remote", peer, "dstport", str(CARRIER_PORT), "dev", r.dev], timeout=20)
         ag.run(["ip", "link", "set", "dev", ifname, "netns", ns], timeout=20)
