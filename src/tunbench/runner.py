@@ -19,6 +19,7 @@ from . import implchoice, interrupts, proc, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
 from .chain import build as chain_build
 from .chain import hops as chain_hops
+from .chain import hosts as chain_hosts
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
 from .metrics.cpu import CpuRecord
 from .plan import Case, plan
@@ -95,7 +96,7 @@ def preflight(exp: Experiment) -> None:
         if not proc.which(tool):
             missing.append(f"tool {tool}: not installed (apt-get install "
                            f"{proc.package_for(tool)})")
-    if exp.chain is not None:
+    if exp.chain is not None and not exp.sites:   # on hosts: asked of them (open_topology)
         missing += chain_hops.requirements([h.kind for h in exp.chain.hops])
     _inner_mtu_problems(exp, missing)
     _raise_missing(missing)
@@ -156,12 +157,24 @@ def open_topology(exp: Experiment) -> topology.Topology | HubHosts | None:
     ipv6 = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
             if tunnels.get(t.kind).family(t.params) == 6]
 
+    chained = exp.chain is not None and bool(exp.chain.hops)
+
     def plan(t: topology.Topology) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         t.impls = implchoice.choose(exp, {n: t.view(n) for n in ("a", "b")})
-        return site_tools(exp, t.impls), site_kernel(exp, t.impls)
+        tools, kernel = site_tools(exp, t.impls), site_kernel(exp, t.impls)
+        if chained:   # the chain's functions and its carrier between the hosts
+            assert exp.chain is not None
+            for tool, what in chain_hosts.tools(exp.chain).items():
+                tools.setdefault(tool, []).extend(what)
+            for option, what in chain_hosts.kernel(exp.chain).items():
+                kernel.setdefault(option, []).extend(what)
+        return tools, kernel
 
     changing = [o.name for o in exp.offloads if o.settings]
-    topo.open(mtus=exp.all_mtus(), shaping=bool(exp.rate or exp.netem),
+    # a chain between hosts never changes a host's own links (its segments are namespaces);
+    # its direct reference (chain direct = true) is the plain hosts testbed, which may
+    direct = not chained or (exp.chain is not None and exp.chain.direct)
+    topo.open(mtus=exp.all_mtus() if direct else (), shaping=bool(exp.rate or exp.netem),
               takes_underlay=", ".join(moving), needs_ipv6=", ".join(ipv6), plan=plan,
               offloads=", ".join(changing))
     return topo
@@ -319,7 +332,8 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     try:
         progress(PhaseEvent(SETUP, f"testbed and {case.tunnel.kind} tunnel"))
         if topo is not None:
-            tb = topo.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
+            tb = topo.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem,
+                            chain=exp.chain if case.through_chain else None)
         elif exp.chain is not None and case.through_chain:
             tb = chain_build.build(run_id, ledger, exp.chain, mtu=case.mtu, rate=exp.rate,
                                    netem=exp.netem)
@@ -465,7 +479,9 @@ def _vanished(tb: Testbed | None) -> str:
     if tb is None:
         return ""
     present = set(netlink.list_netns())
-    gone = [str(s.netns) for s in tb.sites() if s.netns and s.netns not in present]
+    # (a site's namespace on another host, as a chain between hosts has, is not seen here)
+    gone = [str(s.netns) for s in tb.sites()
+            if s.netns and not s.remote and s.netns not in present]
     return (f" (the testbed's namespaces {', '.join(gone)} were removed during the case by "
             "another process)") if gone else ""
 

@@ -251,10 +251,7 @@ def build(data: dict[str, Any], source: str = "command line",
                                     "spokes" in flags)
     else:
         sites = parse_sites(raw_sites, where, problems)
-    chain = chain_spec.collect(data.get("chain"), where, problems)
-    if chain is not None and sites:
-        problems.append(f"{where}: [chain] runs on the local testbed only for now (leave "
-                        "[sites] / --site out, or the chain)")
+    chain = chain_spec.collect(data.get("chain"), where, problems, here=not sites)
     exp = data.get("experiment", {})
     if not isinstance(exp, dict):
         problems.append(f"{where}: [experiment] must be a table")
@@ -309,6 +306,12 @@ def build(data: dict[str, Any], source: str = "command line",
     workload_specs = _workloads(data.get("workload", [{"name": w} for w in DEFAULT_WORKLOADS]),
                                 section("workload"), problems)
     offloads = _offloads(data.get("offloads"), section("offloads"), problems)
+    if chain is not None and sites and hub is None:   # a chain between hosts (chain/hosts.py)
+        from .chain import hosts as chain_hosts
+        problems += [f"{where}: {p}" for p in chain_hosts.problems(
+            chain, [t.kind for t in tunnel_specs],
+            shaped=rate is not None or netem.active,
+            local_sites=[n for n, s in sites.items() if s.local])]
     if hub is not None:
         problems += hubspec.conflicts(
             section("testbed"), kinds=[t.kind for t in tunnel_specs],

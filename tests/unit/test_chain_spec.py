@@ -13,6 +13,7 @@ import pytest
 from tunbench import spec as exp_spec
 from tunbench.capabilities import kernel_missing
 from tunbench.chain import build, firewall, hops, nat, wan
+from tunbench.chain import hosts as chain_hosts
 from tunbench.chain import spec as chain_spec
 from tunbench.errors import SpecError
 
@@ -128,11 +129,63 @@ def test_bad_chain_values_one_line(chain: dict, needle: str) -> None:
     assert needle in refused(chain)
 
 
-def test_a_chain_with_sites_on_hosts_is_refused() -> None:
+HOSTS = {"a": "root@h1", "b": "root@h2"}
+
+
+def test_placement_between_hosts() -> None:
+    """Up to and including the WAN on site a's host, after it on site b's; the segment right
+    of the WAN crosses the hosts; the carrier's overhead comes off the MTU."""
+    exp = exp_spec.build({"chain": {"path": ["router", "fw", "wan", "nat", "router"],
+                                    "fw": {"kind": "firewall"}, "wan": {"kind": "wan"}},
+                          "sites": HOSTS}, "e.toml")
+    assert exp.chain is not None
+    assert chain_hosts.sides(exp.chain) == ["a", "a", "a", "b", "b"]
+    assert chain_hosts.wan_position(exp.chain) == 3     # segment 3: wan -- nat4
+    wan_only = chain_spec.parse({"path": ["wan"]})
+    assert wan_only is not None and chain_hosts.sides(wan_only) == ["a"]
+    last = chain_spec.parse({"path": ["router", "wan"]})
+    assert last is not None and chain_hosts.sides(last) == ["a", "a"]
+    assert chain_hosts.chain_mtu(1500, 1500) == 1450
+    assert chain_hosts.chain_mtu(1400, 1500) == 1400
+    assert chain_hosts.chain_mtu(9000, 9000) == 8950
+    assert chain_hosts.vni("0a1b2") == chain_hosts.vni("0a1b2")
+    assert 1 <= chain_hosts.vni("0a1b2") < 2 ** 24
+    gw = chain_spec.parse({"path": ["gwa", "wan", "gwb"],
+                           "gwa": {"kind": "gateway", "tunnel": "wireguard", "impl": "go"},
+                           "gwb": {"kind": "gateway", "tunnel": "wireguard", "impl": "go"}})
+    assert gw is not None and chain_hosts.sides(gw) == ["a", "a", "b"]
+    assert "wireguard-go" in chain_hosts.tools(gw)     # the gateways' daemon, on the hosts
+    assert chain_hosts.kernel(exp.chain) == {"CONFIG_VXLAN": ["the chain's WAN carrier"]}
+    # what the functions need of a kernel is asked of the hosts, not of this one: a WAN
+    # delay is not refused here for this kernel's lack of netem
+    delayed = exp_spec.build({"chain": {"path": ["wan"], "wan": {"kind": "wan", "delay": "5ms"}},
+                              "sites": HOSTS}, "e.toml").chain
+    assert delayed is not None
+    assert chain_hosts.kernel(delayed)["CONFIG_NET_SCH_NETEM"] == ["function wan"]
+    assert chain_hosts.tools(exp.chain) == {"ip": ["chain"], "nft": ["function fw", "function nat4"],
+                                           "tc": ["function wan"]}
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    ({"chain": {"path": ["router"]}}, "needs a wan function in chain.path"),
+    ({"chain": {"path": ["wan"]}, "tunnel": [{"kind": "wireguard"}]},
+     "tunnel(s) wireguard at the sites are not supported through a chain between hosts"),
+    ({"chain": {"path": ["wan"]}, "experiment": {"rate": "100mbit"}},
+     "give the wan a rate instead"),
+])
+def test_what_a_chain_between_hosts_lacks_is_refused_in_one_line(extra: dict, needle: str
+                                                                  ) -> None:
     with pytest.raises(SpecError) as exc:
-        exp_spec.build({"chain": {"path": ["router"]},
-                        "sites": {"a": "root@h1", "b": "root@h2"}}, "e.toml")
-    assert "[chain] runs on the local testbed only" in exc.value.one_line()
+        exp_spec.build({"sites": HOSTS, **extra}, "e.toml")
+    line = exc.value.one_line()
+    assert needle in line and "\n" not in exc.value.message, line
+
+
+def test_a_chain_between_hosts_needs_both_sites_on_hosts() -> None:
+    with pytest.raises(SpecError) as exc:
+        exp_spec.build({"chain": {"path": ["wan"]}, "sites": {"a": "local", "b": "root@h2"}},
+                       "e.toml")
+    assert "site(s) a are 'local'" in exc.value.one_line()
 
 
 def test_the_study_chain_is_read_with_defaults() -> None:

@@ -9,6 +9,7 @@ Parameters are checked with one line per problem before anything is created.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -45,11 +46,22 @@ class Hop:
     right4: str = ""
     left6: str = ""
     right6: str = ""
+    host: str = ""             # the host it runs on ("" : this one; a site's target on hosts)
+    # how argv reaches its namespace on that host (None: proc.run here; chain/hosts.py)
+    runner: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+
+    def run(self, argv: list[str], **kw: Any) -> Any:
+        """argv in the hop's namespace, on whichever host it runs (proc.run's keywords)."""
+        if self.runner is None:
+            from .. import proc
+            return proc.run(argv, netns=self.netns, **kw)
+        return self.runner(argv, **kw)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "params": dict(self.params),
                 "netns": self.netns, "left_if": self.left_if, "right_if": self.right_if,
-                "left4": self.left4, "right4": self.right4}
+                "left4": self.left4, "right4": self.right4,
+                **({"host": self.host} if self.host else {})}
 
 
 class Function:
@@ -116,20 +128,17 @@ def _check(p: Param, val: Any) -> bool:
     return isinstance(val, p.type)
 
 
-def nft(netns: str, script: str) -> None:
-    """Load an nftables ruleset into a namespace (nft -f - reads it from stdin: a ruleset of
-    1000 rules is one transaction, not 1000 processes)."""
-    from .. import proc
-    proc.run(["nft", "-f", "-"], netns=netns, input=script, timeout=60)
+def nft(hop: Hop, script: str) -> None:
+    """Load an nftables ruleset into a hop's namespace (nft -f - reads it from stdin: a
+    ruleset of 1000 rules is one transaction, not 1000 processes)."""
+    hop.run(["nft", "-f", "-"], input=script, timeout=60)
 
 
-def nft_counters(netns: str, table: str, family: str = "inet") -> dict[str, int]:
+def nft_counters(hop: Hop, table: str, family: str = "inet") -> dict[str, int]:
     """Packets and bytes of every named counter in one table (`nft -j list counters`)."""
     import json
 
-    from .. import proc
-    r = proc.run(["nft", "-j", "list", "table", family, table], netns=netns, check=False,
-                 timeout=20)
+    r = hop.run(["nft", "-j", "list", "table", family, table], check=False, timeout=20)
     if not r.ok:
         return {}
     out: dict[str, int] = {}

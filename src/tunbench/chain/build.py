@@ -79,6 +79,7 @@ def build(run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int = 1500,
     workdir = local.make_workdir(run_id, ledger, workdir)
     # the sites see the inner path's MTU (the tunnel's, through gateways)
     tb = Testbed("local-chain", run_id, a, b, seg_mtu[0], ledger, workdir, rate=rate)
+    tb.hops = hops
     tb.notes["chain"] = {"path": chain.arrow(), "routed_hops": chain.routed_hops,
                          "hops": [h.describe() for h in hops], "segment_mtus": seg_mtu}
     if gw:

@@ -73,10 +73,10 @@ class Firewall(Function):
     }
 
     def configure(self, hop: Hop, ledger: Ledger) -> None:
-        nft(hop.netns, ruleset(hop.params))   # goes with the namespace
+        nft(hop, ruleset(hop.params))   # goes with the namespace
 
     def counters(self, hop: Hop) -> dict[str, int]:
-        return nft_counters(hop.netns, TABLE)
+        return nft_counters(hop, TABLE)
 
 
 FUNCTION = Firewall

@@ -49,7 +49,7 @@ class Gateway(Function):
         """Nothing alone: the pair is brought up together (tunnel_up)."""
 
 
-def pair_problems(params: dict[str, Any]) -> list[str]:
+def pair_problems(params: dict[str, Any], here: bool = True) -> list[str]:
     """What is wrong with a gateway pair's tunnel: an implementation the kind does not have,
     or what this host lacks for it (a kernel ESP gateway on a kernel without ESP), in one
     line, refused with the chain (once per pair) before anything is created."""
@@ -60,6 +60,8 @@ def pair_problems(params: dict[str, Any]) -> list[str]:
     if impl and impl not in impls:
         return [f"impl {impl!r} is not an implementation of {params['tunnel']} "
                 f"({', '.join(impls) or 'it has one only: leave impl out'})"]
+    if not here:
+        return []   # between hosts: asked of the hosts (chain/hosts.py tools and kernel)
     p = tunnel_params(params)
     missing = drv.requirements(p)
     if not missing:
@@ -94,16 +96,24 @@ def behind(first_pos: int, second_pos: int, n: int) -> dict[str, tuple[str, ...]
 
 
 def tunnel_up(tb: Testbed, first: Hop, second: Hop, first_pos: int, second_pos: int,
-              n: int, ledger: Ledger, wan_mtu: int) -> dict[str, Any]:
-    """The gateways' tunnel, and their routes through it. Positions count site a as 0."""
+              n: int, ledger: Ledger, wan_mtu: int,
+              sites: tuple[Site, Site] | None = None) -> dict[str, Any]:
+    """The gateways' tunnel, and their routes through it. Positions count site a as 0.
+    `sites`: the gateways as sites already made (on hosts: an agent in each gateway's
+    namespace, chain/hosts.py, with its own case directory there); else namespaces here."""
     kind = first.params["tunnel"]
     drv = tunnels.get(kind)()
     params = tunnel_params(first.params)
-    ga = Site("a", first.netns, first.right_if, first.right4, first.right6)
-    gb = Site("b", second.netns, second.left_if, second.left4, second.left6)
-    gwdir = Path(tb.workdir) / "gateways"
-    ga.make_dir(ledger, gwdir)
+    if sites is None:
+        ga = Site("a", first.netns, first.right_if, first.right4, first.right6)
+        gb = Site("b", second.netns, second.left_if, second.left4, second.left6)
+        gwdir = Path(tb.workdir) / "gateways"
+        ga.make_dir(ledger, gwdir)
+    else:
+        ga, gb = sites
+        gwdir = Path(tb.workdir)   # each remote gateway writes in its own directory there
     gtb = Testbed("chain-gateways", tb.run_id, ga, gb, wan_mtu, ledger, gwdir,
+                  shares_cpus=sites is None,
                   behind=_behind_with_self(ga, gb, behind(first_pos, second_pos, n)),
                   link_tag="g")
     ep = drv.up(gtb, params)
@@ -111,13 +121,13 @@ def tunnel_up(tb: Testbed, first: Hop, second: Hop, first_pos: int, second_pos: 
     for seg in range(n + 1):
         n4, n6 = nets(seg)
         if seg >= second_pos:      # beyond the second gateway: through the tunnel
-            _replace(first.netns, n4, ep.b4, str(ep.a_ifname))
+            _replace(first, n4, ep.b4, str(ep.a_ifname))
             if ep.b6:
-                _replace(first.netns, n6, str(ep.b6), str(ep.a_ifname))
+                _replace(first, n6, str(ep.b6), str(ep.a_ifname))
         if seg <= first_pos - 1:   # before the first gateway, seen from the second
-            _replace(second.netns, n4, ep.a4, str(ep.b_ifname))
+            _replace(second, n4, ep.a4, str(ep.b_ifname))
             if ep.a6:
-                _replace(second.netns, n6, str(ep.a6), str(ep.b_ifname))
+                _replace(second, n6, str(ep.a6), str(ep.b_ifname))
     return {"kind": kind, "label": drv.display(params), "impl": drv.resolve_impl(params),
             "encrypts": drv.encrypts, "gateways": [first.name, second.name],
             "wan_mtu": wan_mtu, "inner_mtu": ep.mtu, "endpoints": ep.describe()}
@@ -131,6 +141,5 @@ def _behind_with_self(ga: Site, gb: Site, segs: dict[str, tuple[str, ...]]
             "b": (*segs["b"], f"{gb.underlay4}/32", f"{gb.underlay6}/128")}
 
 
-def _replace(netns: str, dst: str, via: str, dev: str) -> None:
-    from .. import proc
-    proc.run(["ip", "route", "replace", dst, "via", via, "dev", dev], netns=netns, timeout=10)
+def _replace(hop: Hop, dst: str, via: str, dev: str) -> None:
+    hop.run(["ip", "route", "replace", dst, "via", via, "dev", dev], timeout=10)

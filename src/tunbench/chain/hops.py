@@ -34,6 +34,8 @@ PINGS = 20
 
 
 def hops_of(tb: Testbed) -> list[Hop]:
+    if tb.hops:
+        return list(tb.hops)
     chain = tb.notes.get("chain") or {}
     return [Hop(h["name"], h["kind"], h.get("params", {}), h["netns"], h["left_if"],
                 h["right_if"], h["left4"], h["right4"]) for h in chain.get("hops", [])]
@@ -62,22 +64,22 @@ def parse_qdisc_drops(text: str) -> dict[str, int]:
     return out
 
 
-def _space(netns: str, ifnames: list[str]) -> dict[str, Any]:
-    links = parse_link_stats(proc.run(["ip", "-j", "-s", "link", "show"], netns=netns,
-                                      timeout=15).stdout)
-    qd = parse_qdisc_drops(proc.run(["tc", "-s", "-j", "qdisc", "show"], netns=netns,
-                                    timeout=15).stdout)
+def _space(run: Any, ifnames: list[str]) -> dict[str, Any]:
+    """Counters of some interfaces of one namespace; `run` reaches it (a site's or a hop's
+    run: here, or on its host through the agent)."""
+    links = parse_link_stats(run(["ip", "-j", "-s", "link", "show"], timeout=15).stdout)
+    qd = parse_qdisc_drops(run(["tc", "-s", "-j", "qdisc", "show"], timeout=15).stdout)
     return {ifn: {**links.get(ifn, dict.fromkeys(LINK_KEYS, 0)), "qdisc_drops": qd.get(ifn, 0)}
             for ifn in ifnames}
 
 
 def snapshot(tb: Testbed) -> dict[str, Any]:
     """Counters of every place on the path, in path order: site a, each hop, site b."""
-    out: dict[str, Any] = {"a": {"ifaces": _space(str(tb.a.netns), [tb.a.underlay_if])}}
+    out: dict[str, Any] = {"a": {"ifaces": _space(tb.a.run, [tb.a.underlay_if])}}
     for hop in hops_of(tb):
-        out[hop.name] = {"ifaces": _space(hop.netns, [hop.left_if, hop.right_if]),
+        out[hop.name] = {"ifaces": _space(hop.run, [hop.left_if, hop.right_if]),
                          "function": get(hop.kind)().counters(hop)}
-    out["b"] = {"ifaces": _space(str(tb.b.netns), [tb.b.underlay_if])}
+    out["b"] = {"ifaces": _space(tb.b.run, [tb.b.underlay_if])}
     return out
 
 

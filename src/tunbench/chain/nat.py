@@ -31,10 +31,10 @@ class Nat(Function):
                             '"snat"')}
 
     def configure(self, hop: Hop, ledger: Ledger) -> None:
-        nft(hop.netns, ruleset(hop.params, hop.right_if, hop.right4))
+        nft(hop, ruleset(hop.params, hop.right_if, hop.right4))
 
     def counters(self, hop: Hop) -> dict[str, int]:
-        return nft_counters(hop.netns, TABLE, "ip")
+        return nft_counters(hop, TABLE, "ip")
 
 
 FUNCTION = Nat

@@ -60,12 +60,15 @@ class ChainSpec:
         return " -> ".join(["a", *[h.name for h in self.hops], "b"])
 
 
-def collect(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
+def collect(raw: Any, where: str, problems: list[str], here: bool = True
+            ) -> ChainSpec | None:
     """The chain of an experiment (None: no [chain], the plain two-site testbed); problems
-    appended one line each (spec.build reports them with the experiment's own)."""
+    appended one line each (spec.build reports them with the experiment's own). `here`:
+    the functions run on this host, so what it lacks (netem, a gateway's kernel ESP) is
+    judged here; a chain between hosts has it judged on the hosts (chain/hosts.py)."""
     if raw is None:
         return None
-    return _parse(raw, f"{where}: chain", problems)
+    return _parse(raw, f"{where}: chain", problems, here)
 
 
 def parse(raw: Any, where: str = "experiment") -> ChainSpec | None:
@@ -79,7 +82,7 @@ def parse(raw: Any, where: str = "experiment") -> ChainSpec | None:
     return chain
 
 
-def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
+def _parse(raw: Any, where: str, problems: list[str], here: bool = True) -> ChainSpec | None:
     if not isinstance(raw, dict):
         problems.append(f"{where} must be a table with a path (see docs/chains.md)")
         return None
@@ -107,7 +110,7 @@ def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
     refused: set[str] = set()   # gateway tunnels refused: said once for the pair
     hops: list[Hop] = []
     for i, entry in enumerate(path, 1):
-        hop = _hop(entry, i, tables, where, problems, refused)
+        hop = _hop(entry, i, tables, where, problems, refused, here)
         if hop is None:
             continue
         if entry in tables and entry in seen:
@@ -121,7 +124,7 @@ def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
     names = [h.name for h in hops]
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"{where}: two functions are named '{name}' (rename one table)")
-    _pairs(hops, where, problems)
+    _pairs(hops, where, problems, here)
     wans = [h.name for h in hops if h.kind == "wan"]
     if len(wans) > 1:
         problems.append(f"{where}.path has {len(wans)} WANs ({', '.join(wans)}): a chain is "
@@ -130,7 +133,7 @@ def _parse(raw: Any, where: str, problems: list[str]) -> ChainSpec | None:
 
 
 def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
-         problems: list[str], refused: set[str]) -> Hop | None:
+         problems: list[str], refused: set[str], here: bool = True) -> Hop | None:
     if entry in tables:
         table = tables[entry]
         if not isinstance(table, dict):
@@ -157,7 +160,8 @@ def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
         return None
     fn = REGISTRY[kind]
     parsed = fn.parse(params, spot, problems)
-    problems.extend(f"{spot}: {p}" for p in fn.host_problems(parsed))
+    if here:
+        problems.extend(f"{spot}: {p}" for p in fn.host_problems(parsed))
     return Hop(name, kind, parsed)
 
 
@@ -182,7 +186,7 @@ def _gateway(params: dict[str, Any], spot: str, problems: list[str],
     return True
 
 
-def _pairs(hops: list[Hop], where: str, problems: list[str]) -> None:
+def _pairs(hops: list[Hop], where: str, problems: list[str], here: bool = True) -> None:
     """Gateways come in pairs of one tunnel kind, the WAN (if any) between them."""
     gw = [i for i, h in enumerate(hops) if h.kind == "gateway"]
     if not gw:
@@ -198,7 +202,7 @@ def _pairs(hops: list[Hop], where: str, problems: list[str]) -> None:
                         f"({_tun(a)}, {_tun(b)}): give both the same tunnel and impl")
     from .gateway import pair_problems
     problems.extend(f"{where}: gateways {a.name} and {b.name}: {p}"
-                    for p in pair_problems(a.params))
+                    for p in pair_problems(a.params, here))
     wan = [i for i, h in enumerate(hops) if h.kind == "wan"]
     if wan and not gw[0] < wan[0] < gw[1]:
         problems.append(f"{where}.path: the WAN must lie between the gateways {a.name} and "

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import proc
 from ..testbed.ledger import Ledger
 from ..testbed.netem import Netem
 from .base import RATE_RE, SIZE_RE, TIME_RE, Function, Hop, Param
@@ -80,7 +79,7 @@ class Wan(Function):
     def configure(self, hop: Hop, ledger: Ledger) -> None:
         for ifname in (hop.left_if, hop.right_if):   # both directions; gone with the netns
             for argv in qdisc_argvs(hop.params, ifname):
-                proc.run(argv, netns=hop.netns, timeout=10)
+                hop.run(argv, timeout=10)
 
 
 FUNCTION = Wan

@@ -60,7 +60,9 @@ def section_html(cases: list[dict[str, Any]]) -> str:
     first = docs[0]["chain"]
     esc = html.escape
     diagram = " → ".join(
-        ["site a"] + [f"{h['name']} ({h['kind']}, netns {h['netns']})" for h in first["hops"]]
+        ["site a"] + [f"{h['name']} ({h['kind']}, netns {h['netns']}"
+                      + (f" on {h['host']}" if h.get("host") else "") + ")"
+                      for h in first["hops"]]
         + ["site b"])
     places = [r["place"] for r in first["drops"]]
     head = "".join(f"<th>{esc(p)}</th>" for p in places)
@@ -104,14 +106,27 @@ def diagram(cases: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
     tbc = doc["testbed"]["chain"]
     sites = doc["testbed"].get("sites") or {}
     gw = tbc.get("gateway_tunnel") or {}
-    rows = [("a", "site", str((sites.get("a") or {}).get("netns") or "–"),
+    carrier = tbc.get("carrier") or {}
+    rows = [("a", "site", _where(sites.get("a") or {}),
              f"sends; MTU {tbc.get('segment_mtus', ['?'])[0]}")]
     for h in tbc.get("hops", []):
-        rows.append((h["name"], h["kind"], str(h.get("netns") or "–"), _what(h, gw)))
+        what = _what(h, gw)
+        if carrier and h["kind"] == "wan":
+            to = (carrier.get("ends") or {}).get("b") or {}
+            what += (f"; crosses to {to.get('host', '?')} over a {carrier.get('kind')} "
+                     f"carrier (-{carrier.get('overhead')} B: MTU {carrier.get('mtu')})")
+        rows.append((h["name"], h["kind"], _where(h), what))
     mtus = tbc.get("segment_mtus") or ["?"]
-    rows.append(("b", "site", str((sites.get("b") or {}).get("netns") or "–"),
+    rows.append(("b", "site", _where(sites.get("b") or {}),
                  f"receives; MTU {mtus[-1]}"))
     return rows
+
+
+def _where(place: dict[str, Any]) -> str:
+    """A place's namespace, with its host when the chain runs between hosts."""
+    ns = str(place.get("netns") or "–")
+    host = place.get("host")
+    return f"{host}: {ns}" if host and host != "local" else ns
 
 
 def _what(hop: dict[str, Any], gw: dict[str, Any]) -> str:
@@ -145,13 +160,20 @@ def diagram_line(cases: list[dict[str, Any]]) -> str:
     gw = tbc.get("gateway_tunnel") or {}
     ends = gw.get("gateways") or []
     inside = False
+    carrier = tbc.get("carrier") or {}
     out = "a"
+    crossing = False
     for h in tbc.get("hops", []):
         arrow = f" ={gw.get('label')}=> " if inside else " -> "
+        if crossing:   # the WAN segment between the hosts (inside a gateway tunnel or not)
+            arrow = (f" ={gw.get('label')} over {carrier.get('kind')}=> " if inside
+                     else f" ~{carrier.get('kind')}~> ")
+            crossing = False
         out += arrow + h["name"]
+        crossing = bool(carrier) and h["kind"] == "wan"
         if h["name"] in ends:
             inside = not inside
-    return out + " -> b"
+    return out + (f" ~{carrier.get('kind')}~> b" if crossing else " -> b")
 
 
 def _mean(vals: list[float]) -> float | None:

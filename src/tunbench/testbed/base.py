@@ -189,6 +189,9 @@ class Testbed:
     # a tag in the names of system-wide objects (wireguard-go's interfaces): the chain's
     # gateway tunnel and a site tunnel of the same run must not clash
     link_tag: str = ""
+    # a chain's placed hops (chain/base.Hop), each knowing how to reach its namespace on its
+    # host: the per-hop figures read them (chain/hops.py)
+    hops: list[Any] = field(default_factory=list, repr=False)
 
     def sites(self) -> tuple[Site, Site]:
         return self.a, self.b

@@ -57,6 +57,16 @@ def _undo_remote(e: dict[str, Any]) -> None:
         raise
 
 
+@register_undo("remote_agent")
+def _undo_agent(e: dict[str, Any]) -> None:
+    """Close an agent started for a case (in a chain site's namespace, chain/hosts.py): its
+    EOF undo stops what it started there, before the namespace itself is deleted (an older
+    entry). One that is gone undid its journal itself."""
+    agent = LIVE_AGENTS.pop(e["agent"], None)
+    if agent is not None:
+        agent.close()
+
+
 # ---- a remote site ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RemoteSite(Site):

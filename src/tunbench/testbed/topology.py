@@ -434,10 +434,16 @@ class Topology:
         return healed
 
     def build(self, run_id: str, ledger: Ledger, *, mtu: int, rate: str | None = None,
-              netem: Any = None, workdir: Path | None = None) -> Any:
+              netem: Any = None, workdir: Path | None = None, chain: Any = None) -> Any:
         from .base import Testbed
         from .local import make_workdir, tbf_args
         from .netem import qdisc_argvs
+        if chain is not None and chain.hops:   # the sites and functions as namespaces there
+            from ..chain import hosts as chain_hosts
+            tb = chain_hosts.build(self, run_id, ledger, chain, mtu=mtu, workdir=workdir)
+            tb.notes["hosts"] = {n: self._host_record(n) for n in ("a", "b")}
+            tb.notes["clock"] = self.clock()
+            return tb
         workdir = make_workdir(run_id, ledger, workdir)
         sites: list[Site] = []
         hosts: dict[str, Any] = {}
@@ -479,6 +485,13 @@ class Topology:
         if netem is not None and netem.active:
             tb.notes["netem"] = netem.describe()
         return tb
+
+    def _host_record(self, name: str) -> dict[str, Any]:
+        ep = self.endpoints[name]
+        h = ep.agent.hello if ep.agent is not None else {}
+        return {"target": self.target(name), "hostname": h.get("hostname"),
+                "kernel": h.get("kernel"), "machine": h.get("machine"), "ssh": dict(ep.mgmt),
+                "underlay_if": self.resolved[name].dev, "underlay4": self.resolved[name].addr4}
 
     @staticmethod
     def _undo_run(site: Site, ledger: Ledger, argv: list[str]) -> None:

@@ -115,12 +115,15 @@ class Agent:
 
     @classmethod
     def start(cls, conn: Connection, *, netlink: bool = True, python: str = "python3",
-              state_root: str = journal.ROOT, timeout: float = 60.0) -> Agent:
-        """Ship the agent to the connection's site and wait for its hello."""
-        agent_id = f"tb-{secrets.token_hex(3)}-{conn.name}"
+              state_root: str = journal.ROOT, timeout: float = 60.0,
+              prefix: tuple[str, ...] = (), tag: str = "") -> Agent:
+        """Ship the agent to the connection's site and wait for its hello. `prefix` runs it
+        under that argv there (`ip netns exec NS`: an agent inside a namespace of that host,
+        a chain's site); `tag` tells it apart in its id."""
+        agent_id = f"tb-{secrets.token_hex(3)}-{conn.name}{tag}"
         state = f"{state_root}/{agent_id}"
         err_path = conn.control_path.with_suffix(f".{agent_id}.err")
-        p = proc.spawn_piped(conn.ssh_argv([python, "-c", BOOTSTRAP, state]),
+        p = proc.spawn_piped(conn.ssh_argv([*prefix, python, "-c", BOOTSTRAP, state]),
                              stderr_path=err_path, label=f"agent@{conn.name}")
         if conn.ledger is not None:
             conn.ledger.process(p)

@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any
 
-from . import bpfhost
+from . import bpfhost, journal
 from .journal import Journal, kill, run_argv, starttime, sweep, undo
 
 PROTOCOL = 1
@@ -286,6 +286,27 @@ class Agent:
                     ) -> dict[str, Any]:
         from . import nl
         return nl.set_link(ifname, attrs, keep)
+
+    def op_netns_add(self, name: str) -> dict[str, Any]:
+        """Create a tunbench network namespace on this host (a chain's site or function),
+        journaled before it exists: EOF and a later sweep delete it, and with it every link,
+        address, route and nftables table inside."""
+        if not name.startswith(journal.NETNS_PREFIX):
+            raise AgentError(f"refusing namespace {name!r}: not a tunbench name", "notours")
+        self.journal.add("netns", name=name)
+        code, err = run_argv(["ip", "netns", "add", name])
+        if code != 0:
+            self.journal.forget("netns", "name", name)
+            raise AgentError(f"ip netns add {name}: {err.strip()}")
+        return {}
+
+    def op_netns_del(self, name: str) -> dict[str, Any]:
+        """Delete a namespace this agent created (one already gone is fine), and forget it."""
+        if not any(e["kind"] == "netns" and e["name"] == name for e in self.journal.entries):
+            raise AgentError(f"no such namespace {name} of this agent", "notfound")
+        journal.del_netns(name)
+        self.journal.forget("netns", "name", name)
+        return {}
 
     def op_host_record(self, entry: dict[str, Any]) -> dict[str, Any]:
         """Journal an object made on this host by commands (tbtun's bpffs mount, pins, tc

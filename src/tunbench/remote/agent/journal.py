@@ -20,6 +20,7 @@ from typing import Any
 from . import bpfhost
 
 ROOT = "/run/tunbench"
+NETNS_PREFIX = "tb-"        # testbed.names: tb-<run id>-<name>
 
 
 def starttime(pid: int) -> int | None:
@@ -116,11 +117,22 @@ def undo(entries: list[dict[str, Any]]) -> list[str]:
             elif e["kind"] == "link":
                 from . import nl
                 nl.delete(e["ifname"])
+            elif e["kind"] == "netns":
+                del_netns(e["name"])
             elif e["kind"] in bpfhost.KINDS:
                 bpfhost.undo(e, run_argv)
         except Exception as exc:  # noqa: BLE001 - reported, the rest is still undone
             errors.append(f"{e['kind']} {_what(e)}: {exc}")
     return errors
+
+
+def del_netns(name: str) -> None:
+    """`ip netns del` of a tunbench namespace; one already gone is fine."""
+    if not name.startswith(NETNS_PREFIX) or not os.path.exists(f"/run/netns/{name}"):
+        return
+    code, err = run_argv(["ip", "netns", "del", name])
+    if code != 0 and os.path.exists(f"/run/netns/{name}"):
+        raise RuntimeError(f"ip netns del {name}: {err.strip()}")
 
 
 def _what(e: dict[str, Any]) -> Any:

@@ -1,0 +1,265 @@
+"""A chain between two sshd "hosts" (sshhosts.py), driven only over SSH: router ->
+firewall(100 rules) -> wan(tbf 20 Mbit/s) -> router, the sites and the functions namespaces on
+the hosts (before the WAN on h1, after it on h2), the WAN segment a VXLAN carrier between the
+hosts. One campaign carries a 1 s stream and a short RFC 2544 search: TTL = routed hops, the
+WAN drops what exceeds its rate and the drop table names it, the hop records name the hosts,
+and nothing is left on either host (namespaces, links, nftables tables, /run/tunbench). Then a
+namespace journaled by an agent that loses its connection is deleted on that host."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sshhosts import SshHosts
+from test_sites import assert_clean
+
+from tunbench import proc, spec
+from tunbench.errors import SpecError
+from tunbench.remote.agent.client import Agent
+from tunbench.remote.transport import Connection
+from tunbench.report import hops as report_hops
+from tunbench.runner import run_campaign
+from tunbench.testbed import names
+from tunbench.workloads import loadgen
+
+pytestmark = pytest.mark.netns
+
+WAN_BPS = 20_000_000
+PACKET = 1400            # IP bytes; 1414 at the WAN's tbf (inner Ethernet), in the 1450 MTU
+CHAIN = {"path": ["router", "fw", "wan", "router"],
+         "fw": {"kind": "firewall", "rules": 100},
+         # a 32 KB bucket and a 10 ms queue: a 1 s trial's knee stays within ~2 % of the rate
+         "wan": {"kind": "wan", "rate": "20mbit", "burst": "32kb", "queue": "10ms"}}
+
+
+def host_state(hosts: SshHosts, name: str) -> dict[str, str]:
+    """What a chain could leave on a host, asked over SSH: its namespaces, tunbench links in
+    its own namespace, nftables tables of ours."""
+    with Connection.open(name, options=hosts.options(), name="check") as c:
+        netns = c.run(["ip", "netns", "list"], check=False).stdout
+        links = c.run(["ip", "-o", "link"]).stdout
+        tables = c.run(["nft", "list", "tables"], check=False).stdout
+    return {"netns": netns.strip(),
+            "links": "\n".join(ln for ln in links.splitlines() if "vxlan" in ln),
+            "nft": "\n".join(ln for ln in tables.splitlines() if "tb_" in ln)}
+
+
+def experiment(hosts: SshHosts, chain: dict[str, Any], **extra: Any) -> spec.Experiment:
+    return spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1,
+                                      "mtus": [1500]},
+                       "tunnel": [{"kind": "native"}],
+                       "workload": [
+                           {"name": "stream"},
+                           {"name": "loss-search", "method": "rfc2544", "sizes": [str(PACKET)],
+                            "flows": 1, "max_rate_pps": 4000, "min_rate_pps": 500,
+                            "resolution_pct": 4, "loss_threshold_pct": 0.1,
+                            "latency_at_pct": []}],
+                       "chain": chain, **extra,
+                       "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                      "test")
+
+
+@pytest.mark.skipif(loadgen.find_binary() is None,
+                    reason=f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})")
+def test_chain_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    empty = {n: host_state(hosts, n) for n in hosts.hosts}
+    started = time.monotonic()
+    cases = run_campaign(experiment(hosts, CHAIN), tmp_path / "r").store.read_cases()
+    took = time.monotonic() - started
+    assert [c["status"] for c in cases] == ["ok"] * 2, [(c.get("error"), c.get("error_log"))
+                                                        for c in cases]
+    by = {c["case"]["workload"]["name"]: c for c in cases}
+    for c in cases:
+        tb = c["testbed"]
+        assert tb["kind"] == "hosts-chain" and tb["shares_cpus"] is False
+        # the sites are namespaces on their hosts; the functions before the WAN on h1
+        assert tb["sites"]["a"]["host"] == "h1" and tb["sites"]["b"]["host"] == "h2"
+        assert tb["sites"]["a"]["netns"].endswith("-a")
+        hops = {h["name"]: h for h in tb["chain"]["hops"]}
+        assert {n: h["host"] for n, h in hops.items()} == {
+            "router1": "h1", "fw": "h1", "wan": "h1", "router4": "h2"}
+        carrier = tb["chain"]["carrier"]
+        assert carrier["kind"] == "vxlan" and carrier["overhead"] == 50
+        assert carrier["ends"]["a"]["local"] == hosts.hosts["h1"].addr
+        assert carrier["ends"]["a"]["remote"] == hosts.hosts["h2"].addr
+        assert tb["underlay_mtu"] == carrier["mtu"] == 1450
+        assert tb["chain"]["segment_mtus"] == [1450] * 5
+        probe = c["chain"]["probe"]
+        assert probe["routers"] == probe["expected_routers"] == 4, probe   # TTL 60 at b
+        assert all(v is not None for v in probe["rtt_us"].values()), probe
+    stream = by["stream"]
+    mbps = stream["metrics"]["throughput"]["value"]
+    assert 0.5 * WAN_BPS / 1e6 < mbps < 1.1 * WAN_BPS / 1e6, mbps   # the WAN's rate
+    search = by["loss-search"]
+    rows = {r["place"]: r for r in search["chain"]["drops"]}
+    # the top trials offer ~2x the WAN's rate: tbf drops the excess, and only the WAN does
+    assert search["chain"]["bottleneck"] == "wan", search["chain"]["drops"]
+    assert rows["wan"]["qdisc_drops"] > 1000, rows["wan"]
+    assert rows["fw"]["dropped"] == 0 and rows["router4"]["dropped"] == 0
+    rate = next(m["value"] for k, m in search["metrics"].items() if k.startswith("rfc2544_pps"))
+    knee = WAN_BPS / 8 / (PACKET + 14)
+    assert 0.8 * knee < rate < 1.1 * knee, (rate, knee)
+    # the report's chain diagram says where each hop ran
+    rows_d = report_hops.diagram(cases)
+    assert rows_d[2][:2] == ("fw", "firewall") and rows_d[2][2].startswith("h1: ")
+    assert rows_d[4][2].startswith("h2: ") and "crosses to h2" in rows_d[3][3]
+    assert report_hops.diagram_line(cases) == "a -> router1 -> fw -> wan ~vxlan~> router4 -> b"
+    assert {n: host_state(hosts, n) for n in hosts.hosts} == empty
+    assert_clean(hosts)
+    print(f"chain between hosts: stream {mbps:.1f} Mbit/s, RFC 2544 {rate:.0f} pps "
+          f"(knee {knee:.0f}), WAN drops {rows['wan']['qdisc_drops']}, {took:.1f} s")
+
+
+def test_chain_between_hosts_refused_in_one_line(hosts: SshHosts, tmp_path: Path) -> None:
+    """What a chain between hosts does not support is refused before connecting."""
+    with pytest.raises(SpecError) as err:
+        experiment(hosts, CHAIN, experiment={"duration": 1, "rate": "100mbit"})
+    assert "give the wan a rate instead" in err.value.one_line()
+    assert "\n" not in err.value.message
+    with pytest.raises(SpecError, match="needs a wan function"):
+        experiment(hosts, {"path": ["router"]})
+    assert {n: host_state(hosts, n)["netns"] for n in hosts.hosts} == {"h1": "", "h2": ""}
+
+
+def test_namespace_journaled_on_the_host_goes_with_its_agent(hosts: SshHosts) -> None:
+    """A namespace the agent made is deleted by the agent itself when its connection ends
+    (as at the end of a crashed run), `tunbench cleanup --site` deletes one whose agent was
+    killed outright, and a name that is not tunbench's is refused."""
+    ns = names.netns_name(names.new_run_id(), "fw")
+    with Connection.open("h2", options=hosts.options(), name="ns") as conn:
+        agent = Agent.start(conn, netlink=False)
+        with pytest.raises(Exception, match="not a tunbench name"):
+            agent.call("netns_add", name="other")
+        agent.call("netns_add", name=ns)
+        assert ns in conn.run(["ip", "netns", "list"]).stdout
+        agent.close()    # EOF: the agent undoes its journal
+        assert ns not in conn.run(["ip", "netns", "list"]).stdout
+        # an agent killed outright leaves its journal: `tunbench cleanup --site` deletes it
+        crashed = Agent.start(conn, netlink=False)
+        crashed.call("netns_add", name=ns)
+        conn.run(["kill", "-9", str(crashed.hello["pid"])])
+        crashed.close()
+        assert ns in conn.run(["ip", "netns", "list"]).stdout
+    r = proc.run([sys.executable, "-m", "tunbench", "cleanup", "--site", "h2", "--ssh-config",
+                  str(hosts.ssh_config)], check=False, timeout=60)
+    assert r.returncode == 0 and f"netns {ns}" in r.stdout, (r.stdout, r.stderr)
+    assert host_state(hosts, "h2")["netns"] == ""
+
+
+def test_vxlan_at_the_sites_through_a_chain_between_hosts(hosts: SshHosts, tmp_path: Path
+                                                          ) -> None:
+    """A tunnel at the sites runs over the chain (its underlay) as locally: vxlan inside the
+    sites' namespaces, through the carrier's vxlan between the hosts."""
+    exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1, "mtus": [1500]},
+                      "tunnel": [{"kind": "vxlan"}], "workload": [{"name": "stream"}],
+                      "chain": {"path": ["wan"], "wan": {"kind": "wan", "rate": "50mbit"}},
+                      "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                     "test")
+    (c,) = run_campaign(exp, tmp_path / "r").store.read_cases()
+    assert c["status"] == "ok", (c.get("error"), c.get("error_log"))
+    assert c["testbed"]["underlay_mtu"] == 1450 and c["case"]["tunnel"]["kind"] == "vxlan"
+    assert [h["host"] for h in c["testbed"]["chain"]["hops"]] == ["h1"]
+    assert c["chain"]["probe"]["routers"] == 1
+    assert 25 < c["metrics"]["throughput"]["value"] < 55       # the WAN's 50 Mbit/s
+    assert c["chain"]["drops"][1]["tx_packets"] > 100          # it crossed the wan hop
+    assert_clean(hosts)
+
+
+@pytest.mark.parametrize("where", ["build", "measuring"])
+def test_a_failing_case_leaves_nothing_on_either_host(
+        hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """The failure path: a step fails (injected) after every namespace, veth and the
+    carrier exist on both hosts: mid-build (after the real routes of site b's namespace), or
+    once the testbed is up, as the per-hop probe starts (the sites' agents, the functions'
+    rules all there); the case is failed with that reason and the ledger removes everything
+    on both hosts."""
+    from tunbench.chain import hops as chain_hops
+    from tunbench.chain import hosts as chain_hosts
+    from tunbench.errors import CommandFailed
+    real = chain_hosts._routes
+
+    def failing(agent: Agent, ns: str, pos: int, n: int) -> None:
+        real(agent, ns, pos, n)
+        if pos == n + 1:
+            raise CommandFailed(f"injected failure after the routes of {ns}")
+
+    def failing_probe(tb: Any) -> dict[str, Any]:
+        raise CommandFailed("injected failure after the routes of the whole testbed")
+
+    if where == "build":
+        monkeypatch.setattr(chain_hosts, "_routes", failing)
+    else:
+        monkeypatch.setattr(chain_hops, "probe", failing_probe)
+    empty = {n: host_state(hosts, n) for n in hosts.hosts}
+    exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1},
+                      "tunnel": [{"kind": "native"}], "workload": [{"name": "stream"}],
+                      "chain": CHAIN,
+                      "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                     "test")
+    (c,) = run_campaign(exp, tmp_path / "r").store.read_cases()
+    assert c["status"] == "failed" and "injected failure after the routes" in c["error"]
+    assert "removed during the case" not in c["error"]
+    assert not any(n.startswith("teardown") for n in c["notes"]), c["notes"]
+    assert {n: host_state(hosts, n) for n in hosts.hosts} == empty
+    assert_clean(hosts)
+
+
+def test_wireguard_gateways_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    """router -> gwa -> wan -> gwb -> router with WireGuard terminated at the gateways, gwa on
+    h1 and gwb on h2 (each an agent in its namespace there): the sites' traffic crosses the
+    WAN inside the tunnel (the WAN forwards outer packets only: 4 routed hops), the inner
+    path gets the tunnel's MTU, and the daemons end with the case."""
+    exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1, "mtus": [1500]},
+                      "tunnel": [{"kind": "native"}], "workload": [{"name": "stream"}],
+                      "chain": {"path": ["router", "gwa", "wan", "gwb", "router"],
+                                "gwa": {"kind": "gateway", "tunnel": "wireguard"},
+                                "gwb": {"kind": "gateway", "tunnel": "wireguard"},
+                                "wan": {"kind": "wan", "rate": "50mbit"}},
+                      "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                     "test")
+    (c,) = run_campaign(exp, tmp_path / "r").store.read_cases()
+    assert c["status"] == "ok", (c.get("error"), c.get("error_log"))
+    tbc = c["testbed"]["chain"]
+    gt = tbc["gateway_tunnel"]
+    assert gt["kind"] == "wireguard" and gt["encrypts"] and gt["gateways"] == ["gwa", "gwb"]
+    assert {h["name"]: h["host"] for h in tbc["hops"]} == {
+        "router1": "h1", "gwa": "h1", "wan": "h1", "gwb": "h2", "router5": "h2"}
+    assert report_hops.diagram_line([c]) == (f"a -> router1 -> gwa ={gt['label']}=> wan "
+                                              f"={gt['label']} over vxlan=> gwb -> router5 -> b")
+    inner = gt["inner_mtu"]
+    assert tbc["segment_mtus"] == [inner, inner, 1450, 1450, inner, inner] and inner < 1450
+    assert c["chain"]["probe"]["routers"] == c["chain"]["probe"]["expected_routers"] == 4
+    assert 25 < c["metrics"]["throughput"]["value"] < 55      # the WAN's 50 Mbit/s
+    rows = {r["place"]: r for r in c["chain"]["drops"]}
+    assert rows["wan"]["tx_packets"] > 1000                    # it all crossed the WAN
+    for pids in gt["endpoints"]["datapath_pids"].values():    # wireguard-go (or none: kernel)
+        for pid in pids:
+            comm = Path(f"/proc/{pid}/comm")
+            assert not comm.exists() or "wireguard" not in comm.read_text(), pid
+    assert_clean(hosts)
+
+
+def test_chain_between_hosts_against_direct(hosts: SshHosts, tmp_path: Path) -> None:
+    """`direct = true`: each case also runs on the plain hosts testbed (the hosts' own
+    namespaces, no function), in the same run; the report sets the chain against it."""
+    exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1, "mtus": [1500]},
+                      "tunnel": [{"kind": "native"}], "workload": [{"name": "stream"}],
+                      "chain": {"path": ["wan"], "wan": {"kind": "wan", "rate": "50mbit"},
+                                "direct": True},
+                      "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                     "test")
+    cases = run_campaign(exp, tmp_path / "r").store.read_cases()
+    assert [c["status"] for c in cases] == ["ok"] * 2, [c.get("error") for c in cases]
+    by = {c["testbed"]["kind"]: c for c in cases}
+    assert set(by) == {"hosts", "hosts-chain"}
+    assert by["hosts"]["testbed"]["sites"]["a"]["netns"] is None       # the host itself
+    chain_mbps = by["hosts-chain"]["metrics"]["throughput"]["value"]
+    direct_mbps = by["hosts"]["metrics"]["throughput"]["value"]
+    assert 25 < chain_mbps < 55 and direct_mbps > 2 * chain_mbps, (chain_mbps, direct_mbps)
+    cmp = report_hops.chain_vs_direct(cases)
+    assert cmp and cmp[0]["metric"] == "throughput" and cmp[0]["pct"] < 50, cmp
+    assert_clean(hosts)
