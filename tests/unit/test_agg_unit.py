@@ -122,3 +122,23 @@ def test_wire_cost_per_inner_packet_is_pure_arithmetic() -> None:
     assert wirecost.cost(a, b, 0, 100.0) is None
     no_cpu = wirecost.cost(a, wirecost.Snapshot(2500, 1_700_000, None), 10_000, 100.0)
     assert no_cpu is not None and no_cpu["cpu_per_mpps"] is None
+    assert got["datapath_cpu_per_mpps"] is None   # a kernel datapath: no daemon to read
+    da = wirecost.Snapshot(0, 0, 0, datapath_ticks=1000)
+    db = wirecost.Snapshot(2500, 1_700_000, 60, datapath_ticks=1025)
+    dp = wirecost.cost(da, db, 10_000, 100.0)
+    assert dp is not None and dp["datapath_cpu_per_mpps"] == pytest.approx(25.0)
+
+
+def test_cost_metrics_name_the_load_and_size() -> None:
+    from tunbench.workloads import loss_search
+    spent = {"wire_pkts_per_inner": 0.2, "wire_bytes_per_inner_byte": 1.1,
+             "cpu_per_mpps": 80.0, "datapath_cpu_per_mpps": None}
+    m = loss_search.cost_metrics("100", 80.0, spent)
+    assert sorted(m) == ["cpu_per_mpps_at_80pct_ndr_100",
+                         "wire_bytes_per_inner_byte_at_80pct_ndr_100",
+                         "wire_pkts_per_inner_at_80pct_ndr_100"]
+    rec = m["wire_pkts_per_inner_at_80pct_ndr_100"]
+    assert (rec.value, rec.base, rec.dims, rec.higher_is_better) == \
+        (0.2, "wire_pkts_per_inner", {"load_pct": 80.0, "size": "100"}, False)
+    with_daemon = loss_search.cost_metrics("100", 80.0, {**spent, "datapath_cpu_per_mpps": 7.5})
+    assert with_daemon["datapath_cpu_per_mpps_at_80pct_ndr_100"].value == 7.5

@@ -61,7 +61,8 @@ UNITS = {"us": "µs", "usec": "µs", "ms": "ms", "Mbps": "Mbit/s", "pps": "packe
 _STAT = {"min": "min", "max": "max", "mean": "mean", "avg": "average", "std": "std dev"}
 _COST = {"wire_pkts_per_inner": "Wire packets per inner packet",
          "wire_bytes_per_inner_byte": "Wire bytes per inner byte",
-         "cpu_per_mpps": "CPU per Mpps (host)"}
+         "cpu_per_mpps": "CPU per Mpps (host)",
+         "datapath_cpu_per_mpps": "Tunnel daemons' CPU per Mpps"}
 _GOAL = {"ndr": "NDR", "pdr": "PDR", "rfc2544": "RFC 2544 rate"}
 
 

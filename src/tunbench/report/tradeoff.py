@@ -7,9 +7,10 @@ A campaign has the trade-off when its ok agg cases ran at two or more flush time
 recorded `case.tunnel.params.flush_us`; 0 = no aggregation). Per variant (each agg flush
 timeout, native, vxlan), means over repeats of:
 
-- wire packets per inner packet and wire bytes per inner byte, CPU per Mpps: the loss
-  search's latency-under-load trial (`wire_pkts_per_inner`, `wire_bytes_per_inner_byte`,
-  `cpu_per_mpps` at the highest `load_pct` recorded, docs/loss-search.md);
+- wire packets per inner packet and wire bytes per inner byte, CPU per Mpps (the host's, and
+  tbagg's own): the loss search's latency-under-load trial (`wire_pkts_per_inner`,
+  `wire_bytes_per_inner_byte`, `cpu_per_mpps`, `datapath_cpu_per_mpps` at the highest
+  `load_pct` recorded, docs/loss-search.md);
 - inner packets/s at the loss threshold: the RFC 2544 rate (`rate_pps`, goal `rfc2544`),
   else MLRsearch's NDR;
 - added latency p50/p99: the latency workload's RTT (`udp_rtt`, else `tcp_rtt`) minus
@@ -26,7 +27,10 @@ from ..results.model import metric_records
 from . import stats
 from .data import Campaign, tunnel
 
-COST_BASES = ("wire_pkts_per_inner", "wire_bytes_per_inner_byte", "cpu_per_mpps")
+COST_BASES = ("wire_pkts_per_inner", "wire_bytes_per_inner_byte", "cpu_per_mpps",
+              "datapath_cpu_per_mpps")
+_COST_KEYS = {"wire_pkts_per_inner": "wire_pkts", "wire_bytes_per_inner_byte": "wire_bytes",
+              "cpu_per_mpps": "cpu", "datapath_cpu_per_mpps": "dp_cpu"}
 RTTS = ("udp_rtt", "tcp_rtt")
 KNEE = 0.05   # the take-away's timeout: the shortest within 5 % of the best packet rate
 
@@ -93,9 +97,7 @@ def _raw(docs: list[dict[str, Any]], size: str | None, load: float | None, goal:
             key = None
             if rec.base in COST_BASES and dims.get("size") == size \
                     and dims.get("load_pct") == load:
-                key = {"wire_pkts_per_inner": "wire_pkts",
-                       "wire_bytes_per_inner_byte": "wire_bytes",
-                       "cpu_per_mpps": "cpu"}[rec.base]
+                key = _COST_KEYS[rec.base]
             elif rec.base == "rate_pps" and dims.get("goal") == goal \
                     and dims.get("size") == size:
                 key = "pps"
@@ -213,7 +215,8 @@ def columns(t: Tradeoff) -> list[tuple[str, str]]:
     cols = [("wire_pkts", f"wire pkts / inner pkt (at {load})"),
             ("wire_bytes", f"wire B / inner B (at {load})"),
             ("pps", f"inner pkt/s at {thr}"),
-            ("cpu", f"CPU per Mpps (cores, at {load})")]
+            ("cpu", f"CPU per Mpps (cores, host, at {load})"),
+            ("dp_cpu", f"tbagg CPU per Mpps (cores, at {load})")]
     rtt = t.rtt or "RTT"
     for q in ("p50", "p99"):
         cols.append((f"add_{q}", f"added {q} µs ({rtt} idle)"))
@@ -264,8 +267,8 @@ def caption(t: Tradeoff) -> str:
     return (f"Means over repeats. Wire and CPU at {load} of each variant's own loss "
             f"threshold ({goal}), counted on site a's underlay (outer packets and bytes incl. "
             "the Ethernet header) per inner packet and inner IP byte; CPU: busy core-seconds "
-            "of the whole host per million inner packets (sender, tunnel ends and receiver "
-            "share it). Added latency: over native of the same run, "
+            "of the whole host per million inner packets (sender, tunnel ends, receiver and "
+            "any other user of the host share it), and tbagg's own (both sites). Added latency: over native of the same run, "
             f"{t.rtt or 'RTT'} of the latency workload (idle ping-pong: each message waits "
             f"up to the flush timeout each way) and the loss search's one-way latency at "
             f"{load}. flush 0 = no aggregation.")

@@ -254,10 +254,17 @@ def cost_metrics(key: str, pct: float, spent: dict[str, Any] | None) -> dict[str
     """What a latency-under-load trial cost per inner packet (wirecost.py), e.g.
     wire_bytes_per_inner_byte_at_80pct_ndr_100 with dims {"load_pct": 80, "size": "100"}:
     underlay packets per inner packet, underlay bytes per inner byte, and busy cores per Mpps
-    (= core-seconds per million packets). Lower is better; None when not readable."""
-    return {f"{base}_at_{pct:g}pct_ndr_{key}": Metric(
+    (= core-seconds per million packets); for a tunnel with datapath daemons, their own
+    (datapath_cpu_per_mpps). Lower is better; None when not readable."""
+    out = {f"{base}_at_{pct:g}pct_ndr_{key}": Metric(
         (spent or {}).get(base), unit, False, base=base, dims={"load_pct": pct, "size": key})
         for base, unit in COST_METRICS}
+    dp = (spent or {}).get("datapath_cpu_per_mpps")
+    if dp is not None:
+        out[f"datapath_cpu_per_mpps_at_{pct:g}pct_ndr_{key}"] = Metric(
+            dp, "cores per Mpps", False, base="datapath_cpu_per_mpps",
+            dims={"load_pct": pct, "size": key})
+    return out
 
 
 def trial_at(trials: list[Any], rate: float | None) -> Any:
@@ -466,10 +473,11 @@ class LossSearch(Workload[LossSearchParams]):
                       f"{rate_text(rate, mean_l3)}", trial=k, trials_about=count.about,
                       rate_pps=rate, expected_s=dur + 1.0,
                       remaining_s=count.left_s(duration + 1.0) + dur + 1.0)
-            before = wirecost.snapshot(ctx.tb)
+            before = wirecost.snapshot(ctx.tb, ctx.ep.datapath_pids)
             t = loadgen.run_trial(ctx.tb, dst, spec, dur, rate, label=f"loadgen-{key}",
                                   capture=capture, threads=threads)
-            spent = wirecost.cost(before, wirecost.snapshot(ctx.tb), t.offered, mean_l3)
+            spent = wirecost.cost(before, wirecost.snapshot(ctx.tb, ctx.ep.datapath_pids),
+                                  t.offered, mean_l3)
             trials.append({"phase": phase, **t.to_dict(), "cost": spent})
             costs.append(spent)
             return t

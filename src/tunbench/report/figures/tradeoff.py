@@ -26,15 +26,16 @@ def tradeoff_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         for ax, (key, title, unit) in zip(axes, panels):
             lat = key.startswith("add_")
             load = f"one-way at {t.load_pct:g}%" if t.load_pct is not None else "loaded"
-            for k, style, name in ((key, "-", f"agg, {t.rtt} idle" if lat else "agg"),
-                                   (t.loaded(key), "--", f"agg, {load}")):
-                if not lat and k != key:
-                    continue
+            second = (t.loaded(key), "--", f"agg, {load}") if lat else \
+                ("dp_cpu", "--", "agg, tbagg only") if key == "cpu" else None
+            for k, style, name in ((key, "-", f"agg, {t.rtt} idle" if lat
+                                    else "agg, host" if key == "cpu" else "agg"),
+                                   *([second] if second else [])):
                 pts = [(v.flush_us or 0, v.values[k]) for v in t.aggs if k in v.values]
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o",
                             ms=4, color=color, label=name)
-                for ref in t.refs:
+                for ref in t.refs if lat or k == key else ():
                     if k in ref.values:
                         ax.axhline(ref.values[k], ls=style if k != key else ":",
                                    color=pal(ref.label), lw=1.2,
@@ -56,5 +57,6 @@ def tradeoff_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         title = f"agg flush-timeout trade-off ({t.size} B inner UDP, {where})"
         fig.suptitle(title)
         cap = tradeoff.caption(t) + (" Dotted lines: native and vxlan (idle); dashed: the "
-                                     "same at the loaded trial.")
+                                     "same at the loaded trial; in the CPU panel, dashed: "
+                                     "tbagg's own CPU.")
         yield _save(fig, out, slug("agg-tradeoff", t.mtu, t.offloads), title, cap)
