@@ -11,6 +11,8 @@ generator:
     /proc/stat busy time, other users of the host included), one-way latency p50/p99;
 (c) with --stream: one large-packet TCP stream on an unshaped underlay, agg / vxlan.
 Figures print as ratios to vxlan; they do not pass or fail (the host is shared and noisy).
+The same sweep as a figure in tunbench's own report: `tunbench run --preset agg-tradeoff`
+(docs/agg.md, "The trade-off as a figure in the report").
 """
 
 from __future__ import annotations
