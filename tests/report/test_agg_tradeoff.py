@@ -100,6 +100,21 @@ def test_one_flush_timeout_or_none_is_no_tradeoff() -> None:
     assert tradeoff.find(data.load(DATA.parents[1] / "campaigns" / "loss")) == []
 
 
+def test_latency_cases_alone_give_the_latency_panels(tmp_path: Path) -> None:
+    """Without a loss search only what was measured is drawn: the two latency panels."""
+    c = data.load(DATA)
+    lat = [d for d in c.cases if d["case"]["workload"]["name"] == "latency"]
+    sub = data.Campaign(c.root, c.index, lat)
+    (t,) = tradeoff.find(sub)
+    assert t.size is None and t.goal is None and t.rtt == "udp_rtt"
+    assert all("pps" not in v.values and "add_p50" in v.values for v in t.aggs)
+    (fig,) = tradeoff_figures(sub, tmp_path, Palette(sub.tunnels()))
+    assert "None" not in fig.title and fig.overlaps == ()
+    svg = fig.svg.read_text()
+    assert "added latency p99" in svg and "wire packets per inner packet" not in svg
+    assert takeaways.agg_tradeoff(sub) == []   # no packet rates: nothing to weigh
+
+
 def test_the_report_has_the_figure_the_table_and_the_takeaway(report: Page) -> None:
     figs = {f.name: f for f in report.figures}
     fig = figs["agg-tradeoff-1500"]

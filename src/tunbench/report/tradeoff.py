@@ -253,7 +253,7 @@ def section_html(c: Campaign) -> str:
         parts.append(
             f"<h3 id=agg-tradeoff>agg flush-timeout trade-off (MTU {t.mtu}"
             + ("" if t.offloads == "default" else f", offloads {html.escape(t.offloads)}")
-            + f", {html.escape(str(t.size))} B inner UDP)</h3>"
+            + (f", {html.escape(t.size)} B inner UDP" if t.size else "") + ")</h3>"
             f"<p>{html.escape(caption(t))}</p>"
             f"<table><thead><tr><th>variant</th>{head}</tr></thead><tbody>{body}</tbody>"
             "</table>")

@@ -54,7 +54,8 @@ def tradeoff_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             ax.set_title(title)
             ax.legend(loc="best", fontsize=6.5)
         where = f"MTU {t.mtu}" + ("" if t.offloads == "default" else f", offloads {t.offloads}")
-        title = f"agg flush-timeout trade-off ({t.size} B inner UDP, {where})"
+        what = f"{t.size} B inner UDP, " if t.size else ""
+        title = f"agg flush-timeout trade-off ({what}{where})"
         fig.suptitle(title)
         cap = tradeoff.caption(t) + (" Dotted lines: native and vxlan (idle); dashed: the "
                                      "same at the loaded trial; in the CPU panel, dashed: "
