@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pyroute2.netlink.exceptions import NetlinkError
+
 from ..errors import TunbenchError
 from ..metrics.cpu import FIELDS, parse_pid_cpu_ticks, parse_proc_stat
 from ..testbed.base import Site, Testbed
@@ -71,7 +73,7 @@ def snapshot(tb: Testbed, pids: dict[str, list[int]] | None = None) -> Snapshot 
     """`pids`: the tunnel's datapath daemons per site (Endpoints.datapath_pids)."""
     try:
         st = tb.a.links.stats(tb.a.underlay_if)
-    except (OSError, TunbenchError, KeyError):
+    except (OSError, NetlinkError, TunbenchError, KeyError):   # e.g. no such device
         return None
     busy = [_busy_jiffies(s) for s in cpu_hosts(tb)]
     return Snapshot(int(st["tx_packets"]), int(st["tx_bytes"]),
