@@ -1,5 +1,5 @@
 """agg (tbagg) against kernel VXLAN and native, in ONE sitting (issue 16). Run as root:
-python bench/bench_agg.py [--rate 200mbit] [--flush 0 50 200] [--stream]
+python bench/bench_agg.py [--rate 200mbit] [--flush 0 50 200] [--stream | --stream-only]
 
 Per variant (native, vxlan, agg at each flush timeout), each on a fresh testbed whose underlay
 is tbf-shaped to --rate ("none": unshaped), with 100 B inner UDP packets from the load
@@ -7,9 +7,14 @@ generator:
 (a) inner packets/s at the 0.1 % loss threshold (RFC 2544 bisection, 1 s trials), beside the
     header model (what the shaped link allows if only header bytes mattered);
 (b) at 80 % of the variant's own threshold (--probe-fraction): packets and bytes on the underlay per
-    inner packet and inner byte (site a's underlay device counters), CPU per Mpps (host-wide
+    inner packet and inner byte (site a's underlay device counters; for agg, tbagg's own
+    datagram counters plus Ethernet/IP/UDP headers: with offload it sends runs of datagrams
+    as one UDP GSO send, which the veth counts as one packet of one header, where a NIC would
+    put each datagram on the wire whole), CPU per Mpps (host-wide
     /proc/stat busy time, other users of the host included), one-way latency p50/p99;
-(c) with --stream: one large-packet TCP stream on an unshaped underlay, agg / vxlan.
+(c) with --stream: one large-packet TCP stream on an unshaped underlay through vxlan, agg
+    without offload and agg with offload (TUN TSO, UDP GSO/GRO, coalescing), alternated over
+    --rounds rounds; each round's agg / vxlan ratios and their medians. --stream-only: just (c).
 Figures print as ratios to vxlan; they do not pass or fail (the host is shared and noisy).
 The same sweep as a figure in tunbench's own report: `tunbench run --preset agg-tradeoff`
 (docs/agg.md, "The trade-off as a figure in the report").
@@ -18,14 +23,16 @@ The same sweep as a figure in tunbench's own report: `tunbench run --preset agg-
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tunbench import tunnels
 from tunbench.testbed import local, names
-from tunbench.testbed.base import Testbed
 from tunbench.testbed.ledger import Ledger
+from tunbench.tunnels import agg
 from tunbench.workloads import loadgen
 from tunbench.workloads.base import Context
 from tunbench.workloads.search import rfc2544_search
@@ -76,36 +83,67 @@ def measure(kind: str, raw: dict[str, Any], rate: str | None, probe_fraction: fl
         r = rfc2544_search(trial, max_pps, threshold=0.001, resolution_pps=resolution,
                            duration=1.0, min_pps=1000)
         out["ndr_pps"] = float(r.rate_pps or 0)
-        out.update(probe(tb, trial, max(1000.0, probe_fraction * out["ndr_pps"])))
+
+        def wire() -> tuple[int, int]:
+            """(packets, bytes) site a puts on its underlay wire."""
+            if kind != "agg":
+                st = tb.a.links.stats(tb.a.underlay_if)
+                return st["tx_packets"], st["tx_bytes"]
+            c = agg.Agg.dump(ep, tb.a).counters
+            return c["tx_datagrams"], c["tx_wire_bytes"] + c["tx_datagrams"] * (ETH + 20 + 8)
+
+        out.update(probe(trial, max(1000.0, probe_fraction * out["ndr_pps"]), wire))
     return out
 
 
-def probe(tb: Testbed, trial: Any, pps: float) -> dict[str, float]:
-    before = tb.a.links.stats(tb.a.underlay_if)
+def probe(trial: Any, pps: float, wire: Callable[[], tuple[int, int]]) -> dict[str, float]:
+    pkts0, bytes0 = wire()
     cpu0 = busy_jiffies()
     t = trial(pps, 2.0)
     cpu1 = busy_jiffies()
-    after = tb.a.links.stats(tb.a.underlay_if)
+    pkts1, bytes1 = wire()
     inner = max(1, t.offered)
-    return {"probe_pps": pps, "wire_pkts_per_inner": (after["tx_packets"] - before["tx_packets"]) / inner,
-            "wire_bytes_per_inner_byte": (after["tx_bytes"] - before["tx_bytes"]) / (inner * SIZE),
+    return {"probe_pps": pps, "wire_pkts_per_inner": (pkts1 - pkts0) / inner,
+            "wire_bytes_per_inner_byte": (bytes1 - bytes0) / (inner * SIZE),
             "cpu_core_s_per_mpkt": (cpu1 - cpu0) / 100 / (inner / 1e6),
             "lat_p50_us": float(t.latency_us.get("p50") or 0),
             "lat_p99_us": float(t.latency_us.get("p99") or 0),
             "probe_loss": t.loss_ratio}
 
 
-def stream_ratio(duration: float) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for kind in ("vxlan", "agg"):
-        drv = tunnels.get(kind)
-        rid = names.new_run_id()
-        with Ledger(rid) as ledger:
-            tb = local.build(rid, ledger)
-            ep = drv().up(tb, drv.default_params())
-            res = Stream().run(Context(tb, ep, duration=duration, warmup=1), StreamParams())
-            out[kind] = float(res.metrics["throughput"].value or 0)
-    return out
+STREAM_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "vxlan": ("vxlan", {}), "agg-nooffload": ("agg", {"offload": False}),
+    "agg-offload": ("agg", {"offload": True})}
+
+
+def stream_once(kind: str, raw: dict[str, Any], duration: float) -> float:
+    drv = tunnels.get(kind)
+    rid = names.new_run_id()
+    with Ledger(rid) as ledger:
+        tb = local.build(rid, ledger)
+        ep = drv().up(tb, drv.parse_params(raw))
+        res = Stream().run(Context(tb, ep, duration=duration, warmup=1), StreamParams())
+        return float(res.metrics["throughput"].value or 0)
+
+
+def stream_rounds(duration: float, rounds: int) -> None:
+    """vxlan, agg without and with offload, alternated: each round's ratios side by side."""
+    per: dict[str, list[float]] = {k: [] for k in STREAM_VARIANTS}
+    print(f"\nlarge-packet TCP stream, unshaped, {duration:g} s per variant, Mbit/s "
+          f"(ratios to vxlan of the same round)")
+    print(f"{'round':>5} {'vxlan':>8} {'agg off':>8} {'x vxlan':>8} {'agg on':>8} {'x vxlan':>8} "
+          f"{'on/off':>7}")
+    for i in range(rounds):
+        got = {name: stream_once(kind, raw, duration) for name, (kind, raw) in STREAM_VARIANTS.items()}
+        vx = max(1.0, got["vxlan"])
+        for name, v in got.items():
+            per[name].append(v / vx)
+        print(f"{i + 1:5} {got['vxlan']:8.0f} {got['agg-nooffload']:8.0f} "
+              f"{got['agg-nooffload'] / vx:8.3f} {got['agg-offload']:8.0f} "
+              f"{got['agg-offload'] / vx:8.3f} "
+              f"{got['agg-offload'] / max(1.0, got['agg-nooffload']):7.1f}", flush=True)
+    off, on = statistics.median(per["agg-nooffload"]), statistics.median(per["agg-offload"])
+    print(f"median agg / vxlan: without offload {off:.3f}, with offload {on:.3f}")
 
 
 def main() -> int:
@@ -116,7 +154,16 @@ def main() -> int:
     ap.add_argument("--resolution", type=float, default=1000, help="search width, packets/s")
     ap.add_argument("--max-pps", type=float, default=320000)
     ap.add_argument("--stream", action="store_true", help="also the large-packet TCP stream")
+    ap.add_argument("--stream-only", action="store_true", help="only the large-packet TCP stream")
+    ap.add_argument("--rounds", type=int, default=3, help="alternated rounds of the stream")
+    ap.add_argument("--stream-seconds", type=float, default=5.0)
     args = ap.parse_args()
+    if args.rounds < 1 or args.stream_seconds <= 0:
+        print("--rounds must be >= 1 and --stream-seconds > 0", file=sys.stderr)
+        return 2
+    if args.stream_only:
+        stream_rounds(args.stream_seconds, args.rounds)
+        return 0
     if loadgen.find_binary() is None:
         print(f"tunbench-loadgen is not built: {loadgen.BUILD_FIX}", file=sys.stderr)
         return 2
@@ -149,9 +196,7 @@ def main() -> int:
               f"{r['wire_bytes_per_inner_byte'] / vx['wire_bytes_per_inner_byte']:8.2f} "
               f"{r['cpu_core_s_per_mpkt']:11.2f} {r['lat_p50_us']:7.0f} {r['lat_p99_us']:7.0f}")
     if args.stream:
-        s = stream_ratio(5.0)
-        print(f"\nlarge-packet TCP stream, unshaped: agg {s['agg']:.0f} Mbit/s, vxlan "
-              f"{s['vxlan']:.0f} Mbit/s, agg / vxlan = {s['agg'] / max(1, s['vxlan']):.2f}")
+        stream_rounds(args.stream_seconds, args.rounds)
     return 0
 
 

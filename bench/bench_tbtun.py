@@ -8,7 +8,11 @@ workload):
 (c) TCP request/response latency p50 / p99 (sockperf, latency workload): ebpf-vxlan / vxlan;
     target <= 1.0;
 (d) setup time of one site pair: ebpf-vxlan (1 and 1000 rules) and kernel vxlan;
-(e) decap in native XDP / decap in tc (ebpf-vxlan decap=xdp vs decap=tc), and XDP / native.
+(e) decap in native XDP / decap in tc (ebpf-vxlan decap=xdp vs decap=tc), and XDP / native;
+(f) the programs' own cost, from the kernel's BPF run-time statistics (kernel.bpf_stats_enabled
+    on for the bench, restored after): ns per run of the encap program (site a) and the decap
+    program (site b) during the stream, with 2 and with 1000 rules. Unlike throughput, this is
+    hardly moved by the other users of the host, so it says what 1000 rules cost per packet.
 Figures are medians of per-round ratios; they print, they do not pass or fail (the host is
 shared and noisy).
 """
@@ -16,12 +20,14 @@ shared and noisy).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from tunbench import tunnels
+from tunbench import proc, tunnels
 from tunbench.testbed import local, names
 from tunbench.testbed.ledger import Ledger
 from tunbench.workloads.base import Context
@@ -37,6 +43,21 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+STATS_SYSCTL = Path("/proc/sys/kernel/bpf_stats_enabled")
+
+
+def prog_stats(run_id: str) -> dict[str, tuple[int, int]]:
+    """(run_time_ns, run_cnt) of the pinned encap (site a) and decap (site b) programs."""
+    out: dict[str, tuple[int, int]] = {}
+    for key, pin in (("encap", "a/tb_encap"), ("decap", "b/tb_decap")):
+        path = Path(f"/sys/fs/bpf/tb-{run_id}") / pin
+        if path.exists():
+            r = proc.run(["bpftool", "-j", "prog", "show", "pinned", str(path)], timeout=10)
+            info = json.loads(r.stdout)
+            out[key] = (int(info.get("run_time_ns", 0)), int(info.get("run_cnt", 0)))
+    return out
+
+
 def measure(variant: str, duration: float, latency: bool) -> dict[str, float]:
     kind, raw = VARIANTS[variant]
     drv = tunnels.get(kind)
@@ -48,8 +69,16 @@ def measure(variant: str, duration: float, latency: bool) -> dict[str, float]:
         ep = drv().up(tb, drv.parse_params(raw))
         out["setup_s"] = time.monotonic() - t0
         ctx = Context(tb, ep, duration=duration, warmup=1)
+        before = prog_stats(rid)
+        t1 = time.monotonic()
         res = Stream().run(ctx, StreamParams())
+        wall = time.monotonic() - t1
         out["mbps"] = float(res.metrics["throughput"].value or 0)
+        for key, (ns, cnt) in prog_stats(rid).items():
+            ns0, cnt0 = before.get(key, (0, 0))
+            if cnt > cnt0:
+                out[f"{key}_ns"] = (ns - ns0) / (cnt - cnt0)
+                out[f"{key}_core"] = (ns - ns0) / 1e9 / wall   # share of one core
         if latency:
             lat = Latency().run(ctx, LatencyParams(protocol="tcp"))
             out["p50"] = float(lat.metrics["tcp_rtt_p50"].value or 0)
@@ -68,6 +97,17 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=5)
     args = ap.parse_args()
+    old_stats = STATS_SYSCTL.read_text().strip() if STATS_SYSCTL.exists() else None
+    if old_stats is not None:
+        STATS_SYSCTL.write_text("1")
+    try:
+        return run(args)
+    finally:
+        if old_stats is not None:
+            STATS_SYSCTL.write_text(old_stats)
+
+
+def run(args: argparse.Namespace) -> int:
     rows: list[dict[str, dict[str, float]]] = []
     for i in range(args.rounds):
         row = {}
@@ -92,6 +132,17 @@ def main() -> int:
     print(f"(e) decap xdp / decap tc:      "
           f"{_ratio(rows, 'ebpf-vxlan-xdp', 'ebpf-vxlan', 'mbps')}")
     print(f"    decap xdp / native:        {_ratio(rows, 'ebpf-vxlan-xdp', 'native', 'mbps')}")
+    for v in ("ebpf-vxlan", "ebpf-vxlan-1000", "ebpf-vxlan-xdp"):
+        for key in ("encap", "decap"):
+            got = [r[v][f"{key}_ns"] for r in rows if f"{key}_ns" in r[v]]
+            if got:
+                core = statistics.median(r[v][f"{key}_core"] for r in rows
+                                         if f"{key}_core" in r[v])
+                print(f"(f) {key} program, {v:<16} median {statistics.median(got):.0f} ns "
+                      f"per run, {100 * core:.2f} % of one core during the stream "
+                      f"(n={len(got)})")
+    print(f"    1000 rules / 2 rules, encap ns per run: "
+          f"{_ratio(rows, 'ebpf-vxlan-1000', 'ebpf-vxlan', 'encap_ns')}")
     for v in VARIANTS:
         setups = [r[v]["setup_s"] * 1000 for r in rows]
         print(f"(d) setup {v:<16} median {statistics.median(setups):.0f} ms")

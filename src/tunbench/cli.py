@@ -221,13 +221,14 @@ def _site_overrides(args: argparse.Namespace, data: dict[str, Any],
                             "e.g. --site a=root@gw1 --site b=root@gw2 (or b=local)")
         sites = sites or {}
         if name in sites:
-            raise SpecError(f"--site {name} given twice", "give each of a and b once")
+            raise SpecError(f"--site {name} given twice", "give each site once")
         sites[name] = target
     if getattr(args, "ssh_config", None):
         sites = sites or dict(data.get("sites") or {})
-        if not any(k in sites for k in ("a", "b")):
+        if not any(k in sites for k in ("a", "b", "hub")):
             raise SpecError(f"--ssh-config {args.ssh_config} is only used to reach remote sites",
-                            "add --site a=USER@HOST --site b=USER@HOST, or leave it out")
+                            "add --site a=USER@HOST --site b=USER@HOST (a hub testbed: "
+                            "--site hub=... --site s1=...), or leave it out")
         inputs.read_text(Path(os.path.expanduser(args.ssh_config)), "--ssh-config")
         sites["ssh_config"] = args.ssh_config
     if sites is not None:
@@ -516,14 +517,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "addresses x source x destination ports, e.g. 5x5x100x100")
     r.add_argument("--site", action="append", metavar="NAME=TARGET",
                    help="run between real hosts over SSH: --site a=USER@HOST --site "
-                   "b=USER@HOST ('local' = this host); default: two namespaces here")
+                   "b=USER@HOST ('local' = this host); default: two namespaces here. With "
+                   "--testbed hub: --site hub=USER@HOST --site s1=USER@HOST ... sN=..., one "
+                   "host each")
     r.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
                    help="ssh config file for the sites (ssh -F; default ~/.ssh/config)")
     r.add_argument("--testbed", metavar="KIND", help="pair (default: two sites) or hub (one "
                    "hub site and --spokes N spoke sites; kinds native, vxlan, ebpf-vxlan; "
                    "workload stream, to one spoke and to all at once)")
     r.add_argument("--spokes", type=int, metavar="N", help="spoke sites of --testbed hub "
-                   "(1..1000, default 10)")
+                   "(1..1000, default 10; on hosts: the number of --site sN given)")
     r.add_argument("--shuffle", action="store_true", help="shuffle case order within a round")
     r.add_argument("--seed", type=int, help="seed for --shuffle")
     r.add_argument("--out", help="result folder (default results/<timestamp>)")

@@ -15,7 +15,10 @@ What a case records (its `hub` section and metrics), the comparison issue 14 ask
   wall time from the first start to the last end (summing each client's rate would overstate
   it: starting many clients takes a while, so their intervals do not fully overlap).
 `native` is the baseline: the same paths without a tunnel (hub -> spokes' underlay addresses
-through the router), so every ratio has its reference in the same campaign. CPU is not
+through the router, or over the hosts' own underlay), so every ratio has its reference in the
+same campaign. On hosts (`[sites]` hub, s1..sN; testbed/hubhosts.py) the same case runs
+with every process started on its host through that host's agent, and the record says where
+each site was (`testbed.sites`) and what each spoke's VXLAN device received. CPU is not
 sampled here (the figures are the hub's costs, not per-site CPU).
 """
 
@@ -35,7 +38,10 @@ from .spec import Experiment
 from .tbtun import hub as tbhub
 from .tbtun import loader
 from .testbed import hub, local, names, netlink
+from .testbed.base import Site
+from .testbed.hubhosts import HubHosts
 from .testbed.ledger import Ledger
+from .testbed.remote import RemoteSite
 
 ALL_MAX = 100
 
@@ -46,16 +52,24 @@ def targets(kind: str, h: hub.Hub) -> list[str]:
     return [s.underlay4 if kind == "native" else s.inner4 for s in h.spokes]
 
 
-def bring_up(kind: str, h: hub.Hub, params: Any) -> dict[str, Any]:
-    """The hub's side of `kind` towards every spoke; what was made (for the case's record)."""
+def bring_up(kind: str, h: hub.Hub, params: Any, obj: str | None = None) -> dict[str, Any]:
+    """The hub's side of `kind` towards every spoke; what was made (for the case's record).
+    `obj`: tbtun's object already on the hub's host (tbhub.ship)."""
     if kind == "vxlan":
         devs = tbhub.kernel_vxlan(h)
         return {"devices": len(devs), "created_with": "ip -batch (one vxlan device per spoke)"}
     if kind == "ebpf-vxlan":
-        where = tbhub.tbtun(h, getattr(params, "decap", "tc"))
+        where = tbhub.tbtun(h, getattr(params, "decap", "tc"), obj)
         return {"devices": 0, "attach_points": 1, "rules": len(h.spokes), "pins": str(where),
-                "decap": getattr(params, "decap", "tc"), "created_with": "bpftool+tc"}
-    return {"devices": 0}     # native: the router's paths as they are
+                "decap": getattr(params, "decap", "tc"), "created_with": "bpftool+tc",
+                **({"routes": len(h.spokes)} if h.on_hosts else {})}
+    return {"devices": 0}     # native: the underlay's paths as they are
+
+
+def _spawn(site: Site, argv: list[str], workdir: Path, label: str) -> proc.Process:
+    """A process on `site`, its log in the case directory there (a host's own, or ours)."""
+    wd = Path(site.workdir) if isinstance(site, RemoteSite) else workdir
+    return site.spawn(argv, wd, label, env=None, split_stderr=False)
 
 
 def stream_to(h: hub.Hub, spokes: list[tuple[hub.Spoke, str]], seconds: float, workdir: Path,
@@ -68,17 +82,16 @@ def stream_to(h: hub.Hub, spokes: list[tuple[hub.Spoke, str]], seconds: float, w
     try:
         for s, addr in spokes:
             # --forceflush: its log is a file, "Server listening" must not wait in a buffer
-            servers.append(proc.spawn(["iperf3", "-s", "-1", "--forceflush", "-B", addr],
-                                      netns=s.netns,
-                                      log_path=workdir / f"iperf3-s{s.index}.log"))
+            servers.append(_spawn(s.site, ["iperf3", "-s", "-1", "--forceflush", "-B", addr],
+                                  workdir, f"iperf3-s{s.index}"))
         for srv in servers:
             proc.wait_ready(srv, ready_text="Server listening", timeout=60)
         t0 = time.monotonic()
         for s, addr in spokes:
-            clients.append(proc.spawn(
-                ["iperf3", "-c", addr, "-t", f"{seconds:g}", "-J",
-                 *(["-O", f"{omit:g}"] if omit else [])],
-                netns=h.netns, log_path=workdir / f"iperf3-c{s.index}.log"))
+            clients.append(_spawn(
+                h.site, ["iperf3", "-c", addr, "-t", f"{seconds:g}", "-J",
+                         *(["-O", f"{omit:g}"] if omit else [])],
+                workdir, f"iperf3-c{s.index}"))
         ends, total = [], 0.0
         for (s, addr), c in zip(spokes, clients, strict=True):
             c.wait(timeout=seconds + omit + 60)
@@ -113,12 +126,13 @@ def measure(exp: Experiment, case: Case, h: hub.Hub, workdir: Path,
     """Bring the kind up on the hub and measure; (hub section, metrics, raw)."""
     kind = case.tunnel.kind
     progress(PhaseEvent(SETUP, f"{kind} on the hub towards {len(h.spokes)} spokes"))
-    mem0, t0 = tbhub.kernel_memory_kb(), time.monotonic()
-    made = bring_up(kind, h, case.tunnel.params)
+    obj = tbhub.ship(h) if kind == "ebpf-vxlan" else None
+    mem0, t0 = tbhub.kernel_memory_kb(h.site), time.monotonic()
+    made = bring_up(kind, h, case.tunnel.params, obj)
     setup_s = time.monotonic() - t0
-    mem_kb = tbhub.kernel_memory_kb() - mem0
+    mem_kb = tbhub.kernel_memory_kb(h.site) - mem0
     if "pins" in made:
-        made["maps_kb"] = round(tbhub.map_memory(Path(made["pins"])) / 1024, 1)
+        made["maps_kb"] = round(tbhub.map_memory(Path(made["pins"]), h.site) / 1024, 1)
     addrs = targets(kind, h)
     progress(PhaseEvent(SETUP, f"ping spoke 1 through {kind}"))
     wait_reachable(h, addrs[0])
@@ -155,31 +169,56 @@ def measure(exp: Experiment, case: Case, h: hub.Hub, workdir: Path,
     return section, metrics, {"one": one, "all": ends}
 
 
-def counters(kind: str, section: dict[str, Any]) -> dict[str, Any] | None:
-    """tbtun's own counters on the hub (proof the rules carried the traffic)."""
+def counters(kind: str, section: dict[str, Any], h: hub.Hub) -> dict[str, Any] | None:
+    """tbtun's own counters on the hub (proof the rules carried the traffic); on hosts also
+    what each spoke's VXLAN device received (proof each host was reached)."""
+    out: dict[str, Any] = {}
+    if h.on_hosts and kind != "native":
+        out["spoke_rx_packets"] = {f"s{s.index}": s.site.links.stats(s.vxlan_if)["rx_packets"]
+                                   for s in h.spokes}
     where = Path(section.get("pins", ""))
-    if kind != "ebpf-vxlan" or not where.is_dir():
-        return None
-    return {"hub": {k: v["packets"] for k, v in loader.stats(where).items()},
-            "rules_with_traffic": len(loader.rule_counters(where))}
+    if kind == "ebpf-vxlan" and section.get("pins") and h.site.exists(where):
+        out["hub"] = {k: v["packets"] for k, v in loader.stats(where, h.site).items()}
+        out["rules_with_traffic"] = len(loader.rule_counters(where, h.site))
+    return out or None
 
 
-def log_tails(workdir: Path | None, lines: int = 10) -> str | None:
+def log_tails(workdir: Path | None, lines: int = 10, h: hub.Hub | None = None
+              ) -> str | None:
     """The last lines of every process log of a failed case, read before teardown removes
-    them."""
-    if workdir is None or not workdir.is_dir():
-        return None
+    them (on hosts: each site's, through its agent)."""
     out = []
-    for log in sorted(workdir.glob("*.log")):
-        tail = log.read_text(errors="replace").splitlines()[-lines:]
-        if tail:
-            out.append(f"--- {log.name}\n" + "\n".join(tail))
+    if workdir is not None and workdir.is_dir():
+        for log in sorted(workdir.glob("*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+            if tail:
+                out.append(f"--- {log.name}\n" + "\n".join(tail))
+    if h is not None and h.on_hosts:
+        for site in [h.site, *(s.site for s in h.spokes)]:
+            out += _remote_tails(site, lines)
     return "\n".join(out) or None
 
 
-def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> dict[str, Any]:
-    """One hub case on a fresh hub testbed; always torn down; never raises except
-    Interrupted (the runner's contract for run_case)."""
+def _remote_tails(site: Site, lines: int) -> list[str]:
+    if not isinstance(site, RemoteSite) or site.agent is None or not site.agent.alive:
+        return []
+    agent, wd = site.agent, site.workdir
+    try:
+        out = []
+        for n in agent.call("list_dir", path=wd)["names"]:
+            if n.endswith(".log"):
+                tail = agent.read_file(f"{wd}/{n}").decode(errors="replace").splitlines()
+                if tail[-lines:]:
+                    out.append(f"--- {site.name}:{n}\n" + "\n".join(tail[-lines:]))
+        return out
+    except TunbenchError:
+        return []
+
+
+def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
+             hosts: HubHosts | None = None) -> dict[str, Any]:
+    """One hub case on a fresh hub testbed (namespaces here, or `hosts`' hosts); always torn
+    down; never raises except Interrupted (the runner's contract for run_case)."""
     assert exp.hub is not None
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
     run_id = names.new_run_id(taken)
@@ -192,26 +231,34 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> di
     raw: Any = {}
     testbed: dict[str, Any] | None = None
     ctr: dict[str, Any] | None = None
+    h: hub.Hub | None = None
     notes: list[str] = []
     try:
-        progress(PhaseEvent(SETUP, f"hub testbed with {exp.hub.spokes} spokes"))
+        where = f"on {len(hosts.specs)} hosts" if hosts is not None else "here"
+        progress(PhaseEvent(SETUP, f"hub testbed with {exp.hub.spokes} spokes {where}"))
         t0 = time.monotonic()
-        h = hub.build(run_id, ledger, exp.hub.spokes)
         workdir = local.make_workdir(run_id, ledger)
-        testbed = {"kind": "hub", "spokes": exp.hub.spokes, "hub": h.netns,
-                   "router": h.router, "underlay_mtu": 1500, "underlay_if": h.underlay_if,
-                   "hub_underlay4": h.underlay4, "hub_inner4": h.inner4,
-                   "spoke_tunnel": "kernel vxlan (VNI = spoke index)",
-                   "build_s": round(time.monotonic() - t0, 3), "shared_by_sites": True}
+        if hosts is not None:
+            h = hosts.build(run_id, ledger)
+            testbed = {"kind": "hub", "on": "hosts", "spokes": len(h.spokes),
+                       "sites": hosts.describe(), "underlay_mtu": h.underlay_mtu,
+                       "inner_mtu": h.inner_mtu, "underlay_if": h.underlay_if,
+                       "hub_underlay4": h.underlay4, "hub_inner4": h.inner4,
+                       "spoke_tunnel": "kernel vxlan (VNI = spoke index)",
+                       "shared_by_sites": False}
+        else:
+            h = hub.build(run_id, ledger, exp.hub.spokes)
+            testbed = hub.describe(h)
+        testbed["build_s"] = round(time.monotonic() - t0, 3)
         section, metrics, raw = measure(exp, case, h, workdir, progress)
-        ctr = counters(case.tunnel.kind, section)
+        ctr = counters(case.tunnel.kind, section, h)
     except Interrupted:
         raise
     except TunbenchError as exc:
-        status, error, error_log = "failed", exc.one_line(), log_tails(workdir)
+        status, error, error_log = "failed", exc.one_line(), log_tails(workdir, h=h)
     except Exception as exc:  # netlink errors and anything unforeseen: record, go on
         status, error = "failed", f"{type(exc).__name__}: {exc}"
-        error_log = log_tails(workdir)
+        error_log = log_tails(workdir, h=h)
     finally:
         try:
             progress(PhaseEvent(TEARDOWN))
@@ -225,8 +272,10 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore) -> di
         case={**case.to_dict(), "tunnel": tunnel_identity(case),
               "workload": workload_identity(case), "run_id": run_id},
         status=status, started=started, ended=time.time(), testbed=testbed,
-        tunnel={"kind": case.tunnel.kind, "mtu": hub.INNER_MTU if case.tunnel.kind != "native"
-                else 1500, "overhead": 0 if case.tunnel.kind == "native" else 50,
+        tunnel={"kind": case.tunnel.kind,
+                "mtu": (h.inner_mtu if h else hub.INNER_MTU) if case.tunnel.kind != "native"
+                else (h.underlay_mtu if h else 1500),
+                "overhead": 0 if case.tunnel.kind == "native" else hub.OVERHEAD,
                 "info": {k: v for k, v in section.items() if k in (
                     "devices", "attach_points", "rules", "pins", "decap", "created_with")}},
         metrics=metrics, series={}, cpu=None,

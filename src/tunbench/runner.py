@@ -29,6 +29,7 @@ from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
 from .testbed import local, names, netlink, topology
 from .testbed.base import Site, Testbed
+from .testbed.hubhosts import HubHosts
 from .testbed.ledger import Ledger
 from .tunnels.base import Endpoints
 from .watch import DatapathWatch
@@ -139,12 +140,16 @@ def site_kernel(exp: Experiment, impls: dict[str, implchoice.Choice] | None = No
     return out
 
 
-def open_topology(exp: Experiment) -> topology.Topology | None:
+def open_topology(exp: Experiment) -> topology.Topology | HubHosts | None:
     """Connect to the experiment's sites (None: the local testbed) and check them, before
     anything is changed on any host."""
     if not exp.sites:
         return None
     cfg = Path(os.path.expanduser(exp.ssh_config)) if exp.ssh_config else None
+    if exp.hub is not None:     # the hub and its spokes on hosts (testbed/hubhosts.py)
+        hosts = HubHosts(exp.sites, topology.SshOptions(config_file=cfg))
+        hosts.open([t.kind for t in exp.tunnels])
+        return hosts
     topo = topology.Topology(exp.sites, topology.SshOptions(config_file=cfg))
     moving = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
               if tunnels.get(t.kind).moves_underlay(t.params)]
@@ -232,7 +237,7 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
 
 def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], todo: list[Case],
                done: dict[str, str], reporter: Reporter,
-               topo: topology.Topology | None) -> CampaignOutcome:
+               topo: topology.Topology | HubHosts | None) -> CampaignOutcome:
     reporter.campaign_start(todo, case_plans(exp, todo))
     outcome = CampaignOutcome(store, dict(done))
     try:
@@ -264,7 +269,8 @@ def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], tod
     return outcome
 
 
-def _heal(topo: topology.Topology | None, doc: dict[str, Any]) -> TunbenchError | None:
+def _heal(topo: topology.Topology | HubHosts | None, doc: dict[str, Any]
+          ) -> TunbenchError | None:
     """After a case on hosts: reconnect every site whose connection dropped (that case failed
     with the reason; the new agent sweeps the host) so the campaign goes on, noted in the
     case. A host that stays unreachable: its connect error, to end the campaign with."""
@@ -287,13 +293,15 @@ def _case_keys(c: Case) -> dict[str, Any]:
 
 
 def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
-             topo: topology.Topology | None = None) -> dict[str, Any]:
+             topo: topology.Topology | HubHosts | None = None) -> dict[str, Any]:
     """One case on a fresh testbed (two namespaces here, or `topo`'s hosts); always torn
     down; never raises except Interrupted. `progress` hears each phase as it starts
     (bring-up, the workload's own, teardown)."""
     if exp.hub is not None:   # one hub and N spokes: a case of its own shape (hubcase.py)
         from .hubcase import run_case as run_hub_case
-        return run_hub_case(exp, case, progress)
+        return run_hub_case(exp, case, progress,
+                            topo if isinstance(topo, HubHosts) else None)
+    assert not isinstance(topo, HubHosts)
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
     run_id = names.new_run_id(taken)
     ledger = Ledger(run_id)

@@ -47,7 +47,7 @@ them together before anything runs. The same dict shape is used for TOML files a
 
     [testbed]                     # optional: "pair" (default) or a hub with N spokes
     kind = "hub"                  # (stream; native, vxlan, ebpf-vxlan; docs/tbtun.md)
-    spokes = 10
+    spokes = 10                   # on hosts: [sites] hub = "root@h", s1 = ..., sN = ...
 """
 
 from __future__ import annotations
@@ -244,7 +244,13 @@ def build(data: dict[str, Any], source: str = "command line",
     raw_sites = dict(data.get("sites") or {}) if isinstance(data.get("sites"), dict) \
         else data.get("sites")
     ssh_config = raw_sites.pop("ssh_config", None) if isinstance(raw_sites, dict) else None
-    sites = parse_sites(raw_sites, where, problems)
+    testbed_raw = data.get("testbed")
+    if isinstance(testbed_raw, dict) and hubspec.is_hub(testbed_raw):
+        # the hub's sites: hub, s1..sN (testbed/hubspec.py)
+        sites = hubspec.parse_sites(raw_sites, where, problems, testbed_raw.get("spokes"),
+                                    "spokes" in flags)
+    else:
+        sites = parse_sites(raw_sites, where, problems)
     chain = chain_spec.collect(data.get("chain"), where, problems)
     if chain is not None and sites:
         problems.append(f"{where}: [chain] runs on the local testbed only for now (leave "
@@ -293,8 +299,9 @@ def build(data: dict[str, Any], source: str = "command line",
     def section(key: str) -> str:
         return FLAG_NAMES[key] if key in flags else where
 
-    hub = hubspec.collect(data.get("testbed"), where, problems,
-                          frozenset(flags & {"kind", "spokes"}))
+    hub = hubspec.collect(testbed_raw, where, problems, frozenset(flags & {"kind", "spokes"}),
+                          default=sum(1 for n in sites if n != "hub") or
+                          hubspec.DEFAULT_SPOKES)
     if hub is not None and available is not None:   # "all": every kind with a hub variant
         available = available & set(hubspec.HUB_KINDS)
     tunnel_specs = _tunnels(data.get("tunnel", [{"kind": k} for k in DEFAULT_TUNNELS]),
@@ -307,8 +314,8 @@ def build(data: dict[str, Any], source: str = "command line",
             section("testbed"), kinds=[t.kind for t in tunnel_specs],
             workloads=[w.name for w in workload_specs],
             mtus=list(mtus) + [m for w in workload_specs for m in (w.mtus or ())],
-            shaped=rate is not None or netem.active, sites=bool(sites), chain=chain is not None,
-            offloads=[o.name for o in offloads],
+            shaped=rate is not None or netem.active, chain=chain is not None,
+            offloads=[o.name for o in offloads], hosts=bool(sites),
             params={t.label: hubspec.ignored_params(
                 t.kind, t.params.to_dict(), tunnels.get(t.kind).default_params().to_dict())
                 for t in tunnel_specs if t.kind in hubspec.HUB_KINDS})

@@ -1,5 +1,6 @@
 """The agg kind without root: parameters, overhead and MTU arithmetic, and the parser of
-tbagg's counter dumps on a real dump (tests/data/agg, site a after IPv4 and IPv6 pings)."""
+tbagg's counter dumps on real dumps (tests/data/agg: site a after IPv4 and IPv6 pings; both
+sites after a 1 s TCP stream a -> b with offload)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "agg"
 def test_defaults_and_their_meaning() -> None:
     p = tunnels.get("agg").default_params()
     assert (p.flush_us, p.port, p.vni, p.queues, p.underlay) == (50, 6636, 1, 1, 4)
+    assert p.offload is True
 
 
 @pytest.mark.parametrize(("raw", "needle"), [
@@ -27,6 +29,8 @@ def test_defaults_and_their_meaning() -> None:
     ({"port": 70000}, "port 70000 out of range"),
     ({"flush_us": "soon"}, "parameter 'flush_us' must be int"),
     ({"flush": 5}, "unknown parameter 'flush'"),
+    ({"offload": "maybe"}, "parameter 'offload' must be bool"),
+    ({"offload": 1}, "parameter 'offload' must be bool"),
 ])
 def test_bad_params_are_one_line_errors(raw: dict[str, object], needle: str) -> None:
     with pytest.raises(SpecError) as e:
@@ -63,6 +67,35 @@ def test_parse_stats_on_a_real_dump() -> None:
     # wire bytes = inner bytes + 8 B header per datagram + 2 B length per packet
     assert c["tx_wire_bytes"] == c["tx_bytes"] + 8 * c["tx_datagrams"] + 2 * c["tx_packets"]
     assert c["rx_wire_bytes"] == c["rx_bytes"] + 8 * c["rx_datagrams"] + 2 * c["rx_packets"]
+
+
+def test_parse_stats_on_real_dumps_of_a_stream_with_offload() -> None:
+    a = agg.parse_stats((DATA / "stats-stream-offload-a.json").read_text())
+    b = agg.parse_stats((DATA / "stats-stream-offload-b.json").read_text())
+    for d in (a, b):   # what the kernel granted
+        assert d.config["offload"] is True and d.config["offload_asked"] is True
+        assert d.config["udp_gso"] is True and d.config["udp_gro"] is True
+        assert d.config["offload_refused"] == ""
+    ca, cb = a.counters, b.counters
+    # a read TCP super-packets and cut them into MTU-sized segments, each counted as a packet
+    assert ca["tx_gso_packets"] > 0 and ca["tx_gso_errors"] == 0
+    assert ca["tx_gso_segments"] > 10 * ca["tx_gso_packets"]
+    assert ca["tx_packets"] >= ca["tx_gso_segments"]
+    # several datagrams per UDP GSO send on a, as many per UDP GRO read on b
+    assert ca["tx_datagrams"] > 10 * ca["tx_udp_gso_sends"]
+    assert cb["rx_udp_gro_reads"] == ca["tx_udp_gso_sends"]
+    # b wrote most segments as coalesced super-packets
+    assert cb["rx_coalesced_segments"] > 10 * cb["rx_coalesced"]
+    assert cb["rx_coalesced_segments"] > 0.9 * cb["rx_packets"]
+    # the wire arithmetic holds per segment, batched or not
+    for c, side in ((ca, "tx"), (cb, "rx")):
+        assert c[f"{side}_wire_bytes"] == (c[f"{side}_bytes"] + 8 * c[f"{side}_datagrams"]
+                                           + 2 * c[f"{side}_packets"])
+
+
+def test_parse_stats_of_a_dump_without_config() -> None:
+    d = agg.parse_stats('{"tool": "tbagg", "dumps": 2, "counters": {"tx_packets": 1}}')
+    assert d.config == {} and d.counters == {"tx_packets": 1}
 
 
 @pytest.mark.parametrize("text", ['{"tool": "tunbench-loadgen", "dumps": 1, "counters": {}}',

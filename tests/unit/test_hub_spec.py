@@ -64,8 +64,10 @@ def test_what_the_hub_cannot_run_is_refused_each_in_one_line() -> None:
     assert "workload(s) latency do not run on the hub testbed" in text
     assert "underlay MTU is 1500" in text and "no shaping" in text
     assert "default offloads only" in text
-    sites = refused({"testbed": {"kind": "hub"}, "sites": {"a": "local", "b": "root@gw2"}})
-    assert any("this host's namespaces only" in x for x in sites)
+    (line,) = refused({"testbed": {"kind": "hub"}, "sites": {"a": "local", "b": "root@gw2"}})
+    assert "site(s) a, b are not hub testbed sites (name them hub and s1..sN" in line
+    (line,) = refused({"testbed": {"kind": "hub"}, "chain": {"path": ["router"]}})
+    assert "the hub testbed has no [chain]" in line
 
 
 def test_the_flags_are_named_and_merge_over_the_file(tmp_path: Path) -> None:
@@ -126,3 +128,68 @@ def test_all_means_every_available_kind_with_a_hub_variant() -> None:
     exp = exp_spec.build({"testbed": {"kind": "hub"}, "tunnel": [{"kind": "all"}]}, "e.toml",
                          available={"native", "vxlan", "wireguard", "ebpf-vxlan", "gre"})
     assert [t.kind for t in exp.tunnels] == ["native", "ebpf-vxlan", "vxlan"]
+
+
+HOSTS = {"hub": "root@hub1", "s1": "root@edge1",
+         "s2": {"target": "root@edge2", "underlay_if": "eth1", "underlay4": "10.0.0.12"}}
+
+
+def test_hub_and_spokes_on_hosts_are_parsed_and_recorded() -> None:
+    """`[sites]` hub, s1..sN: the spokes counted from the sites (testbed.spokes may say the
+    same), each site as a pair testbed's, recorded so --resume rebuilds it."""
+    exp = exp_spec.build({"testbed": {"kind": "hub"}, "sites": dict(HOSTS),
+                          "tunnel": [{"kind": "vxlan"}, {"kind": "ebpf-vxlan"}]}, "e.toml")
+    assert exp.hub == hubspec.HubSpec(2)
+    assert sorted(exp.sites) == ["hub", "s1", "s2"]
+    assert exp.sites["s2"].underlay_if == "eth1" and exp.sites["s2"].underlay4 == "10.0.0.12"
+    assert exp.sites["hub"].target == "root@hub1"
+    again = exp_spec.build(_spec_dict(exp.to_dict()), "e.toml")
+    assert again.sites == exp.sites and again.hub == exp.hub
+    same = exp_spec.build({"testbed": {"kind": "hub", "spokes": 2}, "sites": dict(HOSTS)},
+                          "e.toml")
+    assert same.hub == hubspec.HubSpec(2)
+
+
+@pytest.mark.parametrize(("sites", "testbed", "words"), [
+    ({"hub": "root@h", "s1": "root@a", "s3": "root@b"}, {},
+     "spoke sites must be s1..sN without gaps: s2 is missing (given: s1, s3)"),
+    ({"hub": "root@h", "s1": "root@a"}, {"spokes": 3},
+     "testbed.spokes is 3 but 1 spoke site(s) are given (s1): one host per spoke"),
+    ({"hub": "root@h"}, {}, "no spoke sites (give s1=USER@HOST"),
+    ({"s1": "root@a", "s2": "root@b"}, {}, "site hub is missing"),
+    ({"hub": "root@h", "s1": "root@h"}, {}, "sites.s1 and sites.hub are the same host"),
+    ({"hub": "local", "s1": "root@a"}, {}, "sites.hub is 'local': a hub testbed on hosts"),
+    ({"hub": "root@h", "s1": {"target": "root@a", "underlay6": "fd00::1"}}, {},
+     "sites.s1.underlay6: the hub testbed runs over an IPv4 underlay only"),
+    ({"hub": "root@h", "s01": "root@a"}, {}, "site(s) s01 are not hub testbed sites"),
+    ({"hub": "-oProxyCommand=x", "s1": "root@a"}, {}, "sites.hub: invalid site target"),
+    ({"hub": "root@h", "s1": {"target": "root@a", "colour": 1}}, {},
+     "unknown field sites.s1.colour"),
+])
+def test_a_bad_hub_or_spoke_site_is_refused_in_one_line(sites: dict, testbed: dict,
+                                                        words: str) -> None:
+    (line,) = refused({"testbed": {"kind": "hub", **testbed}, "sites": sites})
+    assert words in line, line
+
+
+def test_hosts_keep_their_own_mtu_and_the_cli_names_hub_sites(tmp_path: Path) -> None:
+    (line,) = refused({"testbed": {"kind": "hub"}, "sites": dict(HOSTS),
+                       "experiment": {"mtus": [9000]}})
+    assert "underlay MTU is the hosts' own (never changed)" in line
+    args = cli.build_parser().parse_args(
+        ["run", "--testbed", "hub", "--site", "hub=root@hub1", "--site", "s1=root@edge1",
+         "--site", "s2=root@edge2", "--tunnels", "vxlan,ebpf-vxlan"])
+    exp = cli.spec_from_args(args)
+    assert exp.hub == hubspec.HubSpec(2) and exp.sites["s2"].target == "root@edge2"
+    with pytest.raises(SpecError) as exc:
+        cli.spec_from_args(cli.build_parser().parse_args(
+            ["run", "--testbed", "hub", "--spokes", "3", "--site", "hub=root@hub1",
+             "--site", "s1=root@edge1"]))
+    assert exc.value.one_line().startswith(
+        "--spokes is 3 but 1 spoke site(s) are given (s1): one host per spoke (name s1..s3, "
+        "or leave --spokes out)"), exc.value.one_line()
+    r = subprocess.run(TB + ["run", "--testbed", "hub", "--site", "hub=root@hub1", "--site",
+                             "s2=root@edge2", "--dry-run"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "s1 is missing" in r.stderr

@@ -15,6 +15,7 @@ import pytest
 
 from tunbench.errors import SpecError
 from tunbench.remote.agent import client, core
+from tunbench.remote.agent import journal as journal_mod
 from tunbench.remote.transport import ConnectError, check_target, classify, remote_command
 
 CAPTURES = {   # tests/data/ssh/<name>.txt: stderr of OpenSSH 9.2 -M -N with our options
@@ -177,3 +178,18 @@ def test_agent_journals_only_bpf_host_objects(tmp_path: Path) -> None:
     assert _req(agent, "host_undo", entry={"kind": "tbtun-tc", "netns": None,
                                            "name": "tbnosuchdev0"})["ok"]   # device gone: fine
     assert "tbnosuchdev0" not in (state / "journal.jsonl").read_text()
+
+
+def test_agent_journals_links_a_command_will_make(tmp_path: Path) -> None:
+    """link_journal (the hub testbed's `ip -batch` on a host): tunbench names journaled
+    before they exist, anything else refused; undoing a link never made is fine."""
+    state = tmp_path / "tb-state"
+    state.mkdir()
+    agent = core.Agent(str(state))
+    bad = _req(agent, "link_journal", ifnames=["eth0"])
+    assert not bad["ok"] and "not a tunbench name" in bad["error"], bad
+    assert _req(agent, "link_journal", ifnames=["tbzzzzzv1", "tbzzzzzi"])["ok"]
+    journal = (state / "journal.jsonl").read_text()
+    assert '"ifname": "tbzzzzzv1"' in journal and '"ifname": "tbzzzzzi"' in journal
+    assert "eth0" not in journal
+    assert journal_mod.undo(agent.journal.entries) == []   # never made: nothing to delete

@@ -54,6 +54,37 @@ class SiteSpec:
 SITE_KEYS = ("target", "underlay_if", "underlay4", "underlay6")
 
 
+def parse_site(name: str, val: Any, where: str, problems: list[str]) -> SiteSpec | None:
+    """One entry of `[sites]`: a target string or a table of SITE_KEYS (None: refused, the
+    reason appended to `problems`)."""
+    if isinstance(val, str):
+        val = {"target": val}
+    if not isinstance(val, dict):
+        problems.append(f"{where}: sites.{name} must be a target string or a table")
+        return None
+    bad = sorted(set(val) - set(SITE_KEYS))
+    if bad:
+        problems.append(f"{where}: unknown field sites.{name}.{bad[0]} (known: "
+                        f"{', '.join(SITE_KEYS)})")
+        return None
+    target = str(val.get("target", ""))
+    if target != LOCAL:
+        try:
+            check_target(target)
+        except SpecError as exc:
+            problems.append(f"{where}: sites.{name}: {exc.message}")
+            return None
+    for key in ("underlay4", "underlay6"):
+        if val.get(key):
+            try:
+                ipaddress.ip_address(str(val[key]))
+            except ValueError:
+                problems.append(f"{where}: sites.{name}.{key} {val[key]!r} is not an "
+                                "IP address")
+    return SiteSpec(name, target, str(val.get("underlay_if", "")),
+                    str(val.get("underlay4", "")), str(val.get("underlay6", "")))
+
+
 def parse_sites(raw: Any, where: str, problems: list[str]) -> dict[str, SiteSpec]:
     """`[sites]` of an experiment file ({a = {target = ...}, b = ...}, or a = "user@host"),
     or what `--site a=...` gave. Both sites or none."""
@@ -71,32 +102,9 @@ def parse_sites(raw: Any, where: str, problems: list[str]) -> dict[str, SiteSpec
             problems.append(f"{where}: site {name} is missing (give both: --site a=USER@HOST "
                             f"--site b=USER@HOST, or 'local' for this host)")
             continue
-        if isinstance(val, str):
-            val = {"target": val}
-        if not isinstance(val, dict):
-            problems.append(f"{where}: sites.{name} must be a target string or a table")
-            continue
-        bad = sorted(set(val) - set(SITE_KEYS))
-        if bad:
-            problems.append(f"{where}: unknown field sites.{name}.{bad[0]} (known: "
-                            f"{', '.join(SITE_KEYS)})")
-            continue
-        target = str(val.get("target", ""))
-        if target != LOCAL:
-            try:
-                check_target(target)
-            except SpecError as exc:
-                problems.append(f"{where}: sites.{name}: {exc.message}")
-                continue
-        for key in ("underlay4", "underlay6"):
-            if val.get(key):
-                try:
-                    ipaddress.ip_address(str(val[key]))
-                except ValueError:
-                    problems.append(f"{where}: sites.{name}.{key} {val[key]!r} is not an "
-                                    "IP address")
-        out[name] = SiteSpec(name, target, str(val.get("underlay_if", "")),
-                             str(val.get("underlay4", "")), str(val.get("underlay6", "")))
+        site = parse_site(name, val, where, problems)
+        if site is not None:
+            out[name] = site
     if len(out) == 2 and out["a"].local and out["b"].local:
         problems.append(f"{where}: both sites are 'local': leave --site out for the local "
                         "two-namespace testbed")

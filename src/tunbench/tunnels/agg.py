@@ -8,6 +8,12 @@ datapath, so its PID is the one the CPU sampler tracks. Its counters (inner pack
 outer datagrams and bytes, malformed drops) are dumped as JSON on SIGUSR1 into the case's
 workdir and recorded with the interface counters.
 
+Offload (`offload = true`, the default): tbagg opens the TUN with vnet headers and TSO, so a
+large TCP stream is read as 64 kB super-packets, segmented in tbagg before packing (the wire
+format is the same), sent with UDP GSO, received with UDP GRO and written back to the TUN as
+coalesced super-packets; `offload = false` is the one-packet-per-system-call datapath. What
+the kernel granted is recorded per site (`offload_granted`).
+
 Overhead: outer IP (20/40) + UDP 8 + agg header 8 + one 2-byte length = 38 over IPv4, 58 over
 IPv6 for a datagram of one packet; each further packet in a datagram costs 2 bytes.
 """
@@ -59,6 +65,9 @@ class AggParams(TunnelParams):
     queues: int = field(default=1, metadata={
         "help": "TUN queues, one sender thread each (1..16; >1 opens IFF_MULTI_QUEUE)"})
     underlay: Literal[4, 6] = field(default=4, metadata={"help": "underlay IP family: 4 or 6"})
+    offload: bool = field(default=True, metadata={
+        "help": "TUN vnet headers with TSO/checksum offload, UDP GSO/GRO and TCP coalescing "
+                "in tbagg (true/false; false = one inner packet per TUN read and write)"})
 
     def validate(self) -> list[str]:
         return out_of_range(flush_us=(self.flush_us, 0, 1_000_000), port=(self.port, 1, 65535),
@@ -81,6 +90,7 @@ class Dump:
     dumps: int
     counters: dict[str, int]
     wait_us: dict[str, int]
+    config: dict[str, object] = field(default_factory=dict)
 
 
 def parse_stats(text: str) -> Dump:
@@ -89,7 +99,8 @@ def parse_stats(text: str) -> Dump:
     if not isinstance(raw, dict) or raw.get("tool") != BINARY:
         raise ValueError("not a tbagg stats dump")
     return Dump(int(raw["dumps"]), {str(k): int(v) for k, v in raw["counters"].items()},
-                {str(k): int(v) for k, v in raw.get("tx_wait_us", {}).items()})
+                {str(k): int(v) for k, v in raw.get("tx_wait_us", {}).items()},
+                dict(raw.get("config", {})))
 
 
 def max_payload(underlay_mtu: int, family: int) -> int:
@@ -137,6 +148,7 @@ class Agg(TunnelDriver[AggParams]):
         devices: dict[str, str] = {}
         stats: dict[str, str] = {}
         pids: dict[str, list[int]] = {}
+        granted: dict[str, bool] = {}
         for site, me4, me6 in ((tb.a, a4, a6), (tb.b, b4, b6)):
             peer = tb.other(site)
             ifname = names.link_name(tb.run_id, f"agg{site.name}")
@@ -153,8 +165,12 @@ class Agg(TunnelDriver[AggParams]):
                     "--remote", endpoint(self.underlay_addr(peer, fam), params.port),
                     "--vni", str(params.vni), "--flush-us", str(params.flush_us),
                     "--max-payload", str(max_payload(tb.underlay_mtu, fam)),
-                    "--queues", str(params.queues), "--stats", str(path)]
+                    "--queues", str(params.queues), "--offload", "1" if params.offload else "0",
+                    "--stats", str(path)]
             p = daemon.start(tb, site, argv, "tbagg", ready_text="tbagg: ready", timeout=15)
+            # the dump written before "ready" says what the kernel granted (an old kernel may
+            # refuse vnet headers/TSO: tbagg then runs without offload)
+            granted[site.name] = bool(read_dump(site, str(path)).config.get("offload"))
             links = site.links
             # a deep TUN queue: the reader thread is a userspace process the scheduler may
             # hold off for milliseconds on a loaded host (the kernel tunnels have no such hop)
@@ -169,6 +185,7 @@ class Agg(TunnelDriver[AggParams]):
             rx_ifnames=(devices[tb.b.name],), datapath_pids=pids,
             info={"flush_us": params.flush_us, "port": params.port, "vni": params.vni,
                   "queues": params.queues, "underlay": fam, "devices": devices,
+                  "offload": params.offload, "offload_granted": granted,
                   "stats": stats, "max_payload": max_payload(tb.underlay_mtu, fam)})
 
     # ---- proof and health --------------------------------------------------------------

@@ -11,18 +11,27 @@
 //! Counters are dumped as JSON to `--stats` at start, on SIGUSR1 and at exit (SIGTERM/SIGINT);
 //! the file carries a `dumps` count so a reader can tell a fresh dump from an old one.
 //! Errors in the arguments: one line on stderr, exit 2. Ready: a line `tbagg: ready` on stderr.
+//!
+//! Offloads (`--offload 1`, the default; offload.rs): the TUN carries virtio_net_hdrs with TSO,
+//! so a TCP stream is read as 64 kB super-packets that are segmented here to the tunnel MTU
+//! before packing (the wire format is unchanged); datagrams of equal size leave as one UDP GSO
+//! send (UDP_SEGMENT), arrive as one UDP GRO read (UDP_GRO), and in-order TCP segments of one
+//! flow in one receive batch are written back to the TUN as one super-packet.
 
+mod offload;
+mod rx;
 mod tun;
+mod tx;
 mod wire;
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering::Relaxed};
 
 const BATCH: usize = 32;
-const RX_BUF: usize = 65536;
+const SOL_UDP: libc::c_int = 17;
 
 struct Args {
     dev: String,
@@ -33,6 +42,16 @@ struct Args {
     max_payload: usize,
     queues: usize,
     stats: String,
+    offload: bool,
+}
+
+/// What the kernel granted: vnet headers + TSO on the TUN, UDP GSO and GRO on the socket.
+struct Offloads {
+    vnet: bool,
+    udp_gso: AtomicBool,
+    udp_gro: bool,
+    /// why offload was asked for and not granted ("" when granted or not asked for)
+    refused: String,
 }
 
 /// How long each packet waited in tbagg between its read from the TUN and the sendmmsg that
@@ -88,11 +107,18 @@ struct Counters {
     rx_bytes: AtomicU64,
     rx_malformed: AtomicU64,
     rx_write_errors: AtomicU64,
+    tx_gso_packets: AtomicU64,
+    tx_gso_segments: AtomicU64,
+    tx_gso_errors: AtomicU64,
+    tx_udp_gso_sends: AtomicU64,
+    rx_udp_gro_reads: AtomicU64,
+    rx_coalesced: AtomicU64,
+    rx_coalesced_segments: AtomicU64,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("tbagg: {msg} (usage: tbagg --dev NAME --local ADDR:PORT --remote ADDR:PORT \
-               --vni N --flush-us N --max-payload BYTES --stats PATH [--queues N])");
+               --vni N --flush-us N --max-payload BYTES --stats PATH [--queues N] [--offload 0|1])");
     std::process::exit(2);
 }
 
@@ -100,6 +126,7 @@ fn parse_args() -> Args {
     let mut it = std::env::args().skip(1);
     let (mut dev, mut local, mut remote, mut stats) = (None, None, None, None);
     let (mut vni, mut flush_us, mut max_payload, mut queues) = (1u32, 50u64, 1472usize, 1usize);
+    let mut offload = true;
     while let Some(flag) = it.next() {
         let val = it.next().unwrap_or_else(|| usage(&format!("{flag} needs a value")));
         let num = |v: &str| v.parse::<u64>().unwrap_or_else(|_| usage(&format!("{flag} {v}: not a number")));
@@ -112,6 +139,13 @@ fn parse_args() -> Args {
             "--max-payload" => max_payload = num(&val) as usize,
             "--queues" => queues = num(&val) as usize,
             "--stats" => stats = Some(val),
+            "--offload" => {
+                offload = match val.as_str() {
+                    "1" => true,
+                    "0" => false,
+                    _ => usage(&format!("--offload {val}: must be 0 or 1")),
+                }
+            }
             _ => usage(&format!("unknown option {flag}")),
         }
     }
@@ -136,6 +170,7 @@ fn parse_args() -> Args {
         flush_ns: flush_us * 1000,
         max_payload,
         queues,
+        offload,
     }
 }
 
@@ -150,28 +185,45 @@ fn main() {
     let sigs = signal_set();
     // SAFETY: a valid, initialised sigset.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &sigs, std::ptr::null_mut()) };
-    let fds = tun::open(&args.dev, args.queues).unwrap_or_else(|e| fail(&format!("TUN {}", args.dev), e));
+    let mut refused = String::new();
+    let mut vnet = args.offload;
+    let fds = match tun::open(&args.dev, args.queues, vnet) {
+        Ok(fds) => fds,
+        Err(e) if vnet => {
+            // an older kernel or a TUN without offload support: run as without --offload
+            refused = format!("TUN vnet header/TSO refused: {e}");
+            vnet = false;
+            tun::open(&args.dev, args.queues, false)
+                .unwrap_or_else(|e| fail(&format!("TUN {}", args.dev), e))
+        }
+        Err(e) => fail(&format!("TUN {}", args.dev), e),
+    };
     let sock = UdpSocket::bind(args.local).unwrap_or_else(|e| fail(&format!("bind {}", args.local), e));
     sock.connect(args.remote).unwrap_or_else(|e| fail(&format!("connect {}", args.remote), e));
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
-        setsockopt_int(sock.as_raw_fd(), opt, 4 << 20);
+        setsockopt_int(sock.as_raw_fd(), libc::SOL_SOCKET, opt, 4 << 20);
     }
+    let udp_gro = vnet && setsockopt_int(sock.as_raw_fd(), SOL_UDP, rx::UDP_GRO, 1);
+    let offloads = Arc::new(Offloads { vnet, udp_gso: AtomicBool::new(vnet), udp_gro, refused });
     let counters = Arc::new(Counters::default());
     let waits = Arc::new(WaitHist::new());
     let seq = Arc::new(AtomicU16::new(0));
     let udp = sock.as_raw_fd();
     for &fd in &fds {
         tun::set_nonblocking(fd).unwrap_or_else(|e| fail("TUN O_NONBLOCK", e));
-        let (c, w, s) = (counters.clone(), waits.clone(), seq.clone());
+        let (c, w, s, o) = (counters.clone(), waits.clone(), seq.clone(), offloads.clone());
         let a = (args.vni, args.flush_ns, args.max_payload);
-        std::thread::spawn(move || tx_loop(fd, udp, a.0, a.1, a.2, &c, &w, &s));
+        std::thread::spawn(move || tx::tx_loop(fd, udp, a.0, a.1, a.2, &c, &w, &s, &o));
     }
-    let (c, out, vni) = (counters.clone(), fds[0], args.vni);
-    std::thread::spawn(move || rx_loop(udp, out, vni, &c));
+    let (c, out, vni, o) = (counters.clone(), fds[0], args.vni, offloads.clone());
+    std::thread::spawn(move || rx::rx_loop(udp, out, vni, &c, &o));
     let mut dumps = 0u64;
-    dump(&args, &counters, &waits, dumps);
-    eprintln!("tbagg: ready dev {} queues {} flush_us {} max_payload {}", args.dev, args.queues,
-              args.flush_ns / 1000, args.max_payload);
+    dump(&args, &counters, &waits, &offloads, dumps);
+    if !offloads.refused.is_empty() {
+        eprintln!("tbagg: offload off: {}", offloads.refused);
+    }
+    eprintln!("tbagg: ready dev {} queues {} flush_us {} max_payload {} offload {}", args.dev,
+              args.queues, args.flush_ns / 1000, args.max_payload, offloads.vnet as u8);
     loop {
         let mut sig: libc::c_int = 0;
         // SAFETY: waits for one of the blocked signals.
@@ -179,7 +231,7 @@ fn main() {
             continue;
         }
         dumps += 1;
-        dump(&args, &counters, &waits, dumps);
+        dump(&args, &counters, &waits, &offloads, dumps);
         if sig != libc::SIGUSR1 {
             std::process::exit(0);
         }
@@ -198,21 +250,26 @@ fn signal_set() -> libc::sigset_t {
     }
 }
 
-fn setsockopt_int(fd: RawFd, opt: libc::c_int, val: libc::c_int) {
-    // SAFETY: one int option; failure (no CAP_NET_ADMIN) leaves the default buffer.
+/// One int socket option; false when refused (no CAP_NET_ADMIN for a forced buffer size: the
+/// default stays; no UDP_GRO in this kernel: datagrams arrive one by one).
+fn setsockopt_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, val: libc::c_int) -> bool {
+    // SAFETY: one int option.
     unsafe {
-        libc::setsockopt(fd, libc::SOL_SOCKET, opt, &val as *const _ as *const libc::c_void,
-                         std::mem::size_of::<libc::c_int>() as libc::socklen_t);
+        libc::setsockopt(fd, level, opt, &val as *const _ as *const libc::c_void,
+                         std::mem::size_of::<libc::c_int>() as libc::socklen_t) == 0
     }
 }
 
 /// Write the counters atomically (temp file + rename): a reader never sees half a file.
-fn dump(args: &Args, c: &Counters, w: &WaitHist, dumps: u64) {
+fn dump(args: &Args, c: &Counters, w: &WaitHist, o: &Offloads, dumps: u64) {
     let v = |a: &AtomicU64| a.load(Relaxed);
     let json = serde_json::json!({
         "tool": "tbagg", "dumps": dumps,
         "config": {"dev": args.dev, "queues": args.queues, "flush_us": args.flush_ns / 1000,
-                   "max_payload": args.max_payload, "vni": args.vni},
+                   "max_payload": args.max_payload, "vni": args.vni,
+                   "offload_asked": args.offload, "offload": o.vnet,
+                   "udp_gso": o.udp_gso.load(Relaxed), "udp_gro": o.udp_gro,
+                   "offload_refused": o.refused},
         "counters": {
             "tx_packets": v(&c.tx_packets), "tx_bytes": v(&c.tx_bytes),
             "tx_datagrams": v(&c.tx_datagrams), "tx_wire_bytes": v(&c.tx_wire_bytes),
@@ -221,187 +278,15 @@ fn dump(args: &Args, c: &Counters, w: &WaitHist, dumps: u64) {
             "rx_datagrams": v(&c.rx_datagrams), "rx_wire_bytes": v(&c.rx_wire_bytes),
             "rx_packets": v(&c.rx_packets), "rx_bytes": v(&c.rx_bytes),
             "rx_malformed": v(&c.rx_malformed), "rx_write_errors": v(&c.rx_write_errors),
+            "tx_gso_packets": v(&c.tx_gso_packets), "tx_gso_segments": v(&c.tx_gso_segments),
+            "tx_gso_errors": v(&c.tx_gso_errors), "tx_udp_gso_sends": v(&c.tx_udp_gso_sends),
+            "rx_udp_gro_reads": v(&c.rx_udp_gro_reads), "rx_coalesced": v(&c.rx_coalesced),
+            "rx_coalesced_segments": v(&c.rx_coalesced_segments),
         },
         "tx_wait_us": w.summary(),
     });
     let tmp = format!("{}.tmp", args.stats);
     if std::fs::write(&tmp, format!("{json}\n")).and_then(|_| std::fs::rename(&tmp, &args.stats)).is_err() {
         eprintln!("tbagg: cannot write {}", args.stats);
-    }
-}
-
-/// Datagrams finished but not yet sent, and spare buffers to build the next ones in.
-struct Outbox {
-    ready: Vec<Vec<u8>>,
-    spare: Vec<Vec<u8>>,
-    oldest_deadline: u64,
-    /// read time of every packet not sent yet (those in `ready`, then the open datagram's)
-    stamps: std::collections::VecDeque<u64>,
-    ready_packets: usize,
-}
-
-impl Outbox {
-    fn send(&mut self, udp: RawFd, c: &Counters, w: &WaitHist) {
-        let mut at = 0;
-        while at < self.ready.len() {
-            let n = sendmmsg(udp, &self.ready[at..]);
-            if n <= 0 {
-                // ECONNREFUSED (peer not up yet), ENOBUFS: these datagrams are lost
-                c.tx_errors.fetch_add((self.ready.len() - at) as u64, Relaxed);
-                break;
-            }
-            let sent = &self.ready[at..at + n as usize];
-            c.tx_datagrams.fetch_add(sent.len() as u64, Relaxed);
-            c.tx_wire_bytes.fetch_add(sent.iter().map(|d| d.len() as u64).sum(), Relaxed);
-            at += n as usize;
-        }
-        self.spare.append(&mut self.ready);
-        self.oldest_deadline = u64::MAX;
-        let now = tun::now_ns();
-        for t in self.stamps.drain(..self.ready_packets) {
-            w.add(now.saturating_sub(t));
-        }
-        self.ready_packets = 0;
-    }
-}
-
-fn sendmmsg(udp: RawFd, bufs: &[Vec<u8>]) -> libc::c_int {
-    let n = bufs.len().min(BATCH);
-    let mut iov: Vec<libc::iovec> = bufs[..n]
-        .iter()
-        .map(|b| libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() })
-        .collect();
-    // SAFETY: zeroed mmsghdr is valid (no name: the socket is connected).
-    let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
-    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
-        m.msg_hdr.msg_iov = v;
-        m.msg_hdr.msg_iovlen = 1;
-    }
-    loop {
-        // SAFETY: n headers, each pointing at one live iovec over a live buffer.
-        let r = unsafe { libc::sendmmsg(udp, msgs.as_mut_ptr(), n as libc::c_uint, 0) };
-        if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
-        }
-        return r;
-    }
-}
-
-/// One TUN queue -> the remote site. Packs packets in arrival order; see the module comment.
-#[allow(clippy::too_many_arguments)]
-fn tx_loop(tun: RawFd, udp: RawFd, vni: u32, flush_ns: u64, limit: usize, c: &Counters, w: &WaitHist,
-           seq: &AtomicU16) {
-    tun::tight_timer_slack();
-    let mut enc = wire::Encoder::new(limit);
-    let mut deadline = u64::MAX;
-    let mut out = Outbox {
-        ready: Vec::new(),
-        spare: Vec::new(),
-        oldest_deadline: u64::MAX,
-        stamps: std::collections::VecDeque::new(),
-        ready_packets: 0,
-    };
-    let mut pkt = vec![0u8; 65536];
-    let finish = |enc: &mut wire::Encoder, out: &mut Outbox, deadline: u64| {
-        let next = out.spare.pop().unwrap_or_else(|| Vec::with_capacity(limit));
-        out.ready.push(std::mem::replace(&mut enc.buf, next));
-        out.oldest_deadline = out.oldest_deadline.min(deadline);
-        out.ready_packets += enc.count;
-        enc.count = 0;
-    };
-    loop {
-        // SAFETY: reads at most pkt.len() bytes into pkt.
-        let n = unsafe { libc::read(tun, pkt.as_mut_ptr() as *mut libc::c_void, pkt.len()) };
-        if n > 0 {
-            let p = &pkt[..n as usize];
-            let now = tun::now_ns();
-            out.stamps.push_back(now);
-            if !enc.is_empty() && !enc.fits(p.len()) {
-                c.tx_flush_size.fetch_add(1, Relaxed);
-                finish(&mut enc, &mut out, deadline);
-            }
-            if enc.is_empty() {
-                enc.start(vni, seq.fetch_add(1, Relaxed));
-                deadline = now.saturating_add(flush_ns);
-            }
-            enc.push(p);
-            c.tx_packets.fetch_add(1, Relaxed);
-            c.tx_bytes.fetch_add(p.len() as u64, Relaxed);
-            if now >= deadline {
-                c.tx_flush_time.fetch_add(1, Relaxed);
-                finish(&mut enc, &mut out, deadline);
-            }
-            if out.ready.len() >= BATCH || (!out.ready.is_empty() && now >= out.oldest_deadline) {
-                out.send(udp, c, w);
-            }
-            continue;
-        }
-        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
-        }
-        // the queue is empty: send what is finished, then wait for more or for the deadline
-        if !out.ready.is_empty() {
-            out.send(udp, c, w);
-        }
-        if enc.is_empty() {
-            tun::wait_readable(tun, None);
-            continue;
-        }
-        let now = tun::now_ns();
-        if now >= deadline {
-            c.tx_flush_time.fetch_add(1, Relaxed);
-            finish(&mut enc, &mut out, deadline);
-            out.send(udp, c, w);
-        } else {
-            tun::wait_readable(tun, Some(deadline - now));
-        }
-    }
-}
-
-/// The remote site -> our TUN: recvmmsg batches, each datagram checked whole, packets in order.
-fn rx_loop(udp: RawFd, tun: RawFd, vni: u32, c: &Counters) {
-    let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; RX_BUF]).collect();
-    let mut iov: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec { iov_base: b.as_mut_ptr() as *mut libc::c_void, iov_len: b.len() })
-        .collect();
-    // SAFETY: zeroed mmsghdr is valid; each gets one iovec below.
-    let mut msgs: Vec<libc::mmsghdr> = (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
-    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
-        m.msg_hdr.msg_iov = v;
-        m.msg_hdr.msg_iovlen = 1;
-    }
-    loop {
-        // SAFETY: BATCH headers over BATCH live buffers; blocks for the first datagram.
-        let r = unsafe {
-            libc::recvmmsg(udp, msgs.as_mut_ptr(), BATCH as libc::c_uint, libc::MSG_WAITFORONE, std::ptr::null_mut())
-        };
-        if r <= 0 {
-            continue; // EINTR, or ECONNREFUSED from an ICMP error for an earlier send
-        }
-        for (i, m) in msgs[..r as usize].iter_mut().enumerate() {
-            let len = m.msg_len as usize;
-            c.rx_datagrams.fetch_add(1, Relaxed);
-            c.rx_wire_bytes.fetch_add(len as u64, Relaxed);
-            let truncated = m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            m.msg_hdr.msg_flags = 0;
-            match wire::decode(&bufs[i][..len], vni) {
-                Ok(d) if !truncated => {
-                    for p in d.packets {
-                        // SAFETY: writes one packet from a live slice.
-                        let w = unsafe { libc::write(tun, p.as_ptr() as *const libc::c_void, p.len()) };
-                        if w < 0 {
-                            c.rx_write_errors.fetch_add(1, Relaxed);
-                        } else {
-                            c.rx_packets.fetch_add(1, Relaxed);
-                            c.rx_bytes.fetch_add(p.len() as u64, Relaxed);
-                        }
-                    }
-                }
-                _ => {
-                    c.rx_malformed.fetch_add(1, Relaxed);
-                }
-            }
-        }
     }
 }

@@ -8,6 +8,12 @@ const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
 const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO6: libc::c_uint = 0x04;
 
 #[repr(C)]
 struct IfReq {
@@ -19,7 +25,10 @@ struct IfReq {
 /// Open `queues` fds on the TUN device `name` (created if absent, gone when the last closes).
 /// IFF_NO_PI: each read is one bare IP packet; IFF_MULTI_QUEUE when queues > 1, so the kernel
 /// spreads flows over the queues by hash (one flow stays on one queue: no reordering).
-pub fn open(name: &str, queues: usize) -> io::Result<Vec<RawFd>> {
+/// `vnet`: IFF_VNET_HDR, every read and write starts with a virtio_net_hdr (offload.rs), and
+/// the device takes checksum and TCP segmentation offload (TUNSETOFFLOAD CSUM|TSO4|TSO6), so
+/// the kernel hands over TCP super-packets of up to 64 kB and CHECKSUM_PARTIAL packets.
+pub fn open(name: &str, queues: usize, vnet: bool) -> io::Result<Vec<RawFd>> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "device name must be 1..15 bytes"));
     }
@@ -35,6 +44,9 @@ pub fn open(name: &str, queues: usize) -> io::Result<Vec<RawFd>> {
         if queues > 1 {
             req.flags |= IFF_MULTI_QUEUE;
         }
+        if vnet {
+            req.flags |= IFF_VNET_HDR;
+        }
         req.name[..name.len()].copy_from_slice(name.as_bytes());
         // SAFETY: TUNSETIFF reads and writes one ifreq, which `req` is laid out as.
         if unsafe { libc::ioctl(fd, TUNSETIFF, &mut req as *mut IfReq) } < 0 {
@@ -43,6 +55,20 @@ pub fn open(name: &str, queues: usize) -> io::Result<Vec<RawFd>> {
             return Err(e);
         }
         fds.push(fd);
+        if vnet {
+            let size = crate::offload::VNET_HDR as libc::c_int;
+            let offloads = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+            // SAFETY: TUNSETVNETHDRSZ reads one int; TUNSETOFFLOAD takes the flags by value.
+            if unsafe { libc::ioctl(fd, TUNSETVNETHDRSZ, &size as *const libc::c_int) } < 0
+                || unsafe { libc::ioctl(fd, TUNSETOFFLOAD, offloads as libc::c_ulong) } < 0
+            {
+                let e = io::Error::last_os_error();
+                for fd in fds {
+                    unsafe { libc::close(fd) };
+                }
+                return Err(e);
+            }
+        }
     }
     Ok(fds)
 }

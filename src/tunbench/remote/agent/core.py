@@ -262,6 +262,15 @@ class Agent:
         self.journal.add("link", ifname=ifname)
         return {}
 
+    def op_link_journal(self, ifnames: list[str]) -> dict[str, Any]:
+        """Journal tunbench links about to be made by a command (`ip -batch`: N devices in
+        one process), before they exist: EOF and a later sweep delete them like the agent's
+        own (deleting one never made is a no-op)."""
+        from . import nl
+        for ifname in ifnames:
+            self.journal.add("link", ifname=nl.ours(ifname))
+        return {}
+
     def op_link_del(self, ifname: str) -> dict[str, Any]:
         from . import nl
         nl.delete(ifname)

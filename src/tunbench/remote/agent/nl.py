@@ -23,7 +23,7 @@ def _ipr() -> Any:
     return _IPR
 
 
-def _ours(ifname: str) -> str:
+def ours(ifname: str) -> str:
     if not ifname.startswith(PREFIX) or len(ifname) > 15:
         raise ValueError(f"refusing interface {ifname!r}: not a tunbench name "
                          f"({PREFIX}..., at most 15 characters)")
@@ -49,19 +49,19 @@ def links() -> list[dict[str, Any]]:
 
 
 def add(ifname: str, kind: str, attrs: dict[str, Any]) -> None:
-    _ipr().link("add", ifname=_ours(ifname), kind=kind, **attrs)
+    _ipr().link("add", ifname=ours(ifname), kind=kind, **attrs)
 
 
 def delete(ifname: str) -> None:
     """Delete a link of ours; one already gone is fine."""
-    idx = _index(_ours(ifname))
+    idx = _index(ours(ifname))
     if idx is not None:
         _ipr().link("del", index=idx)
 
 
 def add_addr(ifname: str, cidr: str) -> None:
     iface = ipaddress.ip_interface(cidr)
-    idx = _index(_ours(ifname))
+    idx = _index(ours(ifname))
     if idx is None:
         raise ValueError(f"no link {ifname}")
     kw: dict[str, Any] = {"flags": 0x02} if iface.version == 6 else {}   # IFA_F_NODAD
