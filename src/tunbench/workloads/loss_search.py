@@ -473,10 +473,11 @@ class LossSearch(Workload[LossSearchParams]):
                       f"{rate_text(rate, mean_l3)}", trial=k, trials_about=count.about,
                       rate_pps=rate, expected_s=dur + 1.0,
                       remaining_s=count.left_s(duration + 1.0) + dur + 1.0)
-            before = wirecost.snapshot(ctx.tb, ctx.ep.datapath_pids)
+            before = wirecost.snapshot(ctx.tb, ctx.ep.datapath_pids, ctx.wire_tx)
             t = loadgen.run_trial(ctx.tb, dst, spec, dur, rate, label=f"loadgen-{key}",
                                   capture=capture, threads=threads)
-            spent = wirecost.cost(before, wirecost.snapshot(ctx.tb, ctx.ep.datapath_pids),
+            spent = wirecost.cost(before, wirecost.snapshot(ctx.tb, ctx.ep.datapath_pids,
+                                                            ctx.wire_tx),
                                   t.offered, mean_l3)
             trials.append({"phase": phase, **t.to_dict(), "cost": spent})
             costs.append(spent)

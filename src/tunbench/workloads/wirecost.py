@@ -1,6 +1,8 @@
 """What a loss-search trial cost on the wire and in CPU: site a's underlay transmit counters
-(the sending site's wire: outer packets and bytes, Ethernet header included, no FCS) and the
-busy CPU time of the host(s) the sites run on, read just before and just after the trial.
+(the sending site's wire: outer packets and bytes, Ethernet header included, no FCS; or the
+tunnel's own count where those cannot tell, TunnelDriver.wire_tx: agg's UDP GSO sends cross a
+veth as one frame) and the busy CPU time of the host(s) the sites run on, read just before
+and just after the trial.
 
 Divided by what the generator offered, they give the per-inner-packet figures a tunnel's
 header and aggregation decide (docs/loss-search.md "Wire and CPU per inner packet"):
@@ -18,6 +20,7 @@ figures (None), never a failed trial.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,14 +72,20 @@ def _datapath_ticks(tb: Testbed, pids: dict[str, list[int]]) -> int | None:
     return total
 
 
-def snapshot(tb: Testbed, pids: dict[str, list[int]] | None = None) -> Snapshot | None:
-    """`pids`: the tunnel's datapath daemons per site (Endpoints.datapath_pids)."""
+def snapshot(tb: Testbed, pids: dict[str, list[int]] | None = None,
+             wire_tx: Callable[[], tuple[int, int] | None] | None = None) -> Snapshot | None:
+    """`pids`: the tunnel's datapath daemons per site (Endpoints.datapath_pids); `wire_tx`:
+    the tunnel's own count of site a's wire (Context.wire_tx), used instead of the underlay
+    counters when it gives one."""
     try:
-        st = tb.a.links.stats(tb.a.underlay_if)
+        own = wire_tx() if wire_tx is not None else None
+        if own is None:
+            st = tb.a.links.stats(tb.a.underlay_if)
+            own = (int(st["tx_packets"]), int(st["tx_bytes"]))
     except (OSError, NetlinkError, TunbenchError, KeyError):   # e.g. no such device
         return None
     busy = [_busy_jiffies(s) for s in cpu_hosts(tb)]
-    return Snapshot(int(st["tx_packets"]), int(st["tx_bytes"]),
+    return Snapshot(own[0], own[1],
                     None if any(b is None for b in busy) else sum(b for b in busy if b),
                     _datapath_ticks(tb, pids or {}))
 
