@@ -16,6 +16,8 @@ generator:
     without offload and agg with offload (TUN TSO, UDP GSO/GRO, coalescing), alternated over
     --rounds rounds; each round's agg / vxlan ratios and their medians. --stream-only: just (c).
 Figures print as ratios to vxlan; they do not pass or fail (the host is shared and noisy).
+The same sweep as a figure in tunbench's own report: `tunbench run --preset agg-tradeoff`
+(docs/agg.md, "The trade-off as a figure in the report").
 """
 
 from __future__ import annotations

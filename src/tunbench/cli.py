@@ -487,9 +487,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "here); default: native,vxlan")
     r.add_argument("--workloads", help="comma-separated workloads; default: stream")
     r.add_argument("--experiment", metavar="FILE", help="TOML experiment file (flags override)")
+    from . import presets
     r.add_argument("--preset", metavar="NAME", help="a shipped experiment (tunbench list shows "
-                   "them): single-stream, latency, parallel-streams, line-rate-processes, "
-                   "udp-rate, jumbo, study")
+                   "them): " + ", ".join(presets.names()))
     r.add_argument("--scale", type=float, metavar="F", help="multiply the preset's/file's "
                    "durations and repeats by F for a quick run (e.g. 0.05; minimum 2 s, 1 repeat)")
     r.add_argument("--offloads", metavar="VARIANTS", help="offload variants, comma-separated "

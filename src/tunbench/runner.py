@@ -9,6 +9,7 @@ campaign can be resumed: cases already recorded are kept as they are.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -357,7 +358,8 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
             offloads["applied"] = record_offloads(tb, ep)
         before = driver.counters(tb, ep)
         ctx = Context(tb, ep, exp.duration, exp.warmup, family,  # type: ignore[arg-type]
-                      cpu_interval=exp.cpu_interval, progress=progress)
+                      cpu_interval=exp.cpu_interval, progress=progress,
+                      wire_tx=functools.partial(driver.wire_tx, tb, ep))
         wl = workloads.get(case.workload.name)()
         why = wl.unsupported(ctx, case.workload.params)
         if why:

@@ -111,3 +111,67 @@ def test_missing_binary_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert m is not None and "make loadgen" in m.one_line()
     drv = tunnels.get("agg")
     assert any(x.what == "tool tbagg" for x in drv.requirements(drv.default_params()))
+
+
+def test_agg_tradeoff_preset_plans_the_sweep_and_scales() -> None:
+    """The preset behind the report's trade-off figure: native, vxlan and agg at four flush
+    timeouts, each with the 100 B loss search and the latency workload; --scale 0.1 keeps
+    every variant and only shortens and coarsens."""
+    from tunbench import presets, spec
+    from tunbench.plan import plan
+    assert "agg-tradeoff" in presets.names() and "flush" in presets.describe("agg-tradeoff")
+    raw = presets.load("agg-tradeoff")
+    exp = spec.build(raw, "preset agg-tradeoff", available={"native", "vxlan", "agg"})
+    assert exp.rate == "20mbit"
+    aggs = [t for t in exp.tunnels if t.kind == "agg"]
+    assert [t.params.flush_us for t in aggs] == [0, 50, 200, 1000]
+    assert len({t.label for t in exp.tunnels}) == 6
+    one_round = [c for c in plan(exp) if c.repeat == 1]
+    assert len(one_round) == 12
+    ls = next(c for c in one_round if c.workload.name == "loss-search")
+    assert ls.workload.params.sizes == ("100",) and ls.workload.params.latency_at_pct == (80.0,)
+    quick = spec.build(presets.scale(raw, 0.1), "preset agg-tradeoff",
+                       available={"native", "vxlan", "agg"})
+    assert quick.repeats == 1 and quick.duration == presets.MIN_DURATION
+    assert len(plan(quick)) == 12
+    assert next(w for w in presets.scale(raw, 0.1)["workload"]
+                if w["name"] == "loss-search")["resolution_pct"] == 5.0
+
+
+def test_wire_cost_per_inner_packet_is_pure_arithmetic() -> None:
+    """wirecost.cost: underlay packets/bytes and busy CPU around a trial, per inner packet
+    (the loss search records them at its latency-under-load trials)."""
+    from tunbench.workloads import wirecost
+    a = wirecost.Snapshot(tx_packets=1000, tx_bytes=100_000, busy_jiffies=500)
+    b = wirecost.Snapshot(tx_packets=1000 + 1500, tx_bytes=100_000 + 1_600_000,
+                          busy_jiffies=560)
+    got = wirecost.cost(a, b, 10_000, 100.0)
+    assert got is not None
+    assert got["wire_pkts_per_inner"] == pytest.approx(0.15)
+    assert got["wire_bytes_per_inner_byte"] == pytest.approx(1.6)
+    assert got["busy_core_s"] == pytest.approx(0.6)
+    assert got["cpu_per_mpps"] == pytest.approx(60.0)   # 0.6 core-s per 0.01 Mpkt
+    assert wirecost.cost(None, b, 10_000, 100.0) is None
+    assert wirecost.cost(a, b, 0, 100.0) is None
+    no_cpu = wirecost.cost(a, wirecost.Snapshot(2500, 1_700_000, None), 10_000, 100.0)
+    assert no_cpu is not None and no_cpu["cpu_per_mpps"] is None
+    assert got["datapath_cpu_per_mpps"] is None   # a kernel datapath: no daemon to read
+    da = wirecost.Snapshot(0, 0, 0, datapath_ticks=1000)
+    db = wirecost.Snapshot(2500, 1_700_000, 60, datapath_ticks=1025)
+    dp = wirecost.cost(da, db, 10_000, 100.0)
+    assert dp is not None and dp["datapath_cpu_per_mpps"] == pytest.approx(25.0)
+
+
+def test_cost_metrics_name_the_load_and_size() -> None:
+    from tunbench.workloads import loss_search
+    spent = {"wire_pkts_per_inner": 0.2, "wire_bytes_per_inner_byte": 1.1,
+             "cpu_per_mpps": 80.0, "datapath_cpu_per_mpps": None}
+    m = loss_search.cost_metrics("100", 80.0, spent)
+    assert sorted(m) == ["cpu_per_mpps_at_80pct_ndr_100",
+                         "wire_bytes_per_inner_byte_at_80pct_ndr_100",
+                         "wire_pkts_per_inner_at_80pct_ndr_100"]
+    rec = m["wire_pkts_per_inner_at_80pct_ndr_100"]
+    assert (rec.value, rec.base, rec.dims, rec.higher_is_better) == \
+        (0.2, "wire_pkts_per_inner", {"load_pct": 80.0, "size": "100"}, False)
+    with_daemon = loss_search.cost_metrics("100", 80.0, {**spent, "datapath_cpu_per_mpps": 7.5})
+    assert with_daemon["datapath_cpu_per_mpps_at_80pct_ndr_100"].value == 7.5

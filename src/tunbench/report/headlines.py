@@ -69,6 +69,8 @@ def importance(t: Takeaway) -> float:
         return 20.0 if f.get("tunnel") == "native" else 55.0 if f.get("stops") else 40.0
     if t.topic == "noisy":   # a caveat on everything above it, said once
         return 35.0
+    if t.topic == "agg-tradeoff":   # the answer a flush-timeout sweep is run for
+        return 80.0
     return 30.0   # on-wire, peers and what comes later: facts worth having, rarely decisive
 
 

@@ -59,6 +59,10 @@ EXACT: dict[str, tuple[str, str | None]] = {
 }
 UNITS = {"us": "µs", "usec": "µs", "ms": "ms", "Mbps": "Mbit/s", "pps": "packets/s"}
 _STAT = {"min": "min", "max": "max", "mean": "mean", "avg": "average", "std": "std dev"}
+_COST = {"wire_pkts_per_inner": "Wire packets per inner packet",
+         "wire_bytes_per_inner_byte": "Wire bytes per inner byte",
+         "cpu_per_mpps": "CPU per Mpps (host)",
+         "datapath_cpu_per_mpps": "Tunnel daemons' CPU per Mpps"}
 _GOAL = {"ndr": "NDR", "pdr": "PDR", "rfc2544": "RFC 2544 rate"}
 
 
@@ -90,6 +94,9 @@ def _by_dims(base: str, dims: dict[str, Any]) -> str | None:
         return f"Latency {_quantile(dims)} at {_at(dims)}, {_size(dims.get('size'))}"
     if base == "rpc_latency":
         return f"RPC latency {_quantile(dims)}"
+    if base in _COST and "load_pct" in dims:   # loss-search: per inner packet at a load
+        return (f"{_COST[base]} at {float(dims['load_pct']):g}% of NDR, "
+                f"{_size(dims.get('size'))}")
     if base == "max_offered_pps":
         return f"Highest offered rate, {_size(dims.get('size'))}"
     return None

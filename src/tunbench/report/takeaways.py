@@ -509,9 +509,15 @@ def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
     return out
 
 
+def agg_tradeoff(c: Campaign) -> list[Takeaway]:
+    """The aggregating tunnel's flush-timeout trade-off against vxlan (report/tradeoff.py)."""
+    from . import tradeoff
+    return [Takeaway("agg-tradeoff", text, facts) for text, facts in tradeoff.takeaway_texts(c)]
+
+
 def compute(c: Campaign) -> list[Takeaway]:
     # build on this module's sentences (Takeaway): imported here, not in a cycle
     from . import hops, peers
     return merge_sweeps(c, share_of_native(c) + cpu_per_gbit(c) + jumbo(c) + scaling(c)
                         + scale_out(c) + peers.compute(c) + goodput_on_wire(c) + latency(c)
-                        + one_core(c) + noisy(c) + hops.takeaways(c.cases))
+                        + agg_tradeoff(c) + one_core(c) + noisy(c) + hops.takeaways(c.cases))

@@ -189,6 +189,14 @@ class Agg(TunnelDriver[AggParams]):
                   "stats": stats, "max_payload": max_payload(tb.underlay_mtu, fam)})
 
     # ---- proof and health --------------------------------------------------------------
+    def wire_tx(self, tb: Testbed, ep: Endpoints) -> tuple[int, int] | None:
+        """Site a's datagrams and their bytes on an Ethernet wire, from tbagg's own counters:
+        with offload, equal-sized datagrams leave in one UDP GSO send, which a veth's counters
+        see as one frame (docs/agg.md, Offloads)."""
+        c = self.dump(ep, tb.a).counters
+        outer = 14 + (20 if ep.info.get("underlay", 4) == 4 else 40) + 8
+        return int(c["tx_datagrams"]), int(c["tx_wire_bytes"]) + int(c["tx_datagrams"]) * outer
+
     def counters(self, tb: Testbed, ep: Endpoints) -> dict[str, dict[str, int]]:
         """Per site: the TUN device's interface counters and tbagg's own (prefixed `agg_`),
         from a dump made now (SIGUSR1, then the dump count must grow)."""

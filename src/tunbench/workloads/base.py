@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar
@@ -79,6 +79,9 @@ class Context:
     cpu_interval: float = 1.0
     cpu_record: CpuRecord | None = None
     progress: ProgressSink = ignore    # phase events for whoever shows progress (one way)
+    # the tunnel's own count of what it put on site a's wire, when the underlay device's
+    # counters cannot tell (TunnelDriver.wire_tx); None: read the underlay counters
+    wire_tx: Callable[[], tuple[int, int] | None] | None = None
 
     def phase(self, name: str, detail: str = "", *, site: Site | None = None,
               expected_s: float | None = None, remaining_s: float | None = None,

@@ -17,7 +17,7 @@ from ..capabilities import Missing
 from ..errors import CommandFailed, SpecError
 from ..progress import rate_text
 from ..testbed import bpfdrop
-from . import loadgen, traffic
+from . import loadgen, traffic, wirecost
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 from .search import GENERATOR_MARGIN, SearchResult, mlr_search, rfc2544_search
 
@@ -245,6 +245,28 @@ def latency_spread_metrics(goal: str, key: str, t: Any,
         dims={"stat": stat, "goal": goal, **load, "size": key}) for stat in ("mean", "std")}
 
 
+COST_METRICS = (("wire_pkts_per_inner", "packets per inner packet"),
+                ("wire_bytes_per_inner_byte", "bytes per inner byte"),
+                ("cpu_per_mpps", "cores per Mpps"))
+
+
+def cost_metrics(key: str, pct: float, spent: dict[str, Any] | None) -> dict[str, Metric]:
+    """What a latency-under-load trial cost per inner packet (wirecost.py), e.g.
+    wire_bytes_per_inner_byte_at_80pct_ndr_100 with dims {"load_pct": 80, "size": "100"}:
+    underlay packets per inner packet, underlay bytes per inner byte, and busy cores per Mpps
+    (= core-seconds per million packets); for a tunnel with datapath daemons, their own
+    (datapath_cpu_per_mpps). Lower is better; None when not readable."""
+    out = {f"{base}_at_{pct:g}pct_ndr_{key}": Metric(
+        (spent or {}).get(base), unit, False, base=base, dims={"load_pct": pct, "size": key})
+        for base, unit in COST_METRICS}
+    dp = (spent or {}).get("datapath_cpu_per_mpps")
+    if dp is not None:
+        out[f"datapath_cpu_per_mpps_at_{pct:g}pct_ndr_{key}"] = Metric(
+            dp, "cores per Mpps", False, base="datapath_cpu_per_mpps",
+            dims={"load_pct": pct, "size": key})
+    return out
+
+
 def trial_at(trials: list[Any], rate: float | None) -> Any:
     """The last trial measured at `rate` (the search's relevant lower bound)."""
     if rate is None:
@@ -441,6 +463,7 @@ class LossSearch(Workload[LossSearchParams]):
                   ) -> dict[str, Any]:
         spec = self._spec(p, size, ctx.family, addrs)
         trials: list[dict[str, Any]] = []
+        costs: list[dict[str, Any] | None] = []   # the last trial's wire and CPU cost
         shape = spec.profile()
         mean_l3 = shape.mean_size
 
@@ -450,9 +473,14 @@ class LossSearch(Workload[LossSearchParams]):
                       f"{rate_text(rate, mean_l3)}", trial=k, trials_about=count.about,
                       rate_pps=rate, expected_s=dur + 1.0,
                       remaining_s=count.left_s(duration + 1.0) + dur + 1.0)
+            before = wirecost.snapshot(ctx.tb, ctx.ep.datapath_pids, ctx.wire_tx)
             t = loadgen.run_trial(ctx.tb, dst, spec, dur, rate, label=f"loadgen-{key}",
                                   capture=capture, threads=threads)
-            trials.append({"phase": phase, **t.to_dict()})
+            spent = wirecost.cost(before, wirecost.snapshot(ctx.tb, ctx.ep.datapath_pids,
+                                                            ctx.wire_tx),
+                                  t.offered, mean_l3)
+            trials.append({"phase": phase, **t.to_dict(), "cost": spent})
+            costs.append(spent)
             return t
 
         raw: dict[str, Any] = {"trials": trials, "profile": shape.to_dict()}
@@ -527,8 +555,10 @@ class LossSearch(Workload[LossSearchParams]):
                 t = measure(ndr_base[1] * pct / 100, duration, f"latency-{pct:g}pct")
                 raw["latency_under_load"][f"{pct:g}"] = {"rate_pps": t.intended_pps,
                                                          "latency_us": t.latency_us,
-                                                         "loss_ratio": t.loss_ratio}
+                                                         "loss_ratio": t.loss_ratio,
+                                                         "cost": costs[-1]}
                 out.metrics.update(latency_metrics("ndr", key, t, pct, ("p50", "p90", "p99")))
+                out.metrics.update(cost_metrics(key, pct, costs[-1]))
                 out.metrics.update(latency_spread_metrics("ndr", key, t, pct))
         raw["trial_seconds_total"] = sum(t["duration_s"] for t in trials)
         return raw

@@ -34,10 +34,11 @@ from .mtu import mtu_figures  # noqa: E402
 from .native import pct_interval, pct_native_figures  # noqa: E402
 from .series import series_figures  # noqa: E402
 from .sweeps import sweep_figures  # noqa: E402
+from .tradeoff import tradeoff_figures  # noqa: E402
 
 FIGURES: tuple[Callable[[Campaign, Path, Palette], Iterator[Figure]], ...] = (
     pct_native_figures, series_figures, cpu_figures, percore_figures, mtu_figures, cdf_figures,
-    sweep_figures, line_rate_figures, ndr_figures, other_metric_figures)
+    sweep_figures, tradeoff_figures, line_rate_figures, ndr_figures, other_metric_figures)
 
 
 def render(c: Campaign, out: Path) -> list[Figure]:
@@ -71,4 +72,5 @@ __all__ = [
     "series_figures",
     "slug",
     "sweep_figures",
+    "tradeoff_figures",
 ]
