@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testbeds import fresh_testbed
+from testbeds import agg_unavailable, fresh_testbed
 
-from tunbench import pcap, proc, tunnels
-from tunbench.capabilities import root_missing
+from tunbench import pcap, proc
 from tunbench.testbed.base import Site, Testbed
 from tunbench.tunnels import agg
 from tunbench.tunnels.base import Endpoints
@@ -28,18 +27,8 @@ from tunbench.workloads.latency import Latency, LatencyParams
 from tunbench.workloads.loss_search import LossSearch, LossSearchParams
 from tunbench.workloads.stream import Stream, StreamParams
 
-
-def _why_not() -> str | None:
-    if root_missing():
-        return "needs root"
-    drv = tunnels.get("agg")
-    missing = drv.requirements(drv.default_params())
-    if missing:
-        return missing[0].one_line()
-    return None if loadgen.find_binary() else f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})"
-
-
-pytestmark = pytest.mark.skipif(_why_not() is not None, reason=f"agg: {_why_not()}")
+pytestmark = pytest.mark.skipif(agg_unavailable() is not None,
+                                reason=f"agg: {agg_unavailable()}")
 
 PORT = 6636
 # What a packet may wait beyond the flush timeout: at the median, one timer wake-up (the reader

@@ -14,25 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tunbench import tunnels
-from tunbench.capabilities import root_missing
-from tunbench.workloads import loadgen
+from testbeds import agg_unavailable
 
 TB = [sys.executable, "-m", "tunbench"]
 
 
-def _why_not() -> str | None:
-    if root_missing():
-        return "needs root"
-    drv = tunnels.get("agg")
-    missing = drv.requirements(drv.default_params())
-    if missing:
-        return missing[0].one_line()
-    return None if loadgen.find_binary() else f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})"
-
-
-pytestmark = pytest.mark.skipif(_why_not() is not None, reason=f"agg: {_why_not()}")
+pytestmark = pytest.mark.skipif(agg_unavailable() is not None,
+                                reason=f"agg: {agg_unavailable()}")
 
 EXPERIMENT = """
 [experiment]

@@ -6,9 +6,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tunbench import tunnels
+from tunbench.capabilities import root_missing
 from tunbench.testbed import local, names, netlink
 from tunbench.testbed.base import Testbed
 from tunbench.testbed.ledger import Ledger
+from tunbench.workloads import loadgen
+
+
+def agg_unavailable() -> str | None:
+    """Why the agg tests cannot run here (root, TUN and tbagg, the load generator), or None."""
+    if root_missing():
+        return "needs root"
+    drv = tunnels.get("agg")
+    missing = drv.requirements(drv.default_params())
+    if missing:
+        return missing[0].one_line()
+    return None if loadgen.find_binary() else f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})"
 
 
 @contextmanager

@@ -110,9 +110,11 @@ def _address(ns: str, ifname: str, seg: int, end: int, mtu: int) -> None:
     netlink.set_link(ns, ifname, state="up")
 
 
-def _routes(ns: str, pos: int, n: int) -> None:
-    """Namespace at position pos (0 = site a, n + 1 = site b): every segment left of its left
-    segment via the left neighbour, every one right of its right segment via the right."""
+def route_plan(pos: int, n: int) -> list[tuple[str, str]]:
+    """(destination, next hop) of the namespace at position pos (0 = site a, n + 1 = site b):
+    every segment left of its left segment via the left neighbour, every one right of its
+    right segment via the right; IPv4 and IPv6."""
+    out = []
     for seg in range(n + 1):
         if seg < pos - 1:
             via4, via6 = addr4(pos - 1, 1), addr6(pos - 1, 1)
@@ -121,8 +123,13 @@ def _routes(ns: str, pos: int, n: int) -> None:
         else:
             continue   # a segment this namespace is on
         n4, n6 = nets(seg)
-        netlink.add_route(ns, n4, gateway=via4)
-        netlink.add_route(ns, n6, gateway=via6)
+        out += [(n4, via4), (n6, via6)]
+    return out
+
+
+def _routes(ns: str, pos: int, n: int) -> None:
+    for dst, via in route_plan(pos, n):
+        netlink.add_route(ns, dst, gateway=via)
 
 
 def _shape_sites(a: Site, b: Site, rate: str | None, netem: Netem | None,

@@ -37,7 +37,7 @@ from ..testbed.remote import LIVE_AGENTS, REMOTE_ROOT, RemoteSite
 from . import build as build_mod
 from . import gateway, get
 from .base import Hop
-from .build import addr4, addr6, nets, place
+from .build import addr4, addr6, place
 from .spec import ChainSpec
 
 CARRIER = "vxlan"
@@ -238,16 +238,7 @@ def _address(agent: Agent, ns: str, ifname: str, seg: int, end: int, mtu: int) -
 
 def _routes(agent: Agent, ns: str, pos: int, n: int) -> None:
     """As build._routes: every other segment through the neighbour on its side."""
-    lines = []
-    for seg in range(n + 1):
-        if seg < pos - 1:
-            via4, via6 = addr4(pos - 1, 1), addr6(pos - 1, 1)
-        elif seg > pos:
-            via4, via6 = addr4(pos, 2), addr6(pos, 2)
-        else:
-            continue
-        n4, n6 = nets(seg)
-        lines += [f"route add {n4} via {via4}", f"route add {n6} via {via6}"]
+    lines = [f"route add {dst} via {via}" for dst, via in build_mod.route_plan(pos, n)]
     if lines:
         agent.run(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n", timeout=20)
 

@@ -23,23 +23,20 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import time
 from typing import Any
 
 from .. import proc, tunnels
 from ..errors import SpecError, TunbenchError, UnavailableError
-from ..remote.sshfail import ConnectError
 from ..remote.transport import SshOptions
 from . import hub, names
 from .ledger import Ledger
 from .remote import REMOTE_ROOT, RemoteSite
 from .topology import (
     INNER_NETS,
-    RECONNECT_PAUSE,
-    RECONNECT_TRIES,
     AgentLinks,
     Endpoint,
     SiteSpec,
+    heal_endpoints,
     install_command,
 )
 
@@ -254,20 +251,7 @@ class HubHosts:
 
     def heal(self) -> list[str]:
         """Reconnect every site whose connection dropped (runner._heal, as topology.heal)."""
-        healed = []
-        for name, ep in self.endpoints.items():
-            if ep.alive:
-                continue
-            for attempt in range(RECONNECT_TRIES):
-                try:
-                    ep.reconnect()
-                    break
-                except ConnectError:
-                    if attempt == RECONNECT_TRIES - 1:
-                        raise
-                    time.sleep(RECONNECT_PAUSE)
-            healed.append(name)
-        return healed
+        return heal_endpoints(self.endpoints)
 
     def close(self) -> None:
         for ep in self.endpoints.values():

@@ -201,6 +201,25 @@ def route_to(run: Any, addr: str) -> tuple[str, str]:
 # a host that dropped is tried this often, this many seconds apart, before the campaign stops
 RECONNECT_TRIES = 3
 RECONNECT_PAUSE = 5.0
+
+
+def heal_endpoints(endpoints: dict[str, Any]) -> list[str]:
+    """Reconnect every endpoint (name -> SiteEndpoint) whose connection dropped, a few tries
+    apart; the names healed. An endpoint that stays unreachable raises its connect error."""
+    healed = []
+    for name, ep in endpoints.items():
+        if ep.alive:
+            continue
+        for attempt in range(RECONNECT_TRIES):
+            try:
+                ep.reconnect()
+                break
+            except ConnectError:
+                if attempt == RECONNECT_TRIES - 1:
+                    raise
+                time.sleep(RECONNECT_PAUSE)
+        healed.append(name)
+    return healed
 INNER_NETS = (ipaddress.ip_network("198.19.0.0/16"), ipaddress.ip_network("2001:2::/48"))
 BASE_TOOLS = ("ip", "ping", "ethtool")
 # Constant script: which of the tools named as its arguments are missing on the host.
@@ -418,20 +437,7 @@ class Topology:
     def heal(self) -> list[str]:
         """Reconnect every site whose connection dropped (the new agent sweeps what the old
         one left). A host that stays unreachable raises its connect error."""
-        healed = []
-        for name, ep in self.endpoints.items():
-            if ep.alive:
-                continue
-            for attempt in range(RECONNECT_TRIES):
-                try:
-                    ep.reconnect()
-                    break
-                except ConnectError:
-                    if attempt == RECONNECT_TRIES - 1:
-                        raise
-                    time.sleep(RECONNECT_PAUSE)
-            healed.append(name)
-        return healed
+        return heal_endpoints(self.endpoints)
 
     def build(self, run_id: str, ledger: Ledger, *, mtu: int, rate: str | None = None,
               netem: Any = None, workdir: Path | None = None, chain: Any = None) -> Any:
