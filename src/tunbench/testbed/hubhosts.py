@@ -37,7 +37,7 @@ from .topology import (
     Endpoint,
     SiteSpec,
     heal_endpoints,
-    install_command,
+    lacks_tools,
 )
 
 HUB = "hub"
@@ -199,9 +199,7 @@ class HubHosts:
                                             for o in absent))
             if missing:
                 rel = agent.run(["cat", "/etc/os-release"], check=False, timeout=10).stdout
-                pkgs = " ".join(dict.fromkeys(proc.package_for(t) for t in missing))
-                problems.append(f"site {name} ({self.target(name)}) lacks "
-                                f"{', '.join(missing)} ({install_command(rel)} {pkgs} there)")
+                problems.append(lacks_tools(name, self.target(name), missing, rel))
         if problems:
             raise UnavailableError("cannot run this hub experiment on these sites: "
                                    + "; ".join(problems), "nothing was changed")

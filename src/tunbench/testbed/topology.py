@@ -203,6 +203,13 @@ RECONNECT_TRIES = 3
 RECONNECT_PAUSE = 5.0
 
 
+def lacks_tools(name: str, target: str, missing: list[str], os_release: str) -> str:
+    """One problem line: the tools site `name` lacks and the command that installs them there
+    (from its /etc/os-release)."""
+    pkgs = " ".join(dict.fromkeys(proc.package_for(t) for t in missing))
+    return (f"site {name} ({target}) lacks {', '.join(missing)} "
+            f"({install_command(os_release)} {pkgs} there)")
+
 def heal_endpoints(endpoints: dict[str, Any]) -> list[str]:
     """Reconnect every endpoint (name -> SiteEndpoint) whose connection dropped, a few tries
     apart; the names healed. An endpoint that stays unreachable raises its connect error."""
@@ -418,9 +425,7 @@ class Topology:
             if not missing:
                 continue
             rel = run(["cat", "/etc/os-release"], check=False, timeout=10).stdout
-            pkgs = " ".join(dict.fromkeys(proc.package_for(t) for t in missing))
-            problems.append(f"site {name} ({self.target(name)}) lacks "
-                            f"{', '.join(missing)} ({install_command(rel)} {pkgs} there)")
+            problems.append(lacks_tools(name, self.target(name), missing, rel))
         if problems:
             raise UnavailableError("cannot run this experiment on these sites: "
                                    + "; ".join(problems), "nothing was changed")
