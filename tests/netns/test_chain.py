@@ -100,6 +100,12 @@ def test_firewall_rules_are_loaded(study: Testbed) -> None:
     out = subprocess.run(["ip", "netns", "exec", fw.netns, "nft", "list", "chain", "inet",
                           "tb_fw", "forward"], capture_output=True, text=True, check=True).stdout
     assert out.count(" drop") == 1000 and "ct state established,related" in out
+    # a stateful firewall reassembles fragments: its queues expire after 1 s, not 30, so one
+    # overloaded trial's incomplete datagrams cannot block fragmented packets of the next ones
+    for key in ("net.ipv4.ipfrag_time", "net.ipv6.ip6frag_time"):
+        got = subprocess.run(["ip", "netns", "exec", fw.netns, "sysctl", "-n", key],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        assert got == "1", (key, got)
 
 
 @needs_loadgen

@@ -229,7 +229,8 @@ def _carrier(topo: Any, run_id: str, spaces: tuple[str, str], ifnames: tuple[str
 
 
 def _address(agent: Agent, ns: str, ifname: str, seg: int, end: int, mtu: int) -> None:
-    agent.run(["ip", "netns", "exec", ns, "sysctl", "-qw", *local.SITE_SYSCTLS], timeout=20)
+    agent.run(["ip", "netns", "exec", ns, "sysctl", "-qw", *build_mod.CHAIN_SYSCTLS],
+              timeout=20)
     batch = ["link set dev lo up", f"link set dev {ifname} mtu {mtu}",
              f"addr add {addr4(seg, end)}/24 dev {ifname}",
              f"addr add {addr6(seg, end)}/64 dev {ifname}", f"link set dev {ifname} up"]
