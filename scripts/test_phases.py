@@ -12,11 +12,16 @@ both phases up: passed, failed, errors, skipped, each skip reason with its count
 time of each phase. The exit code is non-zero when either phase failed.
 
 `make test TEST_ARGS="..."` bypasses the phases: one pytest with those arguments.
+
+SIGTERM or SIGHUP (a CI timeout, a closed terminal) is passed on to the running pytest, which
+tears its fixtures down (tests/sigterm_teardown.py) before this script stops; the next phase
+does not start.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,9 +62,11 @@ def phases(python: str, tmp: Path) -> list[Phase]:
 
 def read_junit(phase: Phase) -> None:
     """Counts and skip reasons of one phase from its JUnit XML (absent: the run broke)."""
-    if not phase.junit.exists():
+    try:
+        root = ET.parse(phase.junit).getroot()
+    except (OSError, ET.ParseError):
         return
-    for case in ET.parse(phase.junit).getroot().iter("testcase"):
+    for case in root.iter("testcase"):
         outcome = "passed"
         for tag, name in (("failure", "failed"), ("error", "errors"), ("skipped", "skipped")):
             el = case.find(tag)
@@ -88,21 +95,45 @@ def summary(done: list[Phase]) -> list[str]:
     return lines
 
 
+STOPPED: list[int] = []   # the signal that stopped the run, once one came
+
+
+def call(argv: list[str], **kw: object) -> int:
+    """subprocess.call, passing SIGTERM and SIGHUP on to the child and waiting for it: the
+    child's teardown, not this script's death, ends the run."""
+    child = subprocess.Popen(argv, **kw)  # type: ignore[call-overload]
+
+    def forward(signum: int, frame: object) -> None:
+        STOPPED.append(signum)
+        child.send_signal(signum)
+
+    old = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return int(child.wait())
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str]) -> int:
     python = sys.executable
     extra = argv[1:]
     if extra:   # TEST_ARGS given: the developer's own selection, one pytest
-        return subprocess.call([python, "-m", "pytest", *extra], cwd=ROOT)
+        return call([python, "-m", "pytest", *extra], cwd=ROOT)
     with tempfile.TemporaryDirectory(prefix="tb-tests-") as tmp:
         done = []
         for phase in phases(python, Path(tmp)):
             print(f"\n===== make test: {phase.name} =====", flush=True)
             t0 = time.monotonic()
-            phase.code = subprocess.call([*phase.argv, f"--junitxml={phase.junit}"], cwd=ROOT,
-                                         env={**os.environ, PHASE_ENV: phase.key})
+            phase.code = call([*phase.argv, f"--junitxml={phase.junit}"], cwd=ROOT,
+                              env={**os.environ, PHASE_ENV: phase.key})
             phase.seconds = time.monotonic() - t0
             read_junit(phase)
             done.append(phase)
+            if STOPPED:
+                print(f"\nmake test: stopped by {signal.Signals(STOPPED[0]).name} "
+                      f"during {phase.name}; its fixtures were torn down", flush=True)
+                return 128 + STOPPED[0]
         print("\n===== make test: both phases =====")
         print("\n".join(summary(done)), flush=True)
     broken = [p for p in done if p.code not in OK_CODES or p.counts["failed"]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import sigterm_teardown
+
 DATA = Path(__file__).parent / "data"
 # Campaigns run by tests are not recorded in the user's results store; the store's own tests
 # name a temporary one (--db or TUNBENCH_DB).
@@ -42,6 +44,7 @@ def _in_pure_phase(item: pytest.Item) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    sigterm_teardown.install()   # a killed session tears its fixtures down like Ctrl-C
     config.addinivalue_line("markers", "serial: a pure-tier test make test runs alone, in its "
                                        "live phase (it times something or watches the host)")
 

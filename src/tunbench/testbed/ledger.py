@@ -241,9 +241,7 @@ def _restore_signals(old: set[int] | None) -> None:
 def replay_journals() -> list[str]:
     """Undo what crashed runs journaled (used by `tunbench cleanup`). Returns what was undone."""
     done: list[str] = []
-    if not STATE_DIR.is_dir():
-        return done
-    for path in sorted(STATE_DIR.glob("*.jsonl")):
+    for path in sorted(STATE_DIR.glob("*.jsonl")) if STATE_DIR.is_dir() else []:
         run_id = path.stem
         if owner_alive(run_id):
             continue  # a run in progress, not a leftover
@@ -260,4 +258,14 @@ def replay_journals() -> list[str]:
         if not errors:
             path.unlink(missing_ok=True)
             (OWNERS_DIR / run_id).unlink(missing_ok=True)
+    _prune_owners()
     return done
+
+
+def _prune_owners() -> None:
+    """Owner records of dead processes (their journals replayed, or kept in another
+    TUNBENCH_STATE_DIR): a missing record means "not alive" too, so they only take space."""
+    if OWNERS_DIR.is_dir():
+        for rec in OWNERS_DIR.iterdir():
+            if not owner_alive(rec.name):
+                rec.unlink(missing_ok=True)
