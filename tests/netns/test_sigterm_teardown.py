@@ -2,7 +2,8 @@
 Ctrl-C (tests/sigterm_teardown.py): a child pytest holds a ledgered namespace, a root-namespace
 veth end and a process, as the sshd test hosts do; after SIGTERM none of them is left and the
 child exits on its own. Before, such a run left tb-<rid>-m, -h1, -h2, tb<rid>m0 and two sshd
-behind until `tunbench cleanup`."""
+behind until `tunbench cleanup`. A child the session forks (pyroute2 does, to enter a
+namespace) still dies on SIGTERM and never runs the session's teardown."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tunbench.testbed import names, netlink
 TESTS = Path(__file__).resolve().parents[1]
 
 CHILD = '''
-import os, time
+import os, signal, time
 from pathlib import Path
 import pytest
 from tunbench import proc
@@ -41,6 +42,18 @@ def held():
         yield p.pid
     finally:
         ledger.close()
+
+def test_a_forked_child_still_dies_on_sigterm(held):
+    # pyroute2 forks to enter a namespace: a child must die as before, never tear down
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    time.sleep(0.2)
+    os.kill(pid, signal.SIGTERM)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM, status
+    assert f"tb-{os.environ['TB_CHILD_RID']}-t" in netlink.list_netns()
 
 def test_holds(held):
     Path(os.environ["TB_CHILD_READY"]).write_text(str(held))
@@ -70,7 +83,7 @@ def test_sigterm_tears_the_fixtures_down(tmp_path: Path) -> None:
         if child.poll() is None:
             child.kill()
             child.wait()
-    assert "KeyboardInterrupt" in out and "SIGTERM" in out, out
+    assert "KeyboardInterrupt" in out and "SIGTERM" in out and "1 passed" in out, out
     assert f"tb-{rid}-t" not in netlink.list_netns(), out
     assert not [n for n in netlink.link_names(None) if n.startswith(f"tb{rid}")], out
     assert not proc.pid_alive(sleeper), out
