@@ -37,7 +37,7 @@ from .results.model import MetricRecord, case_document
 from .spec import Experiment
 from .tbtun import hub as tbhub
 from .tbtun import loader
-from .testbed import hub, local, names, netlink
+from .testbed import hub, local, names, netlink, topology
 from .testbed.base import Site
 from .testbed.hubhosts import HubHosts
 from .testbed.ledger import Ledger
@@ -187,32 +187,10 @@ def log_tails(workdir: Path | None, lines: int = 10, h: hub.Hub | None = None
               ) -> str | None:
     """The last lines of every process log of a failed case, read before teardown removes
     them (on hosts: each site's, through its agent)."""
-    out = []
-    if workdir is not None and workdir.is_dir():
-        for log in sorted(workdir.glob("*.log")):
-            tail = log.read_text(errors="replace").splitlines()[-lines:]
-            if tail:
-                out.append(f"--- {log.name}\n" + "\n".join(tail))
+    out = local.workdir_log_tails(workdir, lines)
     if h is not None and h.on_hosts:
-        for site in [h.site, *(s.site for s in h.spokes)]:
-            out += _remote_tails(site, lines)
+        out += topology.site_log_tails([h.site, *(s.site for s in h.spokes)], lines)
     return "\n".join(out) or None
-
-
-def _remote_tails(site: Site, lines: int) -> list[str]:
-    if not isinstance(site, RemoteSite) or site.agent is None or not site.agent.alive:
-        return []
-    agent, wd = site.agent, site.workdir
-    try:
-        out = []
-        for n in agent.call("list_dir", path=wd)["names"]:
-            if n.endswith(".log"):
-                tail = agent.read_file(f"{wd}/{n}").decode(errors="replace").splitlines()
-                if tail[-lines:]:
-                    out.append(f"--- {site.name}:{n}\n" + "\n".join(tail[-lines:]))
-        return out
-    except TunbenchError:
-        return []
 
 
 def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,

@@ -600,10 +600,7 @@ def _log_tails(tb: Testbed | None, topo: topology.Topology | None = None,
     if tb is None or not tb.workdir.exists():
         return None
     parts = topo.log_tails(tb, lines) if topo is not None else []
-    for log in sorted(Path(tb.workdir).glob("*.log*")):
-        text = log.read_text(errors="replace").splitlines()[-lines:]
-        if text:
-            parts.append(f"--- {log.name}\n" + "\n".join(text))
+    parts += local.workdir_log_tails(Path(tb.workdir), lines)
     return "\n".join(parts) or None
 
 

@@ -113,6 +113,17 @@ def add_routed_hop(tb: Testbed) -> str:
     return "198.18.1.2"
 
 
+def workdir_log_tails(workdir: Path | None, lines: int = 20) -> list[str]:
+    """The last lines of every process log in a case directory here, one block each."""
+    parts = []
+    if workdir is not None and workdir.is_dir():
+        for log in sorted(workdir.glob("*.log*")):
+            text = log.read_text(errors="replace").splitlines()[-lines:]
+            if text:
+                parts.append(f"--- {log.name}\n" + "\n".join(text))
+    return parts
+
+
 def make_workdir(run_id: str, ledger: Ledger, workdir: Path | None = None) -> Path:
     """The run's private state directory (0700, /run/tunbench/<run id> by default), in the
     ledger so teardown removes it."""

@@ -210,6 +210,24 @@ def lacks_tools(name: str, target: str, missing: list[str], os_release: str) -> 
     return (f"site {name} ({target}) lacks {', '.join(missing)} "
             f"({install_command(os_release)} {pkgs} there)")
 
+def site_log_tails(sites: Any, lines: int = 20) -> list[str]:
+    """The last lines of every process log in each remote site's case directory, read through
+    its agent (sites here, or whose agent is gone, give none)."""
+    parts = []
+    for site in sites:
+        if not isinstance(site, RemoteSite) or site.agent is None or not site.agent.alive:
+            continue
+        try:
+            for n in site.agent.call("list_dir", path=site.workdir)["names"]:
+                if ".log" in n:
+                    text = site.agent.read_file(f"{site.workdir}/{n}").decode(
+                        errors="replace").splitlines()[-lines:]
+                    if text:
+                        parts.append(f"--- {site.name}:{n}\n" + "\n".join(text))
+        except TunbenchError:
+            continue
+    return parts
+
 def heal_endpoints(endpoints: dict[str, Any]) -> list[str]:
     """Reconnect every endpoint (name -> SiteEndpoint) whose connection dropped, a few tries
     apart; the names healed. An endpoint that stays unreachable raises its connect error."""
@@ -547,21 +565,7 @@ class Topology:
 
     def log_tails(self, tb: Any, lines: int = 20) -> list[str]:
         """The tails of the case's logs on each remote site (read through its agent)."""
-        parts = []
-        for site in tb.sites():
-            if not isinstance(site, RemoteSite) or site.agent is None or not site.agent.alive:
-                continue
-            try:
-                names = site.agent.call("list_dir", path=site.workdir)["names"]
-                for n in names:
-                    if ".log" in n:
-                        text = site.agent.read_file(f"{site.workdir}/{n}").decode(
-                            errors="replace").splitlines()[-lines:]
-                        if text:
-                            parts.append(f"--- {site.name}:{n}\n" + "\n".join(text))
-            except TunbenchError:
-                continue
-        return parts
+        return site_log_tails(tb.sites(), lines)
 
     def close(self) -> None:
         for ep in self.endpoints.values():
