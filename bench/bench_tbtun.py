@@ -9,6 +9,13 @@ workload):
     target <= 1.0;
 (d) setup time of one site pair: ebpf-vxlan (1 and 1000 rules) and kernel vxlan;
 (e) decap in native XDP / decap in tc (ebpf-vxlan decap=xdp vs decap=tc), and XDP / native;
+(g) native with its route MTU lowered to tbtun's inner MTU (native-inner-mtu): the control that
+    splits tbtun's gap to native into what the 50 B header costs any tunnel (a smaller TCP MSS,
+    so iperf3's default 128 KiB writes end in smaller skbs) and what the datapath costs:
+    ebpf-vxlan / native-inner-mtu is the datapath alone;
+(h) native with tbtun's programs attached but not configured (native-tc-hooks: clsact, tb_encap
+    on egress and tb_decap on ingress of both underlay ends, every packet passes): what the tc
+    hooks and the programs' first checks cost, with no encapsulation;
 (f) the programs' own cost, from the kernel's BPF run-time statistics (kernel.bpf_stats_enabled
     on for the bench, restored after): ns per run of the encap program (site a) and the decap
     program (site b) during the stream, with 2 and with 1000 rules. Unlike throughput, this is
@@ -28,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tunbench import proc, tunnels
+from tunbench.tbtun import loader
 from tunbench.testbed import local, names
 from tunbench.testbed.ledger import Ledger
 from tunbench.workloads.base import Context
@@ -36,6 +44,8 @@ from tunbench.workloads.stream import Stream, StreamParams
 
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "native": ("native", {}),
+    "native-inner-mtu": ("native", {}),
+    "native-tc-hooks": ("native", {}),
     "vxlan": ("vxlan", {}),
     "ebpf-vxlan": ("ebpf-vxlan", {}),
     "ebpf-vxlan-1000": ("ebpf-vxlan", {"rules": 1000}),
@@ -58,7 +68,11 @@ def prog_stats(run_id: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-def measure(variant: str, duration: float, latency: bool) -> dict[str, float]:
+INNER_MTU = 1450      # ebpf-vxlan's inner MTU on the 1500 B underlay (50 B of headers)
+
+
+def measure(variant: str, duration: float, latency: bool, stream: StreamParams
+            ) -> dict[str, float]:
     kind, raw = VARIANTS[variant]
     drv = tunnels.get(kind)
     rid = names.new_run_id()
@@ -68,10 +82,17 @@ def measure(variant: str, duration: float, latency: bool) -> dict[str, float]:
         t0 = time.monotonic()
         ep = drv().up(tb, drv.parse_params(raw))
         out["setup_s"] = time.monotonic() - t0
+        if variant == "native-tc-hooks":
+            for site in (tb.a, tb.b):
+                where = loader.load(ledger, rid, site.name, site)
+                loader.attach(ledger, site.netns, site.underlay_if, where, "tc", site)
+        if variant == "native-inner-mtu":
+            proc.run(["ip", "route", "replace", f"{ep.b4}/32", "dev", tb.a.underlay_if,
+                      "mtu", str(INNER_MTU)], netns=tb.a.netns, timeout=10)
         ctx = Context(tb, ep, duration=duration, warmup=1)
         before = prog_stats(rid)
         t1 = time.monotonic()
-        res = Stream().run(ctx, StreamParams())
+        res = Stream().run(ctx, stream)
         wall = time.monotonic() - t1
         out["mbps"] = float(res.metrics["throughput"].value or 0)
         for key, (ns, cnt) in prog_stats(rid).items():
@@ -87,7 +108,8 @@ def measure(variant: str, duration: float, latency: bool) -> dict[str, float]:
 
 
 def _ratio(rows: list[dict[str, dict[str, float]]], a: str, b: str, key: str) -> str:
-    rs = [r[a][key] / r[b][key] for r in rows if r[b].get(key)]
+    rs = [r[a][key] / r[b][key] for r in rows
+          if key in r.get(a, {}) and r.get(b, {}).get(key)]
     return (f"median {statistics.median(rs):.3f} (min {min(rs):.3f}, max {max(rs):.3f}, "
             f"n={len(rs)})") if rs else "n/a"
 
@@ -96,6 +118,15 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=5)
+    ap.add_argument("--length", type=int, default=0,
+                    help="iperf3 write size in bytes (-l); 0 = iperf3's default, 128 KiB")
+    ap.add_argument("--congestion", default="",
+                    help="TCP congestion control (iperf3 -C); empty = the host's default")
+    ap.add_argument("--affinity", default="",
+                    help="iperf3 -A: 'N,M' pins client and server (e.g. 0,0: one CPU does all "
+                         "the work, so throughput is the inverse of the CPU cost per byte)")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help=f"comma-separated subset of {','.join(VARIANTS)}")
     args = ap.parse_args()
     old_stats = STATS_SYSCTL.read_text().strip() if STATS_SYSCTL.exists() else None
     if old_stats is not None:
@@ -109,11 +140,23 @@ def main() -> int:
 
 def run(args: argparse.Namespace) -> int:
     rows: list[dict[str, dict[str, float]]] = []
+    names_ = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = sorted(set(names_) - set(VARIANTS))
+    if unknown:
+        print(f"unknown variant(s) {', '.join(unknown)}: choose from {', '.join(VARIANTS)}",
+              file=sys.stderr)
+        return 2
+    stream = StreamParams(length=args.length, congestion=args.congestion,
+                          affinity=args.affinity)
+    cc = args.congestion or Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    print(f"single TCP stream, {args.duration:g} s, writes of "
+          f"{args.length or 131072} B, congestion control {cc}, CPUs "
+          f"{args.affinity or 'not pinned'}, {args.rounds} rounds", flush=True)
     for i in range(args.rounds):
         row = {}
-        names_ = list(VARIANTS)
         for v in names_[i % len(names_):] + names_[:i % len(names_)]:   # rotate: no position bias
-            row[v] = measure(v, args.duration, latency=v in ("vxlan", "ebpf-vxlan"))
+            row[v] = measure(v, args.duration, latency=v in ("vxlan", "ebpf-vxlan"),
+                             stream=stream)
             extra = (f", p50 {row[v]['p50']:.1f} µs, p99 {row[v]['p99']:.1f} µs"
                      if "p50" in row[v] else "")
             print(f"round {i + 1} {v:<16} {row[v]['mbps']:>8,.0f} Mbit/s, setup "
@@ -124,6 +167,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"    ebpf-vxlan / kernel vxlan: {_ratio(rows, 'ebpf-vxlan', 'vxlan', 'mbps')}; "
           "target >= 1.15")
     print(f"    kernel vxlan / native:     {_ratio(rows, 'vxlan', 'native', 'mbps')}")
+    print(f"(g) native at inner MTU / native: "
+          f"{_ratio(rows, 'native-inner-mtu', 'native', 'mbps')}")
+    print(f"    ebpf-vxlan / native at inner MTU: "
+          f"{_ratio(rows, 'ebpf-vxlan', 'native-inner-mtu', 'mbps')}")
+    print(f"(h) native with idle tbtun hooks / native: "
+          f"{_ratio(rows, 'native-tc-hooks', 'native', 'mbps')}")
     print(f"(b) 1000 rules / 2 rules:      "
           f"{_ratio(rows, 'ebpf-vxlan-1000', 'ebpf-vxlan', 'mbps')}; target >= 0.98")
     print(f"(c) TCP RTT p50 ebpf/vxlan:    {_ratio(rows, 'ebpf-vxlan', 'vxlan', 'p50')}; "
@@ -132,18 +181,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"(e) decap xdp / decap tc:      "
           f"{_ratio(rows, 'ebpf-vxlan-xdp', 'ebpf-vxlan', 'mbps')}")
     print(f"    decap xdp / native:        {_ratio(rows, 'ebpf-vxlan-xdp', 'native', 'mbps')}")
-    for v in ("ebpf-vxlan", "ebpf-vxlan-1000", "ebpf-vxlan-xdp"):
+    for v in ("ebpf-vxlan", "ebpf-vxlan-1000", "ebpf-vxlan-xdp", "native-tc-hooks"):
         for key in ("encap", "decap"):
-            got = [r[v][f"{key}_ns"] for r in rows if f"{key}_ns" in r[v]]
+            got = [r[v][f"{key}_ns"] for r in rows if f"{key}_ns" in r.get(v, {})]
             if got:
                 core = statistics.median(r[v][f"{key}_core"] for r in rows
-                                         if f"{key}_core" in r[v])
+                                         if f"{key}_core" in r.get(v, {}))
                 print(f"(f) {key} program, {v:<16} median {statistics.median(got):.0f} ns "
                       f"per run, {100 * core:.2f} % of one core during the stream "
                       f"(n={len(got)})")
     print(f"    1000 rules / 2 rules, encap ns per run: "
           f"{_ratio(rows, 'ebpf-vxlan-1000', 'ebpf-vxlan', 'encap_ns')}")
-    for v in VARIANTS:
+    for v in names_:
         setups = [r[v]["setup_s"] * 1000 for r in rows]
         print(f"(d) setup {v:<16} median {statistics.median(setups):.0f} ms")
     return 0

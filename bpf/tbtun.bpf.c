@@ -7,7 +7,8 @@
  * underlay address, VNI, UDP port and encap kind. bpf_skb_adjust_room(+50, MAC, FIXED_GSO |
  * ENCAP_L3_IPV4 | ENCAP_L4_UDP | ENCAP_L2(14) | ENCAP_L2_ETH) opens room after the outer
  * Ethernet header and marks a GSO skb as UDP-tunnel GSO, so it is segmented after encap
- * (by the NIC or in software) and keeps its gso_size. Headers are then written in one store;
+ * (by the NIC or in software) and keeps its gso_size. Headers are then written in place (the
+ * room is in the linear head; a helper store only as the fallback);
  * an IPv6 packet's outer MACs come from bpf_fib_lookup towards the remote.
  * Packets without the realm (the underlay's own traffic) pass untouched; tunnel-routed
  * packets without a rule are dropped and counted.
@@ -50,6 +51,12 @@
 #define AF_INET_ 2
 
 char LICENSE[] SEC("license") = "GPL";
+
+/* skb->data / skb->data_end, read fresh where they are used: the barrier keeps clang from
+ * reusing a ctx+offset address it computed earlier, which the verifier rejects ("dereference
+ * of modified ctx ptr"). Re-read after every helper that moves the packet. */
+#define PKT_DATA(skb) ({ barrier_var(skb); (void *)(long)(skb)->data; })
+#define PKT_END(skb) ({ barrier_var(skb); (void *)(long)(skb)->data_end; })
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -130,30 +137,45 @@ static __always_inline struct tb_config *config(void)
 	return cfg && cfg->version == TB_LAYOUT_VERSION ? cfg : 0;
 }
 
-/* The rule for the inner destination of an Ethernet frame, or 0. */
+/* The rule for the inner destination of an Ethernet frame, or 0. The address is read in
+ * place when the headers are in the skb's linear part (always for a locally sent packet),
+ * else copied out. */
 static __always_inline struct tb_rule *lookup(struct __sk_buff *skb, __u16 proto)
 {
+	void *data = PKT_DATA(skb), *end = PKT_END(skb);
+
 	if (proto == bpf_htons(ETH_P_IP)) {
 		struct tb_key4 k = { .prefixlen = 32 };
+		struct iphdr *ip = data + ETH_HLEN;
 
-		if (bpf_skb_load_bytes(skb, ETH_HLEN + offsetof(struct iphdr, daddr), k.addr, 4))
+		if ((void *)(ip + 1) <= end)
+			__builtin_memcpy(k.addr, &ip->daddr, 4);
+		else if (bpf_skb_load_bytes(skb, ETH_HLEN + offsetof(struct iphdr, daddr), k.addr, 4))
 			return 0;
 		return bpf_map_lookup_elem(&tb_rules4, &k);
 	}
 	if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct tb_key6 k = { .prefixlen = 128 };
+		struct ipv6hdr *ip6 = data + ETH_HLEN;
 
-		if (bpf_skb_load_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, daddr), k.addr, 16))
+		if ((void *)(ip6 + 1) <= end)
+			__builtin_memcpy(k.addr, &ip6->daddr, 16);
+		else if (bpf_skb_load_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, daddr),
+					    k.addr, 16))
 			return 0;
 		return bpf_map_lookup_elem(&tb_rules6, &k);
 	}
 	return 0;
 }
 
-static __always_inline __u16 ip_csum(struct iphdr *ip)
+/* The IPv4 header checksum, folded in the program (no helper call for 20 bytes). */
+static __always_inline __u16 ip_csum(const struct iphdr *ip)
 {
-	__u64 sum = bpf_csum_diff(0, 0, (__be32 *)ip, sizeof(*ip), 0);
+	const __u16 *w = (const __u16 *)ip;
+	__u32 sum = 0;
 
+	for (int i = 0; i < (int)(sizeof(*ip) / 2); i++)
+		sum += w[i];
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	return ~sum;
@@ -232,12 +254,33 @@ static __always_inline int outer_macs(struct __sk_buff *skb, const struct tb_rul
 	return 0;
 }
 
+/* The outer headers and the outer Ethernet type into the room adjust_room opened: stored in
+ * place when that room is in the linear part (it always is: adjust_room pushes it into the
+ * head), through the helper otherwise. 0 or -1. */
+static __always_inline int write_outer(struct __sk_buff *skb, const struct tb_outer *h,
+				       __be16 ip4)
+{
+	void *data = PKT_DATA(skb), *end = PKT_END(skb);
+	struct ethhdr *eth = data;
+
+	if (data + ETH_HLEN + TB_OVERHEAD <= end) {
+		__builtin_memcpy(data + ETH_HLEN, h, TB_OVERHEAD);
+		eth->h_proto = ip4;
+		return 0;
+	}
+	if (bpf_skb_store_bytes(skb, ETH_HLEN, h, TB_OVERHEAD, 0) ||
+	    bpf_skb_store_bytes(skb, offsetof(struct ethhdr, h_proto), &ip4, 2, 0))
+		return -1;
+	return 0;
+}
+
 SEC("tc")
 int tb_encap(struct __sk_buff *skb)
 {
 	struct tb_config *cfg = config();
 	struct tb_outer h;
 	struct tb_rule *r;
+	struct ethhdr *eth;
 	__u8 src_mac[ETH_ALEN];
 	__u32 len = skb->len, hash;
 	__u16 proto = skb->protocol, sport;
@@ -251,7 +294,10 @@ int tb_encap(struct __sk_buff *skb)
 		return drop(TB_STAT_NO_RULE, len);
 	if (!skb->gso_size && len - ETH_HLEN + TB_OVERHEAD > cfg->mtu)
 		return drop(TB_STAT_OVERSIZE, len);
-	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_source), src_mac, ETH_ALEN))
+	eth = PKT_DATA(skb);
+	if ((void *)(eth + 1) <= PKT_END(skb))
+		__builtin_memcpy(src_mac, eth->h_source, ETH_ALEN);
+	else if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_source), src_mac, ETH_ALEN))
 		return drop(TB_STAT_ENCAP_ERR, len);
 
 	hash = bpf_get_hash_recalc(skb);
@@ -262,8 +308,7 @@ int tb_encap(struct __sk_buff *skb)
 	if (bpf_skb_adjust_room(skb, TB_OVERHEAD, BPF_ADJ_ROOM_MAC, flags))
 		return drop(TB_STAT_ENCAP_ERR, len);
 	fill(&h, r, cfg, len - ETH_HLEN + TB_OVERHEAD, sport, src_mac, proto);
-	if (bpf_skb_store_bytes(skb, ETH_HLEN, &h, TB_OVERHEAD, 0) ||
-	    bpf_skb_store_bytes(skb, offsetof(struct ethhdr, h_proto), &ip4, 2, 0))
+	if (write_outer(skb, &h, ip4))
 		return drop(TB_STAT_ENCAP_ERR, len);
 	if (proto != ip4) {
 		int macs = outer_macs(skb, r, cfg);
@@ -299,6 +344,7 @@ int tb_decap(struct __sk_buff *skb)
 {
 	struct tb_config *cfg = config();
 	struct tb_rx h;
+	void *data, *end;
 	__u32 hlen, len = skb->len;
 	__u16 inner;
 	__u32 daddr, local;
@@ -306,7 +352,11 @@ int tb_decap(struct __sk_buff *skb)
 
 	if (!cfg || skb->protocol != bpf_htons(ETH_P_IP))
 		return TC_ACT_OK;
-	if (bpf_skb_load_bytes(skb, 0, &h, sizeof(h)))
+	data = PKT_DATA(skb);
+	end = PKT_END(skb);
+	if (data + sizeof(h) <= end)                       /* in place: no copy */
+		__builtin_memcpy(&h, data, sizeof(h));
+	else if (bpf_skb_load_bytes(skb, 0, &h, sizeof(h)))
 		return TC_ACT_OK;
 	daddr = h.ip.daddr;
 	__builtin_memcpy(&local, cfg->local4, 4);
@@ -338,8 +388,13 @@ int tb_decap(struct __sk_buff *skb)
 	else if (inner != bpf_htons(ETH_P_IP))
 		return TC_ACT_OK;                          /* ARP & co.: not ours to carry */
 	hlen += sizeof(struct iphdr) + sizeof(struct udphdr) + ETH_HLEN;
-	if (bpf_skb_adjust_room(skb, -(__s32)hlen, BPF_ADJ_ROOM_MAC, flags) ||
-	    bpf_skb_store_bytes(skb, offsetof(struct ethhdr, h_proto), &inner, 2, 0))
+	if (bpf_skb_adjust_room(skb, -(__s32)hlen, BPF_ADJ_ROOM_MAC, flags))
+		return drop(TB_STAT_DECAP_ERR, len);
+	data = PKT_DATA(skb);
+	end = PKT_END(skb);
+	if (data + ETH_HLEN <= end)
+		((struct ethhdr *)data)->h_proto = inner;
+	else if (bpf_skb_store_bytes(skb, offsetof(struct ethhdr, h_proto), &inner, 2, 0))
 		return drop(TB_STAT_DECAP_ERR, len);
 	count(TB_STAT_DECAP, len - hlen);
 	return TC_ACT_OK;

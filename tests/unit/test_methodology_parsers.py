@@ -9,7 +9,7 @@ import pytest
 
 from tunbench.errors import CommandFailed
 from tunbench.workloads import _multi_iperf as mi
-from tunbench.workloads import latency, ping
+from tunbench.workloads import latency, ping, stream
 
 
 @pytest.mark.parametrize("proto", ["tcp", "udp"])
@@ -143,3 +143,14 @@ def test_parse_intervals_on_capture(data_dir: Path) -> None:
     assert agg["mean"] == pytest.approx(res["throughput_mbps"], rel=0.05)
     with pytest.raises(CommandFailed, match="iperf3"):
         mi.parse_intervals((data_dir / "iperf3/error-refused.json").read_text())
+
+
+def test_stream_affinity_reaches_iperf3_and_bad_values_are_named() -> None:
+    p = stream.StreamParams(affinity="0,1", length=1 << 20, congestion="cubic")
+    argv = stream.client_argv("198.19.0.2", 5201, 3, 1, p)
+    assert argv[argv.index("-A") + 1] == "0,1" and argv[argv.index("-l") + 1] == "1048576"
+    assert "-A" not in stream.client_argv("198.19.0.2", 5201, 3, 1, stream.StreamParams())
+    assert stream.StreamParams(affinity="3").validate() == []
+    for bad in ("0,", "a", "0,1,2", "-1"):
+        (problem,) = stream.StreamParams(affinity=bad).validate()
+        assert problem.startswith(f"affinity {bad!r} is not N or N,M")

@@ -7,6 +7,8 @@ PID after it. The per-interval series is kept; warm-up intervals (iperf3 -O) are
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,9 +39,16 @@ class StreamParams(WorkloadParams):
     congestion: str = field(
         default="",
         metadata={"help": "TCP congestion control (iperf3 -C); empty = the system default"})
+    affinity: str = field(
+        default="",
+        metadata={"help": "CPU pinning (iperf3 -A): 'N' pins the client, 'N,M' the client to "
+                          "CPU N and the server to CPU M; empty = the scheduler decides"})
 
     def validate(self) -> list[str]:
         problems = []
+        if self.affinity and not re.fullmatch(r"\d{1,4}(,\d{1,4})?", self.affinity):
+            problems.append(f"affinity {self.affinity!r} is not N or N,M (CPU numbers, "
+                            "e.g. 0,1: client on CPU 0, server on CPU 1)")
         if not 1 <= self.streams <= 128:
             problems.append(f"streams {self.streams} out of range (1..128 per iperf3 process)")
         if not 0 <= self.length <= IPERF3_MAX_LENGTH:
@@ -64,6 +73,8 @@ def client_argv(addr: str, port: int, duration: float, warmup: float, p: StreamP
         argv += ["-l", str(p.length)]
     if p.congestion:
         argv += ["-C", p.congestion]
+    if p.affinity:
+        argv += ["-A", p.affinity]
     return argv
 
 
@@ -118,6 +129,11 @@ class Stream(Workload[StreamParams]):
     headline = ("throughput", "retransmits")
 
     def unsupported(self, ctx: Context, params: StreamParams) -> str | None:
+        if params.affinity and ctx.tb.a.host is None and ctx.tb.b.host is None:
+            cpus = os.cpu_count() or 1
+            if any(int(c) >= cpus for c in params.affinity.split(",")):
+                return (f"affinity {params.affinity} names a CPU this host does not have "
+                        f"(CPUs 0..{cpus - 1})")
         return relay_problem(ctx, tcp_ports=[ctx.port_base])
 
     def run(self, ctx: Context, params: StreamParams) -> Output:
