@@ -281,14 +281,14 @@ def test_the_site_sides_of_gateways_get_the_tunnel_mtu() -> None:
     chain = chain_spec.parse({"path": ["router", "gwa", "wan", "gwb", "router"],
                               "gwa": {"kind": "gateway"}, "gwb": {"kind": "gateway"}})
     assert chain is not None
-    assert build._segment_mtus(chain, 5, 1500) == [1450, 1450, 1500, 1500, 1450, 1450]
+    assert build.segment_mtus(chain, 5, 1500) == [1450, 1450, 1500, 1500, 1450, 1450]
     if _host_has("ipsec"):
         ipsec = chain_spec.parse(_pair("ipsec", "libipsec"))
         assert ipsec is not None
-        assert build._segment_mtus(ipsec, 3, 9000) == [1400, 9000, 9000, 1400]
+        assert build.segment_mtus(ipsec, 3, 9000) == [1400, 9000, 9000, 1400]
     if _host_has("wireguard"):
         wg = chain_spec.parse(_pair("wireguard"))
-        assert wg is not None and build._segment_mtus(wg, 3, 1500) == [1440, 1500, 1500, 1440]
+        assert wg is not None and build.segment_mtus(wg, 3, 1500) == [1440, 1500, 1500, 1440]
 
 
 def test_what_lies_behind_each_gateway() -> None:

@@ -84,3 +84,11 @@ def test_ethtool_k(data_dir: Path) -> None:
     assert feats["tx-checksum-ipv4"] == "off [fixed]"
     assert "generic-segmentation-offload" in feats
     assert "Features" not in " ".join(feats)
+
+
+def test_busy_jiffies_of_all_cpus(data_dir: Path) -> None:
+    # user + nice + system + irq + softirq + steal of the aggregate "cpu" row (idle and
+    # iowait left out): 10049 + 7625 + 466 + 77, and 10188 + 7682 + 466 + 77
+    assert cpu.busy_jiffies((data_dir / "procstat/stat-1.txt").read_text()) == 18217
+    assert cpu.busy_jiffies((data_dir / "procstat/stat-2.txt").read_text()) == 18413
+    assert cpu.busy_jiffies("cpu0 100 0 50 800 50 0 0 0 0 0\n") is None

@@ -56,7 +56,7 @@ def build(run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int = 1500,
     hops = place(run_id, chain)
     n = len(hops)
     gw = chain.gateways()
-    seg_mtu = _segment_mtus(chain, n, mtu)
+    seg_mtu = segment_mtus(chain, n, mtu)
     a = Site("a", names.netns_name(run_id, "a"), names.link_name(run_id, "ua"),
              addr4(0, 1), addr6(0, 1))
     b = Site("b", names.netns_name(run_id, "b"), names.link_name(run_id, "ub"),
@@ -90,7 +90,7 @@ def build(run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int = 1500,
     return tb
 
 
-def _segment_mtus(chain: ChainSpec, n: int, mtu: int) -> list[int]:
+def segment_mtus(chain: ChainSpec, n: int, mtu: int) -> list[int]:
     """MTU of every segment (pure): the experiment's, except on the site sides of a gateway
     pair, which get the gateways' tunnel MTU (its overhead taken off the WAN's MTU)."""
     gw = chain.gateways()

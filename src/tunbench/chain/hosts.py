@@ -145,7 +145,7 @@ def build(topo: Any, run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int,
         if ag is None or not ag.alive:
             raise TunbenchError(f"site {s} ({topo.target(s)}) is not connected",
                                 "a tunbench bug: report it")
-    under = {s: topo._link_mtu(s, topo.resolved[s].dev) for s in ("a", "b")}
+    under = {s: topo.link_mtu(s, topo.resolved[s].dev) for s in ("a", "b")}
     seg_mtu = chain_mtu(mtu, min(under.values()))
     if seg_mtu < 576:
         raise SpecError(f"the hosts' underlay MTU {min(under.values())} leaves {seg_mtu} "
@@ -153,7 +153,7 @@ def build(topo: Any, run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int,
                         "use hosts whose underlay MTU is at least 1280")
     n = len(chain.hops)
     gw = chain.gateways()
-    seg_mtus = build_mod._segment_mtus(chain, n, seg_mtu)   # gateways: their tunnel's MTU
+    seg_mtus = build_mod.segment_mtus(chain, n, seg_mtu)   # gateways: their tunnel's MTU
     hops: list[Hop] = []
     for hop, s in zip(place(run_id, chain), side, strict=True):
         hops.append(replace(hop, host=topo.target(s), runner=in_netns(agents[s], hop.netns)))

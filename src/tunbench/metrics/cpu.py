@@ -37,6 +37,16 @@ def parse_proc_stat(text: str) -> dict[str, tuple[int, ...]]:
     return out
 
 
+def busy_jiffies(text: str) -> int | None:
+    """Jiffies all CPUs together spent busy (everything but idle and iowait), from the
+    aggregate row of a /proc/stat text; None without that row."""
+    cpu = parse_proc_stat(text).get("cpu")
+    if cpu is None:
+        return None
+    d = dict(zip(FIELDS, cpu))
+    return sum(cpu) - d["idle"] - d["iowait"]
+
+
 def usage(prev: dict[str, tuple[int, ...]], cur: dict[str, tuple[int, ...]]) -> dict[str, dict[str, float]]:
     """Percent of each CPU spent in usr (user+nice), sys, irq, softirq, idle (idle+iowait),
     steal, and busy (everything but idle) between two /proc/stat readings."""

@@ -395,7 +395,7 @@ class Topology:
                                     "reach the host over another address")
             if r.dev != r.mgmt_dev:
                 continue
-            current = int(self._link_mtu(name, r.dev))
+            current = int(self.link_mtu(name, r.dev))
             for mtu in mtus:
                 if mtu != current:
                     raise SpecError(f"refusing MTU {mtu} on {r.dev} of site {name} "
@@ -418,7 +418,7 @@ class Topology:
                                 "session", f"give sites.{name}.underlay_if another "
                                 "interface, or use datapath=system")
 
-    def _link_mtu(self, name: str, dev: str) -> int:
+    def link_mtu(self, name: str, dev: str) -> int:
         ep = self.endpoints.get(name)
         if ep is None:
             from . import netlink

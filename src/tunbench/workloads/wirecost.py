@@ -27,7 +27,7 @@ from typing import Any
 from pyroute2.netlink.exceptions import NetlinkError
 
 from ..errors import TunbenchError
-from ..metrics.cpu import FIELDS, parse_pid_cpu_ticks, parse_proc_stat
+from ..metrics.cpu import busy_jiffies, parse_pid_cpu_ticks
 from ..testbed.base import Site, Testbed
 
 USER_HZ = 100   # /proc/stat counts in USER_HZ, 100 on every Linux ABI
@@ -43,13 +43,9 @@ class Snapshot:
 
 def _busy_jiffies(site: Site) -> int | None:
     try:
-        cpu = parse_proc_stat(site.read_file("/proc/stat").decode()).get("cpu")
+        return busy_jiffies(site.read_file("/proc/stat").decode())
     except (OSError, TunbenchError, UnicodeDecodeError):
         return None
-    if cpu is None:
-        return None
-    d = dict(zip(FIELDS, cpu))
-    return sum(cpu) - d["idle"] - d["iowait"]
 
 
 def cpu_hosts(tb: Testbed) -> tuple[Site, ...]:
