@@ -21,13 +21,13 @@ def coerce_fields(cls: type, raw: dict[str, Any], where: str) -> tuple[list[str]
     values: dict[str, Any] = {}
     for key, val in raw.items():
         if key not in known:
-            problems.append(f"{where}: unknown parameter '{key}' (known: "
+            problems.append(f"{where}: unknown parameter {key!r} (known: "
                             f"{', '.join(sorted(known)) or 'none'})")
             continue
         want = hints[key]
         ok, conv = _coerce(val, want)
         if not ok:
-            problems.append(f"{where}: parameter '{key}' must be {_type_name(want)}, got {val!r}")
+            problems.append(f"{where}: parameter {key!r} must be {_type_name(want)}, got {val!r}")
         else:
             values[key] = conv
     return problems, values

@@ -239,7 +239,7 @@ def build(data: dict[str, Any], source: str = "command line",
     unknown_top = set(data) - {"experiment", "tunnel", "workload", "offloads", "sites", "chain",
                               "testbed"}
     for key in sorted(unknown_top):
-        problems.append(f"{where}: unknown section '{key}' (known: experiment, tunnel, workload, "
+        problems.append(f"{where}: unknown section {key!r} (known: experiment, tunnel, workload, "
                         "offloads, sites, chain, testbed)")
     raw_sites = dict(data.get("sites") or {}) if isinstance(data.get("sites"), dict) \
         else data.get("sites")
@@ -477,7 +477,7 @@ def offload_tables(names_csv: str) -> list[dict[str, Any]]:
     out = []
     for name in inputs.split_list("--offloads", names_csv):
         if name not in OFFLOAD_PRESETS:
-            raise SpecError(f"--offloads: unknown offload variant '{name}'",
+            raise SpecError(f"--offloads: unknown offload variant {name!r}",
                             f"known: {', '.join(OFFLOAD_PRESETS)}; or define [[offloads]] in an "
                             "experiment file")
         out.append({"name": name, **OFFLOAD_PRESETS[name]})
@@ -504,9 +504,9 @@ def _offloads(raw: Any, where: str, problems: list[str]) -> list[OffloadVariant]
             if feat == "name":
                 continue
             if feat not in OFFLOAD_FEATURES:
-                problems.append(f"{spot}: unknown offload '{feat}' (known: {', '.join(OFFLOAD_FEATURES)})")
+                problems.append(f"{spot}: unknown offload {feat!r} (known: {', '.join(OFFLOAD_FEATURES)})")
             elif val not in ("on", "off", True, False):
-                problems.append(f"{spot}: offload '{feat}' must be \"on\" or \"off\", got {val!r}")
+                problems.append(f"{spot}: offload {feat!r} must be \"on\" or \"off\", got {val!r}")
             else:
                 settings.append((feat, "on" if val in ("on", True) else "off"))
         out.append(OffloadVariant(name, tuple(settings)))

@@ -24,5 +24,5 @@ def get(kind: str) -> type[Function]:
     try:
         return REGISTRY[kind]
     except KeyError:
-        raise SpecError(f"unknown function kind '{kind}'",
+        raise SpecError(f"unknown function kind {kind!r}",
                         f"known: {', '.join(sorted(REGISTRY))}") from None

@@ -80,7 +80,7 @@ class Function:
         out: dict[str, Any] = {}
         for key in sorted(set(raw) - set(cls.params)):
             known = ", ".join(cls.params) or "none"
-            problems.append(f"{where}: unknown parameter '{key}' of a {cls.kind} "
+            problems.append(f"{where}: unknown parameter {key!r} of a {cls.kind} "
                             f"(its parameters: {known})")
         for key, p in cls.params.items():
             val = raw.get(key, p.default)

@@ -114,7 +114,7 @@ def _parse(raw: Any, where: str, problems: list[str], here: bool = True) -> Chai
         if hop is None:
             continue
         if entry in tables and entry in seen:
-            problems.append(f"{where}.path is a loop: '{entry}' appears at positions "
+            problems.append(f"{where}.path is a loop: {entry!r} appears at positions "
                             f"{seen[entry]} and {i} ({' -> '.join(['a', *path, 'b'])}); each "
                             "function is one namespace crossed once: define a second one "
                             f"(e.g. [chain.{entry}2]) instead")
@@ -123,7 +123,7 @@ def _parse(raw: Any, where: str, problems: list[str], here: bool = True) -> Chai
         hops.append(hop)
     names = [h.name for h in hops]
     for name in sorted({n for n in names if names.count(n) > 1}):
-        problems.append(f"{where}: two functions are named '{name}' (rename one table)")
+        problems.append(f"{where}: two functions are named {name!r} (rename one table)")
     _pairs(hops, where, problems, here)
     wans = [h.name for h in hops if h.kind == "wan"]
     if len(wans) > 1:
@@ -139,7 +139,7 @@ def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
         if not isinstance(table, dict):
             return None
         if not NAME_RE.match(entry) or entry in RESERVED:
-            problems.append(f"{where}.path: function name '{entry}' must be 1-8 lowercase letters "
+            problems.append(f"{where}.path: function name {entry!r} must be 1-8 lowercase letters "
                             "or digits, starting with a letter, and not a, b, c, path or direct")
             return None
         kind, params, name = table.get("kind"), {k: v for k, v in table.items()
@@ -154,7 +154,7 @@ def _hop(entry: str, pos: int, tables: dict[str, Any], where: str,
     if kind == "gateway" and not _gateway(params, spot, problems, refused):
         return None
     if kind not in REGISTRY:
-        problems.append(f"{spot}: unknown function kind '{kind}' (kinds: "
+        problems.append(f"{spot}: unknown function kind {kind!r} (kinds: "
                         f"{', '.join(sorted(REGISTRY))}; or define [chain.{entry}] with a "
                         "kind)")
         return None

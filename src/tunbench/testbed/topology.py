@@ -95,7 +95,7 @@ def parse_sites(raw: Any, where: str, problems: list[str]) -> dict[str, SiteSpec
         return {}
     out: dict[str, SiteSpec] = {}
     for name in sorted(set(raw) - {"a", "b"}):
-        problems.append(f"{where}: unknown site '{name}' (the sites are a and b)")
+        problems.append(f"{where}: unknown site {name!r} (the sites are a and b)")
     for name in ("a", "b"):
         val = raw.get(name)
         if val is None:

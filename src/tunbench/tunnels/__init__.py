@@ -29,7 +29,7 @@ def registry() -> dict[str, type[TunnelDriver[Any]]]:
 def get(kind: str) -> type[TunnelDriver[Any]]:
     reg = registry()
     if kind not in reg:
-        raise SpecError(f"unknown tunnel kind '{kind}'",
+        raise SpecError(f"unknown tunnel kind {kind!r}",
                         f"known kinds: {', '.join(sorted(reg))}; see `tunbench list`")
     return reg[kind]
 

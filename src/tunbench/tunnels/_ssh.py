@@ -52,7 +52,7 @@ class SshParams(TunnelParams):
         problems = []
         ciphers = supported_ciphers()
         if self.cipher not in ciphers:
-            problems.append(f"unknown cipher '{self.cipher}' (this ssh offers: "
+            problems.append(f"unknown cipher {self.cipher!r} (this ssh offers: "
                             f"{', '.join(ciphers)})")
         if not 0 < self.port < 65536:
             problems.append(f"port {self.port} out of range (1..65535)")

@@ -18,7 +18,7 @@ def registry() -> dict[str, type[Workload]]:
 def get(name: str) -> type[Workload]:
     reg = registry()
     if name not in reg:
-        raise SpecError(f"unknown workload '{name}'",
+        raise SpecError(f"unknown workload {name!r}",
                         f"known workloads: {', '.join(sorted(reg))}")
     return reg[name]
 
