@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tunbench import proc
 from tunbench.errors import SpecError
+from tunbench.remote import transport
 from tunbench.remote.agent import client, core
 from tunbench.remote.agent import journal as journal_mod
 from tunbench.remote.transport import ConnectError, check_target, classify, remote_command
@@ -193,3 +195,20 @@ def test_agent_journals_links_a_command_will_make(tmp_path: Path) -> None:
     assert '"ifname": "tbzzzzzv1"' in journal and '"ifname": "tbzzzzzi"' in journal
     assert "eth0" not in journal
     assert journal_mod.undo(agent.journal.entries) == []   # never made: nothing to delete
+
+
+def test_sweep_control_dir_removes_files_of_dead_processes_only(tmp_path: Path) -> None:
+    """A connection killed with SIGKILL leaves its master's log (and socket) in the control
+    directory: `tunbench cleanup` removes those of dead PIDs and nothing else."""
+    gone = proc.spawn(["true"], label="exits-at-once")   # a real process, already exited
+    assert gone.wait(timeout=10) == 0
+    stale = [tmp_path / f"tb-{gone.pid}-954268671-a.log",
+             tmp_path / f"tb-{gone.pid}-954268671-a.sock"]
+    live = tmp_path / f"tb-{os.getpid()}-12-site.log"
+    other = tmp_path / "notes.txt"
+    for f in (*stale, live, other):
+        f.write_text("Connection to 198.18.200.11 closed by remote host.\n")
+    removed = transport.sweep_control_dir(tmp_path)
+    assert sorted(removed) == sorted(f"ssh control file {f}" for f in stale)
+    assert not any(f.exists() for f in stale) and live.exists() and other.exists()
+    assert transport.sweep_control_dir(tmp_path / "absent") == []

@@ -37,6 +37,22 @@ CONTROL_DIR = STATE_DIR / "ssh"
 SSH_FAILED = 255          # ssh's own exit status for "could not connect / lost connection"
 _TARGET_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9._:%-]+$")
 _NAME_RE = re.compile(r"^[a-z0-9-]{1,40}$")
+_CONTROL_FILE_RE = re.compile(r"^tb-(\d+)-\d+-[a-z0-9-]{1,40}\.(sock|log)$")
+
+
+def sweep_control_dir(cdir: Path = CONTROL_DIR) -> list[str]:
+    """ssh control sockets and master logs whose tunbench process is gone: what a connection
+    leaves when its process is killed with SIGKILL before it closes (one opened with a ledger
+    is also removed by that ledger's journal). Files of live processes stay."""
+    removed: list[str] = []
+    if not cdir.is_dir():
+        return removed
+    for f in sorted(cdir.iterdir()):
+        m = _CONTROL_FILE_RE.match(f.name)
+        if m and not proc.pid_alive(int(m.group(1))):
+            f.unlink(missing_ok=True)
+            removed.append(f"ssh control file {f}")
+    return removed
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,11 @@ def sweep(run_id: str | None = None) -> list[str]:
             netlink.delete_link(link, None)
             removed.append(f"link {link}")
     from ..tbtun import loader  # tbtun pins of crashed runs (/sys/fs/bpf/tb-<run>)
-    return removed + loader.sweep(run_id)
+    removed += loader.sweep(run_id)
+    if run_id is None:          # ssh control files carry a PID, not a run id
+        from ..remote import transport
+        removed += transport.sweep_control_dir()
+    return removed
 
 
 def add_routed_hop(tb: Testbed) -> str:
