@@ -36,7 +36,8 @@ from typing import Any
 
 from tunbench import proc, tunnels
 from tunbench.tbtun import loader
-from tunbench.testbed import local, names
+from tunbench.testbed import local, names, netlink
+from tunbench.testbed.base import Site
 from tunbench.testbed.ledger import Ledger
 from tunbench.workloads.base import Context
 from tunbench.workloads.latency import Latency, LatencyParams
@@ -68,7 +69,11 @@ def prog_stats(run_id: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-INNER_MTU = 1450      # ebpf-vxlan's inner MTU on the 1500 B underlay (50 B of headers)
+def tbtun_inner_mtu(site: Site) -> int:
+    """The inner MTU ebpf-vxlan gets on this site's underlay (its MTU less tbtun's headers),
+    so native-inner-mtu isolates the cost of the smaller MSS."""
+    drv = tunnels.get("ebpf-vxlan")
+    return drv.tunnel_mtu(drv.parse_params({}), netlink.link_mtu(site.netns, site.underlay_if))
 
 
 def measure(variant: str, duration: float, latency: bool, stream: StreamParams
@@ -88,7 +93,7 @@ def measure(variant: str, duration: float, latency: bool, stream: StreamParams
                 loader.attach(ledger, site.netns, site.underlay_if, where, "tc", site)
         if variant == "native-inner-mtu":
             proc.run(["ip", "route", "replace", f"{ep.b4}/32", "dev", tb.a.underlay_if,
-                      "mtu", str(INNER_MTU)], netns=tb.a.netns, timeout=10)
+                      "mtu", str(tbtun_inner_mtu(tb.a))], netns=tb.a.netns, timeout=10)
         ctx = Context(tb, ep, duration=duration, warmup=1)
         before = prog_stats(rid)
         t1 = time.monotonic()
