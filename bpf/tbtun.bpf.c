@@ -254,23 +254,21 @@ static __always_inline int outer_macs(struct __sk_buff *skb, const struct tb_rul
 	return 0;
 }
 
-/* The outer headers and the outer Ethernet type into the room adjust_room opened: stored in
- * place when that room is in the linear part (it always is: adjust_room pushes it into the
- * head), through the helper otherwise. 0 or -1. */
+/* The outer headers and the outer Ethernet type into the room adjust_room opened, stored in
+ * place. 0 or -1. */
 static __always_inline int write_outer(struct __sk_buff *skb, const struct tb_outer *h,
 				       __be16 ip4)
 {
 	void *data = PKT_DATA(skb), *end = PKT_END(skb);
 	struct ethhdr *eth = data;
 
-	if (data + ETH_HLEN + TB_OVERHEAD <= end) {
-		__builtin_memcpy(data + ETH_HLEN, h, TB_OVERHEAD);
-		eth->h_proto = ip4;
-		return 0;
-	}
-	if (bpf_skb_store_bytes(skb, ETH_HLEN, h, TB_OVERHEAD, 0) ||
-	    bpf_skb_store_bytes(skb, offsetof(struct ethhdr, h_proto), &ip4, 2, 0))
+	/* bpf_skb_adjust_room pushes the room into the linear head (skb_cow_head, then
+	 * skb_push), so it is always there; the check is for the verifier, and a miss would
+	 * be a kernel change: dropped and counted as an encap error, never half written. */
+	if (data + ETH_HLEN + TB_OVERHEAD > end)
 		return -1;
+	__builtin_memcpy(data + ETH_HLEN, h, TB_OVERHEAD);
+	eth->h_proto = ip4;
 	return 0;
 }
 
