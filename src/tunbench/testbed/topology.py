@@ -11,7 +11,7 @@ import ipaddress
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,7 +210,7 @@ def lacks_tools(name: str, target: str, missing: list[str], os_release: str) -> 
     return (f"site {name} ({target}) lacks {', '.join(missing)} "
             f"({install_command(os_release)} {pkgs} there)")
 
-def site_log_tails(sites: Any, lines: int = 20) -> list[str]:
+def site_log_tails(sites: Iterable[Site], lines: int = 20) -> list[str]:
     """The last lines of every process log in each remote site's case directory, read through
     its agent (sites here, or whose agent is gone, give none)."""
     parts = []
