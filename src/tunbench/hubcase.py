@@ -59,7 +59,8 @@ def bring_up(kind: str, h: hub.Hub, params: Any, obj: str | None = None) -> dict
         devs = tbhub.kernel_vxlan(h)
         return {"devices": len(devs), "created_with": "ip -batch (one vxlan device per spoke)"}
     if kind == "ebpf-vxlan":
-        where = tbhub.tbtun(h, getattr(params, "decap", "tc"), obj)
+        where = tbhub.tbtun(h, getattr(params, "decap", "tc"), obj,
+                            getattr(params, "attach", "tc"))
         return {"devices": 0, "attach_points": 1, "rules": len(h.spokes), "pins": str(where),
                 "decap": getattr(params, "decap", "tc"), "created_with": "bpftool+tc",
                 **({"routes": len(h.spokes)} if h.on_hosts else {})}

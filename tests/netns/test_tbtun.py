@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import signal
 import struct
 import subprocess
@@ -226,6 +227,54 @@ def test_xdp_decap_carries_tcp_both_ways_and_counts_wire_frames(testbed: Testbed
         assert loader.filters(site.netns, site.underlay_if) == {"egress": [], "ingress": []}
 
 
+@pytest.mark.parametrize("attach", ["tc", "tcx"])
+def test_attach_by_tc_or_tcx_carries_tcp_and_teardown_detaches(testbed: Testbed,
+                                                               attach: str) -> None:
+    """attach=tc puts tb_encap/tb_decap under a clsact qdisc; attach=tcx links them (no
+    qdisc) and pins the links next to the programs. Either carries a TCP stream; undoing the
+    attach entries alone (the namespaces stay) leaves no filter, no link and no clsact."""
+    tb = testbed
+    if attach == "tcx" and loader.tcx_missing(platform.release()):
+        pytest.skip(loader.tcx_missing(platform.release()))
+    _, ep = _up(tb, attach=attach)
+    assert ep.info["attach"] == {"a": attach, "b": attach}
+    for site in (tb.a, tb.b):
+        qdiscs = site.run(["tc", "qdisc", "show", "dev", site.underlay_if], timeout=10).stdout
+        assert ("clsact" in qdiscs) == (attach == "tc"), qdiscs
+        assert loader.tcx_attached(site.netns, site.underlay_if) == (attach == "tcx")
+        assert loader.filters(site.netns, site.underlay_if) == {"egress": ["tb_encap"],
+                                                                "ingress": ["tb_decap"]}
+        links = sorted(p.name for p in _site(tb, site.name).glob("link_*"))
+        assert links == (["link_tb_decap", "link_tb_encap"] if attach == "tcx" else [])
+    end = _iperf(tb, ep.b4, seconds=2)
+    assert end["sum_received"]["bytes"] > 10_000_000, end["sum_received"]
+    assert loader.stats(_site(tb, "a"))["encap"]["packets"] > 100
+    entries = [e for e in tb.ledger.entries if e["kind"] == "tbtun-tc"]
+    assert [bool(e.get("tcx")) for e in entries] == [attach == "tcx"] * 2
+    Ledger(tb.run_id, journal=False, entries=[dict(e) for e in entries]).undo_all()
+    for site in (tb.a, tb.b):
+        assert loader.filters(site.netns, site.underlay_if) == {"egress": [], "ingress": []}
+        assert not loader.tcx_attached(site.netns, site.underlay_if)
+        assert "clsact" not in site.run(["tc", "qdisc", "show", "dev", site.underlay_if],
+                                        timeout=10).stdout
+        assert not list(_site(tb, site.name).glob("link_*"))
+
+
+def test_attach_tcx_refused_on_a_kernel_without_it() -> None:
+    """attach=tcx on a kernel older than 6.6 is one line at preflight (requirements), before
+    anything is made; auto falls back to tc there."""
+    drv = tunnels.get("ebpf-vxlan")
+    assert loader.attach_method("auto", "6.1.0-28-amd64") == "tc"
+    assert loader.attach_method("auto", "6.6.0") == "tcx"
+    assert loader.attach_method("tc", "6.18.1") == "tc"
+    assert loader.tcx_missing("6.1.0-28-amd64") == \
+        "tcx needs Linux >= 6.6, this kernel is 6.1.0-28-amd64"
+    with pytest.raises(SpecError, match="attach 'tcxx' is not one of auto, tc, tcx"):
+        drv.parse_params({"attach": "tcxx"})
+    missing = [m.one_line() for m in drv.requirements(drv.parse_params({"attach": "tcx"}))]
+    assert any("tcx needs" in m for m in missing) == bool(loader.tcx_missing(platform.release()))
+
+
 def test_bad_decap_parameter_is_refused_before_anything_changes() -> None:
     drv = tunnels.get("ebpf-vxlan")
     assert drv.parse_params({"decap": "xdp"}).decap == "xdp"
@@ -414,8 +463,11 @@ def test_teardown_removes_pins_filters_and_routes() -> None:
     assert not _leftovers(rid)
 
 
-@pytest.mark.parametrize("decap", ["tc", "xdp"])
-def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path, decap: str) -> None:
+@pytest.mark.parametrize(("decap", "attach"), [("tc", "tc"), ("xdp", "tc"), ("tc", "tcx")])
+def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path, decap: str,
+                                                        attach: str) -> None:
+    if attach == "tcx" and loader.tcx_missing(platform.release()):
+        pytest.skip(loader.tcx_missing(platform.release()))
     state = tmp_path / "state"
     env = {**os.environ, "TUNBENCH_STATE_DIR": str(state)}
     script = (
@@ -425,7 +477,7 @@ def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path, decap: s
         "from tunbench.testbed.ledger import Ledger\n"
         "rid = names.new_run_id(); led = Ledger(rid); tb = local.build(rid, led)\n"
         "d = tunnels.get('ebpf-vxlan')()\n"
-        f"d.up(tb, d.parse_params({{'decap': '{decap}'}}))\n"
+        f"d.up(tb, d.parse_params({{'decap': '{decap}', 'attach': '{attach}'}}))\n"
         "print(rid, flush=True); time.sleep(120)\n")
     p = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                          text=True)
@@ -442,6 +494,11 @@ def test_sigkilled_run_leaves_pins_that_cleanup_removes(tmp_path: Path, decap: s
         entries = [json.loads(ln) for ln in journal.read_text().splitlines()]
         assert {"bpfpins", "tbtun-tc"} <= {e["kind"] for e in entries}
         assert [e.get("xdp") for e in entries if e["kind"] == "tbtun-tc"] == [decap == "xdp"] * 2
+        assert [bool(e.get("tcx")) for e in entries if e["kind"] == "tbtun-tc"] == \
+            [attach == "tcx"] * 2
+        for e in entries:        # the killed process held nothing: the pinned links hold
+            if e["kind"] == "tbtun-tc":
+                assert loader.tcx_attached(e["netns"], e["name"]) == (attach == "tcx")
         assert not Ledger(rid, journal=False, entries=entries).undo_all()
         local.sweep(rid)
         assert not _leftovers(rid)

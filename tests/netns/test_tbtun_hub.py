@@ -6,6 +6,7 @@ while the others keep running; nothing is left afterwards."""
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -75,9 +76,11 @@ def test_hub_with_kernel_vxlan_devices_reaches_each_spoke(hub3: hub.Hub) -> None
 
 def test_hub_with_one_tbtun_attach_point_and_rule_removal(hub3: hub.Hub) -> None:
     h = hub3
-    where = tbhub.tbtun(h)
-    assert loader.filters(h.netns, h.underlay_if) == {"egress": ["tb_encap:[*fsobj]"],
-                                                      "ingress": ["tb_decap:[*fsobj]"]}
+    where = tbhub.tbtun(h, attach="auto")
+    assert loader.filters(h.netns, h.underlay_if) == {"egress": ["tb_encap"],
+                                                      "ingress": ["tb_decap"]}
+    assert loader.tcx_attached(h.netns, h.underlay_if) == (
+        not loader.tcx_missing(platform.release()))       # auto: tcx where the kernel has it
     _each_spoke_gets_its_own(h)
     # per-rule counters: each spoke's rule carried its own pings
     rules = {r.prefix: r for r in loader.list_rules(where)}

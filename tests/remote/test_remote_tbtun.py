@@ -18,6 +18,7 @@ from test_sites import assert_clean
 
 from tunbench import proc, spec
 from tunbench.errors import UnavailableError
+from tunbench.remote.agent import bpfhost
 from tunbench.remote.agent.client import Agent
 from tunbench.remote.transport import Connection
 from tunbench.runner import run_campaign
@@ -32,7 +33,7 @@ TB = [sys.executable, "-m", "tunbench"]
 
 def host_bpf_state(hosts: SshHosts, name: str) -> dict[str, Any]:
     """What the host itself shows, asked over SSH: tunbench's pin directories in its bpffs,
-    bpf filters on its links (tc), and whether a bpffs is mounted there at all."""
+    bpf programs on its links (tc filters, tcx links), and whether a bpffs is mounted there at all."""
     with Connection.open(name, options=hosts.options(), name="check") as c:
         mounts = c.run(["cat", "/proc/self/mounts"]).stdout
         pins = c.run(["sh", "-c", 'ls -d "$1"/tb-* 2>/dev/null || true', "tb-ls",
@@ -45,6 +46,11 @@ def host_bpf_state(hosts: SshHosts, name: str) -> dict[str, Any]:
                 out = c.run(["tc", "filter", "show", "dev", link, hook], check=False).stdout
                 if "bpf" in out:
                     filters[f"{link} {hook}"] = out
+                # tcx links (attach=auto takes them on Linux >= 6.6): no tool of the host
+                # shows them, so asked of its namespace here (every "host" is one)
+                ids = bpfhost.tcx_prog_ids(hosts.hosts[name].netns, link, hook)
+                if ids:
+                    filters[f"{link} {hook} tcx"] = str(ids)
     return {"bpffs": f" {loader.BPFFS} bpf " in mounts, "pins": pins, "filters": filters}
 
 

@@ -157,6 +157,15 @@ def test_bpfhost_undo_only_touches_tunbench_objects() -> None:
             bpfhost.undo_pins({"kind": "bpfpins", "path": bad}, run)
     with pytest.raises(OSError, match="not unmounted"):
         bpfhost.undo_bpffs({"kind": "bpffs", "path": "/mnt"}, run)
+    # tcx: no tc filter to delete (the links go by unpinning), XDP still detached
+    assert bpfhost.tc_undo_argvs({"name": "eth1", "tcx": True, "xdp": False}) == []
+    assert bpfhost.tc_undo_argvs({"name": "eth1", "tcx": True, "xdp": True}) == [
+        ["ip", "link", "set", "dev", "eth1", "xdpdrv", "off"]]
+    for bad in ("/etc/passwd", "/sys/fs/bpf/cilium/link", "/sys/fs/bpf/tb-1/../../etc/x"):
+        with pytest.raises(OSError, match="not in a tunbench pin directory"):
+            bpfhost.undo_tcx({"kind": "tbtun-tc", "name": "eth1", "links": [bad]}, run)
+        with pytest.raises(OSError, match="not in a tunbench pin directory"):
+            bpfhost.tcx_attach(None, "lo", "egress", "/sys/fs/bpf/tb-x/a/tb_encap", bad)
     assert ran == []
     mounts = "bpf /sys/fs/bpf bpf rw 0 0\nsysfs /sys sysfs rw 0 0\n"
     assert bpfhost.mounted(mounts, "/sys/fs/bpf") and not bpfhost.mounted(mounts, "/sys")

@@ -19,6 +19,7 @@ guest is 25-30x slower than the host.
 from __future__ import annotations
 
 import json
+import platform
 import struct
 import time
 from collections.abc import Iterator
@@ -93,7 +94,10 @@ def tbtun_on_a(tb: Testbed, encap: str, decap: str) -> Path:
                      geneve_port=maps.DEFAULT_PORTS["geneve"])
     loader.add_rules(where, [maps.Rule(f"{B_INNER}/32", tb.b.underlay4, VNI, encap, port,
                                        KERNEL_MAC)])
-    loader.attach(tb.ledger, tb.a.netns, tb.a.underlay_if, where, decap)
+    how = loader.attach_method("auto", platform.release())
+    assert how == "tc", platform.release()        # 6.1: no tcx, so auto takes clsact
+    loader.attach(tb.ledger, tb.a.netns, tb.a.underlay_if, where, decap, how=how)
+    assert not loader.tcx_attached(tb.a.netns, tb.a.underlay_if)   # the query copes with 6.1
     TbtunDriver._inner(tb, tb.a, tb.b, A_INNER, INNER_MTU)
     return where
 

@@ -67,10 +67,12 @@ def ship(hub: Hub) -> str | None:
     return obj
 
 
-def tbtun(hub: Hub, decap: str = "tc", obj: str | None = None) -> Path:
+def tbtun(hub: Hub, decap: str = "tc", obj: str | None = None, attach: str = "tc") -> Path:
     """One tbtun instance on the hub's underlay device with one rule per spoke; returns its
-    pin directory (for `tunnel-rules --site`). `obj`: the object on the hub's host (ship)."""
+    pin directory (for `tunnel-rules --site`). `obj`: the object on the hub's host (ship);
+    `attach`: tc, tcx or auto (tcx where the hub's kernel has it)."""
     site = hub.site
+    how = loader.attach_method(attach, site.run(["uname", "-r"], timeout=10).stdout.strip())
     if hub.on_hosts and obj is None:
         obj = ship(hub)
     where = loader.load(hub.ledger, hub.run_id, "hub", site, obj)
@@ -78,7 +80,7 @@ def tbtun(hub: Hub, decap: str = "tc", obj: str | None = None) -> Path:
                      vxlan_port=VXLAN_PORT, geneve_port=maps.DEFAULT_PORTS["geneve"],
                      site=site)
     loader.add_rules(where, [spoke_rule(hub, s.index) for s in hub.spokes], site)
-    loader.attach(hub.ledger, hub.netns, hub.underlay_if, where, decap, site)
+    loader.attach(hub.ledger, hub.netns, hub.underlay_if, where, decap, site, how)
     if hub.on_hosts:
         _routes_per_spoke(hub)
         return where

@@ -1,4 +1,5 @@
-"""Load, pin, attach and edit tbtun with Debian's bpftool and iproute2's tc (argv via proc).
+"""Load, pin, attach and edit tbtun with Debian's bpftool and iproute2's tc (argv via proc),
+or attach by tcx (bpf links, Linux >= 6.6; remote/agent/bpfhost.py: no Debian 12 tool can).
 
 Why bpftool + tc and not libbpf-rs: the object needs no skeleton (settings are map values),
 both tools come from Debian packages the project already installs, and every step is one
@@ -9,6 +10,7 @@ namespace here and a host over SSH (its agent runs the argv and journals the und
 instance, on that site's host:
 
   /sys/fs/bpf/tb-<run>/<site>/tb_encap, tb_decap     the two programs (pinned)
+  /sys/fs/bpf/tb-<run>/<site>/link_tb_encap, ...     their tcx links (attach by tcx)
   /sys/fs/bpf/tb-<run>/<site>/maps/tb_rules4 ...     its maps (pinned)
 
 tc runs under `nsenter --net` rather than `tc -n`/`ip netns exec`: those remount /sys in a
@@ -205,23 +207,54 @@ tc_argv = bpfhost.tc_argv
 ip_argv = bpfhost.ip_argv
 
 
+ATTACHES = ("auto", "tc", "tcx")
+
+
+def attach_method(asked: str, release: str) -> str:
+    """"tc" or "tcx" for an `attach` setting on a kernel `release`: auto takes tcx where the
+    kernel has it (>= 6.6), clsact + cls_bpf elsewhere."""
+    if asked != "auto":
+        return asked
+    v = _version(release)
+    return "tcx" if v is not None and v >= bpfhost.TCX_MIN_KERNEL else "tc"
+
+
+def tcx_missing(release: str) -> str:
+    """Why attach=tcx cannot work on a kernel `release` ("" when it can)."""
+    v = _version(release)
+    if v is not None and v < bpfhost.TCX_MIN_KERNEL:
+        return (f"tcx needs Linux >= {'.'.join(map(str, bpfhost.TCX_MIN_KERNEL))}, "
+                f"this kernel is {release}")
+    return ""
+
+
 def attach(ledger: Ledger, netns: str | None, ifname: str, where: Path,
-           decap: str = "tc", site: Site | None = None) -> None:
-    """tb_encap on `ifname` egress; decap on its ingress: tb_decap in tc (under a clsact
-    qdisc, created when missing) or, with decap="xdp", tb_xdp_decap as the device's native
-    (driver mode) XDP program. Recorded before the first change (journaled on a remote host
-    too), so teardown removes what we added."""
+           decap: str = "tc", site: Site | None = None, how: str = "tc") -> None:
+    """tb_encap on `ifname` egress; decap on its ingress: tb_decap in tc or, with
+    decap="xdp", tb_xdp_decap as the device's native (driver mode) XDP program. `how` is the
+    tc attachment: "tc" (a clsact qdisc, created when missing, and cls_bpf filters) or "tcx"
+    (bpf links, Linux >= 6.6: no qdisc, no classifier layer; pinned next to the programs).
+    Recorded before the first change (journaled on a remote host too), so teardown removes
+    what we added."""
     site = site or here(netns)
-    show = site.run_host(["tc", "qdisc", "show", "dev", ifname], timeout=10).stdout
-    created = "clsact" not in show
-    site.record_host_object(ledger, "tbtun-tc", netns=site.netns, name=ifname, qdisc=created,
-                            xdp=decap == "xdp")
-    if created:
-        site.run_host(["tc", "qdisc", "add", "dev", ifname, "clsact"], timeout=10)
     hooks = (("egress", "tb_encap"),) + ((("ingress", "tb_decap"),) if decap == "tc" else ())
-    for hook, prog in hooks:
-        site.run_host(["tc", "filter", "add", "dev", ifname, hook, "prio", TC_PRIO, "handle",
-                       "1", "bpf", "da", "pinned", str(where / prog)], timeout=20)
+    if how == "tcx":
+        links = [str(where / f"link_{prog}") for _, prog in hooks]
+        site.record_host_object(ledger, "tbtun-tc", netns=site.netns, name=ifname,
+                                qdisc=False, xdp=decap == "xdp", tcx=True, links=links)
+        for (hook, prog), link in zip(hooks, links):
+            site.tcx_attach(ifname, hook, str(where / prog), link)
+    else:
+        show = site.run_host(["tc", "qdisc", "show", "dev", ifname], timeout=10).stdout
+        created = "clsact" not in show
+        site.record_host_object(ledger, "tbtun-tc", netns=site.netns, name=ifname,
+                                qdisc=created, xdp=decap == "xdp")
+        if created:
+            site.run_host(["tc", "qdisc", "add", "dev", ifname, "clsact"], timeout=10)
+        for hook, prog in hooks:
+            site.run_host(["tc", "filter", "add", "dev", ifname, hook, "prio", TC_PRIO,
+                           "handle", "1", "bpf", "da", "pinned", str(where / prog)],
+                          timeout=20)
     if decap == "xdp":
         attach_xdp(site, ifname, where)
 
@@ -255,19 +288,32 @@ def xdp_prog(netns: str | None, ifname: str, site: Site | None = None) -> str:
 
 
 def filters(netns: str | None, ifname: str, site: Site | None = None) -> dict[str, list[str]]:
-    """Names of the bpf programs on `ifname` per hook (for checks and tests)."""
+    """Names of the bpf programs on `ifname` per hook, tc filters then tcx links (for checks
+    and tests)."""
     site = site or here(netns)
     out: dict[str, list[str]] = {}
     for hook in ("egress", "ingress"):
         r = site.run_host(["tc", "-j", "filter", "show", "dev", ifname, hook], timeout=10,
                           check=False)
         rows = json.loads(r.stdout or "[]") if r.returncode == 0 else []
-        out[hook] = [str(x.get("options", {}).get("bpf_name", "")) for x in rows
+        out[hook] = [str(x.get("options", {}).get("bpf_name", "")).split(":")[0] for x in rows
                      if x.get("kind") == "bpf" and x.get("options")]
+        out[hook] += [prog_name(i, site) for i in site.tcx_prog_ids(ifname, hook)]
     return out
 
 
-# ---- maps -------------------------------------------------------------------------------
+def tcx_attached(netns: str | None, ifname: str, site: Site | None = None) -> bool:
+    """Whether any program is attached to `ifname` by tcx."""
+    site = site or here(netns)
+    return any(site.tcx_prog_ids(ifname, hook) for hook in ("egress", "ingress"))
+
+
+def prog_name(prog_id: int, site: Site) -> str:
+    r = site.run_host(["bpftool", "-j", "prog", "show", "id", str(prog_id)], timeout=10,
+                      check=False)
+    return str(json.loads(r.stdout).get("name", "")) if r.returncode == 0 else ""
+
+
 def map_path(where: Path, name: str) -> Path:
     return where / "maps" / name
 

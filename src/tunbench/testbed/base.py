@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import proc
+from ..remote.agent import bpfhost
 from .ledger import Ledger
 from .netlink import NetnsLinks
 
@@ -50,6 +51,15 @@ class Site:
 
     def run(self, argv: list[str], **kw: Any) -> proc.Completed:
         return proc.run(argv, netns=self.netns, **kw)
+
+    def tcx_attach(self, ifname: str, hook: str, prog_pin: str, link_pin: str) -> None:
+        """Attach a pinned tc program by tcx on this site's host and pin the link
+        (remote/agent/bpfhost.py; no Debian 12 tool does it)."""
+        bpfhost.tcx_attach(self.netns, ifname, hook, prog_pin, link_pin)
+
+    def tcx_prog_ids(self, ifname: str, hook: str) -> list[int]:
+        """IDs of the programs on `ifname`'s tcx hook of this site's host."""
+        return bpfhost.tcx_prog_ids(self.netns, ifname, hook)
 
     def run_host(self, argv: list[str], **kw: Any) -> proc.Completed:
         """argv in this site's network namespace with its host's mounts in view: bpftool and

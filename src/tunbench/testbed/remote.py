@@ -89,6 +89,14 @@ class RemoteSite(Site):
     def run_host(self, argv: list[str], **kw: Any) -> proc.Completed:
         return self.run(argv, **kw)     # the agent runs in its host's own namespaces
 
+    def tcx_attach(self, ifname: str, hook: str, prog_pin: str, link_pin: str) -> None:
+        self._agent().call("tcx_attach", ifname=ifname, hook=hook, prog_pin=prog_pin,
+                           link_pin=link_pin)
+
+    def tcx_prog_ids(self, ifname: str, hook: str) -> list[int]:
+        return [int(i) for i in self._agent().call("tcx_prog_ids", ifname=ifname,
+                                                   hook=hook)["ids"]]
+
     def record_host_object(self, ledger: Ledger, kind: str, **info: Any) -> None:
         """Journaled on the host by its agent (its EOF undo and `cleanup --site` see it),
         and undone from the local ledger through that agent (`host_undo`)."""

@@ -14,11 +14,13 @@ the underlay's own traffic carries none and passes untouched.
 from __future__ import annotations
 
 import ipaddress
+import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 from ..capabilities import Missing
+from ..errors import UnavailableError
 from ..params import out_of_range
 from ..tbtun import loader, maps
 from ..testbed.base import Site, Testbed
@@ -48,9 +50,16 @@ class TbtunParams(TunnelParams):
         "help": "ingress hook of decapsulation: tc (keeps veth's 64 KB GSO skbs) or xdp "
                 "(native XDP, before any skb; one wire frame at a time, GRO rebuilds)"})
 
+    attach: str = field(default="tc", metadata={
+        "help": "how the tc programs attach: tc (clsact + cls_bpf, any kernel), tcx (bpf "
+                "links, Linux >= 6.6: no qdisc, no classifier layer) or auto (tcx where the "
+                "kernel has it); single-stream throughput measured alike (docs/tbtun.md)"})
+
     def validate(self) -> list[str]:
         bad = [] if self.decap in DECAPS else [
             f"decap {self.decap!r} is not one of {', '.join(DECAPS)}"]
+        if self.attach not in loader.ATTACHES:
+            bad.append(f"attach {self.attach!r} is not one of {', '.join(loader.ATTACHES)}")
         return bad + out_of_range(vni=(self.vni, 1, 2**24 - 1), port=(self.port, 0, 65535),
                                   rules=(self.rules, 2, maps.MAX_RULES))
 
@@ -74,7 +83,10 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
 
     @classmethod
     def requirements(cls, params: TbtunParams) -> list[Missing]:
-        return super().requirements(params) + loader.missing()
+        tcx = loader.tcx_missing(platform.release()) if params.attach == "tcx" else ""
+        return super().requirements(params) + loader.missing() + (
+            [Missing(f"kernel {platform.release()}", tcx, "use attach=auto or attach=tc")]
+            if tcx else [])
 
     @classmethod
     def orchestrator_requirements(cls, params: TbtunParams) -> list[Missing]:
@@ -91,13 +103,21 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
         port = params.port or maps.DEFAULT_PORTS[self.encap]
         pins: dict[str, str] = {}
         limits: dict[str, str] = {}   # per site: why its tc decap cannot carry IPv6 inside
+        releases = {s.name: s.run(["uname", "-r"], timeout=10).stdout.strip()
+                    for s in tb.sites()}
+        for name, release in releases.items():          # before anything is made
+            why = loader.tcx_missing(release) if params.attach == "tcx" else ""
+            if why:
+                raise UnavailableError(f"{self.kind} attach=tcx on site {name}: {why}",
+                                       "use attach=auto or attach=tc")
+        how = {n: loader.attach_method(params.attach, r) for n, r in releases.items()}
         for site, peer, mine, theirs, mine6, theirs6 in ((tb.a, tb.b, a4, b4, a6, b6),
                                                          (tb.b, tb.a, b4, a4, b6, a6)):
             where = loader.load(tb.ledger, tb.run_id, site.name, site,
                                 loader.ship_object(tb, site))
             pins[site.name] = str(where)
             if params.decap == "tc":
-                why = loader.tc_decap_ipv6(site.run(["uname", "-r"], timeout=10).stdout.strip())
+                why = loader.tc_decap_ipv6(releases[site.name])
                 if why:
                     limits[site.name] = why
             ports = {"vxlan": maps.DEFAULT_PORTS["vxlan"], "geneve": maps.DEFAULT_PORTS["geneve"],
@@ -111,7 +131,8 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
             loader.add_rules(where, [*peer_rules, *filler_rules(
                 params.rules - len(peer_rules), peer.underlay4, params.vni, self.encap, port)],
                 site)
-            loader.attach(tb.ledger, site.netns, site.underlay_if, where, params.decap, site)
+            loader.attach(tb.ledger, site.netns, site.underlay_if, where, params.decap, site,
+                          how[site.name])
             self._inner(tb, site, peer, mine, mtu)
             self._inner6(tb, site, mine6, mtu)
         return Endpoints(a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
@@ -121,9 +142,10 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
                          rx_ifnames=(),
                          info={"encap": self.encap, "vni": params.vni, "port": port,
                                "rules": params.rules, "decap": params.decap, "realm": REALM,
-                               "pins": pins,
+                               "pins": pins, "attach": how,
                                **({"ipv6_inside_not_carried": limits} if limits else {}),
-                               "created_with": "bpftool+tc"})
+                               "created_with": "bpftool+" + "+".join(sorted(set(
+                                   how.values())))})
 
     @staticmethod
     def _inner(tb: Testbed, site: Site, peer: Site, mine: str, mtu: int) -> None:

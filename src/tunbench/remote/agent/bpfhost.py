@@ -1,4 +1,5 @@
-"""Undo of what tbtun leaves on a host: a bpffs mount, pin directories, tc attachments.
+"""Undo of what tbtun leaves on a host: a bpffs mount, pin directories, tc attachments; and
+tcx attachment (bpf links), which no Debian 12 tool can make.
 
 One implementation for both places it runs: in tunbench for a local site (the ledger's
 "bpffs", "bpfpins" and "tbtun-tc" entries, commands through tunbench.proc), and inside the
@@ -9,8 +10,13 @@ to the caller's `run` (argv -> (returncode, stderr)).
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import shutil
+import socket
+import struct
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -77,8 +83,12 @@ def ip_argv(netns: str | None, *args: str) -> list[str]:
 
 def tc_undo_argvs(e: dict[str, Any]) -> list[list[str]]:
     """What removes a "tbtun-tc" entry's attachments: the clsact qdisc when tbtun created it
-    (filters go with it), else only our filters (by priority); the XDP program when set."""
+    (filters go with it), else only our filters (by priority); the XDP program when set.
+    Programs attached by tcx have no tc filter (their links go in undo_tcx)."""
     netns, ifname = e.get("netns"), e["name"]
+    if e.get("tcx"):
+        return ([ip_argv(netns, "link", "set", "dev", ifname, "xdpdrv", "off")]
+                if e.get("xdp") else [])
     argvs = ([tc_argv(netns, "qdisc", "del", "dev", ifname, "clsact")] if e.get("qdisc") else
              [tc_argv(netns, "filter", "del", "dev", ifname, hook, "prio", TC_PRIO)
               for hook in (("egress",) if e.get("xdp") else ("egress", "ingress"))])
@@ -88,6 +98,7 @@ def tc_undo_argvs(e: dict[str, Any]) -> list[list[str]]:
 
 
 def undo_tc(e: dict[str, Any], run: Run) -> None:
+    undo_tcx(e, run)
     netns = e.get("netns")
     if netns and not os.path.exists(f"/run/netns/{netns}"):
         return          # the namespace, and the filters with it, are gone
@@ -95,6 +106,120 @@ def undo_tc(e: dict[str, Any], run: Run) -> None:
         code, err = run(argv)
         if code and not any(s in err for s in GONE):
             raise OSError(f"{' '.join(argv)}: {err.strip()}")
+
+
+# -- tcx (Linux >= 6.6): tc programs attached as bpf links, with no clsact qdisc and no
+# classifier layer (tcx_run instead of tcf_classify/cls_bpf). Debian 12's tc and bpftool 7.1
+# cannot attach them and its libbpf 1.1 has no API for them, so the three bpf(2) commands it
+# takes are made here (standard library: ctypes). A link is pinned in the site's pin
+# directory: removing the pin (or the device) detaches it.
+BPF_OBJ_PIN, BPF_OBJ_GET, BPF_PROG_QUERY, BPF_LINK_CREATE = 6, 7, 16, 28
+TCX = {"ingress": 46, "egress": 47}          # enum bpf_attach_type: BPF_TCX_INGRESS/EGRESS
+SYS_BPF = {"x86_64": 321, "aarch64": 280, "armv7l": 386, "riscv64": 280, "ppc64le": 361,
+           "s390x": 351}
+CLONE_NEWNET = 0x40000000
+TCX_MIN_KERNEL = (6, 6)
+
+
+def _bpf(cmd: int, attr: ctypes.Array[ctypes.c_char]) -> int:
+    """bpf(cmd, attr): the result, or OSError with the kernel's errno."""
+    nr = SYS_BPF.get(platform.machine())
+    if nr is None:
+        raise OSError(95, f"bpf(2) number unknown on {platform.machine()}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    ret = int(libc.syscall(nr, cmd, ctypes.byref(attr), ctypes.sizeof(attr)))
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return ret
+
+
+def _attr(data: bytes) -> ctypes.Array[ctypes.c_char]:
+    return ctypes.create_string_buffer(data, 128)    # the kernel wants the tail zeroed
+
+
+def _obj_get(path: str) -> int:
+    name = ctypes.create_string_buffer(path.encode())
+    return _bpf(BPF_OBJ_GET, _attr(struct.pack("=QII", ctypes.addressof(name), 0, 0)))
+
+
+def _in_netns(netns: str | None, fn: Callable[[], Any]) -> Any:
+    """fn() in network namespace `netns` (None: this one), on a thread of its own: setns
+    moves only the calling thread, and device names resolve in the namespace."""
+    out: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            if netns:
+                with open(f"/run/netns/{netns}") as f:
+                    libc = ctypes.CDLL(None, use_errno=True)
+                    if libc.setns(f.fileno(), CLONE_NEWNET):
+                        err = ctypes.get_errno()
+                        raise OSError(err, f"setns {netns}: {os.strerror(err)}")
+            out["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            out["error"] = exc
+
+    t = threading.Thread(target=body, name="tb-netns")
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
+
+
+def tcx_attach(netns: str | None, ifname: str, hook: str, prog_pin: str, link_pin: str
+               ) -> None:
+    """Attach the pinned tc program `prog_pin` to `ifname`'s tcx `hook` (ingress|egress),
+    after any programs already there, and pin the link at `link_pin` (which must lie in a
+    project pin directory). OSError(EINVAL) on a kernel without tcx."""
+    _own_pin(link_pin)
+
+    def attach() -> None:
+        prog = _obj_get(prog_pin)
+        try:
+            link = _bpf(BPF_LINK_CREATE, _attr(struct.pack(
+                "=IIII", prog, socket.if_nametoindex(ifname), TCX[hook], 0)))
+            try:
+                name = ctypes.create_string_buffer(link_pin.encode())
+                _bpf(BPF_OBJ_PIN, _attr(struct.pack("=QII", ctypes.addressof(name), link, 0)))
+            finally:
+                os.close(link)
+        finally:
+            os.close(prog)
+    _in_netns(netns, attach)
+
+
+def tcx_prog_ids(netns: str | None, ifname: str, hook: str) -> list[int]:
+    """IDs of the programs on `ifname`'s tcx `hook`, in order ([] on a kernel without tcx
+    or a device that is gone)."""
+    def query() -> list[int]:
+        ids = (ctypes.c_uint32 * 64)()
+        attr = _attr(struct.pack("=IIIIQI", socket.if_nametoindex(ifname), TCX[hook], 0, 0,
+                                 ctypes.addressof(ids), len(ids)))
+        _bpf(BPF_PROG_QUERY, attr)
+        count = struct.unpack_from("=I", attr.raw, 24)[0]
+        return [int(ids[i]) for i in range(min(count, len(ids)))]
+    try:
+        return list(_in_netns(netns, query))
+    except OSError:
+        return []
+
+
+def _own_pin(path: str) -> None:
+    norm = os.path.normpath(path)
+    if not norm.startswith(f"{BPFFS}/{PREFIX}-"):
+        raise OSError(f"{path} is not in a tunbench pin directory ({BPFFS}/{PREFIX}-<run>)")
+
+
+def undo_tcx(e: dict[str, Any], run: Run) -> None:
+    """Unpinning a tcx link (the last reference to it) detaches its program."""
+    for path in e.get("links", []):
+        _own_pin(path)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 UNDO: dict[str, Callable[[dict[str, Any], Run], None]] = {

@@ -327,6 +327,16 @@ class Agent:
         self.journal.forget_entry(found[-1])
         return {}
 
+    def op_tcx_attach(self, ifname: str, hook: str, prog_pin: str, link_pin: str
+                      ) -> dict[str, Any]:
+        """tbtun's tcx attachment on this host (the caller journals it with host_record
+        first: undo unpins the link)."""
+        bpfhost.tcx_attach(None, ifname, hook, prog_pin, link_pin)
+        return {}
+
+    def op_tcx_prog_ids(self, ifname: str, hook: str) -> dict[str, Any]:
+        return {"ids": bpfhost.tcx_prog_ids(None, ifname, hook)}
+
     def op_list_dir(self, path: str) -> dict[str, Any]:
         """Names in a directory this agent created (log files of a case)."""
         if not self._ours(path):
