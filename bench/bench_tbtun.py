@@ -16,6 +16,14 @@ workload):
 (h) native with tbtun's programs attached but not configured (native-tc-hooks: clsact, tb_encap
     on egress and tb_decap on ingress of both underlay ends, every packet passes): what the tc
     hooks and the programs' first checks cost, with no encapsulation;
+(i) the floor of any tc tunnel on bpf_skb_adjust_room (adjust-room-floor: bench/floor.bpf.c on
+    both underlay ends of native at the inner MTU: wrap every IPv4 packet in 50 B of VXLAN
+    headers, no map, no lookup, no counter, and unwrap on ingress): floor / native is the best
+    a tc tunnel built like tbtun can reach here, and ebpf-vxlan / floor is what tbtun's own
+    work (rules, hash, counters, checks) costs;
+(j) ebpf-vxlan attached by tcx (ebpf-vxlan-tcx, attach=tcx, Linux >= 6.6: bpf links, no
+    clsact qdisc, no classifier layer) / by clsact + cls_bpf (the default, attach=tc); the
+    floor is measured both ways too (adjust-room-floor-tcx);
 (f) the programs' own cost, from the kernel's BPF run-time statistics (kernel.bpf_stats_enabled
     on for the bench, restored after): ns per run of the encap program (site a) and the decap
     program (site b) during the stream, with 2 and with 1000 rules. Unlike throughput, this is
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -37,7 +46,7 @@ from typing import Any
 from tunbench import proc, tunnels
 from tunbench.tbtun import loader
 from tunbench.testbed import local, names, netlink
-from tunbench.testbed.base import Site
+from tunbench.testbed.base import Site, Testbed
 from tunbench.testbed.ledger import Ledger
 from tunbench.workloads.base import Context
 from tunbench.workloads.latency import Latency, LatencyParams
@@ -47,8 +56,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "native": ("native", {}),
     "native-inner-mtu": ("native", {}),
     "native-tc-hooks": ("native", {}),
+    "adjust-room-floor": ("native", {}),
+    "adjust-room-floor-tcx": ("native", {}),
     "vxlan": ("vxlan", {}),
     "ebpf-vxlan": ("ebpf-vxlan", {}),
+    "ebpf-vxlan-tcx": ("ebpf-vxlan", {"attach": "tcx"}),
     "ebpf-vxlan-1000": ("ebpf-vxlan", {"rules": 1000}),
     "ebpf-vxlan-xdp": ("ebpf-vxlan", {"decap": "xdp"}),
 }
@@ -69,6 +81,82 @@ def prog_stats(run_id: str) -> dict[str, tuple[int, int]]:
     return out
 
 
+FLOOR_SRC = Path(__file__).with_name("floor.bpf.c")
+
+
+def build_floor() -> Path:
+    """bench/floor.bpf.c compiled with the flags of the project's `make bpf` (build/bpf/)."""
+    out = Path(__file__).resolve().parent.parent / "build" / "bpf" / "floor.bpf.o"
+    if not out.exists() or out.stat().st_mtime < FLOOR_SRC.stat().st_mtime:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        arch = proc.run(["gcc", "-dumpmachine"], timeout=10).stdout.strip()
+        proc.run(["clang", "-O2", "-g", "-Wall", "-Werror", "-target", "bpf",
+                  f"-I/usr/include/{arch}", "-c", str(FLOOR_SRC), "-o", str(out)], timeout=120)
+    return out
+
+
+def attach_floor(tb: Testbed, obj: Path) -> None:
+    """floor_encap on egress and floor_decap on ingress of both underlay ends (removed with
+    the testbed's namespaces)."""
+    for site in tb.sites():
+        dev = site.underlay_if
+        proc.run(["tc", "qdisc", "add", "dev", dev, "clsact"], netns=site.netns, timeout=10)
+        for hook, sec in (("egress", "floor_encap"), ("ingress", "floor_decap")):
+            proc.run(["tc", "filter", "add", "dev", dev, hook, "bpf", "da", "obj", str(obj),
+                      "sec", "tc", "program", sec], netns=site.netns, timeout=20)
+
+
+BPF_TCX_INGRESS, BPF_TCX_EGRESS = 46, 47           # enum bpf_attach_type, Linux >= 6.6
+
+
+def attach_floor_tcx(tb: Testbed, obj: Path) -> list[int]:
+    """The floor's programs attached with tcx links (no clsact, no classifier layer) through
+    libbpf's bpf_link_create; Debian 12's tc and bpftool cannot attach tcx. The links live
+    as long as the returned fds (closed by the caller) or the devices."""
+    import ctypes
+    import threading
+    bpf = ctypes.CDLL("libbpf.so.1", use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)
+    bpf.bpf_object__open_file.restype = ctypes.c_void_p
+    bpf.bpf_object__find_program_by_name.restype = ctypes.c_void_p
+    bpf.bpf_object__find_program_by_name.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    bpf.bpf_program__fd.argtypes = [ctypes.c_void_p]
+    bpf.bpf_object__load.argtypes = [ctypes.c_void_p]
+    links: list[int] = []
+    errors: list[str] = []
+
+    def in_netns(site: Site) -> None:
+        with open(f"/run/netns/{site.netns}") as f:
+            if libc.setns(f.fileno(), 0x40000000):           # CLONE_NEWNET, this thread only
+                errors.append(f"setns: {ctypes.get_errno()}")
+                return
+        obj_p = bpf.bpf_object__open_file(str(obj).encode(), None)
+        if not obj_p or bpf.bpf_object__load(ctypes.c_void_p(obj_p)):
+            errors.append("load failed")
+            return
+        idx = socket_if_nametoindex(site.underlay_if)
+        for name, kind in (("floor_encap", BPF_TCX_EGRESS), ("floor_decap", BPF_TCX_INGRESS)):
+            prog = bpf.bpf_object__find_program_by_name(obj_p, name.encode())
+            fd = bpf.bpf_link_create(bpf.bpf_program__fd(prog), idx, kind, None)
+            if fd < 0:
+                errors.append(f"bpf_link_create {name}: {-fd}")
+                return
+            links.append(fd)
+
+    for site in tb.sites():
+        t = threading.Thread(target=in_netns, args=(site,))
+        t.start()
+        t.join()
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return links
+
+
+def socket_if_nametoindex(name: str) -> int:
+    import socket
+    return socket.if_nametoindex(name)
+
+
 def tbtun_inner_mtu(site: Site) -> int:
     """The inner MTU ebpf-vxlan gets on this site's underlay (its MTU less tbtun's headers),
     so native-inner-mtu isolates the cost of the smaller MSS."""
@@ -82,6 +170,7 @@ def measure(variant: str, duration: float, latency: bool, stream: StreamParams
     drv = tunnels.get(kind)
     rid = names.new_run_id()
     out: dict[str, float] = {}
+    links: list[int] = []
     with Ledger(rid) as ledger:
         tb = local.build(rid, ledger)
         t0 = time.monotonic()
@@ -91,7 +180,11 @@ def measure(variant: str, duration: float, latency: bool, stream: StreamParams
             for site in (tb.a, tb.b):
                 where = loader.load(ledger, rid, site.name, site)
                 loader.attach(ledger, site.netns, site.underlay_if, where, "tc", site)
-        if variant == "native-inner-mtu":
+        if variant == "adjust-room-floor":
+            attach_floor(tb, build_floor())
+        if variant == "adjust-room-floor-tcx":
+            links = attach_floor_tcx(tb, build_floor())
+        if variant in ("native-inner-mtu", "adjust-room-floor", "adjust-room-floor-tcx"):
             proc.run(["ip", "route", "replace", f"{ep.b4}/32", "dev", tb.a.underlay_if,
                       "mtu", str(tbtun_inner_mtu(tb.a))], netns=tb.a.netns, timeout=10)
         ctx = Context(tb, ep, duration=duration, warmup=1)
@@ -109,6 +202,8 @@ def measure(variant: str, duration: float, latency: bool, stream: StreamParams
             lat = Latency().run(ctx, LatencyParams(protocol="tcp"))
             out["p50"] = float(lat.metrics["tcp_rtt_p50"].value or 0)
             out["p99"] = float(lat.metrics["tcp_rtt_p99"].value or 0)
+        for fd in links:
+            os.close(fd)
     return out
 
 
@@ -172,6 +267,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"    ebpf-vxlan / kernel vxlan: {_ratio(rows, 'ebpf-vxlan', 'vxlan', 'mbps')}; "
           "target >= 1.15")
     print(f"    kernel vxlan / native:     {_ratio(rows, 'vxlan', 'native', 'mbps')}")
+    print(f"(i) adjust-room floor / native: "
+          f"{_ratio(rows, 'adjust-room-floor', 'native', 'mbps')}")
+    print(f"    ebpf-vxlan / adjust-room floor: "
+          f"{_ratio(rows, 'ebpf-vxlan', 'adjust-room-floor', 'mbps')}")
+    print(f"(j) ebpf-vxlan attach=tcx / attach=tc: "
+          f"{_ratio(rows, 'ebpf-vxlan-tcx', 'ebpf-vxlan', 'mbps')}")
+    print(f"    ebpf-vxlan attach=tcx / native: "
+          f"{_ratio(rows, 'ebpf-vxlan-tcx', 'native', 'mbps')}")
+    print(f"    ebpf-vxlan attach=tcx / kernel vxlan: "
+          f"{_ratio(rows, 'ebpf-vxlan-tcx', 'vxlan', 'mbps')}")
+    print(f"    adjust-room floor, tcx / tc: "
+          f"{_ratio(rows, 'adjust-room-floor-tcx', 'adjust-room-floor', 'mbps')}")
+    print(f"    adjust-room floor, tcx / native: "
+          f"{_ratio(rows, 'adjust-room-floor-tcx', 'native', 'mbps')}")
     print(f"(g) native at inner MTU / native: "
           f"{_ratio(rows, 'native-inner-mtu', 'native', 'mbps')}")
     print(f"    ebpf-vxlan / native at inner MTU: "
