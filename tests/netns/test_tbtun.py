@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -19,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testbeds import fresh_testbed
 
 from tunbench import pcap, proc, tunnels
 from tunbench.capabilities import root_missing
 from tunbench.errors import SpecError
+from tunbench.remote.agent import bpfhost
 from tunbench.tbtun import loader, maps
 from tunbench.testbed import local, names, netlink
 from tunbench.testbed.base import Testbed
@@ -31,6 +34,7 @@ from tunbench.tunnels._tbtun import REALM, TbtunDriver
 from tunbench.tunnels.base import Endpoints
 
 TB = [sys.executable, "-m", "tunbench"]
+SOL_PACKET, PACKET_VNET_HDR = 263, 15          # linux/socket.h, linux/if_packet.h
 
 
 def _why_not() -> str | None:
@@ -273,6 +277,60 @@ def test_attach_tcx_refused_on_a_kernel_without_it() -> None:
         drv.parse_params({"attach": "tcxx"})
     missing = [m.one_line() for m in drv.requirements(drv.parse_params({"attach": "tcx"}))]
     assert any("tcx needs" in m for m in missing) == bool(loader.tcx_missing(platform.release()))
+
+
+def _udp6(src: str, dst: str, sport: int, dport: int, payload: bytes) -> bytes:
+    """An IPv6 header and a UDP datagram with a valid checksum (RFC 8200 pseudo-header)."""
+    s, d = socket.inet_pton(socket.AF_INET6, src), socket.inet_pton(socket.AF_INET6, dst)
+    length = 8 + len(payload)
+    pseudo = s + d + struct.pack("!I3xB", length, socket.IPPROTO_UDP)
+    data = pseudo + struct.pack("!HHHH", sport, dport, length, 0) + payload
+    data += b"\0" * (len(data) % 2)
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    csum = (~total & 0xFFFF) or 0xFFFF
+    return (struct.pack("!IHBB", 6 << 28, length, socket.IPPROTO_UDP, 64) + s + d
+            + struct.pack("!HHHH", sport, dport, length, csum) + payload)
+
+
+def test_headers_outside_the_linear_part_take_the_helper_path() -> None:
+    """tbtun reads headers in place when they are in the skb's linear part, through
+    bpf_skb_load_bytes otherwise. A locally routed packet always has them linear, so this
+    sends a frame whose IPv6 header is not: AF_PACKET with a virtio-net header of hdr_len 14
+    builds a frame of a page or more with only the Ethernet header linear
+    (net/packet/af_packet.c packet_alloc_skb). Addressed to the marker MAC, it is
+    tunnel-bound; the rule lookup must read the destination through the helper, and the
+    datagram must arrive intact in site b (jumbo underlay: the frame is 6 KB)."""
+    with fresh_testbed(mtu=9000) as tb:
+        _, ep = _up(tb)
+        payload = os.urandom(6000)
+        rx = bpfhost.in_netns(tb.b.netns, lambda: socket.socket(socket.AF_INET6,
+                                                                socket.SOCK_DGRAM))
+        tx = bpfhost.in_netns(tb.a.netns, lambda: socket.socket(
+            socket.AF_PACKET, socket.SOCK_RAW, 0))
+        with rx, tx:
+            rx.bind((str(ep.b6), 0))
+            rx.settimeout(5)
+            tx.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
+            tx.bind((tb.a.underlay_if, 0))
+            before = loader.stats(_site(tb, "a"))
+            link = json.loads(tb.a.run(["ip", "-j", "link", "show", "dev", tb.a.underlay_if],
+                                       timeout=10).stdout)[0]
+            src_mac = bytes.fromhex(link["address"].replace(":", ""))
+            frame = (bytes.fromhex(maps.MARKER_MAC.replace(":", "")) + src_mac
+                     + struct.pack("!H", 0x86DD)
+                     + _udp6(str(ep.a6), str(ep.b6), 40000, rx.getsockname()[1], payload))
+            vnet = struct.pack("=BBHHHH", 0, 0, 14, 0, 0, 0)   # no GSO, no csum; hdr_len 14
+            assert len(frame) > 4096
+            tx.send(vnet + frame)
+            got, _ = rx.recvfrom(65535)
+        assert got == payload
+        after = loader.stats(_site(tb, "a"))
+        assert after["encap"]["packets"] > before["encap"]["packets"], after
+        assert after["no_rule"]["packets"] == before["no_rule"]["packets"], after
+        decap = loader.stats(_site(tb, "b"))["decap"]
+        assert decap["packets"] >= 1 and decap["bytes"] >= len(frame) - 14, decap
 
 
 def test_bad_decap_parameter_is_refused_before_anything_changes() -> None:

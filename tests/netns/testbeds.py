@@ -26,7 +26,7 @@ def agg_unavailable() -> str | None:
 
 
 @contextmanager
-def fresh_testbed() -> Iterator[Testbed]:
+def fresh_testbed(mtu: int = 1500) -> Iterator[Testbed]:
     """A real two-namespace testbed with a run id no other is using; on exit its ledger undoes
     everything without error and no namespace of it is left. Tests that need several at once
     enter it several times."""
@@ -34,7 +34,7 @@ def fresh_testbed() -> Iterator[Testbed]:
     rid = names.new_run_id(taken)
     ledger = Ledger(rid)
     try:
-        yield local.build(rid, ledger)
+        yield local.build(rid, ledger, mtu=mtu)
     finally:
         errors = ledger.close()
         left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]

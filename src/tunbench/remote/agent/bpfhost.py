@@ -143,7 +143,7 @@ def _obj_get(path: str) -> int:
     return _bpf(BPF_OBJ_GET, _attr(struct.pack("=QII", ctypes.addressof(name), 0, 0)))
 
 
-def _in_netns(netns: str | None, fn: Callable[[], Any]) -> Any:
+def in_netns(netns: str | None, fn: Callable[[], Any]) -> Any:
     """fn() in network namespace `netns` (None: this one), on a thread of its own: setns
     moves only the calling thread, and device names resolve in the namespace."""
     out: dict[str, Any] = {}
@@ -187,7 +187,7 @@ def tcx_attach(netns: str | None, ifname: str, hook: str, prog_pin: str, link_pi
                 os.close(link)
         finally:
             os.close(prog)
-    _in_netns(netns, attach)
+    in_netns(netns, attach)
 
 
 def tcx_prog_ids(netns: str | None, ifname: str, hook: str) -> list[int]:
@@ -201,7 +201,7 @@ def tcx_prog_ids(netns: str | None, ifname: str, hook: str) -> list[int]:
         count = struct.unpack_from("=I", attr.raw, 24)[0]
         return [int(ids[i]) for i in range(min(count, len(ids)))]
     try:
-        return list(_in_netns(netns, query))
+        return list(in_netns(netns, query))
     except OSError:
         return []
 
