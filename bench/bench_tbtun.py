@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -106,55 +105,14 @@ def attach_floor(tb: Testbed, obj: Path) -> None:
                       "sec", "tc", "program", sec], netns=site.netns, timeout=20)
 
 
-BPF_TCX_INGRESS, BPF_TCX_EGRESS = 46, 47           # enum bpf_attach_type, Linux >= 6.6
-
-
-def attach_floor_tcx(tb: Testbed, obj: Path) -> list[int]:
-    """The floor's programs attached with tcx links (no clsact, no classifier layer) through
-    libbpf's bpf_link_create; Debian 12's tc and bpftool cannot attach tcx. The links live
-    as long as the returned fds (closed by the caller) or the devices."""
-    import ctypes
-    import threading
-    bpf = ctypes.CDLL("libbpf.so.1", use_errno=True)
-    libc = ctypes.CDLL(None, use_errno=True)
-    bpf.bpf_object__open_file.restype = ctypes.c_void_p
-    bpf.bpf_object__find_program_by_name.restype = ctypes.c_void_p
-    bpf.bpf_object__find_program_by_name.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    bpf.bpf_program__fd.argtypes = [ctypes.c_void_p]
-    bpf.bpf_object__load.argtypes = [ctypes.c_void_p]
-    links: list[int] = []
-    errors: list[str] = []
-
-    def in_netns(site: Site) -> None:
-        with open(f"/run/netns/{site.netns}") as f:
-            if libc.setns(f.fileno(), 0x40000000):           # CLONE_NEWNET, this thread only
-                errors.append(f"setns: {ctypes.get_errno()}")
-                return
-        obj_p = bpf.bpf_object__open_file(str(obj).encode(), None)
-        if not obj_p or bpf.bpf_object__load(ctypes.c_void_p(obj_p)):
-            errors.append("load failed")
-            return
-        idx = socket_if_nametoindex(site.underlay_if)
-        for name, kind in (("floor_encap", BPF_TCX_EGRESS), ("floor_decap", BPF_TCX_INGRESS)):
-            prog = bpf.bpf_object__find_program_by_name(obj_p, name.encode())
-            fd = bpf.bpf_link_create(bpf.bpf_program__fd(prog), idx, kind, None)
-            if fd < 0:
-                errors.append(f"bpf_link_create {name}: {-fd}")
-                return
-            links.append(fd)
-
+def attach_floor_tcx(tb: Testbed, ledger: Ledger, obj: Path) -> None:
+    """The floor's programs loaded and pinned by the tbtun loader (tb-<run>/<site>/) and
+    attached by tcx links pinned next to them, as attach=tcx does (removed with the pins)."""
     for site in tb.sites():
-        t = threading.Thread(target=in_netns, args=(site,))
-        t.start()
-        t.join()
-    if errors:
-        raise RuntimeError("; ".join(errors))
-    return links
-
-
-def socket_if_nametoindex(name: str) -> int:
-    import socket
-    return socket.if_nametoindex(name)
+        where = loader.load(ledger, tb.run_id, site.name, site, str(obj))
+        for hook, prog in (("egress", "floor_encap"), ("ingress", "floor_decap")):
+            site.tcx_attach(site.underlay_if, hook, str(where / prog),
+                            str(where / f"link_{prog}"))
 
 
 def tbtun_inner_mtu(site: Site) -> int:
@@ -170,7 +128,6 @@ def measure(variant: str, duration: float, latency: bool, stream: StreamParams
     drv = tunnels.get(kind)
     rid = names.new_run_id()
     out: dict[str, float] = {}
-    links: list[int] = []
     with Ledger(rid) as ledger:
         tb = local.build(rid, ledger)
         t0 = time.monotonic()
@@ -183,7 +140,7 @@ def measure(variant: str, duration: float, latency: bool, stream: StreamParams
         if variant == "adjust-room-floor":
             attach_floor(tb, build_floor())
         if variant == "adjust-room-floor-tcx":
-            links = attach_floor_tcx(tb, build_floor())
+            attach_floor_tcx(tb, ledger, build_floor())
         if variant in ("native-inner-mtu", "adjust-room-floor", "adjust-room-floor-tcx"):
             proc.run(["ip", "route", "replace", f"{ep.b4}/32", "dev", tb.a.underlay_if,
                       "mtu", str(tbtun_inner_mtu(tb.a))], netns=tb.a.netns, timeout=10)
@@ -202,8 +159,6 @@ def measure(variant: str, duration: float, latency: bool, stream: StreamParams
             lat = Latency().run(ctx, LatencyParams(protocol="tcp"))
             out["p50"] = float(lat.metrics["tcp_rtt_p50"].value or 0)
             out["p99"] = float(lat.metrics["tcp_rtt_p99"].value or 0)
-        for fd in links:
-            os.close(fd)
     return out
 
 

@@ -314,6 +314,7 @@ def prog_name(prog_id: int, site: Site) -> str:
     return str(json.loads(r.stdout).get("name", "")) if r.returncode == 0 else ""
 
 
+# ---- maps -------------------------------------------------------------------------------
 def map_path(where: Path, name: str) -> Path:
     return where / "maps" / name
 
