@@ -250,6 +250,10 @@ def test_attach_by_tc_or_tcx_carries_tcp_and_teardown_detaches(testbed: Testbed,
                                                                 "ingress": ["tb_decap"]}
         links = sorted(p.name for p in _site(tb, site.name).glob("link_*"))
         assert links == (["link_tb_decap", "link_tb_encap"] if attach == "tcx" else [])
+    r = subprocess.run(TB + ["tunnel-rules", "list", "--json", "--site", f"{tb.run_id}/a"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert [d["attach"] for d in json.loads(r.stdout)["sites"]] == [attach]
     end = _iperf(tb, ep.b4, seconds=2)
     assert end["sum_received"]["bytes"] > 10_000_000, end["sum_received"]
     assert loader.stats(_site(tb, "a"))["encap"]["packets"] > 100

@@ -308,6 +308,12 @@ def tcx_attached(netns: str | None, ifname: str, site: Site | None = None) -> bo
     return any(site.tcx_prog_ids(ifname, hook) for hook in ("egress", "ingress"))
 
 
+def attached_by(where: Path, site: Site | None = None) -> str:
+    """How the tbtun instance pinned at `where` is attached: "tcx" when its links are pinned
+    there, else "tc" (or XDP decap, which the pins do not tell)."""
+    return "tcx" if (site or here()).exists(where / "link_tb_encap") else "tc"
+
+
 def prog_name(prog_id: int, site: Site) -> str:
     r = site.run_host(["bpftool", "-j", "prog", "show", "id", str(prog_id)], timeout=10,
                       check=False)

@@ -109,7 +109,7 @@ def cmd(args: argparse.Namespace) -> int:
 
 def describe(where: Path, on: Site | None = None) -> dict[str, Any]:
     counters = loader.rule_counters(where, on)
-    return {"site": str(where),
+    return {"site": str(where), "attach": loader.attached_by(where, on),
             "rules": [{**r.to_dict(), "packets": counters.get(r.id, (0, 0))[0],
                        "bytes": counters.get(r.id, (0, 0))[1]}
                       for r in loader.list_rules(where, on)],
@@ -125,7 +125,7 @@ def _list(args: argparse.Namespace, on: Site) -> int:
     if not docs:
         print(f"no running tbtun site on {args.host or 'this host'}")
     for doc in docs:
-        print(doc["site"])
+        print(f"{doc['site']} (attached by {doc['attach']})")
         for r in doc["rules"]:
             print(f"  {r['prefix']:<20} -> {r['remote']:<15} {r['encap']:<6} vni {r['vni']:<8} "
                   f"port {r['port']:<5} {r['packets']:>10} pkts {r['bytes']:>12} B")
