@@ -28,8 +28,9 @@ from typing import Any
 
 import pytest
 
-from tunbench import pcap, proc
+from tunbench import pcap, proc, tunnels
 from tunbench.capabilities import kernel_missing, root_missing
+from tunbench.errors import UnavailableError
 from tunbench.tbtun import loader, maps
 from tunbench.testbed import local, names, netlink
 from tunbench.testbed.base import Testbed
@@ -210,3 +211,23 @@ def test_tbtun_and_the_kernel_device_carry_tcp_both_ways_with_exact_headers(
           f"both ways, iperf3 {up['sum_received']['bytes']} B up, "
           f"{down['sum_received']['bytes']} B down, tbtun {st['encap']['packets']} encap / "
           f"{st['decap']['packets']} decap")
+
+
+def test_attach_tcx_is_refused_on_a_kernel_without_it(testbed: Testbed) -> None:
+    """The guest's 6.1 has no tcx: attach=tcx is one line at preflight (requirements), and
+    asked of a site it is refused before anything is made (no pin, no attachment)."""
+    why = loader.tcx_missing(platform.release())
+    if not why:
+        pytest.skip(f"this kernel ({platform.release()}) has tcx: the refusal needs one < 6.6")
+    reason = why_not("vxlan", "tc")
+    if reason:
+        pytest.skip(reason)
+    drv = tunnels.get("ebpf-vxlan")
+    params = drv.parse_params({"attach": "tcx"})
+    missing = [m.one_line() for m in drv.requirements(params)]
+    assert [m for m in missing if why in m and "use attach=auto or attach=tc" in m], missing
+    with pytest.raises(UnavailableError, match="ebpf-vxlan on site a: attach=tcx: tcx needs"):
+        drv().up(testbed, params)
+    assert not loader.run_dir(testbed.run_id).exists()
+    assert not [e for e in testbed.ledger.entries
+                if e["kind"] in ("bpffs", "bpfpins", "tbtun-tc")], testbed.ledger.entries

@@ -72,7 +72,8 @@ def tbtun(hub: Hub, decap: str = "tc", obj: str | None = None, attach: str = "tc
     pin directory (for `tunnel-rules --site`). `obj`: the object on the hub's host (ship);
     `attach`: tc, tcx or auto (tcx where the hub's kernel has it)."""
     site = hub.site
-    how = loader.attach_method(attach, site.run(["uname", "-r"], timeout=10).stdout.strip())
+    how = loader.attach_method(attach, site.run(["uname", "-r"], timeout=10).stdout.strip(),
+                               "tbtun on the hub")     # before anything is made
     if hub.on_hosts and obj is None:
         obj = ship(hub)
     where = loader.load(hub.ledger, hub.run_id, "hub", site, obj)

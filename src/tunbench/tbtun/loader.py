@@ -31,7 +31,7 @@ from typing import Any
 
 from .. import proc
 from ..capabilities import Missing
-from ..errors import CommandFailed, SpecError, TunbenchError
+from ..errors import CommandFailed, SpecError, TunbenchError, UnavailableError
 from ..remote.agent import bpfhost
 from ..testbed import names
 from ..testbed.base import Site, Testbed
@@ -210,9 +210,13 @@ ip_argv = bpfhost.ip_argv
 ATTACHES = ("auto", "tc", "tcx")
 
 
-def attach_method(asked: str, release: str) -> str:
+def attach_method(asked: str, release: str, what: str = "tbtun") -> str:
     """"tc" or "tcx" for an `attach` setting on a kernel `release`: auto takes tcx where the
-    kernel has it (>= 6.6), clsact + cls_bpf elsewhere."""
+    kernel has it (>= 6.6), clsact + cls_bpf elsewhere; attach=tcx where it has not is
+    refused (UnavailableError naming `what`), so callers ask before they change anything."""
+    if asked == "tcx" and tcx_missing(release):
+        raise UnavailableError(f"{what}: attach=tcx: {tcx_missing(release)}",
+                               "use attach=auto or attach=tc")
     if asked != "auto":
         return asked
     v = _version(release)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..capabilities import Missing
-from ..errors import UnavailableError
 from ..params import out_of_range
 from ..tbtun import loader, maps
 from ..testbed.base import Site, Testbed
@@ -105,12 +104,9 @@ class TbtunDriver(TunnelDriver[TbtunParams]):
         limits: dict[str, str] = {}   # per site: why its tc decap cannot carry IPv6 inside
         releases = {s.name: s.run(["uname", "-r"], timeout=10).stdout.strip()
                     for s in tb.sites()}
-        for name, release in releases.items():          # before anything is made
-            why = loader.tcx_missing(release) if params.attach == "tcx" else ""
-            if why:
-                raise UnavailableError(f"{self.kind} attach=tcx on site {name}: {why}",
-                                       "use attach=auto or attach=tc")
-        how = {n: loader.attach_method(params.attach, r) for n, r in releases.items()}
+        # before anything is made: attach=tcx on a kernel without tcx is refused here
+        how = {n: loader.attach_method(params.attach, r, f"{self.kind} on site {n}")
+               for n, r in releases.items()}
         for site, peer, mine, theirs, mine6, theirs6 in ((tb.a, tb.b, a4, b4, a6, b6),
                                                          (tb.b, tb.a, b4, a4, b6, a6)):
             where = loader.load(tb.ledger, tb.run_id, site.name, site,
