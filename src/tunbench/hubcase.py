@@ -61,8 +61,10 @@ def bring_up(kind: str, h: hub.Hub, params: Any, obj: str | None = None) -> dict
     if kind == "ebpf-vxlan":
         where = tbhub.tbtun(h, getattr(params, "decap", "tc"), obj,
                             getattr(params, "attach", "tc"))
+        how = loader.attached_by(where, h.site)
         return {"devices": 0, "attach_points": 1, "rules": len(h.spokes), "pins": str(where),
-                "decap": getattr(params, "decap", "tc"), "created_with": "bpftool+tc",
+                "decap": getattr(params, "decap", "tc"),
+                "attach": how, "created_with": f"bpftool+{how}",
                 **({"routes": len(h.spokes)} if h.on_hosts else {})}
     return {"devices": 0}     # native: the underlay's paths as they are
 

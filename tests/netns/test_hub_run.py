@@ -61,6 +61,7 @@ def test_hub_campaign_vxlan_and_ebpf_vxlan_to_one_and_all_spokes(
     assert docs["vxlan"]["hub"]["devices"] == 3
     tb = docs["ebpf-vxlan"]["hub"]
     assert tb["devices"] == 0 and tb["attach_points"] == 1 and tb["rules"] == 3
+    assert tb["attach"] == "tc" and tb["created_with"] == "bpftool+tc", tb   # the default
     assert 50 < tb["maps_kb"] < 1024, tb
     # every rule carried traffic (the all-spokes measurement): the hub's counters say so
     ctr = docs["ebpf-vxlan"]["datapath_counters"]["after"]

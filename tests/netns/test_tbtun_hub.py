@@ -81,6 +81,8 @@ def test_hub_with_one_tbtun_attach_point_and_rule_removal(hub3: hub.Hub) -> None
                                                       "ingress": ["tb_decap"]}
     assert loader.tcx_attached(h.netns, h.underlay_if) == (
         not loader.tcx_missing(platform.release()))       # auto: tcx where the kernel has it
+    assert loader.attached_by(where) == ("tc" if loader.tcx_missing(platform.release())
+                                         else "tcx")      # what the hub case records
     _each_spoke_gets_its_own(h)
     # per-rule counters: each spoke's rule carried its own pings
     rules = {r.prefix: r for r in loader.list_rules(where)}
