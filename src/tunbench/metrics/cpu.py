@@ -8,20 +8,23 @@ A tracked process is recorded with its command name and its busiest thread: one 
 ~100% of a core while other cores idle is the one-core bottleneck of userspace encryption
 (charon's libipsec, one SA on one core), which the process total of a multi-threaded daemon
 (wireguard-go) hides. The kernel's ksoftirqd threads are tracked too, by name, since softirq
-work deferred to them is where kernel datapaths saturate a core.
+work deferred to them is where kernel datapaths saturate a core. A process and its threads
+are read in one pass and their figures computed by remote/agent/proccpu.py, which the
+remote sites' agent uses too; its docstring says why a thread never comes out above its
+process.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..remote.agent import proccpu
+
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def parse_proc_stat(text: str) -> dict[str, tuple[int, ...]]:
@@ -69,36 +72,7 @@ def usage(prev: dict[str, tuple[int, ...]], cur: dict[str, tuple[int, ...]]) -> 
 
 def parse_pid_cpu_ticks(stat_text: str) -> int:
     """utime + stime (clock ticks) from /proc/PID/stat text."""
-    rest = stat_text[stat_text.rindex(")") + 2:].split()
-    return int(rest[11]) + int(rest[12])
-
-
-def _read_pid_ticks(pid: int, root: str = "/proc") -> int | None:
-    try:
-        return parse_pid_cpu_ticks(Path(f"{root}/{pid}/stat").read_text())
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _read_thread_ticks(pid: int, root: str = "/proc") -> dict[int, int]:
-    """tid -> utime + stime of every thread of a process (empty once it is gone)."""
-    out: dict[int, int] = {}
-    try:
-        tids = [int(t.name) for t in Path(f"{root}/{pid}/task").iterdir()]
-    except (OSError, ValueError):
-        return out
-    for tid in tids:
-        ticks = _read_pid_ticks(tid, f"{root}/{pid}/task")
-        if ticks is not None:
-            out[tid] = ticks
-    return out
-
-
-def _read_comm(pid: int, root: str = "/proc") -> str:
-    try:
-        return Path(f"{root}/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
+    return proccpu.stat_ticks(stat_text)
 
 
 def kernel_threads(prefix: str, root: str = "/proc") -> dict[int, str]:
@@ -106,19 +80,10 @@ def kernel_threads(prefix: str, root: str = "/proc") -> dict[int, str]:
     out: dict[int, str] = {}
     for d in Path(root).iterdir():
         if d.name.isdigit():
-            comm = _read_comm(int(d.name), root)
+            comm = proccpu.read_comm(int(d.name), root)
             if comm.startswith(prefix):
                 out[int(d.name)] = comm
     return out
-
-
-def busiest_thread(first: dict[int, int], last: dict[int, int]) -> tuple[int, int] | None:
-    """(tid, ticks used between two readings) of the thread that used the most, or None."""
-    used = [(last[t] - first.get(t, 0), t) for t in last]
-    if not used:
-        return None
-    ticks, tid = max(used)
-    return tid, ticks
 
 
 @dataclass
@@ -157,10 +122,10 @@ class CpuSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._record = CpuRecord(interval)
-        self._pids: dict[int, tuple[str, int, float]] = {}   # pid -> (label, first ticks, t0)
-        self._last: dict[int, tuple[int, float]] = {}        # pid -> (ticks, t)
-        self._comm: dict[int, str] = {}
-        self._threads: dict[int, tuple[dict[int, int], dict[int, int]]] = {}  # first, last
+        self._labels: dict[int, str] = {}
+        # pid -> (time, reading): the first one, and the latest (ended threads kept)
+        self._first: dict[int, tuple[float, proccpu.Reading]] = {}
+        self._last: dict[int, tuple[float, proccpu.Reading]] = {}
         self._lock = threading.Lock()
         self._t0 = 0.0
 
@@ -168,15 +133,12 @@ class CpuSampler:
         return parse_proc_stat(Path(self.proc_root, "stat").read_text())
 
     def track(self, pid: int, label: str) -> None:
-        ticks = _read_pid_ticks(pid, self.proc_root)
-        if ticks is not None:
-            threads = _read_thread_ticks(pid, self.proc_root)
+        r = proccpu.read(pid, self.proc_root)
+        if r is not None:
             with self._lock:
                 now = time.monotonic()
-                self._pids[pid] = (label, ticks, now)
-                self._last[pid] = (ticks, now)
-                self._comm[pid] = _read_comm(pid, self.proc_root)
-                self._threads[pid] = (threads, threads)
+                self._labels[pid] = label
+                self._first[pid] = self._last[pid] = (now, r)
 
     def track_kernel_threads(self, prefix: str = "ksoftirqd/") -> None:
         """Track the kernel's per-CPU threads named `prefix`N (labelled by their name)."""
@@ -184,18 +146,14 @@ class CpuSampler:
             self.track(pid, comm)
 
     def _sample_pids(self) -> None:
+        """One pass over each tracked process and its threads (proccpu.read). Its command
+        name is read again each time: a process tracked right after spawn may still be
+        the `ip netns exec` wrapper that is about to exec the tool."""
         with self._lock:
-            for pid in self._pids:
-                ticks = _read_pid_ticks(pid, self.proc_root)
-                if ticks is not None:
-                    self._last[pid] = (ticks, time.monotonic())
-                    # read again: a process tracked right after spawn may still be the
-                    # `ip netns exec` wrapper that is about to exec the tool
-                    self._comm[pid] = _read_comm(pid, self.proc_root) or self._comm[pid]
-                    threads = _read_thread_ticks(pid, self.proc_root)
-                    if threads:   # a thread that ended keeps its last reading
-                        self._threads[pid] = (self._threads[pid][0],
-                                              {**self._threads[pid][1], **threads})
+            for pid, (_, prev) in list(self._last.items()):
+                r = proccpu.read(pid, self.proc_root)
+                if r is not None:
+                    self._last[pid] = (time.monotonic(), proccpu.later(prev, r))
 
     def _run(self) -> None:
         prev = self._read()
@@ -218,17 +176,8 @@ class CpuSampler:
             self._thread.join(timeout=5)
         self._sample_pids()
         with self._lock:
-            for pid, (label, first, t0) in self._pids.items():
-                last, t1 = self._last.get(pid, (first, t0))
-                secs = (last - first) / CLK_TCK
-                span = max(t1 - t0, 1e-9)
-                entry: dict[str, Any] = {"cpu_seconds": secs,
-                                         "pct_of_one_core": 100.0 * secs / span,
-                                         "comm": self._comm.get(pid, "")}
-                top = busiest_thread(*self._threads.get(pid, ({}, {})))
-                if top is not None:
-                    entry["busiest_thread_pct"] = 100.0 * top[1] / CLK_TCK / span
-                    entry["threads"] = len(self._threads[pid][1])
+            for pid, label in self._labels.items():
+                entry = proccpu.process_entry(self._first[pid], self._last[pid])
                 self._record.processes[f"{label}[{pid}]"] = entry
         return self._record
 

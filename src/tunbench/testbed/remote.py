@@ -23,6 +23,7 @@ from typing import Any
 from .. import proc
 from ..errors import CommandFailed, UnavailableError
 from ..metrics.cpu import CpuRecord, record_from_texts
+from ..remote.agent import proccpu
 from ..remote.agent.client import Agent, AgentProcess
 from ..remote.transport import ConnectionLost
 from .base import PrivateMounts, Site
@@ -271,33 +272,24 @@ class RemoteCpuSampler:
         return self
 
     def stop(self) -> CpuRecord:
-        samples = self.agent.cpu_take(stop=True)
-        rec = record_from_texts(self.interval, [(float(s["time"]), str(s["text"]))
-                                                for s in samples])
-        for pid, label in self.labels.items():
-            seen = [(float(s["mono"]), s["procs"][str(pid)]) for s in samples
-                    if str(pid) in s.get("procs", {})]
-            if seen:
-                rec.processes[f"{label}[{pid}]"] = process_entry(seen[0], seen[-1])
-        return rec
+        return record_from_samples(self.interval, self.agent.cpu_take(stop=True), self.labels)
 
 
-def process_entry(first: tuple[float, dict[str, Any]], last: tuple[float, dict[str, Any]]
-                  ) -> dict[str, Any]:
-    """CpuSampler's per-process entry from two of the agent's readings (time, {cpu_s,
-    threads, comm}): CPU seconds, percent of one core, the busiest thread's percent."""
-    (t0, a), (t1, b) = first, last
-    span = max(t1 - t0, 1e-9)
-    secs = float(b["cpu_s"]) - float(a["cpu_s"])
-    entry: dict[str, Any] = {"cpu_seconds": secs, "pct_of_one_core": 100.0 * secs / span,
-                             "comm": b.get("comm", "")}
-    threads = b.get("threads", {})
-    if threads:
-        used = max(float(v) - float(a.get("threads", {}).get(t, 0.0))
-                   for t, v in threads.items())
-        entry["busiest_thread_pct"] = 100.0 * used / span
-        entry["threads"] = len(threads)
-    return entry
+def record_from_samples(interval: float, samples: list[dict[str, Any]],
+                        labels: dict[int, str]) -> CpuRecord:
+    """The CPU record of a site from its agent's samples (core.Sampler): CPU per core, and
+    each tracked process's entry (`labels`: pid -> label) from its first and its latest
+    reading, computed as the local sampler does (remote/agent/proccpu.py)."""
+    rec = record_from_texts(interval, [(float(s["time"]), str(s["text"])) for s in samples])
+    for pid, label in labels.items():
+        seen = [(float(s["mono"]), s["procs"][str(pid)]) for s in samples
+                if str(pid) in s.get("procs", {})]
+        if seen:
+            last = seen[0]
+            for t, r in seen[1:]:
+                last = (t, proccpu.later(last[1], r))
+            rec.processes[f"{label}[{pid}]"] = proccpu.process_entry(seen[0], last)
+    return rec
 
 
 class AgentLinks:

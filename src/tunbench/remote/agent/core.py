@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any
 
-from . import bpfhost, journal
+from . import bpfhost, journal, proccpu
 from .journal import Journal, kill, run_argv, starttime, sweep, undo
 
 PROTOCOL = 1
@@ -374,44 +374,13 @@ class Agent:
         return errors
 
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(stat_path: str) -> float:
-    """utime + stime of /proc/PID/stat (or a thread's), in seconds."""
-    with open(stat_path) as f:
-        text = f.read()
-    rest = text[text.rindex(")") + 2:].split()
-    return (int(rest[11]) + int(rest[12])) / CLK_TCK
-
-
 def comm_of(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
+    return proccpu.read_comm(pid)
 
 
 def kernel_threads(prefix: str) -> list[int]:
     return [int(n) for n in os.listdir("/proc") if n.isdigit() and
             comm_of(int(n)).startswith(prefix)]
-
-
-def proc_cpu(pid: int) -> dict[str, Any] | None:
-    """CPU seconds of a process and of each of its threads, its name; None once gone."""
-    try:
-        total = _cpu_seconds(f"/proc/{pid}/stat")
-        tids = os.listdir(f"/proc/{pid}/task")
-    except (OSError, ValueError, IndexError):
-        return None
-    threads = {}
-    for tid in tids:
-        try:
-            threads[tid] = _cpu_seconds(f"/proc/{pid}/task/{tid}/stat")
-        except (OSError, ValueError, IndexError):
-            continue
-    return {"cpu_s": total, "threads": threads, "comm": comm_of(pid)}
 
 
 class Sampler(threading.Thread):
@@ -430,7 +399,8 @@ class Sampler(threading.Thread):
             sample: dict[str, Any] = {"time": time.time(), "text": text}
             if self.pids:
                 sample["mono"] = time.monotonic()
-                sample["procs"] = {str(p): c for p in self.pids if (c := proc_cpu(p))}
+                # one pass over each process and its threads (proccpu's docstring: why)
+                sample["procs"] = {str(p): c for p in self.pids if (c := proccpu.read(p))}
             with self.lock:
                 self.samples.append(sample)
             self.done.wait(self.interval)
