@@ -9,7 +9,7 @@ RUN_ARGS ?= --tunnels all --workloads stream,latency --duration 5 --repeats 3
 BINDIR ?= /usr/local/bin
 TB_BIN := $(CURDIR)/$(VENV)/bin/tunbench
 
-.PHONY: run test fuzz deps venv loadgen bpf link unlink lint typecheck bench cleanup clean
+.PHONY: run test test-repeat fuzz deps venv loadgen bpf link unlink lint typecheck bench cleanup clean
 
 run: deps venv loadgen bpf link
 	$(VENV)/bin/tunbench run $(RUN_ARGS)
@@ -34,6 +34,14 @@ unlink:
 # test at a time; one summary of both. TEST_ARGS given: one plain pytest with them.
 test: deps venv loadgen bpf
 	$(PY) scripts/test_phases.py $(TEST_ARGS)
+
+# The flake finder (scripts/test_repeat.py): the live tier N times in a row, or TESTS (pytest
+# paths, node ids or options) instead; then the tests that failed in any run, in how many and
+# with which messages, the skips, the 10 slowest tests and each run's counts; also as JSON.
+N ?= 3
+TESTS ?=
+test-repeat: deps venv loadgen bpf
+	$(PY) scripts/test_repeat.py -n $(N) -- $(TESTS)
 
 # The input fuzz test with a long budget and a fresh seed each run (make test runs it with a
 # small fixed budget and seed). FUZZ_EXAMPLES is per property.

@@ -15,7 +15,10 @@ time of each phase. The exit code is non-zero when either phase failed.
 
 SIGTERM or SIGHUP (a CI timeout, a closed terminal) is passed on to the running pytest, which
 tears its fixtures down (tests/sigterm_teardown.py) before this script stops; the next phase
-does not start.
+does not start. Ctrl-C (SIGINT) the same way.
+
+scripts/test_repeat.py (`make test-repeat`) runs pytest through the same `call` and reads its
+JUnit XML with `read_junit`.
 """
 
 from __future__ import annotations
@@ -60,22 +63,56 @@ def phases(python: str, tmp: Path) -> list[Phase]:
                   [python, "-m", "pytest", "tests"], tmp / "live.xml")]
 
 
-def read_junit(phase: Phase) -> None:
-    """Counts and skip reasons of one phase from its JUnit XML (absent: the run broke)."""
+@dataclass
+class Case:
+    """One <testcase> of a JUnit XML file."""
+    test: str       # pytest's node id (from the `file` that junit_family=xunit1 writes)
+    outcome: str    # passed, failed, errors or skipped: the keys of Phase.counts
+    message: str    # the failure's, error's or skip's message; "" when it passed
+    seconds: float  # setup, call and teardown
+
+
+def node_id(case: ET.Element) -> str:
+    """tests/a/test_b.py::TestC::test_d[x] from a <testcase>; without its `file` attribute
+    (junit_family=xunit2, pytest's default) the module stays dotted: tests.a.test_b::..."""
+    classname, name, file = case.get("classname", ""), case.get("name", ""), case.get("file")
+    if file and file.endswith(".py"):
+        module = file[:-3].replace("/", ".")
+        if classname == module or classname.startswith(module + "."):
+            classes = classname[len(module) + 1:].replace(".", "::")
+            return "::".join(filter(None, (file, classes, name)))
+    return "::".join(filter(None, (classname, name)))
+
+
+def read_junit(phase: Phase) -> list[Case]:
+    """Counts and skip reasons of one phase from its JUnit XML (absent: the run broke, nothing
+    counted); returns its testcases in their order."""
     try:
         root = ET.parse(phase.junit).getroot()
     except (OSError, ET.ParseError):
-        return
-    for case in root.iter("testcase"):
-        outcome = "passed"
+        return []
+    cases = []
+    for el in root.iter("testcase"):
+        case = Case(node_id(el), "passed", "", float(el.get("time") or 0))
         for tag, name in (("failure", "failed"), ("error", "errors"), ("skipped", "skipped")):
-            el = case.find(tag)
-            if el is not None:
-                outcome = name
+            sub = el.find(tag)
+            if sub is not None:
+                case.outcome, case.message = name, (sub.get("message") or "").strip()
                 if tag == "skipped":
-                    phase.skips[(el.get("message") or "no reason given").strip()] += 1
+                    phase.skips[case.message or "no reason given"] += 1
                 break
-        phase.counts[outcome] += 1
+        phase.counts[case.outcome] += 1
+        cases.append(case)
+    return cases
+
+
+def wall(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
+
+
+def phase_line(p: Phase) -> str:
+    return (f"{p.name}: {wall(p.seconds)}, pytest exit {p.code}, "
+            + ", ".join(f"{p.counts[k]} {k}" for k in ("passed", "failed", "errors", "skipped")))
 
 
 def summary(done: list[Phase]) -> list[str]:
@@ -84,12 +121,10 @@ def summary(done: list[Phase]) -> list[str]:
     for p in done:
         total.update(p.counts)
         skips.update(p.skips)
-    lines = [f"{p.name}: {p.seconds / 60:.1f} min, pytest exit {p.code}, "
-             + ", ".join(f"{p.counts[k]} {k}" for k in ("passed", "failed", "errors", "skipped"))
-             for p in done]
-    wall = sum(p.seconds for p in done)
+    lines = [phase_line(p) for p in done]
     lines.append(f"make test: {total['passed']} passed, {total['failed']} failed, "
-                 f"{total['errors']} errors, {total['skipped']} skipped in {wall / 60:.1f} min")
+                 f"{total['errors']} errors, {total['skipped']} skipped in "
+                 f"{wall(sum(p.seconds for p in done))}")
     for reason, n in sorted(skips.items(), key=lambda kv: (-kv[1], kv[0])):
         lines.append(f"  skipped {n}x: {reason}")
     return lines
@@ -98,16 +133,37 @@ def summary(done: list[Phase]) -> list[str]:
 STOPPED: list[int] = []   # the signal that stopped the run, once one came
 
 
+def _terminal_sent(signum: int) -> bool:
+    """A SIGINT from the terminal (Ctrl-C) reaches its whole foreground process group, the
+    child included: passing it on again would interrupt the child's teardown."""
+    if signum != signal.SIGINT:
+        return False
+    try:
+        tty = os.open("/dev/tty", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return os.tcgetpgrp(tty) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(tty)
+
+
 def call(argv: list[str], **kw: object) -> int:
-    """subprocess.call, passing SIGTERM and SIGHUP on to the child and waiting for it: the
-    child's teardown, not this script's death, ends the run."""
+    """subprocess.call, passing SIGTERM, SIGHUP and SIGINT on to the child and waiting for it:
+    the child's teardown, not this script's death, ends the run."""
     child = subprocess.Popen(argv, **kw)  # type: ignore[call-overload]
 
     def forward(signum: int, frame: object) -> None:
         STOPPED.append(signum)
-        child.send_signal(signum)
+        if not _terminal_sent(signum):
+            child.send_signal(signum)
 
-    old = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    sigs = [signal.SIGTERM, signal.SIGHUP]
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        sigs.append(signal.SIGINT)
+    old = {sig: signal.signal(sig, forward) for sig in sigs}
     try:
         return int(child.wait())
     finally:
