@@ -57,10 +57,11 @@ def phases(python: str, tmp: Path) -> list[Phase]:
     """tests/conftest.py keeps each phase's tests by TUNBENCH_TEST_PHASE: the pure tiers
     without their `serial` tests, then everything else."""
     workers = str(max(1, min(os.cpu_count() or 1, 8)))
+    junit = ["-o", "junit_family=xunit1"]   # node ids with their file, for the tier times
     return [Phase("pure", "pure tiers (unit, report) on " + workers + " workers",
-                  [python, "-m", "pytest", "-n", workers, *PURE], tmp / "pure.xml"),
+                  [python, "-m", "pytest", *junit, "-n", workers, *PURE], tmp / "pure.xml"),
             Phase("live", "netns, remote, VM lab tiers and serial tests, one at a time",
-                  [python, "-m", "pytest", "tests"], tmp / "live.xml")]
+                  [python, "-m", "pytest", *junit, "tests"], tmp / "live.xml")]
 
 
 @dataclass
@@ -115,7 +116,32 @@ def phase_line(p: Phase) -> str:
             + ", ".join(f"{p.counts[k]} {k}" for k in ("passed", "failed", "errors", "skipped")))
 
 
-def summary(done: list[Phase]) -> list[str]:
+SLOWEST = 10
+
+
+def tier_of(test: str) -> str:
+    """tests/netns/test_x.py::t -> netns (the folder under tests/)."""
+    parts = test.split("::")[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0].split(".")[0]
+
+
+def timing(cases: list[Case]) -> list[str]:
+    """Each tier's test time (the sum of its tests' durations: the pure tiers' run on several
+    workers at once) and the SLOWEST slowest tests."""
+    if not cases:
+        return []
+    tiers: Counter[str] = Counter()
+    for c in cases:
+        tiers[tier_of(c.test)] += c.seconds
+    lines = ["time per tier (sum of its tests' durations): " + ", ".join(
+        f"{t} {wall(sec)}" for t, sec in sorted(tiers.items(), key=lambda kv: -kv[1]))]
+    lines.append(f"the {min(SLOWEST, len(cases))} slowest tests:")
+    lines += [f"  {c.seconds:7.1f} s  {c.test}"
+              for c in sorted(cases, key=lambda c: -c.seconds)[:SLOWEST]]
+    return lines
+
+
+def summary(done: list[Phase], cases: list[Case] | None = None) -> list[str]:
     total: Counter[str] = Counter()
     skips: Counter[str] = Counter()
     for p in done:
@@ -127,6 +153,10 @@ def summary(done: list[Phase]) -> list[str]:
                  f"{wall(sum(p.seconds for p in done))}")
     for reason, n in sorted(skips.items(), key=lambda kv: (-kv[1], kv[0])):
         lines.append(f"  skipped {n}x: {reason}")
+    lines += timing(cases or [])
+    # the plain closing line: errors count as failures
+    lines.append(f"tests: {total['passed']} passed, {total['failed'] + total['errors']} failed, "
+                 f"{total['skipped']} skipped")
     return lines
 
 
@@ -177,21 +207,21 @@ def main(argv: list[str]) -> int:
     if extra:   # TEST_ARGS given: the developer's own selection, one pytest
         return call([python, "-m", "pytest", *extra], cwd=ROOT)
     with tempfile.TemporaryDirectory(prefix="tb-tests-") as tmp:
-        done = []
+        done, cases = [], []
         for phase in phases(python, Path(tmp)):
             print(f"\n===== make test: {phase.name} =====", flush=True)
             t0 = time.monotonic()
             phase.code = call([*phase.argv, f"--junitxml={phase.junit}"], cwd=ROOT,
                               env={**os.environ, PHASE_ENV: phase.key})
             phase.seconds = time.monotonic() - t0
-            read_junit(phase)
+            cases += read_junit(phase)
             done.append(phase)
             if STOPPED:
                 print(f"\nmake test: stopped by {signal.Signals(STOPPED[0]).name} "
                       f"during {phase.name}; its fixtures were torn down", flush=True)
                 return 128 + STOPPED[0]
         print("\n===== make test: both phases =====")
-        print("\n".join(summary(done)), flush=True)
+        print("\n".join(summary(done, cases)), flush=True)
     broken = [p for p in done if p.code not in OK_CODES or p.counts["failed"]
               or p.counts["errors"]]
     return 1 if broken else 0

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import physics
 import sigterm_teardown
 
 DATA = Path(__file__).parent / "data"
@@ -47,6 +48,49 @@ def pytest_configure(config: pytest.Config) -> None:
     sigterm_teardown.install()   # a killed session tears its fixtures down like Ctrl-C
     config.addinivalue_line("markers", "serial: a pure-tier test make test runs alone, in its "
                                        "live phase (it times something or watches the host)")
+    config.addinivalue_line("markers", "correctness: a live test that asserts what the system "
+                                       "did, never a rate, latency or ratio bound")
+    config.addinivalue_line("markers", "physics(*figures): a live test that compares figures "
+                                       "with a model within their recorded spread "
+                                       "(tests/physics.py, tests/data/physics/)")
+
+
+KINDS = ("correctness", "physics")
+
+
+def is_live(item: pytest.Item) -> bool:
+    """Live tiers: everything outside tests/unit and tests/report."""
+    tier = Path(str(item.path)).relative_to(Path(__file__).parent).parts[0]
+    return tier not in PURE_TIERS
+
+
+def test_kind_problem(item: pytest.Item) -> str | None:
+    """Why a live test cannot run as it is marked (None when it can): it must say whether it is
+    a correctness or a physics test, and a physics test's figures need their recorded spread."""
+    if not is_live(item):
+        return None
+    # the test's own marker, else its class's or module's
+    own = {m.name for m in getattr(item, "own_markers", []) if m.name in KINDS}
+    kinds = own or {m.name for m in item.iter_markers() if m.name in KINDS}
+    if len(kinds) != 1:
+        return (f"{item.nodeid} must be marked either @pytest.mark.correctness or "
+                f"@pytest.mark.physics(FIGURE, ...) (tests/physics.py says which is which)")
+    marker = item.get_closest_marker("physics")
+    if "physics" not in kinds or marker is None:
+        return None
+    if not marker.args:
+        return f"{item.nodeid}: @pytest.mark.physics needs the figures it checks"
+    for figure in marker.args:
+        why = physics.problem(figure)
+        if why:
+            return why
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    why = test_kind_problem(item)
+    if why:
+        pytest.fail(why, pytrace=False)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -56,6 +100,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.netns)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
+    physics.forget({f for i in items for m in i.iter_markers("physics") for f in m.args})
     phase = os.environ.get(PHASE_ENV)
     if phase in ("pure", "live"):
         keep = [i for i in items if _in_pure_phase(i) == (phase == "pure")]

@@ -16,6 +16,7 @@ from test_loss_search import (  # noqa: F401
     underlay_drop_one_flow_in_ten,
 )
 
+import physics
 from tunbench import tunnels
 from tunbench.errors import CommandFailed
 from tunbench.testbed import bpfdrop, local
@@ -25,9 +26,9 @@ from tunbench.workloads.base import Context
 from tunbench.workloads.loss_search import LossSearch, LossSearchParams
 from tunbench.workloads.search import rfc2544_search
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     loadgen.find_binary() is None,
-    reason=f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})")
+    reason=f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})"), pytest.mark.correctness]
 
 
 def udp_in(tb: Testbed) -> int:
@@ -97,42 +98,40 @@ def test_capture_counts_exactly_on_a_real_underlay_drop(testbed: Testbed, thread
     # flow 0 is one of the flows of thread 0, which interleaves its flows packet by packet
     # and sends its share (flows/threads) of the rate: exactly a tenth, +- one packet per thread
     assert t.lost == pytest.approx(t.offered / 10, abs=threads)
-    assert t.loss_ratio == pytest.approx(0.1, abs=2e-3)
+    assert t.loss_ratio == pytest.approx(t.lost / t.offered)   # a tenth: the line above
     assert t.latency_us["p50"] > 0
 
 
-def test_capture_ipv6_sizes_latency_and_pacing(testbed: Testbed) -> None:
+def test_capture_ipv6_sizes_and_latency(testbed: Testbed) -> None:
     dst6 = local.UNDERLAY6[1]
     spec = loadgen.TrafficSpec(size="300", flows=20, port=5330)
     with bpfdrop.dropping(testbed.ledger, testbed.b.netns, (testbed.b.underlay_if,), 5330, 5330):
         t = loadgen.run_trial(testbed, dst6, spec, 1.0, 20000, capture=True, threads=2)
     assert not t.sender_limited and t.lost == 0 and t.received == t.offered
-    assert abs(t.offered_pps / 20000 - 1) < 0.02
     assert t.per_size_received == {"300": t.received}     # size from the IPv6 header
     assert 0 < t.latency_us["p50"] <= t.latency_us["p99"]
 
 
+@pytest.mark.physics("rfc2544_capture_vs_socket")
 def test_capture_and_socket_receivers_agree_on_a_shaped_link(shaped: Testbed) -> None:  # noqa: F811
     """The same RFC 2544 search on the same tbf-shaped link, counting with sockets and with the
-    capture ring: both land within 2% of the link's knee (and of each other)."""
+    capture ring: the two rates agree within their recorded spread (the knee itself against
+    tbf's formula is test_loss_search.py's physics)."""
     expected = tbf_knee_pps(361 + 14, 1.0)
     spec = loadgen.TrafficSpec(size="361", flows=100, port=5340)
-    found = {}
+    found: dict[str, float] = {}
     for capture in (False, True):
         def measure(rate: float, dur: float, capture: bool = capture) -> loadgen.TrialResult:
             return loadgen.run_trial(shaped, DST, spec, dur, rate, capture=capture, threads=2)
         with bpfdrop.dropping(shaped.ledger, shaped.b.netns,
                               (shaped.b.underlay_if,) if capture else (), 5340, 5340):
-            attempts = []
-            for _ in range(2):   # one scheduling hiccup can trip a 0.1% goal on a 2-core host
-                r = rfc2544_search(measure, expected * 1.5, threshold=0.001,
-                                   resolution_pps=expected * 0.005, duration=1.0, min_pps=100)
-                attempts.append(r.rate_pps)
-                if r.rate_pps and abs(r.rate_pps / expected - 1) < 0.02:
-                    break
-        found["capture" if capture else "socket"] = attempts
-    for attempts in found.values():
-        assert attempts[-1] and abs(attempts[-1] / expected - 1) < 0.02, (expected, found)
+            r = rfc2544_search(measure, expected * 1.5, threshold=0.001,
+                               resolution_pps=expected * 0.005, duration=1.0, min_pps=100)
+        assert r.rate_pps, r
+        found["capture" if capture else "socket"] = r.rate_pps
+    print(f"RFC 2544 on a {expected:.0f} pps knee: {found}")
+    physics.check("rfc2544_capture_vs_socket", found["capture"], found["socket"],
+                  what="the socket receivers' rate on the same link")
 
 
 def _run_loss_search(tb: Testbed, ep: tunnels.Endpoints, **params: object):
@@ -154,7 +153,7 @@ def test_loss_search_counts_at_the_tunnel_device(testbed: Testbed, kind: str) ->
     assert "tunnel device receives them" in out.raw["accounting"]["loss"]
     trials = out.raw["sizes"]["361"]["trials"]
     assert trials and all(t["socket_drops"] == 0 for t in trials)
-    assert out.metrics["rfc2544_pps_361"].value > 10_000
+    assert out.metrics["rfc2544_pps_361"].value > 0
     # the drop filter is gone once the workload returns
     for ifname in ep.rx_ifnames:
         assert bpfdrop.filters(testbed.b.netns, ifname) == []
@@ -186,7 +185,7 @@ def test_loss_search_uses_sockets_where_nothing_is_received_on_a_device(
     rx = out.raw["receiver"]
     assert rx["mode"] == "socket" and rx["probe_captured"] == 0 and rx["probe_sent"] > 0
     assert any("loss counted with UDP sockets instead" in n for n in out.notes)
-    assert out.metrics["rfc2544_pps_361"].value > 1_000
+    assert out.metrics["rfc2544_pps_361"].value > 0
     assert bpfdrop.filters(testbed.b.netns, testbed.b.underlay_if) == []
 
 
@@ -200,7 +199,7 @@ def test_loss_search_falls_back_when_the_filter_cannot_be_installed(testbed: Tes
     assert out.raw["receiver"]["mode"] == "socket"
     assert "could not be installed" in out.raw["receiver"]["fallback"]
     assert any("tb-nosuchdev" in n and "UDP sockets instead" in n for n in out.notes)
-    assert out.metrics["rfc2544_pps_361"].value > 10_000
+    assert out.metrics["rfc2544_pps_361"].value > 0
     assert not [e for e in testbed.ledger.entries if e["kind"] == "bpfdrop"]
     with pytest.raises(CommandFailed, match="could not be installed"):
         _run_loss_search(testbed, ep, receiver="capture")

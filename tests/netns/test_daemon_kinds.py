@@ -24,6 +24,8 @@ from tunbench.testbed.ledger import STATE_DIR, Ledger
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
+pytestmark = pytest.mark.correctness
+
 KINDS = [("wireguard", {"impl": "go"}), ("ipsec", {"impl": "libipsec"})]
 
 
@@ -192,11 +194,9 @@ def test_daemon_killed_mid_measurement_fails_case_campaign_goes_on(tmp_path: Pat
 
     t = threading.Thread(target=killer, daemon=True)
     t.start()
-    started = time.monotonic()
     outcome = runner.run_campaign(exp, tmp_path / "camp")
     t.join(timeout=5)
     assert killed, "the daemon was never seen running"
-    assert time.monotonic() - started < 40       # failed at once, not after iperf3's timeout
     index = json.loads((tmp_path / "camp" / "index.json").read_text())
     status = {c["tunnel"]: c["status"] for c in index["cases"]}
     assert status == {"wg-go": "failed", "native": "ok"}

@@ -14,6 +14,8 @@ import pytest
 from tunbench import tunnels
 from tunbench.testbed import netlink
 
+pytestmark = pytest.mark.correctness
+
 # Other runs create namespaces on this host concurrently, so "nothing changed" is proven by
 # the ledger: doctor gets a state directory of its own; any object it created would have been
 # journaled there (the directory is created by the first ledger entry).

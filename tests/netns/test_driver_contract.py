@@ -29,6 +29,8 @@ from tunbench.tunnels.base import TunnelDriver
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
+pytestmark = pytest.mark.correctness
+
 DEPS = Path(__file__).resolve().parents[2] / "deps"
 KINDS = sorted(tunnels.registry())
 # one row per kind, and one per implementation of a kind that has several

@@ -13,6 +13,8 @@ import pytest
 
 from tunbench import tunnels
 
+pytestmark = pytest.mark.correctness
+
 TB = [sys.executable, "-m", "tunbench"]
 KINDS = ("native", "wireguard", "ssh-tun")
 

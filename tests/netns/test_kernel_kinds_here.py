@@ -13,6 +13,8 @@ from tunbench import pcap, tunnels
 from tunbench.capabilities import kernel_config
 from tunbench.testbed.base import Testbed
 
+pytestmark = pytest.mark.correctness
+
 TB = [sys.executable, "-m", "tunbench"]
 OPTION = {"geneve": "CONFIG_GENEVE", "gre": "CONFIG_NET_IPGRE", "gretap": "CONFIG_NET_IPGRE",
           "ipip": "CONFIG_NET_IPIP", "sit": "CONFIG_IPV6_SIT", "l2tp": "CONFIG_L2TP_ETH",

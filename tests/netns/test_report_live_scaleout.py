@@ -18,6 +18,8 @@ import pytest
 
 from tunbench.report import headlines
 
+pytestmark = pytest.mark.correctness
+
 TB = [sys.executable, "-m", "tunbench"]
 EXPERIMENT = """
 [experiment]

@@ -34,8 +34,8 @@ name = "rpc"
 connections = [1, 32]
 """
 
-pytestmark = pytest.mark.skipif(rpc.find_binary() is None,
-                                reason="tunbench-rpc is not built (make loadgen)")
+pytestmark = [pytest.mark.skipif(rpc.find_binary() is None,
+                                reason="tunbench-rpc is not built (make loadgen)"), pytest.mark.correctness]
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.correctness
+
 TB = [sys.executable, "-m", "tunbench"]
 
 

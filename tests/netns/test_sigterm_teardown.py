@@ -14,8 +14,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tunbench import proc
 from tunbench.testbed import names, netlink
+
+pytestmark = pytest.mark.correctness
 
 TESTS = Path(__file__).resolve().parents[1]
 

@@ -12,6 +12,8 @@ from tunbench.testbed.base import Testbed
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
+pytestmark = pytest.mark.correctness
+
 SYSTEM_SSHD_PID = Path("/run/sshd.pid")
 
 

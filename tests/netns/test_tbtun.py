@@ -45,7 +45,7 @@ def _why_not() -> str | None:
     return missing[0].one_line() if missing else None
 
 
-pytestmark = pytest.mark.skipif(_why_not() is not None, reason=f"tbtun: {_why_not()}")
+pytestmark = [pytest.mark.skipif(_why_not() is not None, reason=f"tbtun: {_why_not()}"), pytest.mark.correctness]
 
 
 def _up(tb: Testbed, kind: str = "ebpf-vxlan", **raw: Any) -> tuple[TbtunDriver, Endpoints]:
@@ -465,16 +465,13 @@ def test_bad_rule_is_one_line_exit_2_and_changes_nothing(testbed: Testbed) -> No
 
 def test_1000_rules_load_and_traffic_uses_the_right_one(testbed: Testbed) -> None:
     tb = testbed
-    t0 = time.monotonic()
     d, ep = _up(tb, rules=1000)
-    took = time.monotonic() - t0
     rules = loader.list_rules(_site(tb, "a"))
     assert len(rules) == 1000 and len({r.id for r in rules}) == 1000
     tb.a.run(["ping", "-c", "3", "-i", "0.2", "-W", "2", ep.b4], timeout=20)
     counters = loader.rule_counters(_site(tb, "a"))
     peer = next(r for r in rules if r.prefix == f"{ep.b4}/32")
     assert list(counters) == [peer.id], counters
-    assert took < 60, took
 
 
 def test_ebpf_geneve_carries_tcp_with_geneve_on_the_wire(testbed: Testbed) -> None:

@@ -10,6 +10,8 @@ from tunbench.testbed.base import Testbed
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
+pytestmark = pytest.mark.correctness
+
 
 def test_testbed_underlay_both_families(testbed: Testbed, root_unchanged: None) -> None:
     a, b = testbed.a, testbed.b
@@ -46,7 +48,7 @@ def test_vxlan_carries_traffic_through_the_device(testbed: Testbed, underlay: in
     assert after["a"]["tx_bytes"] - before["a"]["tx_bytes"] >= got
     # ...and crossed the underlay encapsulated (more bytes there than inside)
     assert under_after["rx_bytes"] - under_before["rx_bytes"] > got
-    assert out.metrics["throughput"].value and out.metrics["throughput"].value > 10
+    assert out.metrics["throughput"].value and out.metrics["throughput"].value > 0
     assert len(out.series["throughput"]) == 2
 
 
@@ -55,7 +57,7 @@ def test_native_stream_and_cpu(testbed: Testbed) -> None:
     ep = drv().up(testbed, drv.parse_params({}))
     ctx = Context(testbed, ep, duration=2, warmup=0)
     out = Stream().run(ctx, StreamParams())
-    assert out.metrics["throughput"].value > 10
+    assert out.metrics["throughput"].value > 0
     rec = ctx.cpu_record
     assert rec is not None and len(rec.samples) >= 1
     summary = rec.summary()

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.correctness
+
 TB = [sys.executable, "-m", "tunbench"]
 EXPERIMENT = """
 [experiment]

@@ -15,7 +15,7 @@ from tunbench.errors import UnavailableError
 from tunbench.testbed.base import Site, Testbed
 from tunbench.tunnels import _xfrm
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.correctness]
 
 
 def policies(site: Site) -> list[str]:

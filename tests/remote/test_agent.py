@@ -20,7 +20,7 @@ from tunbench.remote.transport import Connection, ConnectionLost
 from tunbench.testbed import names
 from tunbench.testbed.ledger import Ledger
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.correctness]
 
 
 def gone(conn: Connection, pid: int) -> bool:
@@ -234,7 +234,7 @@ def test_clock_offset_between_sites(agent: Agent) -> None:
     """The hosts are namespaces of this machine: one clock, so the measured offset must be
     within the uncertainty (rtt/2) plus scheduling slack of zero."""
     offset, rtt = agent.clock_offset(samples=7)
-    assert 0 < rtt < 1.0
+    assert rtt > 0
     assert abs(offset) <= rtt / 2 + 0.002, (offset, rtt)
 
 

@@ -28,7 +28,7 @@ from tunbench.testbed.hubhosts import HubHosts
 from tunbench.testbed.ledger import Ledger
 from tunbench.testbed.topology import SiteSpec
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.correctness]
 TB = [sys.executable, "-m", "tunbench"]
 SITES = {"hub": "h1", "s1": "h2", "s2": "h3"}
 

@@ -27,7 +27,7 @@ from tunbench.testbed import names
 from tunbench.testbed.ledger import Ledger
 from tunbench.testbed.remote import RemoteSite
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.correctness]
 TB = [sys.executable, "-m", "tunbench"]
 
 
@@ -78,7 +78,7 @@ def test_tbtun_kinds_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
         assert delta["a"]["rule0_packets"] > 0 and delta["a"]["encap"] > 0, delta
         assert delta["b"]["decap_error"] == 0, delta
     for stream in (c for c in cases if c["case"]["workload"]["name"] == "stream"):
-        assert stream["metrics"]["throughput"]["value"] > 5
+        assert stream["metrics"]["throughput"]["value"] > 0
         assert stream["cpu"]["shared_by_sites"] is False
     assert_clean(hosts)
     for name in hosts.hosts:     # nothing pinned, no bpf filter, bpffs as it was before

@@ -20,7 +20,7 @@ from tunbench.runner import run_campaign
 from tunbench.testbed import netlink
 from tunbench.workloads import loadgen
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.correctness]
 
 
 def experiment(hosts: SshHosts, tunnels: list[str], workloads: list[Any],
@@ -67,15 +67,16 @@ def test_native_stream_latency_between_hosts(hosts: SshHosts, tmp_path: Path) ->
         assert tb["kind"] == "hosts" and tb["shares_cpus"] is False
         assert tb["sites"]["a"]["host"] == "h1" and tb["sites"]["b"]["host"] == "h2"
         assert tb["sites"]["a"]["underlay4"] == hosts.hosts["h1"].addr
-        assert abs(tb["clock"]["offset_b_minus_a_ms"]) < 50   # one kernel clock here
+        clock = tb["clock"]   # one kernel clock here: 0 within the recorded error (rtt/2)
+        assert abs(clock["offset_b_minus_a_ms"]) <= clock["error_ms"] + 2.0, clock  # + slack
         cpu = c["cpu"]
         assert cpu["shared_by_sites"] is False and set(cpu["sites"]) == {"a", "b"}
         assert cpu["sites"]["b"]["ticks"] >= 1
         assert "cpu_busy_a" in c["metrics"] and "cpu_busy_b" in c["metrics"]
     stream = {c["case"]["tunnel"]["kind"]: c for c in cases
               if c["case"]["workload"]["name"] == "stream"}
-    assert stream["native"]["metrics"]["throughput"]["value"] > 50
-    assert stream["vxlan"]["metrics"]["throughput"]["value"] > 50
+    assert stream["native"]["metrics"]["throughput"]["value"] > 0
+    assert stream["vxlan"]["metrics"]["throughput"]["value"] > 0
     # the vxlan counters prove the traffic crossed the vxlan device on both hosts
     assert stream["vxlan"]["datapath_counters"]["delta"]["b"]["rx_bytes"] > 1_000_000
     assert_clean(hosts)
@@ -111,7 +112,7 @@ def test_wireguard_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     cases = run_campaign(exp, tmp_path / "r").store.read_cases()
     assert [c["status"] for c in cases] == ["ok"], [c.get("error") for c in cases]
     c = cases[0]
-    assert c["metrics"]["throughput"]["value"] > 10
+    assert c["metrics"]["throughput"]["value"] > 0
     assert c["datapath_counters"]["delta"]["b"]["wg_rx_bytes"] > 100_000
     assert_clean(hosts)
 
@@ -334,7 +335,7 @@ def test_ovs_vxlan_userspace_over_a_second_link(hosts: SshHosts, second_link: tu
     assert [c["status"] for c in cases] == ["ok", "ok"], [(c.get("error"), c.get("notes"), c.get("error_log")) for c in cases]
     stream = cases[0]
     assert stream["testbed"]["sites"]["a"]["underlay_if"] == u1
-    assert stream["metrics"]["throughput"]["value"] > 5
+    assert stream["metrics"]["throughput"]["value"] > 0
     delta = stream["datapath_counters"]["delta"]["b"]   # what OVS itself counted on host b
     assert delta["dp_underlay_rx_bytes"] > delta["dp_inner_tx_bytes"] > 1_000_000
     # the underlay got its address back, on each host
@@ -356,7 +357,7 @@ def test_local_site_and_a_remote_host(hosts: SshHosts, tmp_path: Path) -> None:
     c = cases[0]
     assert c["testbed"]["sites"]["a"]["host"] == "local"
     assert c["testbed"]["sites"]["a"]["underlay4"] == str(hosts.subnet.network_address + 1)
-    assert set(c["cpu"]["sites"]) == {"a", "b"} and c["metrics"]["throughput"]["value"] > 10
+    assert set(c["cpu"]["sites"]) == {"a", "b"} and c["metrics"]["throughput"]["value"] > 0
     assert set(netlink.link_names(None)) == before
     assert "198.19." not in proc.run(["ip", "-4", "-o", "addr"]).stdout
     assert_clean(hosts)

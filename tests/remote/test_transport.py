@@ -18,7 +18,7 @@ from tunbench import proc
 from tunbench.errors import CommandFailed, SpecError
 from tunbench.remote.transport import ConnectError, Connection, ConnectionLost
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.correctness]
 
 TRICKY = ["a b", "it's", '"double"', "$HOME", "$(id)", "`id`", "; touch /tmp/tb-pwned",
           "x\ny", "back\\slash", "*", "", "-n", "~", "a|b&c>d<e", "tab\there", "ünïcode", "#"]

@@ -42,13 +42,20 @@ def test_summary_of_a_real_pytest_run(tmp_path: Path) -> None:
                            stdout=subprocess.DEVNULL, cwd=tmp_path)
     assert code == 1
     phase = tp.Phase("x", "sample", [], junit, code=code, seconds=90.0)
-    tp.read_junit(phase)
+    cases = tp.read_junit(phase)
     assert dict(phase.counts) == {"passed": 2, "failed": 1, "errors": 1, "skipped": 3}
     assert dict(phase.skips) == {"kernel without X": 2, "needs tool Y": 1}
     lines = tp.summary([phase])
     assert lines[0] == "sample: 1.5 min, pytest exit 1, 2 passed, 1 failed, 1 errors, 3 skipped"
     assert lines[1] == ("make test: 2 passed, 1 failed, 1 errors, 3 skipped in 1.5 min")
-    assert lines[2:] == ["  skipped 2x: kernel without X", "  skipped 1x: needs tool Y"]
+    assert lines[2:] == ["  skipped 2x: kernel without X", "  skipped 1x: needs tool Y",
+                         "tests: 2 passed, 2 failed, 3 skipped"]   # errors count as failed
+    # with the cases: the time per tier and the slowest tests, slowest first
+    timed = tp.summary([phase], cases)[4:-1]
+    assert timed[0].startswith("time per tier (sum of its tests' durations): ")
+    assert timed[1] == f"the {min(tp.SLOWEST, len(cases))} slowest tests:"
+    seconds = [float(line.split()[0]) for line in timed[2:]]
+    assert len(seconds) == len(cases) and seconds == sorted(seconds, reverse=True)
 
 
 def test_a_phase_without_junit_counts_nothing(tmp_path: Path) -> None:

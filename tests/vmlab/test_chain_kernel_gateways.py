@@ -32,6 +32,8 @@ from tunbench.testbed.ledger import Ledger
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
+pytestmark = pytest.mark.correctness
+
 ESP = 50
 ROUTED = 4        # router 1, gwa, gwb, router 5 (the WAN forwards the gateways' packets only)
 

@@ -25,6 +25,8 @@ from tunbench.testbed.base import Site
 from tunbench.testbed.ledger import Ledger
 from tunbench.tunnels import _xfrm
 
+pytestmark = pytest.mark.correctness
+
 CASES = [
     {"impl": "xfrm", "mode": "tunnel", "cipher": "aes-gcm-128"},
     {"impl": "xfrm", "mode": "transport", "cipher": "aes-gcm-128"},

@@ -27,6 +27,8 @@ from tunbench.workloads._multi_iperf import run_pairs
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import StreamParams
 
+pytestmark = pytest.mark.correctness
+
 # Kernel ESP keyed statically (`ip xfrm`, no daemon): charon's IKEv2 start adds 20-40 s per
 # tunnel set under TCG and missed its 20 s readiness on a loaded host; the ESP datapath and
 # the xfrm interfaces the spread runs over are the same for impl=kernel.

@@ -29,6 +29,8 @@ from tunbench.testbed.base import Testbed
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
+pytestmark = pytest.mark.correctness
+
 ESP = 50
 
 

@@ -29,6 +29,8 @@ from tunbench.workloads import loadgen
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
+pytestmark = pytest.mark.correctness
+
 INNER = [ipaddress.ip_network("198.19.0.0/16"), ipaddress.ip_network("2001:2:0:1::/64")]
 
 # kind, params, predicate on an outer packet that is this kind's encapsulation

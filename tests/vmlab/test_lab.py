@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.correctness
+
 
 def test_guest_has_no_physical_network_device() -> None:
     # -nic none: only virtual devices (lo, and gre0/tunl0/... made by the tunnel modules).

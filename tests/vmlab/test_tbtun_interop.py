@@ -37,6 +37,8 @@ from tunbench.testbed.base import Testbed
 from tunbench.testbed.ledger import Ledger
 from tunbench.tunnels._tbtun import REALM, TbtunDriver
 
+pytestmark = pytest.mark.correctness
+
 VNI = 42
 A_INNER, B_INNER = "198.19.0.1", "198.19.0.2"
 KERNEL_MAC, TBTUN_MAC = "02:74:62:00:00:0b", "02:74:62:00:00:0a"

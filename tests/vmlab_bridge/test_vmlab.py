@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.vmlab
+pytestmark = [pytest.mark.vmlab, pytest.mark.correctness]
 
 
 def test_guest(guest_nodeid: str, vmlab_tier) -> None:

@@ -23,7 +23,7 @@ from tunbench import proc
 from tunbench.remote.transport import Connection, SshOptions
 from tunbench.vmlab import sites
 
-pytestmark = [pytest.mark.vmlab, pytest.mark.slow]
+pytestmark = [pytest.mark.vmlab, pytest.mark.slow, pytest.mark.correctness]
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT = ROOT / "tests" / "data" / "experiments" / "two-kernels.toml"

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Record the spread of physics-test figures on this machine (tests/physics.py).
+
+    scripts/record_physics.py -n 20 [--fresh] TEST_ID [TEST_ID ...]
+
+Runs pytest on the given tests N times, one after the other, with TUNBENCH_PHYSICS_RECORD=1:
+each physics.check() then appends its figure (measured / model, or the excess over an additive
+model) to tests/data/physics/<figure>.json instead of judging it. --fresh first empties the
+figures that the selected tests declare in @pytest.mark.physics(...). Each file keeps the
+command that recorded it, the machine and the time of each sample; the tolerance a later test
+run applies is computed from these samples (mean +- 3.29 sd, never narrower than the extremes).
+
+A test is a physics test only when its figure has at least 20 samples; a figure that needs
+a parametrized test (two sizes) gets a sample per parameter and run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "physics"
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", type=int, default=20, help="runs of the tests (default 20)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="empty the selected tests' figures before the first run")
+    ap.add_argument("tests", nargs="+", help="pytest node ids")
+    args = ap.parse_args(argv[1:])
+    command = "scripts/record_physics.py " + " ".join(shlex.quote(a) for a in argv[1:])
+    env = {**os.environ, "TUNBENCH_PHYSICS_RECORD": "1", "TUNBENCH_PHYSICS_COMMAND": command,
+           "TUNBENCH_PHYSICS_MACHINE": f"{platform.node()} {platform.release()} "
+                                       f"{os.cpu_count()} cores"}
+    failed = 0
+    for i in range(args.n):
+        run_env = {**env, "TUNBENCH_PHYSICS_FRESH": "1" if args.fresh and i == 0 else "0"}
+        t0 = time.monotonic()
+        code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                "-o", "addopts=", "-s", *args.tests], cwd=ROOT, env=run_env)
+        print(f"record_physics: run {i + 1}/{args.n} exit {code} in "
+              f"{time.monotonic() - t0:.0f} s", flush=True)
+        failed += code != 0
+    for p in sorted(DATA.glob("*.json")):
+        doc = json.loads(p.read_text())
+        vals = [s["value"] for s in doc["samples"]]
+        if doc.get("recorded_with") == command:
+            print(f"{p.stem}: {len(vals)} samples, min {min(vals):.4f}, max {max(vals):.4f}")
+    print(f"record_physics: {failed} of {args.n} runs failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

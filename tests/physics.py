@@ -1,0 +1,145 @@
+"""Physics tests: a measured figure against a model, with a tolerance taken from the figure's
+measured spread on this machine.
+
+Every live test is one of two kinds (tests/conftest.py refuses a live test that says neither):
+
+- `@pytest.mark.correctness`: asserts what the system did (bytes arrived intact, counters
+  moved, objects created and gone, the right refusal printed). Never a rate, latency or ratio
+  against a fixed bound (tests/unit/test_test_kinds.py reads every live test and refuses one).
+- `@pytest.mark.physics("figure", ...)`: compares figures with a model through `check()` below.
+  Each figure is a dimensionless ratio (measured / model), or for an additive model (a timer's
+  wake-up on top of its timeout) the excess measured - model in the figure's unit, whose
+  spread was recorded on this machine: tests/data/physics/<figure>.json holds at least MIN_SAMPLES recorded values, the
+  model it is a ratio to, and how it was recorded (scripts/record_physics.py, which re-runs the
+  test itself in record mode).
+
+The tolerance: the recorded samples' mean +- Z sd, Z = 3.29 (a normally distributed figure falls
+outside less than once in 1000 runs), never narrower than the recorded extremes. A one-sided
+model (a shaper cannot deliver more than its rate) checks one side only.
+
+Record mode (TUNBENCH_PHYSICS_RECORD=1, set by the recorder): check() appends the value to the
+figure's file instead of judging it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data" / "physics"
+MIN_SAMPLES = 20
+Z = 3.29            # two-sided normal quantile for a false alarm below 1/1000
+RECORD_ENV = "TUNBENCH_PHYSICS_RECORD"
+SIDES = ("both", "upper", "lower")
+
+
+def path(figure: str) -> Path:
+    return DATA / f"{figure}.json"
+
+
+def load(figure: str) -> dict[str, object]:
+    with open(path(figure)) as f:
+        doc: dict[str, object] = json.load(f)
+    return doc
+
+
+def samples(figure: str) -> list[float]:
+    return [float(s["value"]) for s in load(figure)["samples"]]  # type: ignore[union-attr, index]
+
+
+@dataclass(frozen=True)
+class Bound:
+    low: float
+    high: float
+    mean: float
+    sd: float
+    n: int
+
+    def holds(self, value: float, side: str) -> bool:
+        if side == "upper":
+            return value <= self.high
+        if side == "lower":
+            return value >= self.low
+        return self.low <= value <= self.high
+
+
+def bound(values: list[float]) -> Bound:
+    """mean +- Z sd of the recorded values, widened to their extremes."""
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return Bound(min(mean - Z * sd, min(values)), max(mean + Z * sd, max(values)), mean, sd,
+                 len(values))
+
+
+def problem(figure: str) -> str | None:
+    """Why the figure's data cannot judge a test (None when it can)."""
+    p = path(figure)
+    if recording():
+        return None
+    if not p.exists():
+        return f"no recorded spread for physics figure {figure!r}: {p} is missing " \
+               f"(record it: scripts/record_physics.py -n {MIN_SAMPLES} TEST_ID)"
+    try:
+        n = len(samples(figure))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"{p} is unreadable ({e})"
+    if n < MIN_SAMPLES:
+        return f"{p} holds {n} samples, fewer than {MIN_SAMPLES} " \
+               f"(record more: scripts/record_physics.py -n {MIN_SAMPLES - n} TEST_ID)"
+    return None
+
+
+def recording() -> bool:
+    return os.environ.get(RECORD_ENV) == "1"
+
+
+def forget(figures: set[str]) -> None:
+    """Record mode with TUNBENCH_PHYSICS_FRESH=1: the figures' earlier samples are dropped."""
+    if recording() and os.environ.get("TUNBENCH_PHYSICS_FRESH") == "1":
+        for figure in figures:
+            path(figure).unlink(missing_ok=True)
+
+
+def _append(figure: str, value: float, model: str) -> None:
+    p = path(figure)
+    doc: dict[str, object] = (load(figure) if p.exists()
+                              else {"figure": figure, "model": model, "samples": []})
+    doc["model"] = model
+    command = os.environ.get("TUNBENCH_PHYSICS_COMMAND", "")
+    commands = doc.setdefault("recorded_with", [])
+    if command and command not in commands:   # type: ignore[operator]
+        commands.append(command)   # type: ignore[attr-defined]
+    doc["samples"].append({"value": value,  # type: ignore[attr-defined]
+                           "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                           "machine": os.environ.get("TUNBENCH_PHYSICS_MACHINE", "")})
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def check(figure: str, measured: float, model: float, *, side: str = "both",
+          what: str = "", excess: bool = False) -> float:
+    """Judge measured / model (with `excess`: measured - model) against the figure's recorded
+    spread, or record it. Returns that figure. `what` says what the model is, for the record
+    and the failure message."""
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {SIDES}")
+    if not (math.isfinite(measured) and math.isfinite(model) and (excess or model > 0)):
+        raise AssertionError(f"{figure}: measured {measured!r} against model {model!r}")
+    ratio = measured - model if excess else measured / model
+    if recording():
+        _append(figure, ratio, what)
+        return ratio
+    why = problem(figure)
+    assert why is None, why
+    b = bound(samples(figure))
+    assert b.holds(ratio, side), (
+        f"{figure}: measured {measured:.6g} is {ratio:.4f} {'over' if excess else 'of'} the "
+        f"model ({what or model}), "
+        f"outside [{b.low:.4f}, {b.high:.4f}] ({side}) from {b.n} recorded runs "
+        f"(mean {b.mean:.4f}, sd {b.sd:.4f}; {path(figure).relative_to(DATA.parents[1])})")
+    return ratio

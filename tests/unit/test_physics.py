@@ -1,0 +1,66 @@
+"""tests/physics.py: the tolerance from recorded samples, record mode, and the refusals."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+import physics
+
+
+def test_bound_is_mean_plus_minus_z_sd_never_narrower_than_the_extremes() -> None:
+    values = [1.0, 1.1, 0.9, 1.05, 0.95] * 4
+    b = physics.bound(values)
+    mean, sd = statistics.fmean(values), statistics.stdev(values)
+    assert (b.mean, b.sd, b.n) == (pytest.approx(mean), pytest.approx(sd), 20)
+    assert b.low == pytest.approx(mean - 3.29 * sd) and b.high == pytest.approx(mean + 3.29 * sd)
+    # one far sample: the extremes widen the bound beyond 3.29 sd of the others
+    skewed = [1.0] * 19 + [3.0]
+    assert physics.bound(skewed).high >= 3.0
+    assert physics.bound(values).holds(1.2, "both") and not physics.bound(values).holds(2, "both")
+    assert physics.bound(values).holds(0.1, "upper") and not physics.bound(values).holds(0.1, "lower")
+
+
+def test_record_then_judge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(physics, "DATA", tmp_path)
+    assert "is missing" in (physics.problem("f") or "")
+    monkeypatch.setenv(physics.RECORD_ENV, "1")
+    monkeypatch.setenv("TUNBENCH_PHYSICS_COMMAND", "scripts/record_physics.py -n 20 T")
+    assert physics.problem("f") is None            # record mode records, never refuses
+    for i in range(20):
+        assert physics.check("f", 100 + i % 3, 100, what="a model") == (100 + i % 3) / 100
+        physics.check("g", 52.0 + i % 2, 50.0, excess=True)
+    doc = json.loads((tmp_path / "f.json").read_text())
+    assert doc["model"] == "a model" and len(doc["samples"]) == 20
+    assert doc["recorded_with"] == ["scripts/record_physics.py -n 20 T"]
+    monkeypatch.delenv(physics.RECORD_ENV)
+    assert physics.problem("f") is None
+    assert physics.check("f", 101, 100) == pytest.approx(1.01)
+    assert physics.check("g", 52.5, 50.0, excess=True) == pytest.approx(2.5)
+    with pytest.raises(AssertionError, match=r"f: measured 150 is 1.5000 of the model"):
+        physics.check("f", 150, 100)
+    with pytest.raises(AssertionError, match=r"g: measured 60 is 10.0000 over the model"):
+        physics.check("g", 60, 50.0, excess=True)
+
+
+def test_too_few_samples_and_a_bad_model_are_refused(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(physics, "DATA", tmp_path)
+    (tmp_path / "f.json").write_text(json.dumps({"samples": [{"value": 1.0}] * 5}))
+    assert "holds 5 samples, fewer than 20" in (physics.problem("f") or "")
+    with pytest.raises(AssertionError, match="holds 5 samples"):
+        physics.check("f", 1.0, 1.0)
+    with pytest.raises(AssertionError, match="against model 0"):
+        physics.check("f", 1.0, 0)
+
+
+def test_every_recorded_figure_has_enough_samples_and_a_model() -> None:
+    files = sorted(physics.DATA.glob("*.json"))
+    assert files
+    for p in files:
+        doc = json.loads(p.read_text())
+        assert doc["figure"] == p.stem and doc["model"] and doc["recorded_with"], p
+        assert len(doc["samples"]) >= physics.MIN_SAMPLES, p
