@@ -390,7 +390,9 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
         **({"sites": {**{n: {k: v for k, v in site.items() if v}
                          for n, site in recorded["sites"].items()},
                       **({"ssh_config": recorded["ssh_config"]}
-                         if recorded.get("ssh_config") else {})}}
+                         if recorded.get("ssh_config") else {}),
+                      **({"heartbeat": recorded["heartbeat"]}
+                         if "heartbeat" in recorded else {})}}
            if recorded.get("sites") else {}),
         **({"testbed": dict(recorded["testbed"])} if recorded.get("testbed") else {}),
     }
@@ -437,19 +439,33 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from .capabilities import root_missing
-    from .testbed import ledger, local
+    from .testbed import ledger, local, names
     m = root_missing()
     if m:
         raise TunbenchError(m.why, m.fix)
     if args.site:   # a remote host: its agent sweeps the journals crashed agents left there
         from .remote import sitecheck
-        swept = sitecheck.cleanup(args.site, _ssh_options(args))
+        swept, kept = sitecheck.cleanup(args.site, _ssh_options(args))
         for line in swept:
             print(f"removed on {args.site}: {line}")
+        for line in kept:
+            print(f"kept on {args.site}: {line}")
         print(f"cleanup {args.site}: {len(swept)} leftover object(s) removed" if swept else
               f"cleanup {args.site}: nothing left over")
         return 0
-    done = ledger.replay_journals() + local.sweep()
+    if args.run:    # one run only: its journal, its objects, its controller's ssh masters
+        from .remote import transport
+        if not names.is_run_id(args.run):
+            raise SpecError(f"invalid run id {args.run!r}", "give the run id of a case "
+                            f"(run_id in its result file): {names.RUN_ID_LEN} hex digits")
+        if ledger.owner_alive(args.run):
+            raise TunbenchError(f"run {args.run} is still running", "stop it first")
+        owner = ledger.read_owner(args.run)
+        done = ledger.replay_journals(args.run) + local.sweep(args.run)
+        if owner is not None:
+            done += transport.sweep_control_dir(controller=owner)
+    else:
+        done = ledger.replay_journals() + local.sweep()
     for line in done:
         print(f"removed {line}")
     print(f"cleanup: {len(done)} leftover object(s) removed" if done else
@@ -594,7 +610,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = add("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
     c.add_argument("--site", metavar="USER@HOST", help="sweep a remote host over SSH instead "
-                   "(what crashed tunbench agents left in its /run/tunbench)")
+                   "(what crashed tunbench agents left in its /run/tunbench, and the runs "
+                   "there whose controller is gone)")
+    c.add_argument("--run", metavar="RUN_ID", help="only this run's leftovers (its journal, "
+                   "objects named with its id, the ssh masters of its controller)")
     c.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
                    help="ssh config file (ssh -F; default ~/.ssh/config)")
     c.set_defaults(func=cmd_cleanup)

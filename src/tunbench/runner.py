@@ -149,10 +149,12 @@ def open_topology(exp: Experiment) -> topology.Topology | HubHosts | None:
         return None
     cfg = Path(os.path.expanduser(exp.ssh_config)) if exp.ssh_config else None
     if exp.hub is not None:     # the hub and its spokes on hosts (testbed/hubhosts.py)
-        hosts = HubHosts(exp.sites, topology.SshOptions(config_file=cfg))
+        hosts = HubHosts(exp.sites, topology.SshOptions(config_file=cfg,
+                                                        heartbeat=exp.heartbeat))
         hosts.open([t.kind for t in exp.tunnels])
         return hosts
-    topo = topology.Topology(exp.sites, topology.SshOptions(config_file=cfg))
+    topo = topology.Topology(exp.sites, topology.SshOptions(config_file=cfg,
+                                                            heartbeat=exp.heartbeat))
     moving = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
               if tunnels.get(t.kind).moves_underlay(t.params)]
     ipv6 = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels

@@ -37,6 +37,7 @@ them together before anything runs. The same dict shape is used for TOML files a
 
     [sites]                       # optional: run between real hosts over SSH (docs/remote.md)
     ssh_config = "~/.ssh/config"  # optional: ssh -F
+    heartbeat = 30                # optional: s; agents end this long after the controller died
     a = "root@gw1"                # or "local" for this host
     b = { target = "root@gw2", underlay_if = "eth1", underlay4 = "10.0.0.2" }
 
@@ -157,6 +158,7 @@ class Experiment:
     # sites on real hosts (testbed/topology.py); empty: the local two-namespace testbed
     sites: dict[str, SiteSpec] = field(default_factory=dict)
     ssh_config: str | None = None     # ssh -F FILE for the sites (None: ~/.ssh/config)
+    heartbeat: float = 30.0           # s without a heartbeat after which agents end (0: off)
     chain: chain_spec.ChainSpec | None = None   # functions between the sites (chain/)
     hub: hubspec.HubSpec | None = None   # a hub and N spokes instead of two sites (hubcase)
 
@@ -172,7 +174,8 @@ class Experiment:
             **({"delay": self.netem.delay, "jitter": self.netem.jitter, "loss": self.netem.loss,
                 "netem_rate": self.netem.rate} if self.netem else {}),
             **({"sites": {n: sp.to_dict() for n, sp in self.sites.items()},
-                "ssh_config": self.ssh_config} if self.sites else {}),
+                "ssh_config": self.ssh_config, "heartbeat": self.heartbeat}
+               if self.sites else {}),
             **({"chain": self.chain.to_dict()} if self.chain else {}),
             **({"testbed": self.hub.to_dict()} if self.hub else {}),
         }
@@ -244,6 +247,12 @@ def build(data: dict[str, Any], source: str = "command line",
     raw_sites = dict(data.get("sites") or {}) if isinstance(data.get("sites"), dict) \
         else data.get("sites")
     ssh_config = raw_sites.pop("ssh_config", None) if isinstance(raw_sites, dict) else None
+    heartbeat = raw_sites.pop("heartbeat", 30.0) if isinstance(raw_sites, dict) else 30.0
+    if isinstance(heartbeat, bool) or not isinstance(heartbeat, int | float) or \
+            not (heartbeat == 0 or 2 <= heartbeat <= 3600):
+        problems.append(f"{where}: sites.heartbeat {heartbeat!r} must be seconds between 2 and "
+                        "3600, or 0 to turn it off")
+        heartbeat = 30.0
     testbed_raw = data.get("testbed")
     if isinstance(testbed_raw, dict) and hubspec.is_hub(testbed_raw):
         # the hub's sites: hub, s1..sN (testbed/hubspec.py)
@@ -334,7 +343,7 @@ def build(data: dict[str, Any], source: str = "command line",
                       float(cpu_interval), float(noisy_cv), name, source,
                       netem=netem if netem.active else None, sites=sites,
                       ssh_config=str(ssh_config) if ssh_config else None,
-                      chain=chain, hub=hub)
+                      heartbeat=float(heartbeat), chain=chain, hub=hub)
 
 
 def _rate_ok(rate: Any) -> bool:

@@ -7,18 +7,21 @@ distribution), and the kernel options they declare, read from the host's own con
 is asked) and leaves nothing behind.
 
 cleanup: connect, and the agent's `sweep` undoes the journals that crashed agents left in
-/run/tunbench on that host (objects whose owner is dead; a live run on that host is never
-touched).
+/run/tunbench on that host (objects whose owner is dead); then every agent still running
+there is judged by its controller (`controller_gone`): one whose controller is gone is ended
+(it undoes its objects), one whose controller lives, or cannot be judged, is left alone.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .. import doctor, proc, tunnels
 from ..capabilities import viewing
 from ..testbed.topology import AgentView, install_command
 from .agent.client import Agent
+from .agent.journal import machine_identity
 from .transport import Connection, SshOptions
 
 
@@ -118,11 +121,56 @@ def format_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def cleanup(target: str, options: SshOptions | None = None) -> list[str]:
-    """Undo what crashed tunbench agents left on the host (their journals)."""
+def cleanup(target: str, options: SshOptions | None = None
+            ) -> tuple[list[str], list[str]]:
+    """Undo what crashed tunbench agents left on the host (their journals), and end the
+    agents still running there whose controller is gone. Returns (removed, kept): what was
+    undone, and one line per live run left alone."""
     with Connection.open(target, options=options, name="cleanup") as conn:
         agent = Agent.start(conn, netlink=True)
         try:
-            return agent.sweep()
+            removed, kept = agent.sweep(), []
+            here = machine_identity()
+            for other in agent.call("agents", wait=30)["agents"]:
+                gone = controller_gone(other, here)
+                name = os.path.basename(str(other["state"]))
+                if gone is None:
+                    kept.append(f"{name}: {controller_alive_line(other)}")
+                    continue
+                undone = agent.call("end_agent", wait=90, state=other["state"])["undone"]
+                removed += [f"{line} ({gone})" for line in undone] or [f"{name} ({gone})"]
+            return removed, kept
         finally:
             agent.close()
+
+
+def controller_gone(other: dict[str, Any], here: dict[str, str]) -> str | None:
+    """Why a live agent's controller is gone, or None when it lives or cannot be judged.
+    Its controller ran on this machine (same boot id, machine id and PID namespace): its PID
+    and start time say. Elsewhere: a heartbeat (recorded timeout) older than twice its
+    timeout means the agent's own watchdog failed too, so the run is dead; an agent without
+    a heartbeat whose controller is on another machine is left alone."""
+    ctl = other.get("controller")
+    if not isinstance(ctl, dict):
+        return None
+    same = all(ctl.get(k) and ctl.get(k) == here.get(k) for k in ("boot_id", "machine_id",
+                                                                   "pidns"))
+    if same:
+        pid, start = int(ctl.get("pid", 0)), ctl.get("starttime")
+        if pid and not proc.pid_alive(pid, start):
+            return f"its controller, PID {pid} on this machine, is gone"
+        return None
+    beat, age = float(ctl.get("heartbeat_s") or 0), other.get("beat_age")
+    if beat > 0 and age is not None and float(age) > 2 * beat:
+        return f"no heartbeat from its controller for {age:g}s (timeout {beat:g}s)"
+    return None
+
+
+def controller_alive_line(other: dict[str, Any]) -> str:
+    ctl = other.get("controller")
+    if not isinstance(ctl, dict):
+        return "a run whose controller is not recorded: left alone"
+    where = f"PID {ctl.get('pid')} on {ctl.get('hostname')}"
+    if float(ctl.get("heartbeat_s") or 0) > 0 and other.get("beat_age") is not None:
+        return f"a live run (controller {where}, heartbeat {other['beat_age']:g}s ago): left alone"
+    return f"a run of controller {where}, on another machine without a heartbeat: left alone"

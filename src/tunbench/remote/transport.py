@@ -12,6 +12,11 @@ changed host key is an error, never accepted), no agent or X11 forwarding, Updat
 A mux client never falls back to a second, unmanaged connection (ProxyCommand=false: used
 only when the master's socket is gone). Remote commands are argv lists; `shlex.join` here is
 the one place they become a string for the remote shell.
+
+Bound to this process's lifetime: the master and every long-lived mux client are started
+under `setpriv --pdeathsig TERM` (the kernel signals them when we die, even by SIGKILL), and
+each master is recorded (`<id>.master`: its PID and start time, and ours) so that `tunbench
+cleanup` ends the masters of a controller that is gone, should one outlive it anyway.
 """
 
 from __future__ import annotations
@@ -37,22 +42,60 @@ CONTROL_DIR = STATE_DIR / "ssh"
 SSH_FAILED = 255          # ssh's own exit status for "could not connect / lost connection"
 _TARGET_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9._:%-]+$")
 _NAME_RE = re.compile(r"^[a-z0-9-]{1,40}$")
-_CONTROL_FILE_RE = re.compile(r"^tb-(\d+)-\d+-[a-z0-9-]{1,40}\.(sock|log)$")
+# tb-<controller pid>-<n>-<name>.sock|.log|.master, and .<agent id>.err of its agents
+_CONTROL_FILE_RE = re.compile(r"^tb-(\d+)-\d+-[a-z0-9-]{1,40}\.(sock|log|master|tb-[a-z0-9-]+\.err)$")
+HEARTBEAT_S = 30.0     # default: an agent ends this long after its controller fell silent
 
 
-def sweep_control_dir(cdir: Path = CONTROL_DIR) -> list[str]:
-    """ssh control sockets and master logs whose tunbench process is gone: what a connection
-    leaves when its process is killed with SIGKILL before it closes (one opened with a ledger
-    is also removed by that ledger's journal). Files of live processes stay."""
+def sweep_control_dir(cdir: Path = CONTROL_DIR,
+                      controller: tuple[int, int | None] | None = None) -> list[str]:
+    """What a controller killed outright left here: its ssh masters, should one outlive it
+    (ended by PID and start time, as recorded in `<id>.master`), their control sockets, logs
+    and agent error files. Only controllers that are gone (PID and start time); with
+    `controller`, only that one (`cleanup --run`). A live controller's files stay."""
     removed: list[str] = []
     if not cdir.is_dir():
         return removed
+    dead: dict[str, bool] = {}
+    for rec in sorted(cdir.glob("tb-*.master")):
+        try:
+            info = json.loads(rec.read_text())
+        except (OSError, ValueError):
+            continue
+        ctl = (int(info["controller_pid"]), info.get("controller_starttime"))
+        if controller is not None and ctl != controller:
+            continue
+        if proc.pid_alive(*ctl):
+            dead[rec.name.split("-")[1]] = False
+            continue
+        dead[rec.name.split("-")[1]] = True
+        if proc.pid_alive(int(info["pid"]), info.get("starttime")):
+            proc.kill_pid(int(info["pid"]), info.get("starttime"), grace=2.0)
+            removed.append(f"ssh master {info['pid']} to {info.get('target')} "
+                           f"(controller {ctl[0]} is gone)")
     for f in sorted(cdir.iterdir()):
         m = _CONTROL_FILE_RE.match(f.name)
-        if m and not proc.pid_alive(int(m.group(1))):
+        if not m:
+            continue
+        pid = m.group(1)
+        if controller is not None and int(pid) != controller[0]:
+            continue
+        if dead.get(pid, not proc.pid_alive(int(pid))):
             f.unlink(missing_ok=True)
             removed.append(f"ssh control file {f}")
     return removed
+
+
+_PDEATHSIG: list[bool] = []
+
+
+def can_tether() -> bool:
+    """Whether this host's setpriv has --pdeathsig (util-linux >= 2.33), asked once."""
+    if not _PDEATHSIG:
+        ok = proc.which("setpriv") is not None and proc.run(
+            ["setpriv", "--pdeathsig", "TERM", "--", "true"], check=False, timeout=10).ok
+        _PDEATHSIG.append(ok)
+    return _PDEATHSIG[0]
 
 
 @dataclass(frozen=True)
@@ -62,6 +105,8 @@ class SshOptions:
     alive_interval: int = 5             # ServerAliveInterval; dead after 3 missed replies
     control_dir: Path = field(default=CONTROL_DIR)
     extra: tuple[str, ...] = ()         # more "-o Key=Value" settings, e.g. "Port=2222"
+    heartbeat: float = HEARTBEAT_S      # agents end this long after we fall silent (0: off)
+    tether: bool = True                 # ssh processes die with us (setpriv --pdeathsig)
 
 
 def check_target(target: str) -> str:
@@ -159,14 +204,28 @@ class Connection:
         log_path = cdir / f"{conn_id}.log"
         argv = ["ssh", *_base_options(options, control), "-M", "-N",
                 "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "--", target]
-        master = proc.spawn(argv, log_path=log_path, label=f"ssh-master-{name}")
+        master = proc.spawn(tether(options, argv), log_path=log_path,
+                            label=f"ssh-master-{name}")
+        conn = cls(target, name, options, control, master, log_path, ledger)
+        me = os.getpid()
+        conn.record_path.write_text(json.dumps({
+            "pid": master.pid, "starttime": master.starttime, "target": target,
+            "controller_pid": me, "controller_starttime": proc.proc_starttime(me)}) + "\n")
         if ledger is not None:
             ledger.process(master)
             ledger.path(log_path)
             ledger.path(control)
-        conn = cls(target, name, options, control, master, log_path, ledger)
+            ledger.path(conn.record_path)
         conn._await_master()
         return conn
+
+    @property
+    def record_path(self) -> Path:
+        """`<id>.master`: the master's PID and start time, and its controller's."""
+        return self.control_path.with_suffix(".master")
+
+    def tethered(self, argv: list[str]) -> list[str]:
+        return tether(self.options, argv)
 
     def _await_master(self) -> None:
         deadline = time.monotonic() + self.options.connect_timeout + 20
@@ -264,7 +323,8 @@ class Connection:
         """Start a long-running process on the site, its output to `log_path` there."""
         self._require_alive(argv[0] if argv else "spawn")
         local_log = local_log or self.control_path.with_suffix(f".{time.monotonic_ns()}.pid")
-        client = proc.spawn(self.ssh_argv(["sh", "-c", SPAWN_SH, "tb-spawn", log_path, *argv]),
+        client = proc.spawn(self.tethered(self.ssh_argv(["sh", "-c", SPAWN_SH, "tb-spawn",
+                                                         log_path, *argv])),
                             log_path=local_log, label=label or f"{Path(argv[0]).name}@{self.name}")
         try:
             pid, start = _await_pid_line(client, timeout)
@@ -320,12 +380,22 @@ class Connection:
     def _cleanup_files(self) -> None:
         self.control_path.unlink(missing_ok=True)
         self.log_path.unlink(missing_ok=True)
+        self.record_path.unlink(missing_ok=True)
 
     def __enter__(self) -> Connection:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def tether(options: SshOptions, argv: list[str]) -> list[str]:
+    """argv that the kernel ends (SIGTERM) when this process dies, however it dies: an ssh
+    process never outlives its controller (docs/remote.md, "When the controller dies").
+    The signal follows the thread that started it: connections are opened by the main one."""
+    if options.tether and can_tether():
+        return ["setpriv", "--pdeathsig", "TERM", "--", *argv]
+    return list(argv)
 
 
 def _await_pid_line(client: proc.Process, timeout: float) -> tuple[str, str]:

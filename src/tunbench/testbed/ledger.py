@@ -40,11 +40,17 @@ def _write_owner(run_id: str) -> None:
 
 def owner_alive(run_id: str) -> bool:
     """True while the process that created `run_id` is still running."""
+    owner = read_owner(run_id)
+    return owner is not None and proc.pid_alive(*owner)
+
+
+def read_owner(run_id: str) -> tuple[int, int | None] | None:
+    """(PID, start time) of the process that created `run_id`, None when not recorded."""
     try:
         pid, start = (OWNERS_DIR / run_id).read_text().split()
+        return int(pid), int(start) if start != "None" else None
     except (OSError, ValueError):
-        return False
-    return proc.pid_alive(int(pid), int(start) if start != "None" else None)
+        return None
 
 Undo = Callable[[dict[str, Any]], None]
 _UNDO: dict[str, Undo] = {}
@@ -238,12 +244,13 @@ def _restore_signals(old: set[int] | None) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def replay_journals() -> list[str]:
-    """Undo what crashed runs journaled (used by `tunbench cleanup`). Returns what was undone."""
+def replay_journals(only: str | None = None) -> list[str]:
+    """Undo what crashed runs journaled (used by `tunbench cleanup`; `only`: that run's
+    journal alone). Returns what was undone."""
     done: list[str] = []
     for path in sorted(STATE_DIR.glob("*.jsonl")) if STATE_DIR.is_dir() else []:
         run_id = path.stem
-        if owner_alive(run_id):
+        if (only is not None and run_id != only) or owner_alive(run_id):
             continue  # a run in progress, not a leftover
         entries = []
         for line in path.read_text().splitlines():
@@ -258,7 +265,8 @@ def replay_journals() -> list[str]:
         if not errors:
             path.unlink(missing_ok=True)
             (OWNERS_DIR / run_id).unlink(missing_ok=True)
-    _prune_owners()
+    if only is None:
+        _prune_owners()
     return done
 
 

@@ -16,6 +16,10 @@ NETNS_RE = re.compile(rf"^{PREFIX}-[0-9a-f]{{{RUN_ID_LEN}}}-[a-z0-9]+$")
 LINK_RE = re.compile(rf"^{PREFIX}[0-9a-f]{{{RUN_ID_LEN}}}[a-z0-9]*$")
 
 
+def is_run_id(text: str) -> bool:
+    return re.fullmatch(rf"[0-9a-f]{{{RUN_ID_LEN}}}", text) is not None
+
+
 def new_run_id(taken: set[str] | None = None) -> str:
     while True:
         rid = secrets.token_hex(4)[:RUN_ID_LEN]

@@ -5,6 +5,11 @@ wanted, the pyroute2 package this tunbench runs with (pure Python): ~0.5 MB defl
 bootstrap given to `python3 -c` on the site reads it from stdin, writes it 0600 into a new
 0700 directory /run/tunbench/<agent id>/ (the agent removes it when it ends) and runs it; from
 then on stdin/stdout of that one SSH session carry JSON lines (core.py has the shapes).
+
+Once started, the agent is told who its controller is (this process: machine, PID and start
+time) and the heartbeat timeout; a thread here writes a heartbeat line every timeout / 5 s,
+and the agent ends itself (undoing everything) when none came for the timeout: a controller
+that dies, hangs or is cut off is noticed on the host even while an SSH connection stays up.
 """
 
 from __future__ import annotations
@@ -113,18 +118,24 @@ class Agent:
     _lost: CommandFailed | None = None   # why the agent's session ended, when it dropped
     procs: list[AgentProcess] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _wlock: threading.Lock = field(default_factory=threading.Lock)   # one line at a time
+    _beating: threading.Event = field(default_factory=threading.Event)  # set: stop beating
+    heartbeat: float = 0.0     # seconds without a line after which the agent ends (0: off)
 
     @classmethod
     def start(cls, conn: Connection, *, netlink: bool = True, python: str = "python3",
               state_root: str = journal.ROOT, timeout: float = 60.0,
-              prefix: tuple[str, ...] = (), tag: str = "") -> Agent:
+              prefix: tuple[str, ...] = (), tag: str = "",
+              heartbeat: float | None = None) -> Agent:
         """Ship the agent to the connection's site and wait for its hello. `prefix` runs it
         under that argv there (`ip netns exec NS`: an agent inside a namespace of that host,
-        a chain's site); `tag` tells it apart in its id."""
+        a chain's site); `tag` tells it apart in its id; `heartbeat`: the agent's timeout
+        without a word from us (None: the connection's SshOptions.heartbeat; 0: off)."""
         agent_id = f"tb-{secrets.token_hex(3)}-{conn.name}{tag}"
         state = f"{state_root}/{agent_id}"
         err_path = conn.control_path.with_suffix(f".{agent_id}.err")
-        p = proc.spawn_piped(conn.ssh_argv([*prefix, python, "-c", BOOTSTRAP, state]),
+        p = proc.spawn_piped(conn.tethered(conn.ssh_argv([*prefix, python, "-c", BOOTSTRAP,
+                                                          state])),
                              stderr_path=err_path, label=f"agent@{conn.name}")
         if conn.ledger is not None:
             conn.ledger.process(p)
@@ -154,7 +165,41 @@ class Agent:
             agent.close()
             raise UnavailableError(f"{conn.target}: agent protocol {reply.get('protocol')} "
                                    f"!= {core.PROTOCOL}", "a tunbench bug: report it")
+        try:
+            agent.watch(conn.options.heartbeat if heartbeat is None else heartbeat)
+        except BaseException:
+            agent.close()
+            raise
         return agent
+
+    def watch(self, timeout: float) -> None:
+        """Tell the agent its controller (this process) and start the heartbeat."""
+        me = os.getpid()
+        self.call("watch", timeout=timeout, controller={
+            **journal.machine_identity(), "pid": me, "starttime": proc.proc_starttime(me),
+            "hostname": os.uname().nodename})
+        self.heartbeat = timeout
+        if timeout > 0:
+            threading.Thread(target=self._beat, args=(max(0.2, timeout / 5),), daemon=True,
+                             name=f"tb-heartbeat-{self.conn.name}").start()
+
+    def _beat(self, interval: float) -> None:
+        line = json.dumps({"op": "beat"}).encode() + b"\n"
+        while not self._beating.wait(interval):
+            if not self._write(line):
+                return
+
+    def _write(self, line: bytes) -> bool:
+        stdin = self.process.popen.stdin
+        with self._wlock:
+            if self._beating.is_set() or stdin is None or stdin.closed:
+                return False
+            try:
+                stdin.write(line)
+                stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                return False
+        return True
 
     # -- the wire ---------------------------------------------------------------------------
     def call(self, op: str, *, wait: float = 60.0, **args: Any) -> dict[str, Any]:
@@ -168,12 +213,7 @@ class Agent:
             rid = self._next
             self._next += 1
             line = json.dumps({"id": rid, "op": op, "args": args}).encode() + b"\n"
-            stdin = self.process.popen.stdin
-            assert stdin is not None
-            try:
-                stdin.write(line)
-                stdin.flush()
-            except (BrokenPipeError, OSError):
+            if not self._write(line):
                 self._dead = True
                 raise self._gone(op) from None
             return self._read_reply(rid, time.monotonic() + wait + 5, op)
@@ -344,11 +384,13 @@ class Agent:
         if not self._dead:
             self._dead = True
             stdin = self.process.popen.stdin
-            try:
-                if stdin is not None:
-                    stdin.close()
-            except OSError:
-                pass
+            with self._wlock:
+                self._beating.set()
+                try:
+                    if stdin is not None:
+                        stdin.close()
+                except OSError:
+                    pass
             try:
                 self.process.wait(timeout=timeout)
             except CommandFailed:

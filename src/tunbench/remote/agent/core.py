@@ -11,8 +11,9 @@ netlink, and pipes it to the site's python3): nothing is installed. Standard lib
 Everything it creates (processes, files, links) is journaled the moment it exists in
 STATE/journal.jsonl (STATE = /run/tunbench/<agent id> on the site), so a later `sweep` can
 undo what a crashed agent left. It ends when its stdin reaches EOF (the connection dropped or
-the client closed it) or on SIGTERM/SIGHUP, and then undoes everything it started, newest
-first, and removes its state directory.
+the client closed it), on SIGTERM/SIGHUP, or when its controller's heartbeat stops (`watch`:
+no line for `timeout` seconds, whether or not the SSH connection is still up), and then
+undoes everything it started, newest first, and removes its state directory.
 """
 
 from __future__ import annotations
@@ -48,13 +49,65 @@ class Agent:
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.sampler: Sampler | None = None
         self.eof = threading.Event()     # set by the reader when stdin ends
+        self.lines: queue.Queue[bytes | None] = queue.Queue()
+        self.last_seen = time.monotonic()    # any line from the controller, beats included
+        self.last_beat = time.time()
+        self.expired = ""                # why the watchdog ended the agent
 
     # -- operations: each takes keyword arguments and returns a JSON-able result ----------
     def op_hello(self) -> dict[str, Any]:
         u = os.uname()
         return {"protocol": PROTOCOL, "pid": os.getpid(), "python": sys.version.split()[0],
                 "kernel": u.release, "machine": u.machine, "hostname": u.nodename,
-                "state": self.state, "euid": os.geteuid()}
+                "state": self.state, "euid": os.geteuid(), **journal.machine_identity()}
+
+    def op_watch(self, timeout: float, controller: dict[str, Any]) -> dict[str, Any]:
+        """Know the controller (recorded in STATE/controller.json, for `cleanup --site`) and,
+        with `timeout` > 0, end like at EOF when no line (a request or a heartbeat) came for
+        `timeout` seconds: a controller killed, frozen or cut off while its SSH connection
+        stays up (a ControlMaster outliving it, a peer that vanished without a FIN)."""
+        record = {**controller, "heartbeat_s": timeout}
+        path = os.path.join(self.state, "controller.json")
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(record, f)
+        os.replace(path + ".tmp", path)
+        if timeout > 0:
+            self.last_seen = time.monotonic()
+            threading.Thread(target=self._watchdog, args=(float(timeout),), daemon=True,
+                             name="tb-watchdog").start()
+        return {}
+
+    def _watchdog(self, timeout: float) -> None:
+        beat_path = os.path.join(self.state, "beat")
+        tick = max(0.2, min(1.0, timeout / 5))
+        while not self.eof.is_set():
+            quiet = time.monotonic() - self.last_seen
+            if quiet > timeout:
+                self.expired = (f"no heartbeat from the controller for {quiet:.1f}s "
+                                f"(timeout {timeout:g}s)")
+                sys.stderr.write(f"tunbench agent: {self.expired}: ending\n")
+                self.eof.set()
+                self.lines.put(None)
+                return
+            try:      # its age tells `cleanup --site` whether the controller still beats
+                with open(beat_path + ".tmp", "w", encoding="utf-8") as f:
+                    f.write(f"{self.last_beat:.3f}\n")
+                os.replace(beat_path + ".tmp", beat_path)
+            except OSError:
+                pass
+            time.sleep(tick)
+
+    def op_agents(self) -> dict[str, Any]:
+        """The other live agents on this host, with their controllers (cleanup --site)."""
+        return {"agents": journal.live_agents(self.state)}
+
+    def op_end_agent(self, state: str) -> dict[str, Any]:
+        """End another agent of this host whose controller is gone (cleanup --site decides):
+        it undoes its journal; what it could not is swept."""
+        try:
+            return {"undone": journal.end_agent(state)}
+        except ValueError as exc:
+            raise AgentError(str(exc), "notours") from None
 
     def op_run(self, argv: list[str], timeout: float = 60.0, input: str | None = None,
                env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -414,14 +467,22 @@ class Sampler(threading.Thread):
         self.done.set()
 
 
-def _reader(lines: queue.Queue[bytes | None], eof: threading.Event) -> None:
-    """Requests from stdin into the queue; EOF (the connection is gone) ends the agent."""
+BEAT = b'{"op": "beat"}'
+
+
+def _reader(agent: Agent) -> None:
+    """Requests from stdin into the queue; EOF (the connection is gone) ends the agent. Any
+    line proves the controller alive; a heartbeat is only that (never queued, no reply)."""
     try:
         for line in sys.stdin.buffer:
-            lines.put(line)
+            agent.last_seen = time.monotonic()
+            if line.strip() == BEAT:
+                agent.last_beat = time.time()
+                continue
+            agent.lines.put(line)
     finally:
-        eof.set()
-        lines.put(None)
+        agent.eof.set()
+        agent.lines.put(None)
 
 
 def _killgroup(p: subprocess.Popen[str]) -> None:
@@ -460,9 +521,8 @@ def main(state: str) -> int:
     agent = Agent(state)
     try:
         out.write(json.dumps({"id": 0, "ok": True, "result": agent.op_hello()}).encode() + b"\n")
-        lines: queue.Queue[bytes | None] = queue.Queue()
-        threading.Thread(target=_reader, args=(lines, agent.eof), daemon=True).start()
-        while (line := lines.get()) is not None:
+        threading.Thread(target=_reader, args=(agent,), daemon=True).start()
+        while (line := agent.lines.get()) is not None:
             reply = agent.handle(line)
             try:
                 out.write(json.dumps(reply).encode() + b"\n")

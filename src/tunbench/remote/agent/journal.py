@@ -152,13 +152,7 @@ def sweep(own: str) -> list[str]:
             continue
         if _owner_alive(state):
             continue
-        entries = []
-        with open(journal, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    entries.append(json.loads(line))
-                except ValueError:
-                    continue   # a line cut short by the crash
+        entries = _journal_entries(journal)
         errors = undo(entries)
         done += [f"{name}: {e['kind']} {_what(e)}"
                  for e in entries]
@@ -168,9 +162,101 @@ def sweep(own: str) -> list[str]:
 
 
 def _owner_alive(state: str) -> bool:
+    owner = read_owner(state)
+    return owner is not None and starttime(owner[0]) == owner[1]
+
+
+def read_owner(state: str) -> tuple[int, int] | None:
+    """(pid, start time) of the agent that owns a state directory, None when unreadable."""
     try:
         with open(os.path.join(state, "owner")) as f:
             pid, start = f.read().split()
+        return int(pid), int(start)
     except (OSError, ValueError):
-        return False
-    return starttime(int(pid)) == int(start)
+        return None
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def machine_identity() -> dict[str, str]:
+    """What tells one machine (one running kernel) and its namespaces from another: the
+    kernel's boot id (new at every boot, the same in every container of that kernel), the
+    machine id, and this process's PID and network namespaces. Used on both ends: the agent
+    says where it runs (hello), the controller says where it runs (watch)."""
+    out = {"boot_id": _read("/proc/sys/kernel/random/boot_id"),
+           "machine_id": _read("/etc/machine-id")}
+    for ns in ("pid", "net", "mnt"):
+        try:
+            out[f"{ns}ns"] = os.readlink(f"/proc/self/ns/{ns}")
+        except OSError:
+            out[f"{ns}ns"] = ""
+    return out
+
+
+def live_agents(own: str) -> list[dict[str, Any]]:
+    """The other agents running on this host: their state directory, owner, controller (as
+    it said in `watch`) and the age of the last heartbeat they received."""
+    out: list[dict[str, Any]] = []
+    if not os.path.isdir(ROOT):
+        return out
+    for name in sorted(os.listdir(ROOT)):
+        state = os.path.join(ROOT, name)
+        if state == own or not name.startswith("tb-") or not _owner_alive(state):
+            continue
+        try:
+            with open(os.path.join(state, "controller.json"), encoding="utf-8") as f:
+                ctl = json.load(f)
+        except (OSError, ValueError):
+            ctl = None
+        beat = _read(os.path.join(state, "beat"))
+        owner = read_owner(state)
+        out.append({"state": state, "pid": owner[0] if owner else None, "controller": ctl,
+                    "beat_age": round(time.time() - float(beat), 1) if beat else None})
+    return out
+
+
+def end_agent(state: str, wait: float = 30.0) -> list[str]:
+    """End a live agent whose controller is gone: SIGTERM (it undoes its journal and removes
+    its directory, as at EOF), SIGKILL if it does not within `wait`, then sweep what is left.
+    Only a tunbench agent's directory under ROOT, and only while its PID has its start
+    time."""
+    real = os.path.abspath(state)
+    if os.path.dirname(real) != ROOT or not os.path.basename(real).startswith("tb-"):
+        raise ValueError(f"{state} is not a tunbench agent's directory")
+    owner = read_owner(real)
+    entries = _journal_entries(os.path.join(real, "journal.jsonl"))
+    if owner is not None and starttime(owner[0]) == owner[1]:
+        for sig, grace in ((signal.SIGTERM, wait), (signal.SIGKILL, 5.0)):
+            try:
+                os.kill(owner[0], sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + grace
+            while starttime(owner[0]) == owner[1] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if starttime(owner[0]) != owner[1]:
+                break
+    # killed before it could undo: what a sweep does
+    if os.path.isdir(real) and not undo(entries):
+        shutil.rmtree(real, ignore_errors=True)
+    return [f"{os.path.basename(real)}: {e['kind']} {_what(e)}" for e in entries]
+
+
+def _journal_entries(path: str) -> list[dict[str, Any]]:
+    entries = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    entries.append(json.loads(line))
+                except ValueError:
+                    continue   # a line cut short by a crash
+    except OSError:
+        pass
+    return entries
