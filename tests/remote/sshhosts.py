@@ -15,6 +15,8 @@ Each sshd runs with a private tmpfs on /run (tunbench.privrun), so /run/tunbench
 is that host's own and invisible from the root namespace, and one on /root, so a session
 starts like on a fresh host (this machine's root .bashrc runs `pyenv init`: +0.5 s a command). The client side uses a private ssh
 config (-F) with its own key and known_hosts: the user's ~/.ssh is never read or written.
+`build(..., private_run=False)` gives hosts that share this machine's /run (two sites on one
+machine, as sshd in containers of one box): /run/tunbench there is this machine's own.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Host:
     dir: Path            # private 0700 directory with this host's key, config and log
     ledger: Ledger
     sshd: proc.Process | None = None
+    private_run: bool = True
 
     @property
     def host_key(self) -> Path:
@@ -80,7 +83,11 @@ class Host:
             "UseDNS no", "StrictModes no", "LogLevel VERBOSE", "MaxSessions 50",
             "MaxStartups 50", "ClientAliveInterval 0", ""]))
         self.sshd_log.unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "tunbench.privrun", "--tmpfs", "/run",
+        private = ["--tmpfs", "/run"] if self.private_run else []
+        if not self.private_run and not os.path.exists("/run/sshd"):
+            os.makedirs("/run/sshd", mode=0o755)   # sshd's privilege separation directory
+            self.ledger.path("/run/sshd")
+        argv = [sys.executable, "-m", "tunbench.privrun", *private,
                 "--tmpfs", "/root", "--mkdir", "/run/sshd", "--", SSHD, "-D", "-f", str(cfg),
                 "-E", str(self.sshd_log)]
         self.sshd = proc.spawn(argv, netns=self.netns, log_path=self.dir / "privrun.log",
@@ -206,8 +213,9 @@ class SshHosts:
         return self.ledger.close()
 
 
-def build(tmp: Path, count: int = 2) -> SshHosts:
-    """Create the management network and `count` sshd hosts (h1, h2, ...)."""
+def build(tmp: Path, count: int = 2, private_run: bool = True) -> SshHosts:
+    """Create the management network and `count` sshd hosts (h1, h2, ...); with
+    `private_run` False they share this machine's /run."""
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
     rid = names.new_run_id(taken)
     ledger = Ledger(rid)
@@ -216,6 +224,8 @@ def build(tmp: Path, count: int = 2) -> SshHosts:
     hosts = SshHosts(rid, tmp, ledger, free_subnet())
     try:
         _build_network(hosts, count)
+        for h in hosts.hosts.values():
+            h.private_run = private_run
         keygen(hosts.client_key, "tunbench-test-client")
         hosts.authorized_keys.write_text(Path(f"{hosts.client_key}.pub").read_text())
         for h in hosts.hosts.values():

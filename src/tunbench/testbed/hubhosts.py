@@ -215,7 +215,7 @@ class HubHosts:
                 raise TunbenchError(f"site {name} ({self.target(name)}) is not connected",
                                     "a tunbench bug: report it")
             agent = self._agent(name)
-            wd = f"{REMOTE_ROOT}/{run_id}"
+            wd = f"{REMOTE_ROOT}/{run_id}-{name}"   # per site, as testbed/topology.py
             agent.mkdir(wd)
             ledger.add("remote", agent=agent.agent_id, op="remove", name=wd, args={"path": wd})
             sites[name] = RemoteSite(name, None, self.dev[name], self.addr[name], "",

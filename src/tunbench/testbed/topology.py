@@ -286,6 +286,7 @@ class Topology:
         self.resolved: dict[str, Resolved] = {}
         self._views: dict[str, AgentView] = {}
         self.impls: dict[str, Any] = {}    # tunnel label -> implchoice.Choice (impl=auto)
+        self.shared: dict[str, Any] | None = None   # the sites share one machine: how we know
 
     # -- opening: every check before anything is changed on any host ---------------------
     def open(self, *, mtus: tuple[int, ...] = (), tools: dict[str, list[str]] | None = None,
@@ -304,6 +305,7 @@ class Topology:
         try:
             for ep in self.endpoints.values():
                 ep.connect()
+            self.shared = self._shared_machine()
             self._resolve()
             self._check_management(mtus, shaping, takes_underlay, offloads)
             if plan is not None:
@@ -312,6 +314,41 @@ class Topology:
         except BaseException:
             self.close()
             raise
+
+    def identity(self, name: str) -> dict[str, Any]:
+        """Where site `name` runs: boot id, machine id, namespaces (agent.hello; here: ours)."""
+        ep = self.endpoints.get(name)
+        if ep is None or ep.agent is None:
+            from ..remote.agent.journal import machine_identity
+            return dict(machine_identity())
+        return dict(ep.agent.hello)
+
+    def _shared_machine(self) -> dict[str, Any] | None:
+        """Do the two sites run on one machine (sshd in containers or namespaces of one box,
+        one host under two names)? Asked of the sites: the same kernel boot id (one kernel,
+        so one set of CPUs), the machine id, and whether one site's agent directory is seen
+        from the other (one filesystem). The same network namespace too is refused: a tunnel
+        needs two network stacks."""
+        ia, ib = self.identity("a"), self.identity("b")
+        if not ia.get("boot_id") or ia.get("boot_id") != ib.get("boot_id"):
+            return None
+        if ia.get("netns") and ia.get("netns") == ib.get("netns"):
+            raise SpecError(f"sites a ({self.target('a')}) and b ({self.target('b')}) are one "
+                            "machine and one network namespace: a tunnel needs two network "
+                            "stacks", "use two hosts, or two containers or namespaces of "
+                            "one host, each with its own sshd")
+        seen = False
+        eps = [self.endpoints.get(n) for n in ("a", "b")]
+        if all(ep is not None and ep.agent is not None for ep in eps):
+            ea, eb = eps
+            assert ea is not None and eb is not None and ea.agent and eb.agent
+            state = str(ea.agent.hello.get("state", ""))
+            seen = bool(state) and eb.agent.run(["test", "-d", state], check=False,
+                                                timeout=10).ok
+        return {"boot_id": True,
+                "machine_id": bool(ia.get("machine_id")) and
+                ia.get("machine_id") == ib.get("machine_id"),
+                "filesystem": seen}
 
     def _check_ipv6(self, needs_ipv6: str) -> None:
         """IPv6 underlay addresses are never guessed (detection follows the IPv4 route):
@@ -488,7 +525,8 @@ class Topology:
                     raise TunbenchError(f"site {name} ({spec.target}) is not connected",
                                         "a tunbench bug: report it")
                 assert ep.agent is not None
-                wd = f"{REMOTE_ROOT}/{run_id}"
+                # per site: two sites on one machine may share one /run (docs/remote.md)
+                wd = f"{REMOTE_ROOT}/{run_id}-{name}"
                 ep.agent.mkdir(wd)
                 ledger.add("remote", agent=ep.agent.agent_id, op="remove", name=wd,
                            args={"path": wd})
@@ -497,7 +535,8 @@ class Topology:
                 h = ep.agent.hello
                 hosts[name] = {"target": spec.target, "hostname": h.get("hostname"),
                                "kernel": h.get("kernel"), "machine": h.get("machine"),
-                               "ssh": dict(ep.mgmt)}
+                               "ssh": dict(ep.mgmt), "heartbeat_s": ep.agent.heartbeat,
+                               "boot_id": h.get("boot_id")}
             self._underlay(site, ledger, mtu)
             for argv in qdisc_argvs(site.underlay_if, netem, rate,
                                     tbf_args(rate) if rate else []):
@@ -506,8 +545,11 @@ class Topology:
                                               "root"])
             sites.append(site)
         a, b = sites
-        tb = Testbed("hosts", run_id, a, b, mtu, ledger, workdir, rate=rate, shares_cpus=False)
+        tb = Testbed("hosts", run_id, a, b, mtu, ledger, workdir, rate=rate,
+                     shares_cpus=self.shared is not None)
         tb.notes["hosts"] = hosts
+        if self.shared is not None:   # one machine: one set of CPUs for both ends
+            tb.notes["shared_machine"] = dict(self.shared)
         tb.notes["clock"] = self.clock()
         if self.impls:   # impl=auto, decided from the sites' own kernels and tools
             tb.notes["impl_auto"] = {label: c.describe() for label, c in self.impls.items()}

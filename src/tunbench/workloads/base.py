@@ -114,9 +114,10 @@ class Context:
     @contextmanager
     def measuring(self) -> Iterator[CpuSampler]:
         """The measurement window: CPU per core and per datapath daemon are sampled inside.
-        Sites on separate hosts are sampled each on its own host (SplitSampler)."""
+        Sites on hosts are sampled each by its own agent (SplitSampler); sites on one machine
+        (namespaces here, or two hosts that share it) are recorded as sharing the CPUs."""
         sampler: Any
-        if self.tb.shares_cpus:
+        if self.tb.shares_cpus and not any(s.remote for s in self.tb.sites()):
             sampler = CpuSampler(self.cpu_interval)
             for site, pids in self.ep.datapath_pids.items():
                 for pid in pids:
@@ -135,6 +136,8 @@ class Context:
         finally:
             self.cpu_record = sampler.stop()
             self.cpu_record.shared_by_sites = self.tb.shares_cpus
+            for per_end in self.cpu_record.sites.values():   # each end's view: the same CPUs
+                per_end.shared_by_sites = self.tb.shares_cpus
 
 
 def relay_problem(ctx: Context, *, tcp_ports: Iterable[int] = (),
