@@ -135,6 +135,13 @@ def start_controller(hosts: SshHosts, tmp_path: Path, short: Path, kind: str, *,
     return p, env
 
 
+def kill(p: subprocess.Popen[str]) -> None:
+    """SIGKILL the controller (stopped or not): no chance to clean up."""
+    if p.poll() is None:
+        p.kill()
+    p.wait(timeout=10)
+
+
 def wait_phase(p: subprocess.Popen[str], phase: str, nth: int = 1) -> None:
     assert p.stdout is not None
     seen = 0
@@ -183,12 +190,8 @@ def test_controller_killed_hosts_clean_up(hosts: SshHosts, tmp_path: Path, short
         timeout = max(float(c["heartbeat_s"]) for c in ctl)
         assert timeout == HEARTBEAT
         rid = run_id_of(short / "state")
-        p.kill()
-        p.wait(timeout=10)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait(timeout=10)
+        kill(p)
     control = short / "state" / "ssh"
     masters = ssh_processes(control)
     assert masters, "no ssh master outlived the controller: nothing was tested"
@@ -214,8 +217,7 @@ def test_frozen_controller_is_noticed_by_its_heartbeat(hosts: SshHosts, tmp_path
         assert wait_for(lambda: not leftovers(hosts), 3 * HEARTBEAT + 20), leftovers(hosts)
         assert ssh_processes(short / "state" / "ssh"), "the connections stayed up"
     finally:
-        p.kill()
-        p.wait(timeout=10)
+        kill(p)
     # tethered: its ssh processes end with it, before any cleanup
     assert wait_for(lambda: not ssh_processes(short / "state" / "ssh"), 10)
 
@@ -227,12 +229,8 @@ def test_tethered_ssh_processes_die_with_the_controller(hosts: SshHosts, tmp_pat
     try:
         wait_phase(p, "measuring")
         assert ssh_processes(short / "state" / "ssh")
-        p.kill()
-        p.wait(timeout=10)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait(timeout=10)
+        kill(p)
     assert wait_for(lambda: not ssh_processes(short / "state" / "ssh"), 10)
     assert wait_for(lambda: not leftovers(hosts), 3 * HEARTBEAT + 20), leftovers(hosts)
 

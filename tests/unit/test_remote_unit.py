@@ -221,3 +221,63 @@ def test_sweep_control_dir_removes_files_of_dead_processes_only(tmp_path: Path) 
     assert sorted(removed) == sorted(f"ssh control file {f}" for f in stale)
     assert not any(f.exists() for f in stale) and live.exists() and other.exists()
     assert transport.sweep_control_dir(tmp_path / "absent") == []
+
+
+def test_sweep_control_dir_ends_masters_of_dead_controllers_only(tmp_path: Path) -> None:
+    """A master that outlived its controller (no setpriv tether) is ended by PID and start
+    time, with its files; a live controller's master and files stay; `controller` restricts
+    the sweep to one controller (`cleanup --run`)."""
+    gone = proc.spawn(["true"], label="dead-controller")
+    assert gone.wait(timeout=10) == 0
+    orphan = proc.spawn(["sleep", "300"], label="orphan-master")
+    kept = proc.spawn(["sleep", "300"], label="live-master")
+    try:
+        me = os.getpid()
+        for ctl, m, name in ((gone, orphan, f"tb-{gone.pid}-1-a"), (None, kept, f"tb-{me}-2-b")):
+            (tmp_path / f"{name}.master").write_text(json.dumps({
+                "pid": m.pid, "starttime": m.starttime, "target": "h",
+                "controller_pid": ctl.pid if ctl else me,
+                "controller_starttime": ctl.starttime if ctl else proc.proc_starttime(me)}))
+            (tmp_path / f"{name}.log").write_text("")
+        (tmp_path / f"tb-{gone.pid}-1-a.tb-0a1b2c-a.err").write_text("")
+        assert transport.sweep_control_dir(tmp_path, controller=(me, 1)) == []
+        removed = transport.sweep_control_dir(tmp_path)
+        assert f"ssh master {orphan.pid} to h (controller {gone.pid} is gone)" in removed
+        assert orphan.poll() is not None and kept.poll() is None
+        assert sorted(f.name for f in tmp_path.iterdir()) == [f"tb-{me}-2-b.log",
+                                                             f"tb-{me}-2-b.master"]
+    finally:
+        orphan.stop()
+        kept.stop()
+
+
+def test_heartbeat_in_sites_is_checked() -> None:
+    from tunbench import spec
+    base = {"tunnel": [{"kind": "native"}], "workload": [{"name": "ping"}]}
+    exp = spec.build({**base, "sites": {"a": "h1", "b": "h2", "heartbeat": 5}}, "t")
+    assert exp.heartbeat == 5.0 and exp.to_dict()["heartbeat"] == 5.0
+    assert spec.build({**base, "sites": {"a": "h1", "b": "h2", "heartbeat": 0}}, "t").heartbeat == 0
+    for bad in (1, -3, "5", True, 7200):
+        with pytest.raises(SpecError) as err:
+            spec.build({**base, "sites": {"a": "h1", "b": "h2", "heartbeat": bad}}, "t")
+        assert "sites.heartbeat" in err.value.one_line()
+
+
+def test_cleanup_site_judges_a_controller_by_where_it_ran() -> None:
+    from tunbench.remote.sitecheck import controller_gone
+    here = journal_mod.machine_identity()
+    dead = proc.spawn(["true"], label="dead")
+    dead.wait(timeout=10)
+    me = {**here, "pid": os.getpid(), "starttime": proc.proc_starttime(os.getpid()),
+          "heartbeat_s": 30}
+    assert controller_gone({"controller": me, "beat_age": 1.0}, here) is None
+    gone = controller_gone({"controller": {**me, "pid": dead.pid,
+                                           "starttime": dead.starttime}}, here)
+    assert gone == f"its controller, PID {dead.pid} on this machine, is gone"
+    other = {**me, "boot_id": "another-kernel"}
+    assert controller_gone({"controller": other, "beat_age": 10.0}, here) is None
+    assert "no heartbeat from its controller for 61s" in str(
+        controller_gone({"controller": other, "beat_age": 61.0}, here))
+    assert controller_gone({"controller": {**other, "heartbeat_s": 0}, "beat_age": None},
+                           here) is None
+    assert controller_gone({"controller": None}, here) is None
