@@ -437,6 +437,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from .remote import prepare
+    if args.yes and args.dry_run:
+        raise SpecError("--yes and --dry-run contradict each other",
+                        "--dry-run only prints the plan; --yes installs without asking")
+    kinds = [k for k in (args.tunnels or "").split(",") if k]
+    loads = [w for w in (args.workloads or "").split(",") if w]
+    return prepare.prepare(args.site, _ssh_options(args), kinds, loads, yes=args.yes,
+                           dry_run=args.dry_run)
+
+
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from .capabilities import root_missing
     from .testbed import ledger, local, names
@@ -607,6 +618,20 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands.add_parsers(shared)
     schedule_commands.add_parsers(shared)
     trend_commands.add_parsers(shared)
+
+    pr = add("prepare", help="install on remote hosts what the chosen tunnel kinds and "
+             "workloads need (apt-get, dnf), after printing the plan")
+    pr.add_argument("--site", metavar="USER@HOST", action="append", required=True,
+                    help="a host to prepare (repeat for several)")
+    pr.add_argument("--tunnels", metavar="K1,K2", help="tunnel kinds to prepare for (every "
+                    "implementation's tools; default: every tool doctor --site checks)")
+    pr.add_argument("--workloads", metavar="W1,W2", help="workloads to prepare for")
+    pr.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
+                    help="ssh config file (ssh -F; default ~/.ssh/config)")
+    pr.add_argument("--yes", action="store_true", help="install without asking")
+    pr.add_argument("--dry-run", dest="dry_run", action="store_true",
+                    help="only print the plan")
+    pr.set_defaults(func=cmd_prepare)
 
     c = add("cleanup", help="remove leftovers of crashed runs (tb- objects only)")
     c.add_argument("--site", metavar="USER@HOST", help="sweep a remote host over SSH instead "
