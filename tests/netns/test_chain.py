@@ -100,12 +100,18 @@ def test_firewall_rules_are_loaded(study: Testbed) -> None:
     out = subprocess.run(["ip", "netns", "exec", fw.netns, "nft", "list", "chain", "inet",
                           "tb_fw", "forward"], capture_output=True, text=True, check=True).stdout
     assert out.count(" drop") == 1000 and "ct state established,related" in out
-    # a stateful firewall reassembles fragments: its queues expire after 1 s, not 30, so one
-    # overloaded trial's incomplete datagrams cannot block fragmented packets of the next ones
-    for key in ("net.ipv4.ipfrag_time", "net.ipv6.ip6frag_time"):
+    # a stateful firewall reassembles fragments (conntrack; IPv6 in queues of its own): they
+    # expire after 1 s, not 30/60, with room for 64 MiB of them, not 4 MiB, so one overloaded
+    # trial's incomplete datagrams cannot make it refuse the next trials' fragments
+    # (docs/chains.md, "Fragments in a chain")
+    for key, want in (("net.ipv4.ipfrag_time", 1), ("net.ipv6.ip6frag_time", 1),
+                      ("net.netfilter.nf_conntrack_frag6_timeout", 1),
+                      ("net.ipv4.ipfrag_high_thresh", 64 << 20),
+                      ("net.ipv6.ip6frag_high_thresh", 64 << 20),
+                      ("net.netfilter.nf_conntrack_frag6_high_thresh", 64 << 20)):
         got = subprocess.run(["ip", "netns", "exec", fw.netns, "sysctl", "-n", key],
                              capture_output=True, text=True, check=True).stdout.strip()
-        assert got == "1", (key, got)
+        assert got == str(want), (key, got)
 
 
 @needs_loadgen

@@ -150,12 +150,14 @@ def test_ndr_at_the_wan_knee_and_drops_at_the_wan(ipsec_chain: Testbed) -> None:
     lossy = {p: (r["lost"], r["dropped"]) for p, r in row.items() if r["lost"] or r["dropped"]}
     # every lost packet is found at some hop, most of them tbf drops at the WAN; a burst the
     # WAN's bucket releases can still overrun libipsec on a busy host (seen: 301 of 1184 at
-    # gwb), which the table then shows at the gateway
-    # With the chain's 1 s fragment reassembly timeout (chain/build.py CHAIN_SYSCTLS) the WAN
-    # counted ~2 % more tbf drops than the trial lost (972 and 974 for 954), twice in a row;
-    # not understood yet (docs/chains.md, "Not done"), hence 3 % rather than 3 packets
+    # gwb), which the table then shows at the gateway. The hops also count the END packets
+    # the path dropped, which are not data: the first of the generator's 3 rounds (100 flows)
+    # follows the data into tbf's full queue (seen: 20, 11 and 2 of 300 dropped, tbf's drops
+    # then exceeding the trial's loss by exactly that; no fragment, IKE or other packet crossed
+    # the WAN: docs/chains.md, "Per-hop figures"). What is left is a packet a hop sends or
+    # takes itself (neighbour discovery), seen 0 times in 24 trials
     assert sum(hops.loss_of(r) for r in row.values()) == pytest.approx(
-        t.lost, abs=max(3.0, 0.03 * t.lost)), (lossy, t)
+        t.lost + t.end_lost, abs=2), (lossy, t, t.end_lost)
     assert row["wan"]["qdisc_drops"] > t.lost / 2, (lossy, t)
     assert all(r["dropped"] == 0 for p, r in row.items() if p != "wan"), lossy
 
@@ -262,7 +264,12 @@ def test_the_sdwan_preset_at_the_smallest_scale_runs_end_to_end(tmp_path) -> Non
     """`tunbench run --preset sdwan --scale 0.001`: loss search (RFC 2544, 2 s trials, 5 %
     resolution) and a stream, direct and through router -> fw -> IPsec gw -> WAN -> IPsec gw
     -> fw -> router, in one run (about 2 min on the shared 2-core host: ~40 trials of 2 s,
-    two chains of nine namespaces and two charons)."""
+    two chains of nine namespaces and two charons). Its IMIX search found no passing rate in
+    2 of 3 CI runs without the 1 s fragment timeout; reproduced by hand: fwb's conntrack kept
+    the incomplete datagrams of overloaded trials (libipsec's ESP socket at gwb drops single
+    fragments) for 30 s until its 4 MB of reassembly memory was full, and then refused every
+    fragment. The chain's namespaces now expire them after 1 s with room for 64 MiB
+    (chain/build.py CHAIN_SYSCTLS; docs/chains.md, "Fragments in a chain")."""
     import json
     import os
     import subprocess

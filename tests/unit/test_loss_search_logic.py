@@ -102,6 +102,11 @@ def test_parse_real_loadgen_output() -> None:
     assert t.latency_us["p50"] == pytest.approx(5.0715)
     assert t.per_size_sent == {"1500": 8333, "40": 58334, "576": 33333}
     assert t.mean_size_l3 == pytest.approx(4084 / 12)
+    # END packets (3 rounds x 100 flows) are counted apart from the data
+    assert (t.end_sent, t.end_received, t.end_lost) == (300, 300, 0)
+    # a path that drops some of them right after an overload (a full tbf queue): not loss
+    short = loadgen.trial_result(send, {**recv, "end_packets": 289}, 20000.0)
+    assert short.lost == 0 and short.end_lost == 11
 
 
 def test_parse_sender_limited_and_no_end() -> None:
@@ -117,6 +122,7 @@ def test_parse_sender_limited_and_no_end() -> None:
     t2 = loadgen.trial_result(loadgen.parse_send(
         (DATA / "send-genome-noend.json").read_text()), noend, None)
     assert t2.lost == t2.offered - t2.received
+    assert (t2.end_sent, t2.end_received, t2.end_lost) == (0, 0, 0)
 
 
 def test_parse_garbage_is_one_clear_error() -> None:

@@ -19,6 +19,13 @@ RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|t
 SIZE_RE = re.compile(r"^\d+(b|kb|k|mb|m)?$", re.I)
 TIME_RE = re.compile(r"^\d+(\.\d+)?(us|ms|s)$")
 
+# Fragment reassembly in a chain's namespaces (chain/build.py CHAIN_SYSCTLS, and conntrack's
+# own IPv6 reassembly in a stateful firewall): incomplete datagrams expire after this, and a
+# namespace holds this much of them before it refuses every fragment (docs/chains.md,
+# "Fragments in a chain")
+FRAG_TIMEOUT_S = 1
+FRAG_HIGH_THRESH = 64 << 20
+
 
 @dataclass(frozen=True)
 class Param:

@@ -19,7 +19,7 @@ from ..testbed.base import Site, Testbed
 from ..testbed.ledger import Ledger
 from ..testbed.netem import Netem
 from . import gateway, get
-from .base import Hop
+from .base import FRAG_HIGH_THRESH, FRAG_TIMEOUT_S, Hop
 from .spec import ChainSpec
 
 
@@ -100,15 +100,26 @@ def segment_mtus(chain: ChainSpec, n: int, mtu: int) -> list[int]:
     return [mtu if gw[0] <= seg < gw[1] else inner for seg in range(n + 1)]
 
 
-# Every namespace of a chain: the sites' settings, and fragment reassembly queues that expire
-# after 1 s instead of 30 (IPv4) / 60 (IPv6). A stateful firewall or NAT reassembles fragments
-# (conntrack's defrag), and so does site b: when an overloaded trial loses some fragments of
-# IMIX's fragmented 1500 B packets inside the chain, the incomplete datagrams fill the
-# namespace's reassembly memory (ipfrag_high_thresh), and until they expire every fragmented
-# packet is dropped: one overloaded trial then failed the whole search for 1500 B packets, down
-# to its lowest rate (a CI run: "lost 100.0% of the 1500 B packets", 40 and 576 B 0 %). The
-# fragments of one datagram cross the chain within milliseconds; 1 s is ample.
-CHAIN_SYSCTLS = (*local.SITE_SYSCTLS, "net.ipv4.ipfrag_time=1", "net.ipv6.ip6frag_time=1")
+# Every namespace of a chain: the sites' settings, and fragment reassembly that cannot carry
+# one trial's incomplete datagrams into the next (docs/chains.md, "Fragments in a chain").
+# Whoever reassembles (site b; a stateful firewall or a NAT, whose conntrack defragments every
+# datagram it forwards) keeps the fragments of a datagram that lost one of them on the way (an
+# overloaded trial: libipsec's ESP socket at gwb overflows) until ipfrag_time. Linux (>= 4.17)
+# never evicts them: once a namespace's fragment memory exceeds ipfrag_high_thresh it refuses
+# every fragment, even one that would complete a datagram, and each expiry only makes room for
+# one more incomplete datagram while fragmented traffic flows. Measured in the sdwan chain with
+# the kernel's 30 s and 4 MB: three overloaded IMIX trials left 3,664 incomplete datagrams
+# (4,194,880 bytes) in fwb, and then every 3,000 pps trial lost all of its 1500 B packets
+# there (ReasmReqds 1000 = ReasmFails 1000), 40 and 576 B none. Hence queues that expire after
+# 1 s instead of 30 (IPv4) / 60 (IPv6), and room for what 1 s of a chain's traffic can leave
+# (fwb held up to 7.8 MB of it in overloaded trials of 1500 B packets); the next trial starts
+# 0.2-0.7 s after the last one. Conntrack's IPv6 reassembly has its own settings
+# (firewall.CONNTRACK_FRAG_SYSCTLS).
+CHAIN_SYSCTLS = (*local.SITE_SYSCTLS,
+                 f"net.ipv4.ipfrag_time={FRAG_TIMEOUT_S}",
+                 f"net.ipv6.ip6frag_time={FRAG_TIMEOUT_S}",
+                 f"net.ipv4.ipfrag_high_thresh={FRAG_HIGH_THRESH}",
+                 f"net.ipv6.ip6frag_high_thresh={FRAG_HIGH_THRESH}")
 
 
 def _address(ns: str, ifname: str, seg: int, end: int, mtu: int) -> None:

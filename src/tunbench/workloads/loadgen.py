@@ -12,6 +12,10 @@ Accounting decisions (see docs/loss-search.md):
   absorb - and flagged per trial (`socket_drops`) so a reader can tell where the loss was.
 - a sender-limited trial (achieved < 98% of target) did not offer the load: a search treats it
   as a failed trial (RFC 2544) or counts the unsent packets as bad (MLRsearch's loss ratio).
+- END packets (3 rounds per flow after the data, carrying the counts) are not data: one the
+  path drops is not loss. They are kept apart (`end_sent`, `end_received`): a counter on the
+  path (a WAN's tbf, chain/hops.py) counts them with the data, right after an overload
+  (docs/chains.md, "Per-hop figures").
 """
 
 from __future__ import annotations
@@ -119,8 +123,8 @@ def parse_send(text: str) -> dict[str, Any]:
         "target_pps", "target_bps_l3", "rate_mode", "duration_s", "duration_target_s",
         "sent_packets", "sent_bytes_l3", "sent_bytes_l2", "achieved_pps", "achieved_bps_l3",
         "achieved_bps_l2", "sender_limited", "per_size_sent", "per_flow_sent", "send_errors",
-        "flows", "interrupted", "effective_batch")} | {"mean_size_l3": d["mix"]["mean_size_l3"],
-                                                       "mix_kind": d["mix"]["kind"]}
+        "flows", "interrupted", "effective_batch", "end_packets_sent")} | {
+            "mean_size_l3": d["mix"]["mean_size_l3"], "mix_kind": d["mix"]["kind"]}
 
 
 def parse_recv(text: str) -> dict[str, Any]:
@@ -129,7 +133,7 @@ def parse_recv(text: str) -> dict[str, Any]:
     return {k: d.get(k) for k in (
         "received_packets", "unique_packets", "duplicates", "reordered", "expected_packets",
         "lost", "loss_ratio", "per_size_received", "latency_us", "latency_source",
-        "flows_seen", "end_received", "socket_drops", "rx_pps", "rx_bps_l3",
+        "flows_seen", "end_received", "end_packets", "socket_drops", "rx_pps", "rx_bps_l3",
         "received_bytes_l3", "received_bytes_l2", "stop_reason", "per_flow", "capture")}
 
 
@@ -152,6 +156,14 @@ class TrialResult:
     per_size_sent: dict[str, int] = field(default_factory=dict)
     per_size_received: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0             # trial wall time incl. start/stop overhead
+    end_sent: int = 0               # END packets (not data): sent after the data
+    end_received: int = 0           # ... and received (those lost are not in `lost`)
+
+    @property
+    def end_lost(self) -> int:
+        """END packets the path dropped: not the trial's loss, but a drop counter on the path
+        counts them with the data."""
+        return max(self.end_sent - self.end_received, 0)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -176,7 +188,9 @@ def trial_result(send: dict[str, Any], recv: dict[str, Any],
         socket_drops=int(recv["socket_drops"] or 0), latency_us=dict(recv["latency_us"] or {}),
         mean_size_l3=float(send["mean_size_l3"]),
         per_size_sent=dict(send["per_size_sent"] or {}),
-        per_size_received=dict(recv["per_size_received"] or {}))
+        per_size_received=dict(recv["per_size_received"] or {}),
+        end_sent=int(send.get("end_packets_sent") or 0),
+        end_received=int(recv.get("end_packets") or 0))
 
 
 def _inner_prefix(site: Site, ifname: str, addr: str) -> int:
