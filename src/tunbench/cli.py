@@ -212,7 +212,8 @@ def check_out(out: Path) -> None:
 
 def _site_overrides(args: argparse.Namespace, data: dict[str, Any],
                     over: dict[str, Any]) -> None:
-    """--site a=USER@HOST --site b=... (and --ssh-config) replace the file's [sites]."""
+    """--site a=USER@HOST --site b=... (and --ssh-config, --heartbeat) replace the file's
+    [sites]."""
     sites: dict[str, Any] | None = None
     for item in getattr(args, "site", None) or []:
         name, eq, target = item.partition("=")
@@ -231,6 +232,12 @@ def _site_overrides(args: argparse.Namespace, data: dict[str, Any],
                             "--site hub=... --site s1=...), or leave it out")
         inputs.read_text(Path(os.path.expanduser(args.ssh_config)), "--ssh-config")
         sites["ssh_config"] = args.ssh_config
+    if getattr(args, "heartbeat", None) is not None:
+        sites = sites or dict(data.get("sites") or {})
+        if not any(k in sites for k in ("a", "b", "hub")):
+            raise SpecError("--heartbeat applies to remote sites only",
+                            "add --site a=USER@HOST --site b=USER@HOST, or leave it out")
+        sites["heartbeat"] = args.heartbeat
     if sites is not None:
         over["sites"] = sites
 
@@ -549,6 +556,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "host each")
     r.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
                    help="ssh config file for the sites (ssh -F; default ~/.ssh/config)")
+    r.add_argument("--heartbeat", type=float, metavar="S", help="the hosts' agents end the "
+                   "run this long after tunbench falls silent (killed, frozen, cut off); "
+                   "default 30, 0 = off (docs/remote.md)")
     r.add_argument("--testbed", metavar="KIND", help="pair (default: two sites) or hub (one "
                    "hub site and --spokes N spoke sites; kinds native, vxlan, ebpf-vxlan; "
                    "workload stream, to one spoke and to all at once)")

@@ -51,8 +51,14 @@ def test_site_flags() -> None:
                                           "--tunnels", "native", "--workloads", "ping"])
     exp = cli.spec_from_args(args)
     assert exp.sites["a"].target == "root@gw1" and exp.sites["b"].local
+    args = cli.build_parser().parse_args(["run", "--site", "a=root@gw1", "--site", "b=gw2",
+                                          "--heartbeat", "5", "--tunnels", "native"])
+    assert cli.spec_from_args(args).heartbeat == 5.0
     for bad, msg in ((["--site", "a"], "is not NAME=TARGET"),
-                     (["--site", "a=x", "--site", "a=y"], "--site a given twice")):
+                     (["--site", "a=x", "--site", "a=y"], "--site a given twice"),
+                     (["--heartbeat", "5"], "--heartbeat applies to remote sites only"),
+                     (["--site", "a=x", "--site", "b=y", "--heartbeat", "1"],
+                      "sites.heartbeat 1.0 must be seconds")):
         args = cli.build_parser().parse_args(["run", *bad])
         with pytest.raises(SpecError, match=msg):
             cli.spec_from_args(args)
