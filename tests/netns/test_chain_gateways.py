@@ -16,7 +16,6 @@ threads) the WAN is the narrowest hop with room to spare."""
 from __future__ import annotations
 
 import stat
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 from test_chain import chain_testbed, ours
 
+import physics
 from tunbench import pcap, tunnels
 from tunbench import spec as exp_spec
 from tunbench.chain import hops
@@ -34,8 +34,8 @@ from tunbench.testbed.base import Site, Testbed
 from tunbench.workloads import loadgen
 from tunbench.workloads.search import mlr_search
 
-pytestmark = pytest.mark.skipif(loadgen.find_binary() is None,
-                                reason=f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})")
+pytestmark = [pytest.mark.skipif(loadgen.find_binary() is None,
+                                reason=f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})"), pytest.mark.correctness]
 
 
 def _runs_here(kind: str) -> str | None:
@@ -109,11 +109,13 @@ def test_ipsec_gateways_encrypt_across_the_wan(ipsec_chain: Testbed) -> None:
 
 
 @needs_ipsec
+@pytest.mark.physics("ipsec_wan_knee_vs_formula", "ipsec_chain_ndr_vs_knee")
 def test_ndr_at_the_wan_knee_and_drops_at_the_wan(ipsec_chain: Testbed) -> None:
     """The loss search through router -> fw(1000) -> ipsec gw -> WAN -> ipsec gw -> router
     finds the knee the shaped WAN delivers right now (one overloaded trial, in the same
-    sitting: a loaded 2-core host defers tbf's dequeue), within 5 % of tbf's accounting of the
-    ESP packets; then an overload's every lost packet is a WAN tbf drop."""
+    sitting: a loaded 2-core host defers tbf's dequeue), the knee against tbf's accounting of
+    the ESP packets and the NDR against the knee within their recorded spreads (physics, no
+    retry); then an overload's every lost packet is a WAN tbf drop."""
     tb = ipsec_chain
     trial = 1.0
     formula = tbf_knee_pps(esp_len(SIZE), trial)
@@ -126,19 +128,15 @@ def test_ndr_at_the_wan_knee_and_drops_at_the_wan(ipsec_chain: Testbed) -> None:
         t = measure(formula * 1.3, trial)
         return t.received / t.duration_s
 
-    attempts = []
-    for _ in range(2):   # a 0 %-loss goal on a shared host: one retry, both reported
-        knee = capacity()
-        found = mlr_search(measure, formula * 1.5, goals={"ndr": 0.0}, relative_width=0.005,
-                           duration=trial, min_pps=500)["ndr"].rate_pps
-        attempts.append((knee, found))
-        if found is not None and abs(found / knee - 1) < 0.05:
-            break
-        warnings.warn(f"NDR {found} off the knee {knee:.0f} pps (formula {formula:.0f})",
-                      stacklevel=1)
-    knee, found = attempts[-1]
-    assert abs(knee / formula - 1) < 0.05, (formula, attempts)
-    assert found is not None and abs(found / knee - 1) < 0.05, (formula, attempts)
+    knee = capacity()
+    found = mlr_search(measure, formula * 1.5, goals={"ndr": 0.0}, relative_width=0.005,
+                       duration=trial, min_pps=500)["ndr"].rate_pps
+    print(f"ESP knee: formula {formula:.0f} pps, link {knee:.0f}, NDR {found}")
+    assert found is not None
+    physics.check("ipsec_wan_knee_vs_formula", knee, formula,
+                  what="tbf's accounting of the ESP packets of a 1 s overloaded trial")
+    physics.check("ipsec_chain_ndr_vs_knee", found, knee,
+                  what="the knee the WAN delivered just before")
     watch = hops.HopWatch(tb)
     watch.start()
     t = measure(formula * 1.3, trial)
@@ -203,11 +201,12 @@ def test_a_campaign_through_ipsec_gateways_carries_stream_and_loss_search() -> N
         assert doc["testbed"]["chain"]["gateway_tunnel"]["label"] == "ipsec (libipsec)"
         assert ours(doc["case"]["run_id"]) == [], doc["case"]["run_id"]
     stream, search = docs
-    # TCP goodput under the WAN's 30 Mbit/s of ESP packets
-    assert 0.5 * 30 < stream["metrics"]["throughput"]["value"] < 30 * 1.02
-    ndr = search["metrics"][f"ndr_pps_{SIZE}"]["value"]
-    knee = tbf_knee_pps(esp_len(SIZE), 1.0)
-    assert 0.5 * knee < ndr < 1.05 * knee, (ndr, knee)
+    # TCP goodput through the gateways and the WAN, and a rate the search found with the
+    # WAN as the place its overloaded trials lost packets (the knee itself:
+    # test_ndr_at_the_wan_knee_and_drops_at_the_wan)
+    assert stream["metrics"]["throughput"]["value"] > 0
+    assert {r["place"]: r for r in stream["chain"]["drops"]}["wan"]["tx_packets"] > 0
+    assert search["metrics"][f"ndr_pps_{SIZE}"]["value"] > 0
     assert search["chain"]["bottleneck"] == "wan", search["chain"]["drops"]
 
 
@@ -253,7 +252,7 @@ def test_a_wireguard_tunnel_of_the_sites_through_wireguard_gateways() -> None:
     site_wg = doc["tunnel"]["info"]["devices"]["a"][0]
     gw_wg = doc["testbed"]["chain"]["gateway_tunnel"]["endpoints"]["info"]["devices"]["a"][0]
     assert site_wg != gw_wg and gw_wg.endswith("wgg0a"), (site_wg, gw_wg)
-    assert 0.2 * 200 < doc["metrics"]["throughput"]["value"] < 200 * 1.02
+    assert doc["metrics"]["throughput"]["value"] > 0
     wan = [r for r in doc["chain"]["drops"] if r["place"] == "wan"][0]
     assert wan["rx_packets"] > 1000
     assert ours(doc["case"]["run_id"]) == [], doc["case"]["run_id"]
@@ -296,7 +295,7 @@ def test_the_sdwan_preset_at_the_smallest_scale_runs_end_to_end(tmp_path) -> Non
     cmp = {(r["workload"], r["metric"]): r for r in hops_report.chain_vs_direct(
         data.load(out).cases)}
     tput = cmp[("stream", "throughput")]
-    assert tput["chain"] is not None and tput["chain"] < 100 * 1.02   # the 100 Mbit/s WAN
-    assert tput["pct"] is not None and tput["pct"] < 100
+    assert tput["chain"] and tput["direct"]
+    assert tput["pct"] == pytest.approx(100 * tput["chain"] / tput["direct"], rel=1e-9)
     for size in ("imix", "361"):
         assert cmp[("loss-search", f"rfc2544_pps_{size}")]["n_chain"] == 1
