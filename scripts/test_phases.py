@@ -1,21 +1,28 @@
 #!/usr/bin/env python3
-"""`make test`: the whole suite in two phases, then one summary of both.
+"""`make test`: the whole suite in phases, then one summary of all.
 
-1. The pure tiers (tests/unit, tests/report: no root, no traffic, CPU-bound) on every core with
-   pytest-xdist. One pytest process uses one core; these tiers are ~9 min of CPU here.
-2. Everything else (tests/netns, tests/remote, the VM lab tiers, and the pure-tier tests
-   marked `serial`) in one process, one test at a time: their figures are ratios measured on
-   the host's cores, which a parallel test would skew.
+1. Side by side:
+   - the pure tiers (tests/unit, tests/report: no root, no traffic, CPU-bound) on every core
+     with pytest-xdist (~7 min of CPU here);
+   - the VM lab tiers (tests/vmlab_bridge, tests/vmlab_sites: the image build, then qemu under
+     TCG) and the remote tier (tests/remote: sshd hosts in namespaces), each one test at a
+     time, their output kept in a file and printed when the phase ends. All of them are
+     correctness tests (no figure is judged), so sharing the cores costs them time, not
+     answers.
+2. Everything else (tests/netns and the pure-tier tests marked `serial`) in one process, one
+   test at a time, alone: the physics tests among them compare figures measured on the
+   host's cores, which a test beside them would skew, and the serial tests watch the host.
 
 Each phase prints pytest's own summary (-ra: every skip with its reason). The last lines add
-both phases up: passed, failed, errors, skipped, each skip reason with its count, and the wall
-time of each phase. The exit code is non-zero when either phase failed.
+the phases up: passed, failed, errors, skipped, each skip reason with its count, the wall time
+of each phase, the time per tier and the 10 slowest tests, and a plain closing line. The exit
+code is non-zero when any phase failed.
 
 `make test TEST_ARGS="..."` bypasses the phases: one pytest with those arguments.
 
-SIGTERM or SIGHUP (a CI timeout, a closed terminal) is passed on to the running pytest, which
-tears its fixtures down (tests/sigterm_teardown.py) before this script stops; the next phase
-does not start. Ctrl-C (SIGINT) the same way.
+SIGTERM or SIGHUP (a CI timeout, a closed terminal) is passed on to the running pytest(s),
+which tear their fixtures down (tests/sigterm_teardown.py) before this script stops; the next
+phase does not start. Ctrl-C (SIGINT) the same way.
 
 scripts/test_repeat.py (`make test-repeat`) runs pytest through the same `call` and reads its
 JUnit XML with `read_junit`.
@@ -36,6 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PURE = ["tests/unit", "tests/report"]
+VM = ["tests/vmlab_bridge", "tests/vmlab_sites"]
 # pytest: 0 all passed, 1 some failed, 5 nothing collected; anything else broke the run
 OK_CODES = (0, 5)
 PHASE_ENV = "TUNBENCH_TEST_PHASE"
@@ -51,17 +59,27 @@ class Phase:
     seconds: float = 0.0
     counts: Counter[str] = field(default_factory=Counter)
     skips: Counter[str] = field(default_factory=Counter)
+    group: int = 0             # phases of one group run side by side
+    log: Path | None = None    # its output, when it runs beside another: printed at its end
 
 
 def phases(python: str, tmp: Path) -> list[Phase]:
     """tests/conftest.py keeps each phase's tests by TUNBENCH_TEST_PHASE: the pure tiers
-    without their `serial` tests, then everything else."""
+    without their `serial` tests and the VM lab tiers side by side (group 1), then everything
+    else (group 2)."""
     workers = str(max(1, min(os.cpu_count() or 1, 8)))
     junit = ["-o", "junit_family=xunit1"]   # node ids with their file, for the tier times
     return [Phase("pure", "pure tiers (unit, report) on " + workers + " workers",
-                  [python, "-m", "pytest", *junit, "-n", workers, *PURE], tmp / "pure.xml"),
-            Phase("live", "netns, remote, VM lab tiers and serial tests, one at a time",
-                  [python, "-m", "pytest", *junit, "tests"], tmp / "live.xml")]
+                  [python, "-m", "pytest", *junit, "-n", workers, *PURE], tmp / "pure.xml",
+                  group=1),
+            Phase("vm", "VM lab tiers (beside the pure tiers)",
+                  [python, "-m", "pytest", *junit, *VM], tmp / "vm.xml", group=1,
+                  log=tmp / "vm.log"),
+            Phase("remote", "remote tier (beside the pure tiers)",
+                  [python, "-m", "pytest", *junit, "tests/remote"], tmp / "remote.xml",
+                  group=1, log=tmp / "remote.log"),
+            Phase("live", "netns tier and serial tests, one at a time, alone",
+                  [python, "-m", "pytest", *junit, "tests"], tmp / "live.xml", group=2)]
 
 
 @dataclass
@@ -183,22 +201,62 @@ def _terminal_sent(signum: int) -> bool:
 def call(argv: list[str], **kw: object) -> int:
     """subprocess.call, passing SIGTERM, SIGHUP and SIGINT on to the child and waiting for it:
     the child's teardown, not this script's death, ends the run."""
-    child = subprocess.Popen(argv, **kw)  # type: ignore[call-overload]
+    return call_many([(argv, kw)])[0][0]
+
+
+def call_many(runs: list[tuple[list[str], dict[str, object]]]) -> list[tuple[int, float]]:
+    """Start every (argv, Popen keywords) at once, pass SIGTERM, SIGHUP and SIGINT on to each
+    and wait for all; (exit code, time.monotonic() at its end) of each, in order."""
+    children = [subprocess.Popen(argv, **kw) for argv, kw in runs]  # type: ignore[call-overload]
 
     def forward(signum: int, frame: object) -> None:
         STOPPED.append(signum)
         if not _terminal_sent(signum):
-            child.send_signal(signum)
+            for child in children:
+                if child.poll() is None:
+                    child.send_signal(signum)
 
     sigs = [signal.SIGTERM, signal.SIGHUP]
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         sigs.append(signal.SIGINT)
     old = {sig: signal.signal(sig, forward) for sig in sigs}
+    ended: dict[int, tuple[int, float]] = {}
     try:
-        return int(child.wait())
+        while len(ended) < len(children):
+            for i, child in enumerate(children):
+                if i not in ended and child.poll() is not None:
+                    ended[i] = (int(child.returncode), time.monotonic())
+            if len(ended) < len(children):
+                time.sleep(0.1 if len(children) > 1 else 0.01)
+        return [ended[i] for i in range(len(children))]
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+
+
+def run_group(group: list[Phase]) -> None:
+    """The phases of one group side by side; each one's counts, time and output."""
+    for phase in group:
+        print(f"\n===== make test: {phase.name} =====" + (
+            f" (output: {phase.log}, printed when it ends)" if phase.log else ""), flush=True)
+    logs = [open(p.log, "w") if p.log else None for p in group]   # noqa: SIM115
+    t0 = time.monotonic()
+    try:
+        runs = [([*p.argv, f"--junitxml={p.junit}"],
+                 {"cwd": ROOT, "env": {**os.environ, PHASE_ENV: p.key},
+                  **({"stdout": f, "stderr": subprocess.STDOUT} if f else {})})
+                for p, f in zip(group, logs)]
+        ends = call_many(runs)
+    finally:
+        for f in logs:
+            if f:
+                f.close()
+    for phase, (code, end) in zip(group, ends):
+        phase.code, phase.seconds = code, end - t0
+    for phase in group:
+        if phase.log:
+            print(f"\n===== make test: {phase.name}: its output =====", flush=True)
+            print(phase.log.read_text(errors="replace"), end="", flush=True)
 
 
 def main(argv: list[str]) -> int:
@@ -207,20 +265,21 @@ def main(argv: list[str]) -> int:
     if extra:   # TEST_ARGS given: the developer's own selection, one pytest
         return call([python, "-m", "pytest", *extra], cwd=ROOT)
     with tempfile.TemporaryDirectory(prefix="tb-tests-") as tmp:
-        done, cases = [], []
-        for phase in phases(python, Path(tmp)):
-            print(f"\n===== make test: {phase.name} =====", flush=True)
-            t0 = time.monotonic()
-            phase.code = call([*phase.argv, f"--junitxml={phase.junit}"], cwd=ROOT,
-                              env={**os.environ, PHASE_ENV: phase.key})
-            phase.seconds = time.monotonic() - t0
-            cases += read_junit(phase)
-            done.append(phase)
+        done: list[Phase] = []
+        cases: list[Case] = []
+        all_phases = phases(python, Path(tmp))
+        for g in sorted({p.group for p in all_phases}):
+            group = [p for p in all_phases if p.group == g]
+            run_group(group)
+            for phase in group:
+                cases += read_junit(phase)
+                done.append(phase)
             if STOPPED:
-                print(f"\nmake test: stopped by {signal.Signals(STOPPED[0]).name} "
-                      f"during {phase.name}; its fixtures were torn down", flush=True)
+                print(f"\nmake test: stopped by {signal.Signals(STOPPED[0]).name} during "
+                      f"{' and '.join(p.name for p in group)}; its fixtures were torn down",
+                      flush=True)
                 return 128 + STOPPED[0]
-        print("\n===== make test: both phases =====")
+        print("\n===== make test: all phases =====")
         print("\n".join(summary(done, cases)), flush=True)
     broken = [p for p in done if p.code not in OK_CODES or p.counts["failed"]
               or p.counts["errors"]]

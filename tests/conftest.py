@@ -32,16 +32,28 @@ def _netns_unavailable() -> str | None:
 
 
 # make test's phases (scripts/test_phases.py): "pure" keeps the pure tiers (tests/unit,
-# tests/report) that may share the cores with each other (pytest-xdist); "live" keeps the rest
-# plus the pure-tier tests marked `serial` (they time something, or check that nothing
-# appeared on the host, which a test running beside them would falsify). Unset: everything.
+# tests/report) that may share the cores with each other (pytest-xdist); "vm" the VM lab tiers
+# and "remote" the sshd-hosts tier (correctness only: they run beside the pure tiers); "live"
+# keeps the rest (tests/netns, where the physics tests are) plus the pure-tier tests marked
+# `serial` (they time something, or check that nothing appeared on the host, which a test
+# running beside them would falsify). A comma list keeps several ("live,remote,vm": make
+# test-repeat). Unset: everything.
 PHASE_ENV = "TUNBENCH_TEST_PHASE"
 PURE_TIERS = ("unit", "report")
+VM_TIERS = ("vmlab", "vmlab_bridge", "vmlab_sites")   # vmlab: the guest side
 
 
-def _in_pure_phase(item: pytest.Item) -> bool:
-    tier = Path(str(item.path)).relative_to(Path(__file__).parent).parts[0]
-    return tier in PURE_TIERS and item.get_closest_marker("serial") is None
+def _tier(item: pytest.Item) -> str:
+    return Path(str(item.path)).relative_to(Path(__file__).parent).parts[0]
+
+
+def phase_of(item: pytest.Item) -> str:
+    tier = _tier(item)
+    if tier in PURE_TIERS and item.get_closest_marker("serial") is None:
+        return "pure"
+    if tier in VM_TIERS:
+        return "vm"
+    return "remote" if tier == "remote" else "live"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,8 +72,7 @@ KINDS = ("correctness", "physics")
 
 def is_live(item: pytest.Item) -> bool:
     """Live tiers: everything outside tests/unit and tests/report."""
-    tier = Path(str(item.path)).relative_to(Path(__file__).parent).parts[0]
-    return tier not in PURE_TIERS
+    return _tier(item) not in PURE_TIERS
 
 
 def test_kind_problem(item: pytest.Item) -> str | None:
@@ -102,8 +113,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=reason))
     physics.forget({f for i in items for m in i.iter_markers("physics") for f in m.args})
     phase = os.environ.get(PHASE_ENV)
-    if phase in ("pure", "live"):
-        keep = [i for i in items if _in_pure_phase(i) == (phase == "pure")]
+    if phase:
+        wanted = set(phase.split(","))
+        keep = [i for i in items if phase_of(i) in wanted]
         dropped = [i for i in items if i not in keep]
         if dropped:
             config.hook.pytest_deselected(items=dropped)

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "test_phases.py"
@@ -64,22 +65,41 @@ def test_a_phase_without_junit_counts_nothing(tmp_path: Path) -> None:
     assert sum(phase.counts.values()) == 0
 
 
-def _collected(phase: str | None) -> set[str]:
+def _collected(phase: str | None, *paths: str) -> set[str]:
     env = {k: v for k, v in os.environ.items() if k != tp.PHASE_ENV}
     if phase:
         env[tp.PHASE_ENV] = phase
-    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist",
-                        "tests"], cwd=tp.ROOT, env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    return {ln for ln in r.stdout.splitlines() if ln.startswith("tests/") and "::" in ln}
+    return subprocess.Popen([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
+                             "no:xdist", *(paths or ["tests"])], cwd=tp.ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_the_two_phases_split_the_suite_exactly() -> None:
-    """Every test runs in exactly one phase; serial pure-tier tests go to the live phase."""
-    pure, live, everything = _collected("pure"), _collected("live"), _collected(None)
-    assert pure and live and not pure & live
-    assert pure | live == everything
+def _ids(child: subprocess.Popen[str]) -> set[str]:
+    out, err = child.communicate(timeout=300)
+    assert child.returncode == 0, out[-2000:] + err[-2000:]
+    return {ln for ln in out.splitlines() if ln.startswith("tests/") and "::" in ln}
+
+
+def test_the_phases_split_the_suite_exactly() -> None:
+    """Every test runs in exactly one phase (pure, vm, remote, live); serial pure-tier tests go
+    to the live phase, the VM lab tiers to the vm phase. The collections run side by side."""
+    children = {"pure": _collected("pure"), "vm": _collected("vm"),
+                "remote": _collected("remote"), "live": _collected("live"),
+                "all": _collected(None)}
+    got = {k: _ids(c) for k, c in children.items()}
+    pure, vm, remote, live, everything = (got[k] for k in ("pure", "vm", "remote", "live",
+                                                             "all"))
+    assert pure and vm and remote and live
+    assert sum(map(len, (pure, vm, remote, live))) == len(everything)   # no test twice
+    assert pure | vm | remote | live == everything
+    assert all(n.startswith("tests/remote/") for n in remote)
     assert all(n.startswith(("tests/unit/", "tests/report/")) for n in pure)
+    assert all(n.startswith(("tests/vmlab_bridge/", "tests/vmlab_sites/")) for n in vm)
+    assert not any(n.startswith(("tests/vmlab_bridge/", "tests/vmlab_sites/")) for n in live)
     assert any(n.startswith("tests/unit/test_input_fuzz.py") for n in live)
     assert not any(n.startswith("tests/unit/test_input_fuzz.py") for n in pure)
+    # the phases make test runs: pure and vm side by side, then live
+    with tempfile.TemporaryDirectory() as tmp:
+        groups = [(p.key, p.group, p.log is not None) for p in tp.phases("python3", Path(tmp))]
+    assert groups == [("pure", 1, False), ("vm", 1, True), ("remote", 1, True),
+                      ("live", 2, False)]
