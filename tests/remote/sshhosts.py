@@ -129,6 +129,19 @@ class Host:
         return pids
 
 
+def comms_in(netns: str) -> set[str]:
+    """Command names of the processes in a host's network namespace, read as they are: one
+    that ends between the listing and the read (ProcessLookupError, FileNotFoundError) is gone,
+    not an error."""
+    out = set()
+    for pid in proc.run(["ip", "netns", "pids", netns], timeout=10).stdout.split():
+        try:
+            out.add(Path(f"/proc/{pid}/comm").read_text().strip())
+        except OSError:
+            continue
+    return out
+
+
 def _exe(pid: int) -> str:
     try:
         return os.readlink(f"/proc/{pid}/exe")

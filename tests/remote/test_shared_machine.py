@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshhosts import SshHosts, build
+from sshhosts import SshHosts, build, comms_in
 
 from tunbench import proc, spec
 from tunbench.errors import SpecError
@@ -71,9 +71,7 @@ def test_sites_on_one_machine_run_apart_and_record_shared_cpus(shared_hosts: Ssh
     new = _run_entries() - before
     assert not [n for n in new if AGENT_DIR.match(n) or n.split("-")[0] in rids], new
     for h in hosts.hosts.values():
-        pids = proc.run(["ip", "netns", "pids", h.netns], timeout=10).stdout.split()
-        comms = {Path(f"/proc/{p}/comm").read_text().strip() for p in pids
-                 if Path(f"/proc/{p}/comm").exists()}
+        comms = comms_in(h.netns)
         assert comms <= {"sshd"}, comms
         links = [ln.split(":")[1].strip().split("@")[0] for ln in proc.run(
             ["ip", "-n", h.netns, "-o", "link"], timeout=10).stdout.splitlines()]

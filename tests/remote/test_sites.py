@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sshhosts import SshHosts
+from sshhosts import SshHosts, comms_in
 
 from tunbench import proc, spec
 from tunbench.errors import SpecError, TunbenchError, UnavailableError
@@ -49,9 +49,7 @@ def assert_clean(hosts: SshHosts, keep: tuple[str, ...] = ()) -> None:
                        for n in links), links
         # the test's own look into the host's namespace (the PID namespace is shared with
         # other tests on this machine: only processes inside this "host" count)
-        pids = proc.run(["ip", "netns", "pids", hosts.hosts[name].netns]).stdout.split()
-        comms = {Path(f"/proc/{p}/comm").read_text().strip() for p in pids
-                 if Path(f"/proc/{p}/comm").exists()}
+        comms = comms_in(hosts.hosts[name].netns)
         for daemon in ("iperf3", "sockperf", "wireguard-go", "ovs-vswitchd", "ovsdb-server"):
             assert daemon not in comms, f"{daemon} left running on {name}"
 
