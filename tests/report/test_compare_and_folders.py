@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import paired_ref
 import pytest
 
 from tunbench.report import build, data
@@ -123,15 +123,6 @@ def test_compare_same_campaign_passes(campaign: Callable[[str], Path]) -> None:
     assert r.returncode == 0 and "no significant regression" in r.stdout
 
 
-def _per_round_share(root: Path, tun: str, metric: str) -> list[float]:
-    by: dict[tuple[str, int], float] = {}
-    for p in (root / "cases").glob("*.json"):
-        d = json.loads(p.read_text())
-        by[(d["case"]["tunnel"]["label"], d["case"]["repeat"])] = d["metrics"][metric]["value"]
-    return [100 * by[(tun, rep)] / by[("native", rep)]
-            for rep in sorted({r for t, r in by if t == tun})]
-
-
 def test_compare_host_drift_pair_rests_on_share_of_native(
         campaign: Callable[[str], Path]) -> None:
     a, b = campaign("idle"), campaign("busy")
@@ -140,10 +131,14 @@ def test_compare_host_drift_pair_rests_on_share_of_native(
     assert doc["comparable"] and r.returncode == doc["exit_code"] in (0, 1)
     vx = next(e for e in doc["entries"] if (e["tunnel"], e["metric"]) == ("vxlan", "throughput"))
     assert vx["basis"] == "share of native"
-    assert vx["share_a"] == pytest.approx(statistics.fmean(_per_round_share(a, "vxlan",
-                                                                            "throughput")))
-    assert vx["share_b"] == pytest.approx(statistics.fmean(_per_round_share(b, "vxlan",
-                                                                            "throughput")))
+    # the paired per-round share on the log scale, as the report's tables show it
+    for side, root in (("a", a), ("b", b)):
+        mean, lo, hi = paired_ref.of(root, "vxlan", "throughput")
+        assert vx[f"share_{side}"] == pytest.approx(mean)
+        assert vx[f"share_ci_{side}"] == pytest.approx([lo, hi])
+        row = next(r for r in data.load(root).rows
+                   if (r.tunnel, r.metric) == ("vxlan", "throughput"))
+        assert row.pct_of_native == pytest.approx(mean)
     for key in doc["regressions"]:      # every regression is named in the summary
         assert any(key in line for line in doc["summary"])
 

@@ -12,7 +12,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import paired_ref
 import pyarrow.parquet as pq
+import pytest
 from PIL import Image
 from scipy import stats as sps
 
@@ -98,17 +100,17 @@ def test_takeaways_match_the_numbers(campaign: Callable[[str], Path]) -> None:
     root = campaign("basic")
     rep = build.build(root)
     texts = {t.topic: t.text for t in rep.takeaways}
-    nat, vx = _values(root, "native", "throughput"), _values(root, "vxlan", "throughput")
-    pct = 100 * statistics.fmean(vx) / statistics.fmean(nat)
+    # the paired per-round share, as the tables, the summary and the figure show it
+    pct, lo, hi = paired_ref.of(root, "vxlan", "throughput")
+    assert lo is not None and hi is not None
     share = texts["share-of-native"]
     assert f"vxlan keeps {pct:.1f}% of native throughput" in share
-    assert ("indistinguishable" in share) == _overlap(nat, vx)
-    cn, cv = _values(root, "native", "cpu_per_gbit"), _values(root, "vxlan", "cpu_per_gbit")
-    cpu = texts["cpu-per-gbit"]
-    if _overlap(cn, cv):
-        assert "indistinguishable from native's" in cpu
-    else:
-        assert f"{statistics.fmean(cv) / statistics.fmean(cn):.2f}× native's CPU" in cpu
+    assert f"95% CI {lo:.1f}–{hi:.1f}%" in share
+    assert "indistinguishable" not in share
+    row = next(r for r in data.load(root).rows if (r.tunnel, r.metric) == ("vxlan", "throughput"))
+    assert row.pct_of_native == pytest.approx(pct)
+    x, _, _ = paired_ref.of(root, "vxlan", "cpu_per_gbit", scale=1.0)
+    assert f"vxlan needs {x:.2f}× native's CPU" in texts["cpu-per-gbit"]
 
 
 def test_mtu_campaign_draws_mtu_bars_and_jumbo_takeaway(campaign: Callable[[str], Path],
@@ -272,22 +274,14 @@ def test_a_sweep_gets_one_sentence_per_topic(campaign: Callable[[str], Path]) ->
     range of CPU multiples taken from the recorded numbers."""
     root = campaign("sweep")
     rep = build.build(root)
-    by: dict[tuple[str, int, str], list[float]] = {}
-    for p in (root / "cases").glob("*.json"):
-        d = json.loads(p.read_text())
-        for m in ("throughput", "cpu_per_gbit"):
-            by.setdefault((d["case"]["tunnel"]["label"],
-                           d["case"]["workload"]["params"]["streams"], m),
-                          []).append(d["metrics"][m]["value"])
-    mean = {k: statistics.fmean(v) for k, v in by.items()}
     share = [t for t in rep.takeaways if t.topic == "share-of-native"]
     cpu = [t for t in rep.takeaways if t.topic == "cpu-per-gbit"]
     assert len(share) == 1 and len(cpu) == 1
     assert share[0].facts["sweep"] == "streams" and set(share[0].facts["by_value"]) == {1, 4, 16}
     for n in (1, 4, 16):   # vxlan is the only tunnel: it is each count's best
-        pct = 100 * mean[("vxlan", n, "throughput")] / mean[("native", n, "throughput")]
+        pct, _, _ = paired_ref.of(root, "vxlan", "throughput", streams=n)
         assert f"{n}: vxlan {pct:.1f}%" in share[0].text
-    ratios = [mean[("vxlan", n, "cpu_per_gbit")] / mean[("native", n, "cpu_per_gbit")]
+    ratios = [paired_ref.of(root, "vxlan", "cpu_per_gbit", streams=n, scale=1.0)[0]
               for n in (1, 4, 16)]
     assert f"vxlan {min(ratios):.2f}-{max(ratios):.2f}×" in cpu[0].text
     # two repeats per count: the merged sentences do not claim single runs

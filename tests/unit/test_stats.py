@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import pytest
 
 from tunbench.report import stats
@@ -38,15 +41,28 @@ def test_rows_percent_of_native_and_noise() -> None:
     assert [r.tunnel for r in rows] == ["native", "vxlan"]
     native, vx = rows
     assert native.pct_of_native == pytest.approx(100.0)
-    assert vx.pct_of_native == pytest.approx(80.0)
+    # paired per round on the log scale: the geometric mean of 60/100 and 100/100
+    assert vx.pct_of_native == pytest.approx(100 * math.sqrt(0.6 * 1.0))
+    logs = [math.log(0.6), 0.0]
+    half = 12.706205 * statistics.stdev(logs) / math.sqrt(2)     # t(0.975, 1)
+    assert vx.share is not None and vx.share.n == 2
+    assert (vx.share.ci_low, vx.share.ci_high) == pytest.approx(
+        (100 * math.exp(statistics.fmean(logs) - half),
+         100 * math.exp(statistics.fmean(logs) + half)), rel=1e-5)
+    assert native.share is None             # the reference, not a measurement
     assert vx.stats.n == 2            # the failed case is not counted
     assert vx.noisy and not native.noisy
     js = stats.summary_json(cases, "x")
     assert js["failed_cases"] == ["vxlan-1.0"]
     e = js["entries"][1]
     for key in ("tunnel", "workload", "metric", "unit", "n", "mean", "median", "std",
-                "ci95_low", "ci95_high", "pct_of_native"):
+                "ci95_low", "ci95_high", "pct_of_native", "share_of_native"):
         assert key in e
+    share = e["share_of_native"]
+    assert share["mean"] == pytest.approx(e["pct_of_native"]) and share["n"] == 2
+    assert 0 < share["ci_low"] < share["mean"] < share["ci_high"]
+    assert share["decision"] in ("different", "equivalent", "undecided")
+    assert js["entries"][0]["share_of_native"] is None
 
 
 def test_a_lower_bound_in_any_repeat_marks_the_row() -> None:

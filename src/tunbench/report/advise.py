@@ -7,26 +7,38 @@ Gbit/s against native's, the latency it adds (p50/p99), whether it encrypts, the
 leaves, and the confidence of each figure (n and 95% CI, "untested" for a single run).
 
 Every figure against native is computed per round: a repeat's value over native's in the
-same round (native's mean where that round has none), then mean and CI over those ratios,
-because host drift moves both alike (docs/methodology.md). Campaigns given together (several
-folders, e.g. rounds run on different days, or local and multi-host) pool their per-round
-ratios: each is measured against the native of its own sitting.
+same round, because host drift moves both alike; shares and multiples on the log scale
+(geometric mean, asymmetric 95% CI: report/decide.py, docs/methodology.md), latency added as
+a difference. Campaigns given together (several folders, e.g. rounds run on different days,
+or local and multi-host) pool their rounds: each is measured against the native of its own
+sitting.
 
-Ranking never invents a winner: methods whose 95% CIs overlap share a rank and the advice
-says so; with single runs the order is untested. Pure functions over data.Campaign.
+Ranking never invents a winner: each method is decided against its neighbour above it
+(report/decide.py: different with Holm's correction over the neighbours compared, equivalent
+within ±3 points of native, else undecided with the rounds still needed); only "different"
+starts a new rank. With single runs the order is untested. Pure functions over
+data.Campaign.
 """
 
 from __future__ import annotations
 
-import statistics
+import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from ..errors import SpecError
-from . import data, stats
+from . import data, decide, stats
 from .advise_names import NEEDS, PREFER  # noqa: F401  (re-exported: advise.NEEDS, PREFER)
 from .data import Campaign
+from .ranking import (  # noqa: F401  (re-exported: advise.to_json, decision_text)
+    _n,
+    decision_text,
+    method_json,
+    rank,
+    to_json,
+    verdict,
+)
 
 REF_MTU = 1500        # the underlay MTU the summary speaks of when a campaign ran several
 REF_OFFLOADS = "default"
@@ -37,38 +49,40 @@ LATENCY_PREFS = ("tcp_", "udp_", "")   # the p50 metric named first: TCP's round
 
 @dataclass(frozen=True)
 class Figure:
-    """A figure with its confidence: per-round values (shares, ×, added µs), summarized."""
-    values: tuple[float, ...]
+    """A figure with its confidence, from per-round values keyed by round: log-ratios to
+    native (`scale`: 100 for % of native, 1 for × native) or differences (`scale` None,
+    latency added). `verdict`/`need`: its decision against native and the rounds it needs."""
+    rounds: tuple[tuple[Any, float], ...]
+    scale: float | None = 100.0
+    verdict: str | None = None
+    need: int | None = None
 
     @cached_property
-    def s(self) -> stats.Summary:
-        return stats.summarize(list(self.values))
+    def est(self) -> decide.Estimate:
+        vals = [v for _, v in self.rounds]
+        e = decide.ratio_estimate(vals, self.scale) if self.scale is not None \
+            else decide.diff_estimate(vals)
+        return replace(e, decision=self.verdict or e.decision, rounds_needed=self.need)
+
+    @property
+    def n(self) -> int:
+        return len(self.rounds)
 
     @property
     def untested(self) -> bool:
-        return len(self.values) < 2
+        return self.n < 2
 
-    def distinct(self, other: Figure) -> bool | None:
-        """True when the 95% CIs do not overlap; None when either is a single run."""
-        if self.untested or other.untested:
-            return None
-        return not data.overlap(self.s, other.s)
+    def by_round(self) -> dict[Any, float]:
+        return dict(self.rounds)
 
     def confidence(self) -> str:
-        s = self.s
-        if self.untested:
+        e = self.est
+        if e.ci_low is None or e.ci_high is None:
             return "untested (n=1)"
-        return f"n={s.n}, 95% CI {_n(s.ci95_low)}-{_n(s.ci95_high)}"
+        return f"n={e.n}, 95% CI {_n(e.ci_low)}–{_n(e.ci_high)}"
 
     def to_json(self) -> dict[str, Any]:
-        s = self.s
-        return {"mean": s.mean, "n": s.n,
-                "ci95": None if self.untested else [s.ci95_low, s.ci95_high],
-                "confidence": self.confidence()}
-
-
-def _n(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+        return self.est.to_json()
 
 
 @dataclass
@@ -91,7 +105,7 @@ class Method:
 
     def best(self) -> tuple[int, Figure] | None:
         """Share of native at the stream count where this method did best."""
-        return max(self.share.items(), key=lambda kv: kv[1].s.mean) if self.share else None
+        return max(self.share.items(), key=lambda kv: kv[1].est.mean) if self.share else None
 
 
 @dataclass(frozen=True)
@@ -154,29 +168,32 @@ def _latency_metric(c: Campaign, ok: list[dict[str, Any]]) -> tuple[str, str] | 
     return None
 
 
-def _paired(docs: list[dict[str, Any]], native: dict[tuple[Any, ...], float],
-            native_mean: dict[Any, float], key: Any, metric: str, op: str) -> list[float]:
-    """Per round: the method's value over (or minus) native's in the same round."""
+def _paired(docs: list[dict[str, Any]], native: dict[tuple[Any, ...], float], key: Any,
+            metric: str, op: str) -> list[tuple[Any, float]]:
+    """Per round: (round, ln(method / native)) or (round, method - native), against native
+    in the same round; a round without native (or a non-positive ratio side) is left out."""
     out = []
     for d in docs:
         v = data.metric_value(d, metric)
-        ref = native.get((key, d["case"].get("repeat")), native_mean.get(key))
-        if v is None or ref is None or (op == "ratio" and not ref):
+        r = d["case"].get("repeat")
+        ref = native.get((key, r))
+        if v is None or ref is None:
             continue
-        out.append(100.0 * v / ref if op == "ratio" else v - ref)
+        if op == "diff":
+            out.append((r, v - ref))
+        elif v > 0 and ref > 0:
+            out.append((r, math.log(v / ref)))
     return out
 
 
 def _native_values(ok: list[dict[str, Any]], keyf: Any, metric: str
-                   ) -> tuple[dict[tuple[Any, ...], float], dict[Any, float]]:
+                   ) -> dict[tuple[Any, ...], float]:
     by_round: dict[tuple[Any, ...], float] = {}
-    pooled: dict[Any, list[float]] = {}
     for d in ok:
         v = data.metric_value(d, metric)
         if _is_reference(d) and v is not None:
             by_round[(keyf(d), d["case"].get("repeat"))] = v
-            pooled.setdefault(keyf(d), []).append(v)
-    return by_round, {k: statistics.fmean(v) for k, v in pooled.items()}
+    return by_round
 
 
 def _is_reference(d: dict[str, Any]) -> bool:
@@ -218,17 +235,15 @@ def collect(c: Campaign) -> tuple[Samples, list[str]]:
     base = _throughput_base(c, ok)
     if base is not None:
         tdocs = [d for d in ok if data.base_workload(d) == base]
-        nat, nat_mean = _native_values(tdocs, _streams, THROUGHPUT)
-        cnat, cnat_mean = _native_values(tdocs, _streams, CPU)
+        nat = _native_values(tdocs, _streams, THROUGHPUT)
+        cnat = _native_values(tdocs, _streams, CPU)
         for d in tdocs:
             m, n = out[data.tunnel(d)], _streams(d)
-            m["share"].setdefault(n, []).extend(_paired([d], nat, nat_mean, n, THROUGHPUT,
-                                                        "ratio"))
-            m["cpu"].setdefault(n, []).extend(
-                v / 100 for v in _paired([d], cnat, cnat_mean, n, CPU, "ratio"))
+            m["share"].setdefault(n, []).extend(_paired([d], nat, n, THROUGHPUT, "ratio"))
+            m["cpu"].setdefault(n, []).extend(_paired([d], cnat, n, CPU, "ratio"))
             v = data.metric_value(d, CPU)
-            if v is not None:
-                m["cpu_abs"].setdefault(n, []).append(v)
+            if v is not None and v > 0:   # a positive quantity: on the log scale too
+                m["cpu_abs"].setdefault(n, []).append((d["case"].get("repeat"), math.log(v)))
         if not nat:
             notes.append(f"no native baseline in {base}: shares of native cannot be computed")
     lat = _latency_metric(c, ok)
@@ -236,10 +251,10 @@ def collect(c: Campaign) -> tuple[Samples, list[str]]:
         wl, metric = lat
         ldocs = [d for d in ok if data.scenario(d)[0] == wl]
         for q in ("p50", "p99"):
-            nat, nat_mean = _native_values(ldocs, lambda d: 0, f"{metric}_{q}")
+            nat = _native_values(ldocs, lambda d: 0, f"{metric}_{q}")
             for d in ldocs:
                 out[data.tunnel(d)]["latency"].setdefault(q, []).extend(
-                    _paired([d], nat, nat_mean, 0, f"{metric}_{q}", "diff"))
+                    _paired([d], nat, 0, f"{metric}_{q}", "diff"))
         unit = data.metric_unit(ldocs, f"{metric}_p50")
         notes.append(f"latency added: {metric} p50/p99 of {wl}, in {unit}, against native's")
         for m in out.values():
@@ -251,7 +266,7 @@ def summarize(campaigns: list[Campaign]) -> tuple[list[Method], list[str]]:
     """The decision summary of one campaign, or of several pooled round by round."""
     pooled: Samples = {}
     notes: list[str] = []
-    for c in campaigns:
+    for i, c in enumerate(campaigns):
         got, cnotes = collect(c)
         notes += [n for n in cnotes if n not in notes]
         for label, m in got.items():
@@ -262,8 +277,8 @@ def summarize(campaigns: list[Campaign]) -> tuple[list[Method], list[str]]:
             p["failed"] += m["failed"]
             p["ok"] += m["ok"]
             for k in ("share", "cpu", "cpu_abs", "latency"):
-                for x, vals in m[k].items():
-                    p[k].setdefault(x, []).extend(vals)
+                for x, vals in m[k].items():   # rounds keyed by (campaign, repeat)
+                    p[k].setdefault(x, []).extend(((i, r), v) for r, v in vals)
     counts = {n for p in pooled.values() for n in p["share"]}
     if len(counts) == 1:
         notes.append(f"throughput measured at {min(counts)} stream(s) only: the best stream "
@@ -277,13 +292,36 @@ def summarize(campaigns: list[Campaign]) -> tuple[list[Method], list[str]]:
                       reference=p["kind"] == "native"
                       and not label.endswith(stats.VIA_CHAIN), mtu_left=min(p["mtu"], default=None),
                       failed=p["failed"] if not p["ok"] else [])
-        for k in ("share", "cpu", "cpu_abs", "latency"):
-            setattr(meth, k, {x: Figure(tuple(v)) for x, v in p[k].items() if v})
+        for k, scale in SCALES.items():
+            setattr(meth, k, {x: Figure(tuple(v), scale) for x, v in p[k].items() if v})
         if len(p["mtu"]) > 1:
             notes.append(f"{label} left MTUs {sorted(p['mtu'])}: the lowest is shown")
         methods.append(meth)
     methods.sort(key=lambda m: not m.reference)   # native first, then campaign order
+    _against_native(methods)
     return methods, notes
+
+
+# the unit each figure is reported in: % of native, × native, absolute (log scale: positive),
+# latency added (None: a difference, linear)
+SCALES: dict[str, float | None] = {"share": 100.0, "cpu": 1.0, "cpu_abs": 1.0, "latency": None}
+
+
+def _against_native(methods: list[Method]) -> None:
+    """Each share, multiple and latency added decided against native (0 on its scale), Holm
+    over the methods at the same stream count (or percentile)."""
+    for k in ("share", "cpu", "latency"):
+        xs = {x for m in methods for x in getattr(m, k)}
+        for x in xs:
+            figs = {m.label: getattr(m, k)[x] for m in methods
+                    if x in getattr(m, k) and not m.reference}
+            pairs = [decide.Pair(label, "native", tuple(v for _, v in f.rounds),
+                                 decide.log_margin(decide.MARGIN, math.sqrt(f.est.mean / f.scale))
+                                 if f.scale else 0.0) for label, f in figs.items()]
+            for m, d in ((m, d) for d in decide.decide(pairs) for m in methods
+                         if m.label == d.a):
+                f = figs[d.a]
+                getattr(m, k)[x] = replace(f, verdict=d.verdict, need=d.rounds_needed)
 
 
 # -- constraints and the ranking -------------------------------------------------------------
@@ -298,6 +336,8 @@ class Advice:
     notes: list[str]
     streams: int | None                                # the stream count ranked at
     basis: str                                         # what the ranking compares
+    # per ranked method: its decision against the one above it (None for the first)
+    decisions: list[decide.Decision | None] = field(default_factory=list)
 
 
 def _streams_for(methods: list[Method], want: int | None) -> int | None:
@@ -327,8 +367,8 @@ def _why_not(m: Method, k: Constraints, n: int | None) -> list[str]:
         unit = "× native" if k.max_cpu_relative else "% of a core"
         if fig is None:
             why.append("no CPU per Gbit/s measured" + (f" at {n} stream(s)" if n else ""))
-        elif fig.s.mean > k.max_cpu:
-            why.append(f"CPU per Gbit/s {_n(fig.s.mean)}{unit} > {k.max_cpu:g}{unit}")
+        elif fig.est.mean > k.max_cpu:
+            why.append(f"CPU per Gbit/s {_n(fig.est.mean)}{unit} > {k.max_cpu:g}{unit}")
     return why
 
 
@@ -346,7 +386,7 @@ BASIS = {"throughput": "share of native throughput", "latency": "latency added (
 
 def advise(methods: list[Method], k: Constraints, notes: list[str] | None = None) -> Advice:
     """Rank the methods meeting the constraints by the preferred figure; name the others
-    and why; tied ranks where 95% CIs overlap."""
+    and why; a rank is shared unless the neighbours are decided different (rank())."""
     n = _streams_for(methods, k.streams)
     if k.prefer is None:   # what the campaign measured decides; a choice is never refused
         k = replace(k, prefer="throughput" if n is not None or not any(
@@ -368,79 +408,10 @@ def advise(methods: list[Method], k: Constraints, notes: list[str] | None = None
             assert fig is not None
             cands.append((m, fig))
     hib = prefer == "throughput"
-    cands.sort(key=lambda mf: -mf[1].s.mean if hib else mf[1].s.mean)
-    ranked: list[tuple[int, Method, Figure]] = []
-    leader: Figure | None = None
-    for i, (m, fig) in enumerate(cands):
-        # a method shares the rank of its group's first when the two cannot be told apart
-        # (compared with the group's first, not the one above: ties do not chain on)
-        if leader is not None and leader.distinct(fig) is not True:
-            ranked.append((ranked[-1][0], m, fig))
-            continue
-        leader = fig
-        ranked.append((i + 1, m, fig))
-    return Advice(k, methods, ranked, excluded, _verdict(ranked, excluded, basis),
-                  list(notes or []), n, basis)
-
-
-def _verdict(ranked: list[tuple[int, Method, Figure]], excluded: list[tuple[Method, list[str]]],
-             basis: str) -> str:
-    if not ranked and not excluded:
-        return "Nothing to rank: the campaign measured no method besides native."
-    if not ranked:
-        return (f"No method meets the constraints: all {len(excluded)} are excluded, each "
-                "with its reason; relax a constraint or measure more methods.")
-    top = [m for r, m, _ in ranked if r == 1]
-    first = ranked[0][2]
-    if len(ranked) == 1:
-        return f"{ranked[0][1].label} is the only method meeting the constraints."
-    if len(top) == 1:
-        return (f"{top[0].label} ranks first by {basis} ({_n(first.s.mean)}), ahead of "
-                f"{ranked[1][1].label} ({_n(ranked[1][2].s.mean)}): their 95% CIs do not "
-                "overlap.")
-    if any(f.untested for r, _, f in ranked if r == 1):
-        return (f"No winner can be named by {basis}: {', '.join(m.label for m in top)} were "
-                "measured once each (untested); run more repeats (--repeats 3 or more).")
-    return (f"No significant winner by {basis}: {', '.join(m.label for m in top)} are "
-            "indistinguishable (95% CIs overlap); decide on another figure (--prefer "
-            "throughput|latency|cpu) or narrow the CIs with more repeats.")
-
-
-# -- JSON ---------------------------------------------------------------------------------
-
-def method_json(m: Method) -> dict[str, Any]:
-    single, best = m.single(), m.best()
-    return {
-        "method": m.label, "kind": m.kind, "impl": m.impl, "encrypts": m.encrypts,
-        "reference": m.reference, "mtu_left": m.mtu_left,
-        "share_single": None if single is None else {"streams": single[0],
-                                                     **single[1].to_json()},
-        "share_best": None if best is None else {"streams": best[0], **best[1].to_json()},
-        "cpu_per_gbit_x_native": {str(x): f.to_json() for x, f in sorted(m.cpu.items())},
-        "cpu_per_gbit": {str(x): f.to_json() for x, f in sorted(m.cpu_abs.items())},
-        "latency_added": {q: f.to_json() for q, f in m.latency.items()},
-        "failed": m.failed,
-    }
-
-
-def to_json(a: Advice) -> dict[str, Any]:
-    k = a.constraints
-    return {
-        "format": "tunbench-advice", "format_version": 1,
-        "constraints": {"need": ["encryption"] if k.need_encryption else [],
-                        "min_mtu": k.min_mtu, "max_cpu_per_gbit": k.max_cpu,
-                        "max_cpu_per_gbit_unit": "x native" if k.max_cpu_relative
-                        else "% of one core per Gbit/s",
-                        "streams": a.streams, "prefer": k.prefer},
-        "basis": a.basis,
-        "summary": [method_json(m) for m in a.methods],
-        "ranking": [{"rank": r, "method": m.label, "value": f.s.mean,
-                     "tied_with_previous": i > 0 and a.ranked[i - 1][0] == r,
-                     **{"confidence": f.confidence()}}
-                    for i, (r, m, f) in enumerate(a.ranked)],
-        "excluded": [{"method": m.label, "reasons": why} for m, why in a.excluded],
-        "verdict": a.verdict, "notes": a.notes,
-    }
+    cands.sort(key=lambda mf: -mf[1].est.mean if hib else mf[1].est.mean)
+    ranked, decisions = rank(cands)
+    return Advice(k, methods, ranked, excluded, verdict(ranked, decisions, excluded, basis),
+                  list(notes or []), n, basis, decisions)
 
 
 def build(campaigns: list[Campaign], k: Constraints | None = None) -> Advice:

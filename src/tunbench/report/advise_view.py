@@ -6,14 +6,21 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from .advise import Advice, Figure, Method
+from .advise import Advice, Figure, Method, decision_text
 
 REF = "reference"
 
 
-def _pm(fig: Figure) -> str:
-    s = fig.s
-    return f"± {_num(s.ci95_high - s.mean)}"
+def _ci(fig: Figure, unit: str) -> str:
+    """The figure's 95% CI as its two bounds (asymmetric for a share or a multiple)."""
+    e = fig.est
+    lo, hi = e.ci_low, e.ci_high
+    assert lo is not None and hi is not None
+    if unit == "%":
+        return f"{lo:.1f}–{hi:.1f}%"
+    if unit == "×":
+        return f"{lo:.2f}–{hi:.2f}×"
+    return f"{_num(lo)} to {_num(hi)}"
 
 
 def _num(v: float) -> str:
@@ -23,15 +30,16 @@ def _num(v: float) -> str:
 
 def cell(fig: Figure | None, unit: str, reference: bool = False,
          signed: bool = False) -> tuple[str, str]:
-    """(figure, its confidence) for one table cell: '91.1%', 'n=3 ± 4.2' / 'untested'."""
+    """(figure, its confidence) for one table cell: '91.1%', 'n=3, CI 85.0–97.4%' /
+    'untested (n=1)'."""
     if reference:
         return ("100%" if unit == "%" else "1.00×" if unit == "×" else "0"), REF
     if fig is None:
         return "–", ""
-    v = fig.s.mean
+    v = fig.est.mean
     txt = (f"{v:.1f}%" if unit == "%" else f"{v:.2f}×" if unit == "×" else
            f"{'+' if signed and v >= 0 else ''}{_num(v)} {unit}")
-    return txt, ("untested (n=1)" if fig.untested else f"n={fig.s.n}, CI {_pm(fig)}")
+    return txt, ("untested (n=1)" if fig.untested else f"n={fig.n}, CI {_ci(fig, unit)}")
 
 
 COLUMNS = ("method", "encrypts", "MTU left", "throughput, 1 stream (% of native)",
@@ -94,20 +102,22 @@ def _with_streams(c: tuple[str, str], streams: int | None) -> tuple[str, str]:
     return f"{c[0]} @{streams}", c[1]
 
 
-def _rank_line(rank: int, m: Method, fig: Figure, tied: bool, a: Advice) -> str:
+def _rank_line(rank: int, m: Method, fig: Figure, tied: bool, a: Advice,
+               against: str) -> str:
     unit = "%" if a.constraints.prefer == "throughput" else \
         "×" if a.constraints.prefer == "cpu" else _latency_unit(a)
     value, conf = cell(fig, unit, signed=a.constraints.prefer == "latency")
     return (f"{rank}{'=' if tied else '.'} {m.label}: {value} ({conf})"
-            + (" (encrypts)" if m.encrypts else ""))
+            + (" (encrypts)" if m.encrypts else "") + (f"; {against}" if against else ""))
 
 
 def rank_lines(a: Advice) -> list[str]:
+    """One line per ranked method, with its decision against the one above it."""
     out = []
-    for i, (r, m, f) in enumerate(a.ranked):
+    for i, ((r, m, f), d) in enumerate(zip(a.ranked, a.decisions, strict=True)):
         tied = (i > 0 and a.ranked[i - 1][0] == r) or (
             i + 1 < len(a.ranked) and a.ranked[i + 1][0] == r)
-        out.append(_rank_line(r, m, f, tied, a))
+        out.append(_rank_line(r, m, f, tied, a, decision_text(d)))
     return out
 
 
@@ -127,7 +137,7 @@ def print_advice(a: Advice, console: Any = None, ranking: bool = True) -> None:
         console = Console()
         if not console.is_terminal:
             console = Console(width=160)
-    table = Table(title="decision summary (vs native in the same round; ± 95% CI, n rounds)")
+    table = Table(title="decision summary (vs native in the same round; 95% CI, n rounds)")
     body = rows(a)
     cols = shown(body)
     for i in cols:
@@ -187,6 +197,8 @@ def section_html(a: Advice) -> str:
             + (f"<p><b>Ranking</b></p><ul class=ranking>{ranks}</ul>" if ranks else "")
             + (f"<p><b>Excluded</b></p><ul class=excluded>{excl}</ul>" if excl else "")
             + "<p class=meta>Every share and multiple is taken round by round against native "
-            "measured in the same round; ± is the 95% confidence interval of the mean over "
-            "rounds, n the number of rounds; untested: a single run, no interval.</p>"
+            "measured in the same round, on the log scale: the geometric mean of the rounds' "
+            "ratios and its 95% confidence interval (asymmetric; docs/methodology.md); n the "
+            "number of rounds; untested: a single run, no interval. A rank is shared unless "
+            "the two neighbours are decided different.</p>"
             + (f"<ul class=meta>{notes}</ul>" if notes else "") + "</section>")

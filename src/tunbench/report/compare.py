@@ -8,8 +8,10 @@ with --force, made anyway with a warning on every line.
 Two views per tunnel and metric:
 - absolute: A's values against B's;
 - share of native: each value divided by native's value in the same round of its own
-  campaign (the same repeat; native's mean when repeats do not pair), so what moved the
-  whole host (a busy neighbour, a warmer CPU) cancels. A tunnel's verdict rests on this view
+  campaign (the same repeat; a round without native is left out), so what moved the whole
+  host (a busy neighbour, a warmer CPU) cancels; estimated on the log scale as everywhere in
+  the report (report/decide.py: geometric mean, asymmetric 95% CI), and judged on the
+  log-shares. A tunnel's verdict rests on this view
   whenever both campaigns measured native for that metric; native's own change is the host's
   drift and is reported, never counted as a regression (the fingerprint pins everything
   that could legitimately change it).
@@ -27,13 +29,12 @@ entries without --allow-untested) or invalid input.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..results import fingerprint
-from . import data, stats
+from . import data, decide, stats
 
 JUMPAVG_MIN = 5
 IMPROVED, REGRESSED, SAME, UNTESTED = ("improved", "regressed", "no significant change",
@@ -66,12 +67,14 @@ class Change:
     verdict: str                              # the verdict that counts (see `basis`)
     basis: str = ABSOLUTE                     # which view the verdict rests on
     absolute_verdict: str = UNTESTED
-    share_a: float | None = None              # % of native (mean of per-round shares)
+    share_a: float | None = None              # % of native (paired per round, log scale)
     share_b: float | None = None
     share_change_pct: float | None = None     # change of the share, in % of A's share
     share_verdict: str | None = None
     reference: bool = False                   # native itself: reported, never a regression
     warnings: tuple[str, ...] = ()            # --force: what makes this line incomparable
+    share_ci_a: tuple[float, float] | None = None   # the shares' 95% CIs (None: one round)
+    share_ci_b: tuple[float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,17 +140,18 @@ def _by_repeat(c: data.Campaign, tun: str, scen: data.Scenario,
 
 
 def shares(c: data.Campaign, tun: str, scen: data.Scenario, metric: str) -> list[float]:
-    """Each repeat's value as % of native's value in the same round (native's mean where a
-    round has no native); empty without native, or where native measured zero."""
+    """Each round's ln(value / native's value in the same round); rounds without native or
+    with a non-positive side are left out; empty without native."""
     native = next((t for t in c.tunnels() if c.kind_of(t) == "native"), None)
     if native is None:
         return []
     nat = _by_repeat(c, native, scen, metric)
-    if not nat or not all(nat.values()):
-        return []   # a zero in native (retransmits, loss): no share; the absolute view judges
-    mean = statistics.fmean(nat.values())
-    return [100.0 * v / (nat.get(rep) or mean)
-            for rep, v in sorted(_by_repeat(c, tun, scen, metric).items())]
+    return decide.log_ratios((v, nat[rep]) for rep, v in sorted(
+        _by_repeat(c, tun, scen, metric).items()) if rep in nat)
+
+
+def _ci(e: decide.Estimate) -> tuple[float, float] | None:
+    return None if e.ci_low is None or e.ci_high is None else (e.ci_low, e.ci_high)
 
 
 def _pct(before: float, after: float) -> float | None:
@@ -178,13 +182,15 @@ def _change(a: data.Campaign, b: data.Campaign, ra: stats.Row, rb: stats.Row) ->
     significant, method, verdict = judge(va, vb, ra.higher_is_better)
     absolute = verdict
     reference = ra.kind == "native"
-    share_a = share_b = share_pct = share_verdict = None
+    share_a = share_b = share_pct = share_verdict = ci_a = ci_b = None
     basis = ABSOLUTE
     if not reference and ra.unit not in COUNT_UNITS:
         sa, sb = shares(a, ra.tunnel, scen, ra.metric), shares(b, ra.tunnel, scen, ra.metric)
         if sa and sb:
-            share_a, share_b = statistics.fmean(sa), statistics.fmean(sb)
+            ea, eb = decide.ratio_estimate(sa), decide.ratio_estimate(sb)
+            share_a, share_b, ci_a, ci_b = ea.mean, eb.mean, _ci(ea), _ci(eb)
             share_pct = _pct(share_a, share_b)
+            # on the log-shares: their CIs overlap exactly when the shares' CIs do
             significant, method, share_verdict = judge(sa, sb, ra.higher_is_better)
             verdict, basis = share_verdict, SHARE
     return Change(ra.tunnel, ra.workload, ra.mtu, ra.offloads, ra.metric, ra.unit,
@@ -192,7 +198,7 @@ def _change(a: data.Campaign, b: data.Campaign, ra: stats.Row, rb: stats.Row) ->
                   (ra.stats.ci95_low, ra.stats.ci95_high), rb.stats.n, rb.stats.mean,
                   (rb.stats.ci95_low, rb.stats.ci95_high), _pct(ra.stats.mean, rb.stats.mean),
                   significant, method, verdict, basis, absolute, share_a, share_b, share_pct,
-                  share_verdict, reference)
+                  share_verdict, reference, share_ci_a=ci_a, share_ci_b=ci_b)
 
 
 def run(a_dir: Path, b_dir: Path, force: bool = False) -> Result:
@@ -262,7 +268,7 @@ def verdict_line(res: Result, threshold: float, allow_untested: bool) -> list[st
 
 def to_json(res: Result, threshold: float, allow_untested: bool = False) -> dict[str, Any]:
     reg = regressions(res.changes, threshold)
-    return {"format": "tunbench-compare", "format_version": 2, "a": str(res.a),
+    return {"format": "tunbench-compare", "format_version": 3, "a": str(res.a),
             "b": str(res.b), "threshold_pct": threshold, "jumpavg_min_samples": JUMPAVG_MIN,
             "comparable": not res.differences, "differences": res.differences,
             "forced": res.forced, "allow_untested": allow_untested,
@@ -271,6 +277,12 @@ def to_json(res: Result, threshold: float, allow_untested: bool = False) -> dict
             "regressions": [c.key for c in reg],
             "untested": [c.key for c in res.untested()],
             "summary": verdict_line(res, threshold, allow_untested)}
+
+
+def _share_cell(share: float | None, ci: tuple[float, float] | None) -> str:
+    if share is None:
+        return "–"
+    return f"{share:.1f}%" + (f"\n{ci[0]:.1f}–{ci[1]:.1f}%" if ci else "\nn=1")
 
 
 def print_table(res: Result, threshold: float, allow_untested: bool = False) -> None:
@@ -302,8 +314,8 @@ def print_table(res: Result, threshold: float, allow_untested: bool = False) -> 
                       f"{metrics.display_name(c.metric, rec)} ({unit})"
                       + (" ↑" if c.higher_is_better else " ↓"),
                       f"{num(c.mean_a)} ± {num(ha)}", f"{num(c.mean_b)} ± {num(hb)}", pct,
-                      "–" if c.share_a is None else f"{c.share_a:.1f}%",
-                      "–" if c.share_b is None else f"{c.share_b:.1f}%", spct, verdict, basis)
+                      _share_cell(c.share_a, c.share_ci_a), _share_cell(c.share_b, c.share_ci_b),
+                      spct, verdict, basis)
     console.print(table)
     for line in res.only:
         console.print(line, highlight=False)

@@ -52,10 +52,12 @@ PCT_OF_NATIVE = ("throughput", "cpu_per_gbit")
 
 
 def _vs_native(r: stats.Row) -> str:
-    """Native's own share is the reference of the column, not a measurement."""
+    """Native's own share is the reference of the column, not a measurement; a share is the
+    paired per-round estimate with its 95% CI under it."""
     if stats.is_reference(r):
         return "100% (ref.)" if r.higher_is_better else "1.00× (ref.)"
-    return stats.vs_native(r)
+    ci = stats.vs_native_ci(r)
+    return stats.vs_native(r) + (f"\n{ci}" if ci else "")
 
 
 def _cpu_cell(by: dict[tuple[str, str], stats.Row], t: str) -> str:

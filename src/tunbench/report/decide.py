@@ -222,6 +222,7 @@ def decide(pairs: Sequence[Pair], alpha: float = ALPHA) -> list[Decision]:
         m, s = mean_sd(p.diffs)
         p_adj, level = adjusted[id(p)], ci_level[id(p)]
         h = _t(1 - level / 2, n - 1) * s / math.sqrt(n)
+        need: int | None
         if p_adj < alpha:
             verdict, need = DIFFERENT, 0
         elif equivalent(p.diffs, p.margin, alpha):

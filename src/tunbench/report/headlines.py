@@ -120,8 +120,9 @@ def to_json(h: Headlines) -> dict[str, Any]:
 
 def stream_flips(c: Any) -> list[Takeaway]:
     """Where the order of two methods by share of native throughput at the fewest streams
-    is reversed at the most streams: significant only when both pairs' 95% CIs are apart."""
-    from . import advise
+    is reversed at the most streams: significant only when the pair is decided different at
+    both counts (paired per round, Holm over the two comparisons; report/decide.py)."""
+    from . import advise, decide, ranking
     methods, _ = advise.summarize([c])
     ms = [m for m in methods if not m.reference and len(m.share) > 1]
     counts = sorted({n for m in ms for n in m.share})
@@ -133,18 +134,21 @@ def stream_flips(c: Any) -> list[Takeaway]:
         for b in ms[i + 1:]:
             if not all(n in m.share for m in (a, b) for n in (lo, hi)):
                 continue
-            alo, blo, ahi, bhi = a.share[lo], b.share[lo], a.share[hi], b.share[hi]
-            if (alo.s.mean > blo.s.mean) == (ahi.s.mean > bhi.s.mean):
+            alo, blo, ahi, bhi = (m.share[n].est.mean for n, m in
+                                  ((lo, a), (lo, b), (hi, a), (hi, b)))
+            if (alo > blo) == (ahi > bhi):
                 continue
-            first, second = (a, b) if alo.s.mean > blo.s.mean else (b, a)
-            sig = alo.distinct(blo) is True and ahi.distinct(bhi) is True
+            first, second = (a, b) if alo > blo else (b, a)
+            sig = all(d.verdict == decide.DIFFERENT for d in decide.decide(
+                [ranking.pair(a.label, a.share[n], b.label, b.share[n]) for n in (lo, hi)]))
+            f_lo, s_lo, f_hi, s_hi = (m.share[n].est.mean for n, m in
+                                      ((lo, first), (lo, second), (hi, first), (hi, second)))
             text = (f"The ranking flips with the stream count: {first.label} keeps more of "
                     f"native throughput than {second.label} at {lo} stream(s) "
-                    f"({first.share[lo].s.mean:.1f}% vs {second.share[lo].s.mean:.1f}%) but "
-                    f"less at {hi} ({first.share[hi].s.mean:.1f}% vs "
-                    f"{second.share[hi].s.mean:.1f}%)"
-                    + ("." if sig else "; their 95% CIs overlap at one count at least, so "
-                       "the flip is not significant."))
+                    f"({f_lo:.1f}% vs {s_lo:.1f}%) but less at {hi} ({f_hi:.1f}% vs "
+                    f"{s_hi:.1f}%)"
+                    + ("." if sig else "; the pair is not decided different at both counts, "
+                       "so the flip is not significant."))
             out.append(Takeaway("flip", text, {"workload": "stream", "pair": (first.label,
                                 second.label), "streams": (lo, hi), "significant": sig}))
     return out

@@ -143,7 +143,10 @@ def summary_tables(c: Campaign) -> str:
         parts.append(f"<p class=meta>{esc(stats.BOUND_NOTE)}.</p>")
     if any(r.kind == "native" for r in c.rows):
         parts.append("<p class=meta>Native is the reference of every share: its own row shows "
-                     "100% (ref.), not a measurement.</p>")
+                     "100% (ref.), not a measurement. A share (or multiple) of native is paired "
+                     "round by round: the geometric mean of each round's value over native's "
+                     "in that round, with its 95% CI below it (asymmetric; "
+                     "docs/methodology.md).</p>")
     return "\n".join(parts)
 
 
@@ -156,10 +159,13 @@ def _cpu_cell(trs: dict[str, stats.Row], label: str) -> str:
 
 
 def _vs_native_cell(r: stats.Row, label: str) -> str:
+    """The paired per-round share (or multiple) with its asymmetric 95% CI below it."""
     ref = stats.is_reference(r)
     text = "100% (ref.)" if ref and r.higher_is_better else \
         "1.00× (ref.)" if ref else stats.vs_native(r)
-    return f'<td data-label="{esc(label)}">{esc(text)}</td>'
+    ci = "" if ref else stats.vs_native_ci(r)
+    small = f"<br><small>{esc(ci)}</small>" if ci else ""
+    return f'<td data-label="{esc(label)}">{esc(text)}{small}</td>'
 
 
 def _main_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
@@ -221,7 +227,9 @@ def _metric_rows_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
                 out.append("<td>–</td>")
                 continue
             rel = "100% (ref.)" if stats.is_reference(r) else stats.vs_native(r)
-            pct = (f"<br><small>{esc(rel)} {'of ' if rel.endswith('%') else ''}native</small>"
+            ci = stats.vs_native_ci(r)
+            pct = (f"<br><small>{esc(rel)} {'of ' if rel.endswith('%') else ''}native"
+                   + (f" ({esc(ci)})" if ci else "") + "</small>"
                    if m in pct_cols and r.pct_of_native is not None
                    and not stats.is_reference(r)
                    else "<br><small>reference</small>" if m in pct_cols

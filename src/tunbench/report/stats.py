@@ -1,8 +1,10 @@
 """Statistics over repeats, and ratios against the native baseline of the same campaign.
 
 One row per (tunnel, workload label, metric, MTU, offload variant) with n, mean, median, std,
-95% confidence interval of the mean (Student's t), coefficient of variation, and percent of
-native measured in the same campaign. A workload label is the workload name, or NAME-VALUE for
+95% confidence interval of the mean (Student's t), coefficient of variation, and its share of
+native measured in the same campaign: the paired per-round estimate of report/decide.py
+(each round's value over native's in that round, on the log scale; geometric mean and an
+asymmetric 95% CI), the one figure the summary, tables, take-aways, figures and compare show. A workload label is the workload name, or NAME-VALUE for
 one value of a swept parameter (parallel-streams-64); `sweep` holds that value.
 
 Throughput rows also carry percent of line rate: the shaped underlay rate when the campaign
@@ -21,6 +23,7 @@ from typing import Any
 from scipy import stats as sps
 
 from ..rates import rate_mbps
+from . import decide
 
 NOISY_CV = 0.10  # default: flag a figure whose coefficient of variation exceeds 10%
 BOUND_NOTE = ("≥ lower bound: the measurement reached its tool's limit on this host (e.g. the "
@@ -75,10 +78,18 @@ class Row:
     pct_of_line_rate: float | None = None
     line_rate_source: str | None = None  # "shaped underlay rate 500mbit" | "native (same campaign)"
     bound: str | None = None           # "lower": some repeat hit its tool's limit (value >= mean)
+    # the share of native (% of native; its CI, n rounds, decision against native), paired per
+    # round on the log scale (report/decide.py); None for native itself or without native
+    share: decide.Estimate | None = None
+    # per round (repeat): ln(value / native's value in that round), what `share` rests on
+    ratios: tuple[tuple[Any, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(d.pop("stats"))
+        d.pop("ratios")
+        d["share_of_native"] = self.share.to_json() if self.share else None
+        d.pop("share")
         return d
 
 
@@ -88,10 +99,19 @@ def _sweep_value(wl: dict[str, Any]) -> Any:
     return (wl.get("params") or {}).get(key) if key else None
 
 
-def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
-    """Aggregate the ok cases of a campaign into rows, in the campaign's tunnel order."""
-    Key = tuple[str, str, str, str, str, int, str]
-    groups: dict[Key, list[float]] = {}
+Key = tuple[str, str, str, str, str, int, str]
+
+
+def _round(doc: dict[str, Any], seen: int) -> Any:
+    rep = doc["case"].get("repeat")
+    return rep if rep is not None else seen
+
+
+def _group(cases: list[dict[str, Any]]) -> tuple[dict[Key, dict[Any, float]], dict[
+        Key, tuple[str, bool, Any]], dict[Key, str], dict[Key, str], list[str]]:
+    """Per row key: value by round (repeat), (unit, higher is better, sweep), shaped rate,
+    bound; and the tunnels in campaign order."""
+    groups: dict[Key, dict[Any, float]] = {}
     meta: dict[Key, tuple[str, bool, Any]] = {}
     rates: dict[Key, str] = {}
     bounds: dict[Key, str] = {}
@@ -110,19 +130,54 @@ def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
                 continue
             key = (label, kind, wl["name"], wl.get("label") or wl["name"], name, c["mtu"],
                    c["offloads"]["name"])
-            groups.setdefault(key, []).append(float(m["value"]))
+            vals = groups.setdefault(key, {})
+            r = _round(doc, len(vals))
+            vals[r if r not in vals else (r, len(vals))] = float(m["value"])   # none lost
             meta[key] = (m["unit"], bool(m.get("higher_is_better", True)), _sweep_value(wl))
             if rate:
                 rates[key] = rate
             if m.get("bound"):
                 bounds[key] = m["bound"]
-    summaries = {k: summarize(v) for k, v in groups.items()}
+    return groups, meta, rates, bounds, order
+
+
+def _ref_key(key: Key, groups: dict[Key, dict[Any, float]]) -> Key | None:
+    return next((k for k in groups if k[1] == "native" and not k[0].endswith(VIA_CHAIN)
+                 and k[2:] == key[2:]), None)
+
+
+def _shares(groups: dict[Key, dict[Any, float]]
+            ) -> tuple[dict[Key, decide.Estimate], dict[Key, tuple[tuple[Any, float], ...]]]:
+    """Every non-reference row's share of native, paired per round on the log scale; the
+    decisions against native Holm-corrected over the rows of one column (scenario, metric)."""
+    ratios: dict[Key, tuple[tuple[Any, float], ...]] = {}
+    for key, vals in groups.items():
+        ref = _ref_key(key, groups)
+        if ref is None or ref == key:
+            continue
+        nat = groups[ref]
+        ratios[key] = tuple((r, math.log(v / nat[r])) for r, v in vals.items()
+                            if r in nat and v > 0 and nat[r] > 0)
+    shares: dict[Key, decide.Estimate] = {}
+    columns = {k[2:] for k in ratios}
+    for col in columns:
+        logs = {k: [x for _, x in ratios[k]] for k in ratios if k[2:] == col and ratios[k]}
+        got = decide.against_reference({"|".join(map(str, k)): v for k, v in logs.items()})
+        shares.update({k: got["|".join(map(str, k))] for k in logs})
+    return shares, ratios
+
+
+def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
+    """Aggregate the ok cases of a campaign into rows, in the campaign's tunnel order."""
+    groups, meta, rates, bounds, order = _group(cases)
+    shares, ratios = _shares(groups)
     out = []
-    for key, s in summaries.items():
+    for key, vals in groups.items():
+        s = summarize(list(vals.values()))
         label, kind, wl, wlabel, metric, mtu, off = key
-        base = next((summaries[k] for k in summaries if k[1] == "native"
-                     and not k[0].endswith(VIA_CHAIN) and k[2:] == key[2:]), None)
-        pct = 100.0 * s.mean / base.mean if base and base.mean else None
+        share = shares.get(key)
+        ref = _ref_key(key, groups)
+        pct = 100.0 if ref == key else share.mean if share else None
         unit, hib, sweep = meta[key]
         line_pct, line_src = None, None
         if metric == "throughput" and key in rates:
@@ -132,7 +187,7 @@ def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
             line_pct, line_src = pct, "native throughput measured in the same campaign"
         out.append(Row(label, kind, wl, metric, unit, mtu, off, hib, s, pct,
                        s.cv is not None and s.cv > noisy_cv, wlabel, sweep, line_pct, line_src,
-                       bounds.get(key)))
+                       bounds.get(key), share, ratios.get(key, ())))
     out.sort(key=lambda r: (r.workload, r.sweep if isinstance(r.sweep, (int, float)) else 0,
                             r.label, r.mtu, r.offloads, r.metric, order.index(r.tunnel)))
     return out
@@ -151,12 +206,25 @@ def is_reference(r: Row) -> bool:
 def vs_native(r: Row) -> str:
     """A figure against native's in the same campaign: a share for what should be high
     (throughput: '90.3%'), a multiple for a cost or a delay ('53.0×' native's CPU per Gbit/s,
-    not '5304.0%'); '-' without a native baseline."""
+    not '5304.0%'); '-' without a native baseline. The paired per-round estimate."""
     if r.pct_of_native is None:
         return "-"
     if r.higher_is_better:
         return f"{r.pct_of_native:.1f}%"
     return f"{r.pct_of_native / 100:.2f}×"
+
+
+def vs_native_ci(r: Row) -> str:
+    """The 95% CI of vs_native(r), asymmetric ('85.1–97.0%', '1.9–2.3×'); 'n=1' untested;
+    '' for the reference or without a share."""
+    e = r.share
+    if e is None:
+        return ""
+    if e.ci_low is None or e.ci_high is None:
+        return "n=1"
+    if r.higher_is_better:
+        return f"{e.ci_low:.1f}–{e.ci_high:.1f}%"
+    return f"{e.ci_low / 100:.2f}–{e.ci_high / 100:.2f}×"
 
 
 def bound_mark(r: Row) -> str:
@@ -166,7 +234,7 @@ def bound_mark(r: Row) -> str:
 
 def summary_json(cases: list[dict[str, Any]], campaign: str,
                  noisy_cv: float = NOISY_CV) -> dict[str, Any]:
-    return {"format": "tunbench-summary", "format_version": 1, "campaign": campaign,
+    return {"format": "tunbench-summary", "format_version": 2, "campaign": campaign,
             "noisy_cv": noisy_cv,
             "failed_cases": [d["case"]["id"] for d in cases if d.get("status") == "failed"],
             "skipped_cases": [d["case"]["id"] for d in cases if d.get("status") == "skipped"],

@@ -1,6 +1,8 @@
 """Take-aways computed from a campaign: every sentence is built from its numbers, and only
-when the data supports it. Two means differ only when their 95% confidence intervals do not
-overlap; otherwise the sentence says they are indistinguishable.
+when the data supports it. A share or multiple of native is the paired per-round estimate
+the tables show (stats.Row.share, report/decide.py); two methods, or a method and native,
+are called different, equivalent or undecided by decide's rule. Other figures (absolute
+means) differ only when their 95% confidence intervals do not overlap.
 """
 
 from __future__ import annotations
@@ -39,135 +41,6 @@ def where(c: Campaign, scen: Scenario) -> str:
     wl, mtu, off = scen
     txt = f"{wl} at MTU {mtu}"
     return txt + ("" if off == "default" else f" with offloads {off}")
-
-
-def _bounds_caveat(base: Any, best: Any, pct: float) -> str:
-    """What a ratio means when one or both figures are lower bounds (tool limit reached)."""
-    b_base, b_best = base.bound == "lower", best.bound == "lower"
-    if b_base and b_best:
-        return (" Both figures are lower bounds (each reached its measuring tool's limit on "
-                "this host, e.g. the load generator's top rate): the ratio compares how fast "
-                "this host can drive traffic through each, not the tunnels' own limits.")
-    if b_best:
-        return (f" {best.tunnel}'s figure is a lower bound (it reached the measuring tool's "
-                f"limit): it keeps at least {pct:.1f}%.")
-    if b_base:
-        return (" Native's figure is a lower bound (it reached the measuring tool's limit): "
-                f"{best.tunnel}'s true share is at most {pct:.1f}%.")
-    return ""
-
-
-def share_of_native(c: Campaign) -> list[Takeaway]:
-    out = []
-    for scen in c.scenarios():
-        metric = data.headline_metric(c, scen[0])
-        base = c.native_row(scen, metric) if metric else None
-        if metric is None or base is None or not base.stats.mean:
-            continue
-        others = [r for r in (c.row(t, scen, metric) for t in c.tunnels())
-                  if r is not None and r.kind != "native"]
-        if not others:
-            continue
-        sign = 1 if base.higher_is_better else -1
-        others.sort(key=lambda r: -sign * r.stats.mean)
-        best = others[0]
-        pct = 100.0 * best.stats.mean / base.stats.mean
-        facts = {"scenario": scen, "metric": metric, "best": best.tunnel, "pct": pct,
-                 "best_mean": best.stats.mean, "native_mean": base.stats.mean}
-        if best.higher_is_better:
-            head = (f"keeps the highest share of native {metric}: {pct:.1f}%"
-                    if len(others) > 1 else f"keeps {pct:.1f}% of native {metric}")
-        else:  # lower is better (latency): the best is the one closest to native
-            head = (f"comes closest to native {metric}: {pct:.1f}% of native"
-                    if len(others) > 1 else f"is at {pct:.1f}% of native {metric}")
-        text = (f"In {where(c, scen)}, {best.tunnel} {head} "
-                f"({num(best.stats.mean)} vs {num(base.stats.mean)} {best.unit})")
-        if len(others) > 1:
-            second = others[1]
-            p2 = 100.0 * second.stats.mean / base.stats.mean
-            facts.update(second=second.tunnel, second_pct=p2)
-            if _single(best.stats, second.stats):
-                text += f", then {second.tunnel} ({p2:.1f}%)"
-                facts["distinct_from_second"] = None
-            elif data.overlap(best.stats, second.stats):
-                text += (f", but it is indistinguishable from {second.tunnel} ({p2:.1f}%): "
-                         "their 95% confidence intervals overlap")
-                facts["distinct_from_second"] = False
-            else:
-                text += f", ahead of {second.tunnel} ({p2:.1f}%)"
-                facts["distinct_from_second"] = True
-        if _single(best.stats, base.stats):
-            text += "; one run each: no confidence interval, significance not tested."
-            facts["distinct_from_native"] = None
-        elif data.overlap(best.stats, base.stats):
-            text += f"; {best.tunnel} and native are indistinguishable (overlapping 95% CIs)."
-            facts["distinct_from_native"] = False
-        else:
-            text += "; the difference from native is significant (95% CIs do not overlap)."
-            facts["distinct_from_native"] = True
-        facts["single"] = _single(best.stats, base.stats) or (
-            len(others) > 1 and _single(best.stats, others[1].stats))
-        text += _bounds_caveat(base, best, pct)
-        facts["lower_bounds"] = [r.tunnel for r in (base, best) if r.bound == "lower"]
-        out.append(Takeaway("share-of-native", text, facts))
-    return out
-
-
-# sites on separate hosts: each end's own cost (the case's cpu_per_gbit is the sender's)
-CPU_ENDS = (("cpu_per_gbit_a", "the sender (site a)"), ("cpu_per_gbit_b", "the receiver (site b)"))
-
-
-def cpu_per_gbit(c: Campaign) -> list[Takeaway]:
-    """One sentence per scenario: each tunnel's CPU per Gbit/s as a multiple of native's,
-    most expensive first; those whose 95% CIs overlap native's are named together. Sites on
-    separate hosts: one sentence per end, the sender's and the receiver's CPU apart."""
-    out = []
-    ends = [e for e in CPU_ENDS if any(r.metric == e[0] for r in c.rows)]
-    for metric, end in ends or [("cpu_per_gbit", "")]:
-        out += _cpu_per_gbit(c, metric, end)
-    return out
-
-
-def _cpu_per_gbit(c: Campaign, metric: str, end: str) -> list[Takeaway]:
-    out = []
-    for scen in c.scenarios():
-        base = c.native_row(scen, metric)
-        if base is None or not base.stats.mean:
-            continue
-        rows = [r for r in (c.row(t, scen, metric) for t in c.tunnels())
-                if r is not None and r.kind != "native"]
-        if not rows:
-            continue
-        rows.sort(key=lambda r: -r.stats.mean)
-        differ, same, single = [], [], False
-        facts: dict[str, Any] = {"scenario": scen, "native_mean": base.stats.mean, "ratios": {},
-                                 "metric": metric, "end": end}
-        for r in rows:
-            ratio = r.stats.mean / base.stats.mean
-            facts["ratios"][r.tunnel] = ratio
-            if r.stats.n < 2 or base.stats.n < 2:
-                single = True
-                differ.append(f"{r.tunnel} needs {ratio:.2f}× native's CPU")
-            elif data.overlap(r.stats, base.stats):
-                same.append(r.tunnel)
-            else:
-                differ.append(f"{r.tunnel} needs {ratio:.2f}× native's CPU")
-        parts = []
-        if differ:
-            parts.append(", ".join(differ))
-        if same:
-            parts.append(f"{' and '.join(same)} {'is' if len(same) == 1 else 'are'} "
-                         "indistinguishable from native's (95% CIs overlap)")
-        on = f", on {end}" if end else ""
-        text = (f"In {where(c, scen)}{on}, per Gbit/s (native: {num(base.stats.mean)} "
-                f"{base.unit}): "
-                + "; ".join(parts) + ".")
-        if single:
-            text += " One run each: no confidence interval, significance not tested."
-        facts["significant"] = [t for t in facts["ratios"] if t not in same]
-        facts["single"] = single
-        out.append(Takeaway("cpu-per-gbit", text, facts))
-    return out
 
 
 def jumbo(c: Campaign) -> list[Takeaway]:
@@ -217,11 +90,8 @@ def jumbo(c: Campaign) -> list[Takeaway]:
             for t in tuns:
                 if c.kind_of(t) == "native":
                     continue
-                na, nb = (next((r for r in d.values() if r.kind == "native"), None)
-                          for d in (a, b))
-                if na and nb and na.stats.mean and nb.stats.mean:
-                    pa = 100 * a[t].stats.mean / na.stats.mean
-                    pb = 100 * b[t].stats.mean / nb.stats.mean
+                pa, pb = a[t].pct_of_native, b[t].pct_of_native   # paired per round
+                if pa is not None and pb is not None:
                     verb = "keeps" if a[t].higher_is_better else "is at"
                     shares.append(f"{t} {verb} {pa:.1f}% of native at MTU {lo} and {pb:.1f}% "
                                   f"at MTU {hi}")
@@ -518,6 +388,7 @@ def agg_tradeoff(c: Campaign) -> list[Takeaway]:
 def compute(c: Campaign) -> list[Takeaway]:
     # build on this module's sentences (Takeaway): imported here, not in a cycle
     from . import hops, peers
+    from .vs_native import cpu_per_gbit, share_of_native
     return merge_sweeps(c, share_of_native(c) + cpu_per_gbit(c) + jumbo(c) + scaling(c)
                         + scale_out(c) + peers.compute(c) + goodput_on_wire(c) + latency(c)
                         + agg_tradeoff(c) + one_core(c) + noisy(c) + hops.takeaways(c.cases))

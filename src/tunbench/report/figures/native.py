@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,15 +14,16 @@ from .base import Figure, Palette, _save, slug
 
 # -- 3. % of native with 95% CI ------------------------------------------------------------
 
-def pct_interval(r: stats.Row, base: stats.Row) -> tuple[float, float, float]:
-    """Percent of native and its 95% half-widths (relative errors added in quadrature)."""
-    pct = 100.0 * r.stats.mean / base.stats.mean
-    rel = 0.0
-    for s in (r.stats, base.stats):
-        if s.mean:
-            rel += ((s.ci95_high - s.mean) / s.mean) ** 2
-    half = pct * math.sqrt(rel)
-    return pct, half, half
+def pct_interval(r: stats.Row) -> tuple[float, float, float] | None:
+    """Percent of native and the lengths of its whiskers below and above: the paired
+    per-round share and its asymmetric 95% CI (stats.Row.share, the tables' figure); no
+    whisker for a single round. None without a share."""
+    e = r.share
+    if e is None:
+        return None
+    if e.ci_low is None or e.ci_high is None:
+        return e.mean, 0.0, 0.0
+    return e.mean, e.mean - e.ci_low, e.ci_high - e.mean
 
 
 def _hbar_height(n: int) -> float:
@@ -42,7 +42,7 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
         metric = data.headline_metric(c, wl)
         if metric is None:
             continue
-        entries: list[tuple[str, Scenario, float, float]] = []
+        entries: list[tuple[str, Scenario, float, float, float]] = []
         scens = [s for s in c.scenarios() if s[0] == wl]
         for scen in scens:
             base = c.native_row(scen, metric)
@@ -51,10 +51,9 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
             for tun in c.tunnels():
                 r = c.row(tun, scen, metric)
                 if r is not None and r.kind == "native":
-                    entries.append((tun, scen, 100.0, 0.0))   # the reference, not a measurement
-                elif r is not None:
-                    pct, lo, _ = pct_interval(r, base)
-                    entries.append((tun, scen, pct, lo))
+                    entries.append((tun, scen, 100.0, 0.0, 0.0))   # the reference
+                elif r is not None and (got := pct_interval(r)) is not None:
+                    entries.append((tun, scen, *got))
         if len(entries) < 2:
             continue
         higher = next((r.higher_is_better for r in c.rows
@@ -67,7 +66,7 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
         top = max(110.0, max(e[2] for e in entries) * 1.25)
         cut = False
         labels = []
-        for i, (tun, scen, pct, half) in enumerate(entries):
+        for i, (tun, scen, pct, below, half) in enumerate(entries):
             if c.kind_of(tun) == "native":   # the reference (100%), not a measurement
                 ax.barh(i, pct, color="white", edgecolor=pal(tun), hatch="//", height=0.7)
                 ax.text(pct / 2, i, "reference", ha="center", va="center", fontsize=7)
@@ -75,7 +74,7 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
             else:
                 ax.barh(i, pct, color=pal(tun), height=0.7)
                 hi = min(pct + half, top * 0.86)
-                ax.errorbar(pct, i, xerr=[[min(half, pct)], [hi - pct]], color="k", capsize=3,
+                ax.errorbar(pct, i, xerr=[[below], [hi - pct]], color="k", capsize=3,
                             lw=0.9)
                 if hi < pct + half:
                     cut = True
@@ -97,8 +96,9 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
         title = f"{name} as % of native ({wl})"
         ax.set_title(title)
         yield _save(fig, out, slug("pct-native", wl, metric), title,
-                    "Mean over repeats divided by native's mean in the same campaign and "
-                    "scenario, " + ("highest" if higher else "closest to native") + " first; "
-                    "whiskers: 95% CI (both relative errors combined)"
+                    "Paired per round: the geometric mean of each round's value over native's in "
+                    "that round (the tables' and the summary's figure), "
+                    + ("highest" if higher else "closest to native") + " first; "
+                    "whiskers: its 95% CI on the log scale (asymmetric, never below 0)"
                     + ("; an arrow marks a whisker cut at the edge" if cut else "")
                     + ". Native is the reference (100%, hatched), not a measurement.")

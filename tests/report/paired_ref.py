@@ -1,0 +1,50 @@
+"""The reference computation of a share of native, straight from the case files and
+independent of report/decide.py: per round, ln(method / native in that round); the geometric
+mean and the back-transformed Student-t 95% interval (docs/methodology.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from scipy import stats as sps
+
+
+def docs(root: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted((root / "cases").glob("*.json"))]
+
+
+def _streams(d: dict[str, Any]) -> int:
+    return int((d["case"]["workload"].get("params") or {}).get("streams", 1))
+
+
+def log_ratios(root: Path, label: str, metric: str, mtu: int = 1500,
+               streams: int | None = None) -> dict[int, float]:
+    """Round (repeat) -> ln(value / native's value in that round), for the cases of the
+    recorded tunnel `label`."""
+    ok = [d for d in docs(root) if d["status"] == "ok" and d["case"]["mtu"] == mtu
+          and metric in d["metrics"] and (streams is None or _streams(d) == streams)]
+    nat = {d["case"]["repeat"]: d["metrics"][metric]["value"] for d in ok
+           if d["case"]["tunnel"]["kind"] == "native"
+           and not d["case"]["tunnel"]["label"].endswith(" via chain")}
+    return {d["case"]["repeat"]: math.log(d["metrics"][metric]["value"]
+                                          / nat[d["case"]["repeat"]])
+            for d in ok if d["case"]["tunnel"]["label"] == label
+            and d["case"]["repeat"] in nat}
+
+
+def share(logs: list[float], scale: float = 100.0) -> tuple[float, float | None, float | None]:
+    """(geometric mean, CI low, CI high) × scale; no interval for a single round."""
+    m = statistics.fmean(logs)
+    if len(logs) < 2:
+        return scale * math.exp(m), None, None
+    h = sps.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return scale * math.exp(m), scale * math.exp(m - h), scale * math.exp(m + h)
+
+
+def of(root: Path, label: str, metric: str, mtu: int = 1500, streams: int | None = None,
+       scale: float = 100.0) -> tuple[float, float | None, float | None]:
+    return share(list(log_ratios(root, label, metric, mtu, streams).values()), scale)
