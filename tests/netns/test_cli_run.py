@@ -42,7 +42,8 @@ def test_run_json_and_result_folder(tmp_path: Path, root_unchanged: None) -> Non
     rows = {r["method"]: r for r in decision["summary"]}
     assert rows["native"]["reference"] and rows["vxlan"]["mtu_left"] == 1450
     assert rows["vxlan"]["share_single"]["mean"] == pytest.approx(vx["pct_of_native"])
-    assert rows["vxlan"]["share_single"]["confidence"] == "untested (n=1)"
+    assert rows["vxlan"]["share_single"]["decision"] == "untested"
+    assert rows["vxlan"]["share_single"]["ci_low"] is None
     assert [r["method"] for r in decision["ranking"]] == ["vxlan"]
     index = json.loads((out / "index.json").read_text())
     assert index["format_version"] == FORMAT_VERSION and index["state"] == "complete"
