@@ -33,6 +33,7 @@ from .advise_names import NEEDS, PREFER  # noqa: F401  (re-exported: advise.NEED
 from .data import Campaign
 from .ranking import (  # noqa: F401  (re-exported: advise.to_json, decision_text)
     _n,
+    against_native,
     decision_text,
     method_json,
     rank,
@@ -298,30 +299,13 @@ def summarize(campaigns: list[Campaign]) -> tuple[list[Method], list[str]]:
             notes.append(f"{label} left MTUs {sorted(p['mtu'])}: the lowest is shown")
         methods.append(meth)
     methods.sort(key=lambda m: not m.reference)   # native first, then campaign order
-    _against_native(methods)
+    against_native(methods)
     return methods, notes
 
 
 # the unit each figure is reported in: % of native, × native, absolute (log scale: positive),
 # latency added (None: a difference, linear)
 SCALES: dict[str, float | None] = {"share": 100.0, "cpu": 1.0, "cpu_abs": 1.0, "latency": None}
-
-
-def _against_native(methods: list[Method]) -> None:
-    """Each share, multiple and latency added decided against native (0 on its scale), Holm
-    over the methods at the same stream count (or percentile)."""
-    for k in ("share", "cpu", "latency"):
-        xs = {x for m in methods for x in getattr(m, k)}
-        for x in xs:
-            figs = {m.label: getattr(m, k)[x] for m in methods
-                    if x in getattr(m, k) and not m.reference}
-            pairs = [decide.Pair(label, "native", tuple(v for _, v in f.rounds),
-                                 decide.log_margin(decide.MARGIN, math.sqrt(f.est.mean / f.scale))
-                                 if f.scale else 0.0) for label, f in figs.items()]
-            for m, d in ((m, d) for d in decide.decide(pairs) for m in methods
-                         if m.label == d.a):
-                f = figs[d.a]
-                getattr(m, k)[x] = replace(f, verdict=d.verdict, need=d.rounds_needed)
 
 
 # -- constraints and the ranking -------------------------------------------------------------

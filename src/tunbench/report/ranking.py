@@ -4,6 +4,8 @@ says what is settled and what is not, with the rounds it would take."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import TYPE_CHECKING, Any
 
 from . import decide
@@ -23,6 +25,23 @@ def pair(a: str, fa: Figure, b: str, fb: Figure) -> decide.Pair:
         return decide.pair_of_shares(a, b, fa.by_round(), fb.by_round())
     la, lb = fa.by_round(), fb.by_round()
     return decide.Pair(a, b, tuple(la[r] - lb[r] for r in la if r in lb), 0.0)
+
+
+def against_native(methods: list[Method]) -> None:
+    """Each share, multiple and latency added decided against native (0 on its scale), Holm
+    over the methods at the same stream count (or percentile)."""
+    for k in ("share", "cpu", "latency"):
+        xs = {x for m in methods for x in getattr(m, k)}
+        for x in xs:
+            figs = {m.label: getattr(m, k)[x] for m in methods
+                    if x in getattr(m, k) and not m.reference}
+            pairs = [decide.Pair(label, "native", tuple(v for _, v in f.rounds),
+                                 decide.log_margin(decide.MARGIN, math.sqrt(f.est.mean / f.scale))
+                                 if f.scale else 0.0) for label, f in figs.items()]
+            for m, d in ((m, d) for d in decide.decide(pairs) for m in methods
+                         if m.label == d.a):
+                f = figs[d.a]
+                getattr(m, k)[x] = dataclasses.replace(f, verdict=d.verdict, need=d.rounds_needed)
 
 
 def rank(cands: list[tuple[Method, Figure]]
