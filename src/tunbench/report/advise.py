@@ -76,12 +76,6 @@ class Figure:
     def by_round(self) -> dict[Any, float]:
         return dict(self.rounds)
 
-    def confidence(self) -> str:
-        e = self.est
-        if e.ci_low is None or e.ci_high is None:
-            return "untested (n=1)"
-        return f"n={e.n}, 95% CI {_n(e.ci_low)}–{_n(e.ci_high)}"
-
     def to_json(self) -> dict[str, Any]:
         return self.est.to_json()
 
