@@ -10,8 +10,9 @@ figures that the selected tests declare in @pytest.mark.physics(...). Each file 
 command that recorded it, the machine and the time of each sample; the tolerance a later test
 run applies is computed from these samples (mean +- 3.29 sd, never narrower than the extremes).
 
-A test is a physics test only when its figure has at least 20 samples; a figure that needs
-a parametrized test (two sizes) gets a sample per parameter and run.
+A physics test can judge only when its figure has at least 20 samples from at least 3 sittings
+(invocations of this script at different times: a figure's sittings lie further apart than its
+samples within one); a parametrized test (two sizes) gives a sample per parameter and run.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def main(argv: list[str]) -> int:
     command = "scripts/record_physics.py " + " ".join(shlex.quote(a) for a in argv[1:])
     env = {**os.environ, "TUNBENCH_PHYSICS_RECORD": "1", "TUNBENCH_PHYSICS_COMMAND": command,
            "TUNBENCH_PHYSICS_MACHINE": f"{platform.node()} {platform.release()} "
-                                       f"{os.cpu_count()} cores"}
+                                       f"{os.cpu_count()} cores",
+           # one sitting per invocation: the tolerance counts how far sittings lie apart
+           "TUNBENCH_PHYSICS_SITTING": time.strftime("%Y-%m-%dT%H:%M:%S")}
     failed = 0
     for i in range(args.n):
         run_env = {**env, "TUNBENCH_PHYSICS_FRESH": "1" if args.fresh and i == 0 else "0"}

@@ -48,7 +48,12 @@ def test_summary_of_a_real_pytest_run(tmp_path: Path) -> None:
     assert dict(phase.skips) == {"kernel without X": 2, "needs tool Y": 1}
     lines = tp.summary([phase])
     assert lines[0] == "sample: 1.5 min, pytest exit 1, 2 passed, 1 failed, 1 errors, 3 skipped"
-    assert lines[1] == ("make test: 2 passed, 1 failed, 1 errors, 3 skipped in 1.5 min")
+    assert lines[1] == ("make test: 2 passed, 1 failed, 1 errors, 3 skipped in 1.5 min (wall)")
+    # phases of one group run side by side: the group counts with its longest
+    side = [tp.Phase("a", "a", [], junit, seconds=60.0, group=1),
+            tp.Phase("b", "b", [], junit, seconds=90.0, group=1),
+            tp.Phase("c", "c", [], junit, seconds=30.0, group=2)]
+    assert tp.elapsed(side) == 120.0
     assert lines[2:] == ["  skipped 2x: kernel without X", "  skipped 1x: needs tool Y",
                          "tests: 2 passed, 2 failed, 3 skipped"]   # errors count as failed
     # with the cases: the time per tier and the slowest tests, slowest first
