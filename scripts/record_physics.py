@@ -36,8 +36,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("-n", type=int, default=20, help="runs of the tests (default 20)")
     ap.add_argument("--fresh", action="store_true",
                     help="empty the selected tests' figures before the first run")
-    ap.add_argument("tests", nargs="+", help="pytest node ids")
+    ap.add_argument("--import", dest="imports", nargs="+", metavar="LOG", default=[],
+                    help="add the figures judged in make test-repeat runs (their "
+                         "TUNBENCH_PHYSICS_LOG files), one sitting per file, and stop")
+    ap.add_argument("tests", nargs="*", help="pytest node ids")
     args = ap.parse_args(argv[1:])
+    if args.imports:
+        return import_logs([Path(p) for p in args.imports])
+    if not args.tests:
+        ap.error("name the tests to record (or --import LOG...)")
     command = "scripts/record_physics.py " + " ".join(shlex.quote(a) for a in argv[1:])
     env = {**os.environ, "TUNBENCH_PHYSICS_RECORD": "1", "TUNBENCH_PHYSICS_COMMAND": command,
            "TUNBENCH_PHYSICS_MACHINE": f"{platform.node()} {platform.release()} "
@@ -60,6 +67,25 @@ def main(argv: list[str]) -> int:
             print(f"{p.stem}: {len(vals)} samples, min {min(vals):.4f}, max {max(vals):.4f}")
     print(f"record_physics: {failed} of {args.n} runs failed")
     return 1 if failed else 0
+
+
+def import_logs(logs: list[Path]) -> int:
+    """Each log (one JSON line per figure judged in a make test-repeat run) becomes a sitting
+    of the figures it holds."""
+    machine = f"{platform.node()} {platform.release()} {os.cpu_count()} cores"
+    for log in logs:
+        lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+        sitting = f"{log.name} {time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(log.stat().st_mtime))}"
+        for figure in sorted({x["figure"] for x in lines}):
+            path = DATA / f"{figure}.json"
+            doc = json.loads(path.read_text())
+            doc["samples"] += [{"value": x["value"], "at": x["at"], "machine": machine,
+                                "sitting": sitting, "source": f"make test-repeat: {x['test']}"}
+                               for x in lines if x["figure"] == figure]
+            doc["recorded_with"].append(f"scripts/record_physics.py --import {log.name}")
+            path.write_text(json.dumps(doc, indent=1) + "\n")
+            print(f"{figure}: +{sum(x['figure'] == figure for x in lines)} samples from {log}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from typing import Any
 import test_phases as tp
 from test_phases import Phase
 
+PHYSICS_LOG = "TUNBENCH_PHYSICS_LOG"   # each run's physics figures (tests/physics.py)
 RUN_ENV = "TUNBENCH_REPEAT_RUN"
 BAD = ("failed", "errors")
 SLOWEST = 10
@@ -180,7 +181,8 @@ def main(argv: list[str]) -> int:
         print(f"\n===== make test-repeat: run {i}/{n}: {what} =====", flush=True)
         t0 = time.monotonic()
         run.code = tp.call([*argv_, "-o", "junit_family=xunit1", f"--junitxml={run.junit}"],
-                           cwd=tp.ROOT, env={**env, RUN_ENV: str(i)})
+                           cwd=tp.ROOT, env={**env, RUN_ENV: str(i),
+                                             PHYSICS_LOG: str(out / f"physics-{i}.jsonl")})
         run.seconds = time.monotonic() - t0
         if tp.STOPPED:
             print(f"\nmake test-repeat: stopped by {signal.Signals(tp.STOPPED[0]).name} during "

@@ -22,7 +22,10 @@ loss: 20 samples within 0.2 %, then 0.5 % off in the next make test). A one-side
 shaper cannot deliver more than its rate) checks one side only.
 
 Record mode (TUNBENCH_PHYSICS_RECORD=1, set by the recorder): check() appends the value to the
-figure's file instead of judging it.
+figure's file instead of judging it. With TUNBENCH_PHYSICS_LOG=FILE (make test-repeat sets it
+per run) every figure judged is also written there, one JSON line each; `scripts/record_physics.py
+--import FILE...` adds such a run as a sitting, so the spread also comes from the suite's own
+order of tests, not only from the test run alone.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ MIN_SAMPLES = 20
 MIN_SITTINGS = 3
 Z = 3.29            # two-sided normal quantile for a false alarm below 1/1000
 RECORD_ENV = "TUNBENCH_PHYSICS_RECORD"
+LOG_ENV = "TUNBENCH_PHYSICS_LOG"   # judging mode too: each figure measured, one JSON line
 SIDES = ("both", "upper", "lower")
 
 
@@ -157,6 +161,12 @@ def check(figure: str, measured: float, model: float, *, side: str = "both",
     if not (math.isfinite(measured) and math.isfinite(model) and (excess or model > 0)):
         raise AssertionError(f"{figure}: measured {measured!r} against model {model!r}")
     ratio = measured - model if excess else measured / model
+    log = os.environ.get(LOG_ENV)
+    if log:   # make test-repeat keeps what each run measured: a sitting to import later
+        with open(log, "a") as f:
+            f.write(json.dumps({"figure": figure, "value": ratio, "model": what,
+                                "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                "test": os.environ.get("PYTEST_CURRENT_TEST", "")}) + "\n")
     if recording():
         _append(figure, ratio, what)
         return ratio

@@ -84,3 +84,21 @@ def test_every_recorded_figure_has_enough_samples_and_a_model() -> None:
         assert doc["figure"] == p.stem and doc["model"] and doc["recorded_with"], p
         assert len(doc["samples"]) >= physics.MIN_SAMPLES, p
         assert len(physics.sittings(p.stem)) >= physics.MIN_SITTINGS, p
+
+
+def test_every_judged_figure_is_logged_for_a_later_sitting(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(physics, "DATA", tmp_path)
+    monkeypatch.setenv(physics.RECORD_ENV, "1")
+    for i in range(20):
+        monkeypatch.setenv("TUNBENCH_PHYSICS_SITTING", f"s{i % 3}")
+        physics.check("f", 100 + i % 3, 100)
+    monkeypatch.delenv(physics.RECORD_ENV)
+    log = tmp_path / "run.jsonl"
+    monkeypatch.setenv(physics.LOG_ENV, str(log))
+    physics.check("f", 101, 100, what="a model")
+    with pytest.raises(AssertionError):
+        physics.check("f", 150, 100, what="a model")
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [(x["figure"], x["value"], x["model"]) for x in lines] == [
+        ("f", pytest.approx(1.01), "a model"), ("f", pytest.approx(1.5), "a model")]
