@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
-from . import __version__, inputs, interrupts, spec, tunnels, workloads
+from . import __version__, inputs, interrupts, shell, spec, tunnels, workloads
 from .errors import Interrupted, SpecError, TunbenchError
 
 DEFAULT_OUT = Path("results")
@@ -38,6 +38,7 @@ exit codes:
   4    a command failed
   70   internal error (a bug in tunbench; rerun with --debug for the traceback)
   130  interrupted (SIGINT/SIGTERM); everything created was removed
+  141  stdout closed early (| head, a pager quit): ended quietly, as by SIGPIPE
 """
 
 
@@ -340,6 +341,9 @@ def _report_after_run(out: Path, quiet: bool) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import advise_cli, build, console, export, headlines
+    from .shell import check_dir
+    if Path(args.dir).is_dir():   # DIR/report: a file there is one line, exit 2, up front
+        check_dir(Path(args.dir) / "report", "report folder")
     rep = build.build(Path(args.dir), advise_cli.constraints_from(args))
     console.print_folder_problems(rep.campaign.folder)
     if args.csv:
@@ -656,7 +660,23 @@ def build_parser() -> argparse.ArgumentParser:
     from .tbtun import rules
     rules.add_parser(shared)
     advise_cli.add_parser(shared)
+    from .report import export_cli
+    export_cli.add_parser(shared)
+    _debug_everywhere(p)
     return p
+
+
+def _debug_everywhere(parser: argparse.ArgumentParser) -> None:
+    """--debug after any command and action too (`tunbench db import DIR --debug`): the
+    actions' parsers (db, schedule, ...) are made by their modules without the common one."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                if "--debug" not in child._option_string_actions:
+                    child.add_argument("--debug", action="store_true",
+                                       default=argparse.SUPPRESS,
+                                       help="show tracebacks and debug logs")
+                _debug_everywhere(child)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -677,7 +697,12 @@ def main(argv: list[str] | None = None) -> int:
 def dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; every error becomes one line and its exit code, here only."""
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()      # a pipe closed after the last line fails here, not at exit
+        return code
+    except BrokenPipeError:     # `| head`, a pager quit: end quietly, as a SIGPIPE'd tool
+        shell.silence_stdout()
+        return shell.EXIT_PIPE
     except TunbenchError as exc:
         _debug_traceback(args)
         print(f"tunbench: {exc.one_line()}", file=sys.stderr)

@@ -14,11 +14,11 @@ import json
 import math
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from . import tunnels, workloads
 from .errors import SpecError
+from .shell import Console
 
 LIST_FORMAT = "tunbench-list"
 LIST_FORMAT_VERSION = 1

@@ -130,9 +130,10 @@ def excluded_lines(a: Advice) -> list[str]:
 def print_advice(a: Advice, console: Any = None, ranking: bool = True) -> None:
     """The decision summary table, then (with `ranking`) the constraints, the ranking, the
     excluded methods and why, and the verdict."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from ..shell import Console
     if console is None:
         console = Console()
         if not console.is_terminal:

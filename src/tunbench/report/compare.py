@@ -286,9 +286,9 @@ def _share_cell(share: float | None, ci: tuple[float, float] | None) -> str:
 
 
 def print_table(res: Result, threshold: float, allow_untested: bool = False) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from ..shell import Console
     from . import metrics
     from .takeaways import num
     console = Console()

@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from ..results.model import MetricRecord, metric_records
+from ..shell import Console
 from . import data, hops, hubs, stats
 from . import metrics as catalogue
 

@@ -12,8 +12,9 @@ from typing import Any
 # (data.name_tunnels, which data.load applies); metric: the key, metric_base and dims (JSON)
 # what it measures and at which point (result format v2, docs/results.md)
 COLUMNS = ("case_id", "tunnel", "kind", "workload", "workload_params", "mtu", "offloads",
-           "repeat", "metric", "metric_base", "dims", "unit", "value", "higher_is_better", "bound", "status", "impl",
-           "encrypts")
+           "repeat", "metric", "metric_base", "dims", "unit", "value", "higher_is_better",
+           "bound", "status", "impl", "encrypts")
+EXTRA = ("campaign",)   # the result folder, first, in `tunbench export` (several folders)
 
 
 def tidy_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -48,11 +49,17 @@ def tidy_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    cols = columns(rows)
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: ("" if r[k] is None else r[k]) for k in COLUMNS})
+        w.writerow({k: ("" if r[k] is None else r[k]) for k in cols})
     return buf.getvalue()
+
+
+def to_jsonl(rows: list[dict[str, Any]]) -> str:
+    cols = columns(rows)
+    return "".join(json.dumps({k: r[k] for k in cols}) + "\n" for r in rows)
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> Path:
@@ -64,15 +71,17 @@ def write_csv(rows: list[dict[str, Any]], path: Path) -> Path:
 def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
-    schema = pa.schema([("case_id", pa.string()), ("tunnel", pa.string()),
-                        ("kind", pa.string()), ("workload", pa.string()),
-                        ("workload_params", pa.string()),
-                        ("mtu", pa.int32()), ("offloads", pa.string()), ("repeat", pa.int32()),
-                        ("metric", pa.string()), ("unit", pa.string()),
-                        ("value", pa.float64()), ("higher_is_better", pa.bool_()),
-                        ("bound", pa.string()), ("status", pa.string()),
-                        ("impl", pa.string()), ("encrypts", pa.bool_())])
-    table = pa.Table.from_pylist([{k: r[k] for k in COLUMNS} for r in rows], schema=schema)
+    types = {"mtu": pa.int32(), "repeat": pa.int32(), "value": pa.float64(),
+             "higher_is_better": pa.bool_(), "encrypts": pa.bool_()}
+    cols = [c for c in (*EXTRA, *COLUMNS) if rows and c in rows[0]] or list(COLUMNS)
+    schema = pa.schema([(c, types.get(c, pa.string())) for c in cols])   # the CSV's columns
+    table = pa.Table.from_pylist([{k: r[k] for k in cols} for r in rows], schema=schema)
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
     return path
+
+
+def columns(rows: list[dict[str, Any]]) -> list[str]:
+    """The columns of these rows, in order: `campaign` first where `tunbench export` added
+    it, then COLUMNS."""
+    return [c for c in EXTRA if rows and c in rows[0]] + list(COLUMNS)

@@ -81,6 +81,9 @@ def filters_from(args: argparse.Namespace) -> query.Filters:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    if args.output:   # a folder there or a missing parent: exit 2 before the query
+        from ..shell import check_file
+        check_file(Path(args.output), "-o")
     conn = db.connect(args.db, create=False)
     try:
         table = query.rows(conn, filters_from(args))

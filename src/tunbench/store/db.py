@@ -78,6 +78,9 @@ def connect(path: Path | str | None = None, *, create: bool = True) -> sqlite3.C
                             "import result folders first: tunbench db import DIR...")
         if p.exists() and p.is_dir():
             raise SpecError(f"--db {p} is a directory", "give the path of a .db file")
+        if path is not None and not p.exists():   # one the user named: only the file is new
+            from ..shell import check_file
+            check_file(p, "--db")
         p.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(p), timeout=30.0, isolation_level=None)
     try:
@@ -89,6 +92,7 @@ def connect(path: Path | str | None = None, *, create: bool = True) -> sqlite3.C
         conn.close()
         raise SpecError(f"{p} is not a tunbench results store ({exc})",
                         "point --db at another file, or move this one away") from None
+    _add_fingerprint_column(conn)
     row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     if row is None:
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
@@ -98,6 +102,15 @@ def connect(path: Path | str | None = None, *, create: bool = True) -> sqlite3.C
         raise SpecError(f"{p} has store schema {row[0]}, newer than this tunbench "
                         f"({SCHEMA_VERSION})", "upgrade tunbench")
     return conn
+
+
+def _add_fingerprint_column(conn: sqlite3.Connection) -> None:
+    """campaign.fingerprint (JSON, results/fingerprint.py) came after schema 1: added to an
+    older store in place; its rows stay NULL (the trend derives theirs from the experiment
+    and environment, as compare does for a campaign that recorded none)."""
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(campaign)")}
+    if "fingerprint" not in cols:
+        conn.execute("ALTER TABLE campaign ADD COLUMN fingerprint TEXT")
 
 
 def content_hash(root: Path) -> str:
@@ -173,12 +186,14 @@ def _insert_campaign(conn: sqlite3.Connection, root: Path, digest: str,
                      index: dict[str, Any], n_cases: int) -> int:
     env = index.get("env") or {}
     exp = index.get("experiment") or {}
+    from ..results import fingerprint
     cur = conn.execute(
         "INSERT INTO campaign (path, content_hash, name, host, created, finished, state, "
-        "n_cases, imported, experiment) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        "n_cases, imported, experiment, fingerprint) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         (str(root), digest, exp.get("name") or root.name, env.get("hostname"),
          index.get("created"), index.get("finished"), index.get("state"), n_cases,
-         time.time(), json.dumps(exp, sort_keys=True, default=str)))
+         time.time(), json.dumps(exp, sort_keys=True, default=str),
+         json.dumps(fingerprint.of_index(index), sort_keys=True, default=str)))
     cid = int(cur.lastrowid or 0)
     conn.execute("INSERT INTO environment VALUES (?,?,?,?,?,?,?,?)",
                  (cid, env.get("hostname"), env.get("kernel"), env.get("machine"),
@@ -216,8 +231,13 @@ def campaign_dirs(paths: Iterable[Path]) -> list[Path]:
     out: list[Path] = []
     for p in paths:
         p = Path(p)
+        if p.name == "index.json" and p.is_file():   # the campaign's index, named directly
+            p = p.parent
         if (p / "index.json").exists():
             out.append(p)
+        elif p.exists() and not p.is_dir():
+            raise SpecError(f"{p} is a file, not a result folder",
+                            "name the folder that holds index.json (results/<timestamp>)")
         elif p.is_dir():
             found = sorted(q.parent for q in p.glob("*/index.json")) or \
                 sorted(q.parent for q in p.glob("*/*/index.json"))

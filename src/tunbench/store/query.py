@@ -20,6 +20,7 @@ COLUMNS = ("campaign", "campaign_name", "host", "kernel", "campaign_created", "c
            "offloads", "repeat", "rate", "status", "started", "metric", "unit", "value",
            "higher_is_better", "bound")
 FORMATS = ("csv", "parquet", "json")
+DEFAULT_NAME = "campaign"   # spec.Experiment's name when the experiment gives none
 
 _SELECT = """
 SELECT c.path, c.name, c.host, e.kernel, c.created, k.case_id, k.tunnel, k.kind, k.impl,
@@ -83,10 +84,42 @@ def rows(conn: sqlite3.Connection, f: Filters) -> list[dict[str, Any]]:
     out = []
     for r in cur:
         d = dict(zip(COLUMNS, r, strict=True))
+        d["campaign_name"] = display_name(d["campaign_name"], d["campaign"])
         for b in ("encrypts", "higher_is_better"):
             d[b] = None if d[b] is None else bool(d[b])
         out.append(d)
     return out
+
+
+def fingerprints(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+    """Each campaign's fingerprint (results/fingerprint.py) by its path: the recorded one,
+    else derived from its experiment and environment as compare derives it."""
+    from ..results import fingerprint
+    out = {}
+    for path, fp, exp, env in conn.execute(
+            "SELECT c.path, c.fingerprint, c.experiment, e.env FROM campaign c "
+            "JOIN environment e ON e.campaign_id = c.id"):
+        out[str(path)] = (json.loads(fp) if fp else fingerprint.derive(
+            json.loads(exp or "{}"), json.loads(env or "{}")))
+    return out
+
+
+def display_name(name: str | None, path: str) -> str:
+    """The campaign's name: its experiment's name, or its folder's where the experiment
+    kept the default ("campaign" names nothing)."""
+    return name if name and name != DEFAULT_NAME else Path(path).name
+
+
+def iso(t: float | None) -> str | None:
+    """Epoch seconds as an ISO-8601 local date-time with its offset (what --since takes)."""
+    if t is None:
+        return None
+    return datetime.fromtimestamp(float(t)).astimezone().isoformat(timespec="seconds")
+
+
+def readable(r: dict[str, Any]) -> dict[str, Any]:
+    """A row as db query shows it: times as ISO-8601 (trend keeps the epoch seconds)."""
+    return {**r, "campaign_created": iso(r["campaign_created"]), "started": iso(r["started"])}
 
 
 def write(table: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
@@ -94,6 +127,7 @@ def write(table: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
     if fmt not in FORMATS:
         raise SpecError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}",
                         "e.g. --format csv")
+    table = [readable(r) for r in table]
     if fmt == "parquet":
         if out is None:
             raise SpecError("--format parquet needs -o FILE", "Parquet is binary: "
