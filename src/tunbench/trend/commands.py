@@ -15,7 +15,8 @@ from ..store import db, query
 from . import analysis
 
 
-def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+def _rows(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The tidy rows, and each campaign's fingerprint by its path."""
     sources = [Path(s) for s in args.sources]
     stores = [s for s in sources if s.is_file()]
     dirs = [s for s in sources if not s.is_file()]
@@ -27,10 +28,12 @@ def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     f = filters_from(args)
     f.metrics = f.metrics or list(analysis.DEFAULT_METRICS)
     rows: list[dict[str, Any]] = []
+    fps: dict[str, Any] = {}
     for s in stores:
         conn = db.connect(s, create=False)
         try:
             rows += query.rows(conn, f)
+            fps.update(query.fingerprints(conn))
         finally:
             conn.close()
     if dirs:
@@ -38,17 +41,21 @@ def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         try:
             db.import_many(conn, db.campaign_dirs(dirs))
             rows += query.rows(conn, f)
+            fps.update(query.fingerprints(conn))
         finally:
             conn.close()
-    return rows
+    return rows, fps
 
 
 def cmd_trend(args: argparse.Namespace) -> int:
-    rows = _rows(args)
+    if args.out:    # a file there, a missing parent: exit 2 before anything is read
+        from ..shell import check_dir
+        check_dir(Path(args.out), "--out")
+    rows, fps = _rows(args)
     if not rows:
         raise SpecError("no matching cases in what was given",
                         "check --tunnel/--metric/--since, or import result folders first")
-    t = analysis.build(rows, absolute=args.absolute)
+    t = analysis.build(rows, absolute=args.absolute, fingerprints=fps)
     changes = analysis.change_points(t)
     doc = analysis.to_json(t, changes)
     figs: list[Path] = []
@@ -74,13 +81,20 @@ def _print(t: analysis.Trend, changes: list[analysis.Change], doc: dict[str, Any
         cells = "  ".join(f"{h:02d}h {c.mean:.4g}±{c.std:.2g} (n={c.n})"
                           for h, c in hours.get(k, {}).items())
         print(f"{k[0]} {k[1]} {k[2]} [{t.views[k]}, {unit}]: {cells}")
+    ser = analysis.series(t)
+    split = sorted({k[:3] for k in ser if sum(1 for j in ser if j[:3] == k[:3]) > 1})
+    if split:
+        print(f"{len(split)} tunnel/workload/metric(s) ran in several setups: one series per "
+              "setup, never compared across (setups below)")
     if not changes:
         print("no change points")
     for c in changes:
         when = datetime.fromtimestamp(c.at).strftime("%Y-%m-%d %H:%M")
         print(f"{c.verdict}: {c.tunnel} {c.workload} {c.metric} [{c.view}] "
               f"{c.before:.4g} -> {c.after:.4g} ({c.change_pct:+.1f}%) from {when} "
-              f"({c.campaign})", file=sys.stdout)
+              f"({c.campaign}) in setup {c.setup}", file=sys.stdout)
+    for sid in dict.fromkeys(c.setup for c in changes):
+        print(f"setup {sid}: {t.setups[sid].label if sid in t.setups else '?'}")
 
 
 def add_parsers(sub: Any) -> None:

@@ -4,6 +4,7 @@ change points marked."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ def _ylabel(t: Trend, key: tuple[str, str, str]) -> str:
 
 
 def write(t: Trend, changes: list[Change], out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(exist_ok=True)   # its parent was checked (shell.check_dir); never created
     hours, days, ser = by_slot(t, "hour"), by_slot(t, "weekday"), series(t)
     written = []
     for wl, metric in dict.fromkeys((k[1], k[2]) for k in t.tracked()):
@@ -32,7 +33,7 @@ def write(t: Trend, changes: list[Change], out: Path) -> list[Path]:
             _row(t, [k for k in keys if t.views[k] == view], changes, row,
                  (hours, days, ser), f"{wl} [{view}]")
         fig.tight_layout()
-        stem = out / f"trend-{wl.replace(' ', '_')}-{metric}"
+        stem = out / re.sub(r"[^A-Za-z0-9._-]", "_", f"trend-{wl}-{metric}")
         for ext in ("png", "svg"):
             fig.savefig(f"{stem}.{ext}")
             written.append(Path(f"{stem}.{ext}"))
@@ -51,9 +52,11 @@ def _row(t: Trend, keys: list[tuple[str, str, str]], changes: list[Change], row:
         d = days.get(k, {})
         ax_d.errorbar(list(d), [c.mean for c in d.values()],
                       yerr=[c.std for c in d.values()], marker="o", capsize=3, label=k[0])
-        s = ser.get(k, [])
-        ax_s.plot([datetime.fromtimestamp(x[0]) for x in s], [x[2] for x in s],
-                  marker=".", label=k[0])
+        several = sum(1 for sk in ser if sk[:3] == k) > 1
+        for sk, s in ser.items():   # one line per setup: never joined across setups
+            if sk[:3] == k:
+                ax_s.plot([datetime.fromtimestamp(x[0]) for x in s], [x[2] for x in s],
+                          marker=".", label=f"{k[0]} [{sk[3]}]" if several else k[0])
     for c in changes:
         if (c.tunnel, c.workload, c.metric) in keys:
             ax_s.axvline(datetime.fromtimestamp(c.at), linestyle="--",
