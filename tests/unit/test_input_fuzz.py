@@ -592,7 +592,7 @@ def test_exit_codes_in_help_and_readme(capsys: pytest.CaptureFixture[str]) -> No
         assert exc.value.code == 0
         assert cli.EXIT_CODES in capsys.readouterr().out
     codes = [line.split()[0] for line in cli.EXIT_CODES.splitlines()[1:]]
-    assert codes == ["0", "1", "2", "3", "4", "70", "130"]
+    assert codes == ["0", "1", "2", "3", "4", "70", "130", "141"]
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     section = readme.split("### Exit codes", 1)[1].split("\n#", 1)[0]
     assert [ln.split("|")[1].strip().strip("`") for ln in section.splitlines()

@@ -142,6 +142,16 @@ def test_db_import_of_a_file_names_what_it_is(tmp_path: Path) -> None:
                   str(tmp_path / "absent")), "does not exist")
 
 
+def test_readers_never_write_a_store_into_an_empty_file(tmp_path: Path) -> None:
+    """An empty file opens as a new SQLite database: db query and trend named one would
+    have written the schema into it."""
+    empty = tmp_path / "empty"
+    empty.touch()
+    _one_line(_tb("db", "query", "--db", str(empty)), "no results store", "empty file")
+    _one_line(_tb("trend", str(empty)), "no results store")
+    assert empty.stat().st_size == 0
+
+
 def _leaves(p: argparse.ArgumentParser, path: tuple[str, ...] = ()
             ) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
     out = [(path, p)]

@@ -73,8 +73,10 @@ def connect(path: Path | str | None = None, *, create: bool = True) -> sqlite3.C
     blocks a campaign being recorded, and a killed writer leaves the last commit intact."""
     p = Path(path) if path is not None else default_path()
     if str(p) != ":memory:":
-        if not create and not p.exists():
-            raise SpecError(f"no results store at {p}",
+        if not create and (not p.exists() or (p.is_file() and p.stat().st_size == 0)):
+            # an empty file would open as a new store: a reader must not write one there
+            raise SpecError(f"no results store at {p}" + (" (an empty file)" if p.exists()
+                                                          else ""),
                             "import result folders first: tunbench db import DIR...")
         if p.exists() and p.is_dir():
             raise SpecError(f"--db {p} is a directory", "give the path of a .db file")
