@@ -41,13 +41,20 @@ from tunbench.remote import transport
 from tunbench.runner import run_campaign
 if sys.argv[3] == "untethered":   # a controller whose ssh processes can outlive it
     transport._PDEATHSIG[:] = [False]
+HOLD, NTH = (sys.argv[4] or ":0").split(":")
+seen = 0
 class Rep:
     def campaign_start(self, cases, plans): ...
     def case_start(self, case): ...
     def case_end(self, case, doc): ...
     def campaign_end(self, store): ...
     def phase(self, event):
+        global seen
         print("PHASE", event.name, flush=True)
+        if event.name == HOLD:
+            seen += 1
+            if seen == int(NTH):   # held here (its heartbeat goes on) until the test kills it
+                sys.stdin.readline()
 run_campaign(spec.build(json.loads(sys.argv[1]), "test"), Path(sys.argv[2]), Rep())
 """
 
@@ -125,13 +132,18 @@ def wait_for(cond: Any, limit: float) -> bool:
 
 
 def start_controller(hosts: SshHosts, tmp_path: Path, short: Path, kind: str, *,
-                     heartbeat: float, tethered: bool, duration: int = 20
+                     heartbeat: float, tethered: bool, duration: int = 20, hold: str = ""
                      ) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """The controller in a subprocess. hold="PHASE:N": it stops at the Nth start of that phase
+    (its heartbeat thread goes on) until the test kills it, so the kill lands in that phase
+    however slow the host is (a teardown of 2 s could end, journal and all, while the test
+    was still reading the hosts)."""
     env = {**os.environ, "TUNBENCH_STATE_DIR": str(short / "state")}
     p = subprocess.Popen([sys.executable, "-c", CONTROLLER,
                           json.dumps(_data(hosts, kind, heartbeat, duration)), str(tmp_path / "r"),
-                          "tethered" if tethered else "untethered"],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          "tethered" if tethered else "untethered", hold],
+                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
     return p, env
 
 
@@ -182,7 +194,8 @@ def test_controller_killed_hosts_clean_up(hosts: SshHosts, tmp_path: Path, short
     the heartbeat timeout nothing of the run is on either host; `tunbench cleanup --run`
     ends the masters here."""
     p, env = start_controller(hosts, tmp_path, short, kind, heartbeat=HEARTBEAT,
-                              tethered=False, duration=20 if phase == "measuring" else 2)
+                              tethered=False, duration=20 if phase == "measuring" else 2,
+                              hold=f"{phase}:{nth}")
     try:
         wait_phase(p, phase, nth)
         ctl = recorded_controller(hosts)
