@@ -5,8 +5,9 @@ The SRH is captured on both sides of the transit node: the segment list names it
 then gwb's decapsulation SID, the outer destination is the transit SID before it and gwb's
 after it, segments left drops by one and the outer hop limit by one (the transit node is a
 hop of the SRv6 path); the sites' own addresses never appear in the clear between the
-gateways. The inner TTL counts the hops that route the sites' packets (gwa, gwb, the router),
-not the transit node. The preset's plan (direct and through the gateways in the same round:
+gateways. The inner TTL counts the hops that route the sites' packets: the gateway pair once
+(gwa encapsulates on input, gwb forwards what it decapsulates) and the router, not the
+transit node. The preset's plan (direct and through the gateways in the same round:
 TCP and UDP throughput, RTT and hop count) runs end to end with 1 s measurements, and nothing
 of any of it is left after teardown."""
 
@@ -41,7 +42,8 @@ CHAIN: dict[str, Any] = {
     "transit": {"kind": "router", "srv6_end": True},
     "gwb": {"kind": "gateway", "tunnel": "srv6"},
     "rtb": {"kind": "router"}}
-ROUTED = 3   # gwa, gwb, rtb route the sites' packets; the transit node only the outer ones
+ROUTED = 2   # the srv6 pair once (gwb forwards what it decapsulates) and rtb; the transit
+#              node forwards the outer packets only
 
 
 @pytest.fixture
@@ -117,14 +119,14 @@ def test_the_preset_measures_direct_and_through_the_gateways_in_one_round() -> N
         assert by[topo, "stream"]["metrics"]["throughput"]["value"] > 0
         assert by[topo, "udp-rate"]["metrics"]["throughput"]["value"] > 0
         assert by[topo, "ping"]["metrics"]["rtt_avg"]["value"] > 0
-    # seed 004's TTL: direct the sites share a link, through the gateways two routers
+    # seed 004's TTL: direct the sites share a link, through the gateways one routed hop
     assert by["direct", "ping"]["metrics"]["hops"]["value"] == 0
-    assert by["chain", "ping"]["metrics"]["hops"]["value"] == 2
+    assert by["chain", "ping"]["metrics"]["hops"]["value"] == 1
     for w in ("stream", "udp-rate", "ping"):
         ch = by["chain", w]
         assert "chain" not in by["direct", w]
         assert ch["testbed"]["chain"]["gateway_tunnel"]["kind"] == "srv6"
-        assert ch["chain"]["probe"]["routers"] == 2
+        assert ch["chain"]["probe"]["routers"] == 1
         delta = ch["chain"]["counters"]["delta"]
         assert delta["transit"]["function"]["srv6_end_packets"] > 0, delta["transit"]
         assert delta["gwb"]["function"]["srv6_end_dx4_packets"] > 0, delta["gwb"]

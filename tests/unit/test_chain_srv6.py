@@ -50,8 +50,9 @@ def test_the_segment_lists_name_the_transit_sids_in_path_order_then_the_peer() -
     assert p.segments("b", 6) == ["2001:2:f:3::e", "2001:2:f:5::e", "2001:2:f:6::d6"]
     assert p.segments("a", 4) == ["2001:2:f:5::e", "2001:2:f:3::e", "2001:2:f:2::d4"]
     assert p.overhead == 40 + 8 + 3 * 16
-    # the sites' packets are routed by the routers and the gateways, not by what lies between
-    assert chain.routed_hops == 4
+    # the sites' packets are routed by the two routers and the gateway pair once (gwa
+    # encapsulates on input, gwb forwards what it decapsulates), not by what lies between
+    assert chain.routed_hops == 3
 
 
 def test_each_namespace_gets_its_locator_routes_sids_and_encap_routes() -> None:

@@ -45,7 +45,12 @@ class ChainSpec:
         from . import get
         gw = [i for i, h in enumerate(self.hops) if h.kind == "gateway"]
         inside = set(range(gw[0] + 1, gw[1])) if len(gw) == 2 else set()
-        return sum(1 for i, h in enumerate(self.hops) if get(h.kind).routed and i not in inside)
+        # an srv6 pair forwards the sites' packets once: the first gateway encapsulates them
+        # on input (seg6 route), only the second forwards the decapsulated packet (measured:
+        # tests/netns/test_chain_srv6.py)
+        once = int(len(gw) == 2 and self.hops[gw[0]].params.get("tunnel") == "srv6")
+        return sum(1 for i, h in enumerate(self.hops) if get(h.kind).routed
+                   and i not in inside) - once
 
     def gateways(self) -> list[int]:
         """Positions (site a = 0) of the gateway pair; [] when there is none."""
