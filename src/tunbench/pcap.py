@@ -120,6 +120,61 @@ def parse_pcap(raw: bytes) -> list[Packet]:
     return out
 
 
+IPPROTO_ROUTING, SRH_TYPE = 43, 4   # IPv6 routing header; its type 4 is the SRH (RFC 8754)
+
+
+@dataclass(frozen=True)
+class Srh:
+    """An IPv6 packet carrying a Segment Routing Header: its outer hop limit and addresses,
+    the segment list in the order the packet visits it (the SRH stores it last first), how
+    many segments are left, and what the SRH carries (4: IPv4, 41: IPv6 inside)."""
+
+    hop_limit: int
+    src: str
+    dst: str
+    segments_left: int
+    segments: tuple[str, ...]
+    inner: int
+
+
+def _l3(frame: bytes, linktype: int) -> bytes | None:
+    if linktype == LINKTYPE_ETHERNET:
+        ethertype, l3 = struct.unpack("!H", frame[12:14])[0], 14
+        if ethertype == ETH_P_8021Q:
+            ethertype, l3 = struct.unpack("!H", frame[16:18])[0], 18
+    elif linktype == LINKTYPE_LINUX_SLL:
+        ethertype, l3 = struct.unpack("!H", frame[14:16])[0], 16
+    else:
+        raise ValueError(f"unsupported pcap link type {linktype}")
+    return frame[l3:] if ethertype in (ETH_P_IP, ETH_P_IPV6) else None
+
+
+def parse_srh(data: bytes) -> Srh | None:
+    """The SRH facts of one IP packet (None: not IPv6 with an SRH right after its header)."""
+    if len(data) < 48 or data[0] >> 4 != 6 or data[6] != IPPROTO_ROUTING:
+        return None
+    ext = data[40:]
+    nh, hdr_len, rtype, left, last = ext[0], ext[1], ext[2], ext[3], ext[4]
+    if rtype != SRH_TYPE or len(ext) < 8 + 16 * (last + 1) or hdr_len * 8 < 16 * (last + 1):
+        return None
+    stored = [_ip6(ext[8 + 16 * i:24 + 16 * i]) for i in range(last + 1)]
+    return Srh(data[7], _ip6(data[8:24]), _ip6(data[24:40]), left, tuple(reversed(stored)), nh)
+
+
+def parse_srh_pcap(raw: bytes) -> list[Srh]:
+    """Every SRv6 packet (IPv6 + SRH) of a classic pcap file; others skipped (pure)."""
+    if len(raw) < 24:
+        return []
+    _, linktype = _header(raw)
+    out = []
+    for frame in frames(raw):
+        l3 = _l3(frame, linktype)
+        srh = parse_srh(l3) if l3 is not None else None
+        if srh is not None:
+            out.append(srh)
+    return out
+
+
 @dataclass
 class CaptureResult:
     path: Path

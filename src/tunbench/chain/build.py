@@ -96,7 +96,7 @@ def segment_mtus(chain: ChainSpec, n: int, mtu: int) -> list[int]:
     gw = chain.gateways()
     if not gw:
         return [mtu] * (n + 1)
-    inner = gateway.inner_mtu(chain.hops[gw[0] - 1].params, mtu)
+    inner = gateway.inner_mtu(chain.hops[gw[0] - 1].params, mtu, chain.hops)
     return [mtu if gw[0] <= seg < gw[1] else inner for seg in range(n + 1)]
 
 

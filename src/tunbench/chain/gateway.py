@@ -14,6 +14,12 @@ in the chain's ledger, with:
   it (wireguard-go's interface names are system-wide).
 Then each gateway routes the segments beyond the other gateway through the tunnel.
 
+`tunnel = "srv6"` is seed 004's deployment and has no tunnel device: the first gateway
+encapsulates with `seg6` and an SRH listing the path's segments (transit End SIDs of routers
+with `srv6_end = true`, then the peer's End.DX4/End.DX6), the second decapsulates (chain/srv6.py;
+its driver, tunnels/srv6.py, is only asked what the host lacks). It needs an IPv6 underlay:
+`underlay = 4` is refused.
+
 The inner path's MTU follows from the overhead: the segments on the site sides get the
 tunnel's MTU (`inner_mtu`: WAN MTU minus the kind's overhead, and at most 1400 for libipsec),
 the WAN keeps the experiment's MTU, so the sites' packets fit the tunnel unfragmented.
@@ -28,9 +34,10 @@ from .. import tunnels
 from ..errors import SpecError
 from ..testbed.base import Site, Testbed
 from ..testbed.ledger import Ledger
+from . import srv6
 from .base import Function, Hop, Param
 
-BUILT = ("vxlan", "wireguard", "ipsec")
+BUILT = ("vxlan", "wireguard", "ipsec", "srv6")
 
 
 class Gateway(Function):
@@ -43,7 +50,13 @@ class Gateway(Function):
         "impl": Param(str, "", None, "the tunnel's implementation (wireguard: kernel|go; "
                       "ipsec: libipsec|kernel|xfrm); empty: the kind's own choice on this "
                       "host", '"libipsec"'),
+        "underlay": Param(int, 0, (0, 6), "the IP family between the gateways: 4 or 6 (0: "
+                          "the kind's own; srv6 needs 6)", "6"),
     }
+
+    def counters(self, hop: Hop) -> dict[str, int]:
+        """An srv6 gateway: packets its End.DX4/End.DX6 SIDs decapsulated."""
+        return srv6.counters(hop) if srv6.is_srv6_gateway(hop) else {}
 
     def configure(self, hop: Hop, ledger: Ledger) -> None:
         """Nothing alone: the pair is brought up together (tunnel_up)."""
@@ -55,6 +68,12 @@ def pair_problems(params: dict[str, Any], here: bool = True) -> list[str]:
     line, refused with the chain (once per pair) before anything is created."""
     if params.get("tunnel") not in BUILT:
         return []   # refused as such already (spec._gateway)
+    if params.get("underlay", 0) not in (0, 4, 6):
+        return [f"underlay {params['underlay']} must be 4 or 6 (or left out: the tunnel "
+                "kind's own)"]
+    if params["tunnel"] == srv6.KIND and params.get("underlay") == 4:
+        return ["srv6 needs an IPv6 underlay (SRv6 carries its segment list in IPv6 "
+                "headers): set underlay = 6 or leave underlay out"]
     drv = tunnels.get(params["tunnel"])
     impls, impl = drv.implementations(), params.get("impl") or ""
     if impl and impl not in impls:
@@ -62,7 +81,10 @@ def pair_problems(params: dict[str, Any], here: bool = True) -> list[str]:
                 f"({', '.join(impls) or 'it has one only: leave impl out'})"]
     if not here:
         return []   # between hosts: asked of the hosts (chain/hosts.py tools and kernel)
-    p = tunnel_params(params)
+    try:
+        p = tunnel_params(params)
+    except SpecError as e:   # e.g. an underlay the kind does not take
+        return [e.one_line()]
     missing = drv.requirements(p)
     if not missing:
         return []
@@ -73,15 +95,23 @@ def pair_problems(params: dict[str, Any], here: bool = True) -> list[str]:
 def tunnel_params(params: dict[str, Any]) -> Any:
     """The gateway tunnel's driver parameters (the driver's defaults, impl if given)."""
     drv = tunnels.get(params["tunnel"])
-    raw = {"impl": params["impl"]} if params.get("impl") else {}
+    raw: dict[str, Any] = {"impl": params["impl"]} if params.get("impl") else {}
+    if params.get("underlay") and params["tunnel"] != srv6.KIND:
+        raw["underlay"] = params["underlay"]
     try:
         return drv.parse_params(raw)
     except SpecError as e:   # checked before (Gateway.check): a driver's own refusal
         raise SpecError(f"gateway tunnel: {e}", e.hint) from None
 
 
-def inner_mtu(params: dict[str, Any], wan_mtu: int) -> int:
-    """The MTU of the path between the sites through the gateways' tunnel (pure)."""
+def inner_mtu(params: dict[str, Any], wan_mtu: int,
+              hops: tuple[Hop, ...] | list[Hop] = ()) -> int:
+    """The MTU of the path between the sites through the gateways' tunnel (pure); srv6: its
+    SRH holds one segment per transit End router of `hops`, plus the decapsulation SID."""
+    if params.get("tunnel") == srv6.KIND:
+        p = srv6.plan_of(hops)
+        return wan_mtu - (p.overhead if p else srv6.IPV6_HEADER + srv6.SRH_FIXED
+                          + srv6.SID_BYTES)
     drv = tunnels.get(params["tunnel"])
     return int(drv.tunnel_mtu(tunnel_params(params), wan_mtu))
 
@@ -102,6 +132,11 @@ def tunnel_up(tb: Testbed, first: Hop, second: Hop, first_pos: int, second_pos: 
     `sites`: the gateways as sites already made (on hosts: an agent in each gateway's
     namespace, chain/hosts.py, with its own case directory there); else namespaces here."""
     kind = first.params["tunnel"]
+    if kind == srv6.KIND:   # no tunnel device: seg6 routes in the gateways (chain/srv6.py)
+        hops = list(tb.hops)
+        plan = srv6.plan_of(hops)
+        assert plan is not None and (plan.first, plan.second) == (first_pos, second_pos)
+        return srv6.up(hops, plan, wan_mtu)
     drv = tunnels.get(kind)()
     params = tunnel_params(first.params)
     if sites is None:

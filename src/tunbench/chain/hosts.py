@@ -194,7 +194,10 @@ def build(topo: Any, run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int,
                          "hops": [h.describe() for h in hops],
                          "segment_mtus": seg_mtus, "carrier": carrier,
                          "hosts": {"a": topo.target("a"), "b": topo.target("b")}}
-    if gw:   # the gateways as sites of their own tunnel: an agent in each one's namespace
+    if gw and hops[gw[0] - 1].params.get("tunnel") == "srv6":   # routes only (chain/srv6.py)
+        tb.notes["chain"]["gateway_tunnel"] = gateway.tunnel_up(
+            tb, hops[gw[0] - 1], hops[gw[1] - 1], gw[0], gw[1], n, ledger, seg_mtu)
+    elif gw:   # the gateways as sites of their own tunnel: an agent in each one's namespace
         first, second = hops[gw[0] - 1], hops[gw[1] - 1]
         ga = _site(topo, "a", first.netns, first.right_if, first.right4, first.right6,
                    f"{run_id}-{first.name}", ledger)

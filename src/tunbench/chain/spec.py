@@ -45,7 +45,12 @@ class ChainSpec:
         from . import get
         gw = [i for i, h in enumerate(self.hops) if h.kind == "gateway"]
         inside = set(range(gw[0] + 1, gw[1])) if len(gw) == 2 else set()
-        return sum(1 for i, h in enumerate(self.hops) if get(h.kind).routed and i not in inside)
+        # an srv6 pair forwards the sites' packets once: the first gateway encapsulates them
+        # on input (seg6 route), only the second forwards the decapsulated packet (measured:
+        # tests/netns/test_chain_srv6.py)
+        once = int(len(gw) == 2 and self.hops[gw[0]].params.get("tunnel") == "srv6")
+        return sum(1 for i, h in enumerate(self.hops) if get(h.kind).routed
+                   and i not in inside) - once
 
     def gateways(self) -> list[int]:
         """Positions (site a = 0) of the gateway pair; [] when there is none."""
@@ -125,6 +130,8 @@ def _parse(raw: Any, where: str, problems: list[str], here: bool = True) -> Chai
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"{where}: two functions are named {name!r} (rename one table)")
     _pairs(hops, where, problems, here)
+    from .srv6 import problems as srv6_problems
+    problems.extend(f"{where}: {p}" for p in srv6_problems(hops))
     wans = [h.name for h in hops if h.kind == "wan"]
     if len(wans) > 1:
         problems.append(f"{where}.path has {len(wans)} WANs ({', '.join(wans)}): a chain is "
@@ -196,10 +203,10 @@ def _pairs(hops: list[Hop], where: str, problems: list[str], here: bool = True) 
                         "on each side of the WAN")
         return
     a, b = hops[gw[0]], hops[gw[1]]
-    if (a.params.get("tunnel"), a.params.get("impl")) != (b.params.get("tunnel"),
-                                                          b.params.get("impl")):
+    if [a.params.get(k) for k in ("tunnel", "impl", "underlay")] != \
+            [b.params.get(k) for k in ("tunnel", "impl", "underlay")]:
         problems.append(f"{where}: gateways {a.name} and {b.name} terminate different tunnels "
-                        f"({_tun(a)}, {_tun(b)}): give both the same tunnel and impl")
+                        f"({_tun(a)}, {_tun(b)}): give both the same tunnel, impl and underlay")
     from .gateway import pair_problems
     problems.extend(f"{where}: gateways {a.name} and {b.name}: {p}"
                     for p in pair_problems(a.params, here))
@@ -210,5 +217,6 @@ def _pairs(hops: list[Hop], where: str, problems: list[str], here: bool = True) 
 
 
 def _tun(hop: Hop) -> str:
-    impl = hop.params.get("impl")
-    return f"{hop.params.get('tunnel')}" + (f" {impl}" if impl else "")
+    impl, under = hop.params.get("impl"), hop.params.get("underlay")
+    return f"{hop.params.get('tunnel')}" + (f" {impl}" if impl else "") + \
+        (f" underlay {under}" if under else "")

@@ -137,8 +137,15 @@ def _what(hop: dict[str, Any], gw: dict[str, Any]) -> str:
         peer = next((n for n in names if n != hop["name"]), "?")
         label = gw.get("label") or p.get("tunnel", "?")
         enc = ", encrypts" if gw.get("encrypts") else ""
-        return (f"{label} tunnel to {peer}{enc}; inner MTU {gw.get('inner_mtu', '?')} "
+        srh = ""
+        if gw.get("kind") == "srv6":   # the segment list this gateway puts in its SRH
+            segs = (gw.get("srv6") or {}).get(
+                "segments_to_b4" if names and names[0] == hop["name"] else "segments_to_a4")
+            srh = f", SRH [{', '.join(segs or [])}]"
+        return (f"{label} tunnel to {peer}{enc}{srh}; inner MTU {gw.get('inner_mtu', '?')} "
                 f"over WAN MTU {gw.get('wan_mtu', '?')}")
+    if kind == "router" and p.get("srv6_end"):
+        return "SRv6 transit End SID (outer hop limit - 1; inner TTL untouched)"
     if kind == "firewall":
         return (f"nftables, {p.get('rules', '?')} {p.get('shape', 'linear')} rules"
                 + (", stateful" if p.get("stateful") else "")
