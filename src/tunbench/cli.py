@@ -364,15 +364,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.threshold) and 0 <= args.threshold <= 1000):
         raise SpecError(f"--threshold {args.threshold:g} must be a percentage from 0 to 1000",
                         "e.g. --threshold 5 ignores regressions under 5 %")
+    fmt = "json" if args.json else (args.format or "text")
+    if args.json and args.format not in (None, "json"):
+        raise SpecError(f"--json and --format {args.format} contradict each other",
+                        "give one of them")
+    if args.wide and fmt != "text":
+        raise SpecError(f"--wide applies to the text table, not --format {fmt}",
+                        "leave out --wide (md and html fold the details themselves)")
+    if args.html:   # a folder there or a missing parent: exit 2 before any reading
+        shell.check_file(Path(args.html), "--html")
     res = compare.run(Path(args.a), Path(args.b), force=args.force)
-    from .report import console
+    from .report import compare_view, console
     for camp in res.campaigns:
         console.print_folder_problems(camp.folder)
-    if args.json:
+    code = compare.exit_code(res, args.threshold, args.allow_untested)
+    if args.html:
+        Path(args.html).write_text(compare_view.html_page(res, args.threshold,
+                                                          args.allow_untested))
+    if fmt == "json":
         print(json.dumps(compare.to_json(res, args.threshold, args.allow_untested), indent=1))
-    else:
+    elif fmt == "md":
+        sys.stdout.write(compare_view.markdown(res, args.threshold, args.allow_untested))
+    elif fmt == "html":
+        sys.stdout.write(compare_view.html_page(res, args.threshold, args.allow_untested))
+    elif args.wide:
         compare.print_table(res, args.threshold, args.allow_untested)
-    return compare.exit_code(res, args.threshold, args.allow_untested)
+    else:
+        compare_view.print_narrow(res, args.threshold, args.allow_untested)
+    return code
 
 
 def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -542,7 +561,15 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("b", metavar="B", help="result folder: after")
     cp.add_argument("--threshold", type=float, default=0.0, metavar="PCT",
                     help="ignore regressions smaller than PCT percent of A's mean (default 0)")
-    cp.add_argument("--json", action="store_true", help="print one JSON object")
+    cp.add_argument("--format", choices=("text", "md", "html", "json"), default=None,
+                    help="text (default: a table per scenario that fits 80-100 columns, "
+                    "headline metrics first, the rest folded), md (Markdown for a CI "
+                    "comment), html (a page with an overlay figure of both campaigns), json")
+    cp.add_argument("--json", action="store_true", help="print one JSON object (--format json)")
+    cp.add_argument("--wide", action="store_true", help="every metric and column (CIs, "
+                    "shares of native, test methods); wider than a terminal")
+    cp.add_argument("--html", metavar="FILE", help="also write the HTML page (with the "
+                    "overlay figure) to FILE")
     cp.add_argument("--force", action="store_true", help="compare campaigns whose settings, "
                     "host or tools differ (refused otherwise, exit 2); every line is marked")
     cp.add_argument("--allow-untested", action="store_true", help="let entries with fewer "

@@ -127,3 +127,10 @@ def unit_label(metric: str, unit: str, rec: MetricRecord | None = None) -> str:
     if override and unit in ("%", "", override):
         return override
     return UNITS.get(unit, unit)
+
+
+def in_sentence(name: str) -> str:
+    """A display name inside a sentence: lower-case first letter ('throughput'), unless it
+    starts with an acronym ('TCP RTT p50', 'NDR, IMIX', 'CPU per Gbit/s')."""
+    first = name.split(" ", 1)[0].rstrip(",")
+    return name if len(first) > 1 and first.upper() == first else name[:1].lower() + name[1:]
