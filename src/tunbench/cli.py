@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
-from . import __version__, inputs, interrupts, shell, spec, tunnels, workloads
+from . import __version__, cli_help, inputs, interrupts, runflags, shell, spec, tunnels, workloads
 from .errors import Interrupted, SpecError, TunbenchError
 
 DEFAULT_OUT = Path("results")
@@ -27,19 +27,9 @@ INTERNAL_ERROR = 70   # sysexits EX_SOFTWARE: a bug in tunbench, not the input o
 
 # Flags whose value is a comma-separated list (split by inputs.split_list; the fuzz test
 # checks every help text saying "comma-separated" is here)
-LIST_FLAGS = ("--tunnels", "--workloads", "--mtu", "--offloads")
+LIST_FLAGS = ("--tunnels", "--workloads", "--mtu", "--offloads", "--streams")
 
-EXIT_CODES = """\
-exit codes:
-  0    ok
-  1    every case failed, or a significant regression (compare)
-  2    invalid input (flag, experiment file, parameter); nothing was changed
-  3    not possible on this host (kernel feature, tool, privilege); nothing was changed
-  4    a command failed
-  70   internal error (a bug in tunbench; rerun with --debug for the traceback)
-  130  interrupted (SIGINT/SIGTERM); everything created was removed
-  141  stdout closed early (| head, a pager quit): ended quietly, as by SIGPIPE
-"""
+EXIT_CODES = cli_help.EXIT_TABLE   # once, in `tunbench --help`
 
 
 _MAIN_PID = 0
@@ -172,6 +162,9 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
     _testbed_overrides(args, over)
     merged = spec.merge(data, over)
     _traffic_overrides(args, merged)
+    runflags.apply(merged, runflags.parse_streams(args.streams) if args.streams is not None
+                   else None, bool(getattr(args, "reverse", False)),
+                   bool(getattr(args, "bidir", False)))
     kinds = available_kinds()
     avail = {k for k, why in kinds.items() if not why}
     flags = set(e) | {k for k in ("tunnel", "workload", "offloads", "testbed") if k in over}
@@ -371,15 +364,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.threshold) and 0 <= args.threshold <= 1000):
         raise SpecError(f"--threshold {args.threshold:g} must be a percentage from 0 to 1000",
                         "e.g. --threshold 5 ignores regressions under 5 %")
+    fmt = "json" if args.json else (args.format or "text")
+    if args.json and args.format not in (None, "json"):
+        raise SpecError(f"--json and --format {args.format} contradict each other",
+                        "give one of them")
+    if args.wide and fmt != "text":
+        raise SpecError(f"--wide applies to the text table, not --format {fmt}",
+                        "leave out --wide (md and html fold the details themselves)")
+    if args.html:   # a folder there or a missing parent: exit 2 before any reading
+        shell.check_file(Path(args.html), "--html")
     res = compare.run(Path(args.a), Path(args.b), force=args.force)
-    from .report import console
+    from .report import compare_view, console
     for camp in res.campaigns:
         console.print_folder_problems(camp.folder)
-    if args.json:
+    code = compare.exit_code(res, args.threshold, args.allow_untested)
+    if args.html:
+        Path(args.html).write_text(compare_view.html_page(res, args.threshold,
+                                                          args.allow_untested))
+    if fmt == "json":
         print(json.dumps(compare.to_json(res, args.threshold, args.allow_untested), indent=1))
-    else:
+    elif fmt == "md":
+        sys.stdout.write(compare_view.markdown(res, args.threshold, args.allow_untested))
+    elif fmt == "html":
+        sys.stdout.write(compare_view.html_page(res, args.threshold, args.allow_untested))
+    elif args.wide:
         compare.print_table(res, args.threshold, args.allow_untested)
-    return compare.exit_code(res, args.threshold, args.allow_untested)
+    else:
+        compare_view.print_narrow(res, args.threshold, args.allow_untested)
+    return code
 
 
 def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -504,7 +516,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="tunbench", description="Benchmark tunnels and encryption between two "
+    p = Parser(prog="tunbench", usage="tunbench [-h] [--version] [--debug] COMMAND ...",
+               description="Benchmark tunnels and encryption between two "
                "sites: throughput, latency, CPU.", epilog=EXIT_CODES,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"tunbench {__version__}")
@@ -514,73 +527,23 @@ def build_parser() -> argparse.ArgumentParser:
     common = Parser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show tracebacks and debug logs")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help=argparse.SUPPRESS)   # listed by task in the description
 
     def add(name: str, **kw: Any) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[common], epilog=EXIT_CODES,
+        """A command, with --debug and the exit codes it can return (cli_help)."""
+        return sub.add_parser(name, parents=[common], epilog=cli_help.command_epilog(name),
+                              prog=f"tunbench {name}",
                               formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
 
-    r = add("run", help="run a campaign and write a result folder")
-    r.add_argument("--tunnels", help="comma-separated kinds, or 'all' (every kind available "
-                   "here); default: native,vxlan")
-    r.add_argument("--workloads", help="comma-separated workloads; default: stream")
-    r.add_argument("--experiment", metavar="FILE", help="TOML experiment file (flags override)")
-    from . import presets
-    r.add_argument("--preset", metavar="NAME", help="a shipped experiment (tunbench list shows "
-                   "them): " + ", ".join(presets.names()))
-    r.add_argument("--scale", type=float, metavar="F", help="multiply the preset's/file's "
-                   "durations and repeats by F for a quick run (e.g. 0.05; minimum 2 s, 1 repeat)")
-    r.add_argument("--offloads", metavar="VARIANTS", help="offload variants, comma-separated "
-                   "(default, no-tso-gro, no-gso-gro, no-tnl-seg, gro-on, all-off): every case "
-                   "runs once per variant, ethtool -K on underlay and tunnel devices")
-    r.add_argument("--noisy-cv", type=float, metavar="CV", help="flag figures whose coefficient "
-                   "of variation exceeds CV (default 0.10)")
-    r.add_argument("--duration", type=float, help="seconds per measurement (default 10)")
-    r.add_argument("--warmup", type=float, help="seconds excluded at the start (default 1)")
-    r.add_argument("--repeats", type=int, help="repeats of every case (default 3)")
-    r.add_argument("--mtu", help="underlay MTU(s), comma-separated (default 1500)")
-    r.add_argument("--rate", help="shape the underlay with tbf, e.g. 500mbit")
-    r.add_argument("--delay", help="netem delay on both underlay ends, e.g. 25ms")
-    r.add_argument("--jitter", help="netem jitter (needs --delay), e.g. 5ms")
-    r.add_argument("--loss", help="netem random loss on both underlay ends, e.g. 0.1%%")
-    r.add_argument("--netem-rate", dest="netem_rate", help="netem rate limit, e.g. 100mbit")
-    r.add_argument("--sizes", metavar="SIZE,...", help="packet sizes of the workloads that "
-                   "generate UDP (loss-search): IP total lengths, imix, mix, genome; e.g. 361,imix")
-    r.add_argument("--mix", metavar="SIZE:WEIGHT,...", help="custom IMIX for the workloads "
-                   "that generate UDP (loss-search), IP bytes, e.g. 64:7,570:4,1518:1")
-    r.add_argument("--genome", metavar="LETTERS", help="RFC 6985 size letters for the "
-                   "workloads that generate UDP (loss-search), e.g. aaaaaaaabbbbg")
-    r.add_argument("--flows", metavar="N|SxDxSPxDP", help="flows of the workloads that "
-                   "generate UDP (loss-search): a count (source ports), or source x destination "
-                   "addresses x source x destination ports, e.g. 5x5x100x100")
-    r.add_argument("--site", action="append", metavar="NAME=TARGET",
-                   help="run between real hosts over SSH: --site a=USER@HOST --site "
-                   "b=USER@HOST ('local' = this host); default: two namespaces here. With "
-                   "--testbed hub: --site hub=USER@HOST --site s1=USER@HOST ... sN=..., one "
-                   "host each")
-    r.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
-                   help="ssh config file for the sites (ssh -F; default ~/.ssh/config)")
-    r.add_argument("--heartbeat", type=float, metavar="S", help="the hosts' agents end the "
-                   "run this long after tunbench falls silent (killed, frozen, cut off); "
-                   "default 30, 0 = off (docs/remote.md)")
-    r.add_argument("--testbed", metavar="KIND", help="pair (default: two sites) or hub (one "
-                   "hub site and --spokes N spoke sites; kinds native, vxlan, ebpf-vxlan; "
-                   "workload stream, to one spoke and to all at once)")
-    r.add_argument("--spokes", type=int, metavar="N", help="spoke sites of --testbed hub "
-                   "(1..1000, default 10; on hosts: the number of --site sN given)")
-    r.add_argument("--shuffle", action="store_true", help="shuffle case order within a round")
-    r.add_argument("--seed", type=int, help="seed for --shuffle")
-    r.add_argument("--out", help="result folder (default results/<timestamp>)")
-    r.add_argument("--resume", metavar="DIR", help="continue an interrupted campaign")
-    r.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    r.add_argument("--quiet", action="store_true", help="no progress on stderr (it is shown "
-                   "otherwise, also with --json)")
-    r.add_argument("--no-report", action="store_true",
-                   help="do not write the HTML report (DIR/report/) after the run")
-    r.add_argument("--dry-run", action="store_true", help="check the experiment and this host "
-                   "(exit 2 or 3 as a run would) and print the planned cases; changes nothing")
-    r.add_argument("--db", metavar="FILE", help="results store to record the campaign in "
-                   "(default $TUNBENCH_DB, else ~/.local/share/tunbench/results.db; 'off': none)")
+    r = add("run", help="run a campaign and write a result folder",
+            usage="tunbench run [-t SECONDS] [-P N[,N...]] [-R | --bidir]\n"
+                  "                    [--tunnels KIND,...] [--workloads NAME,...] [options "
+                  "below]",
+            description="Measure tunnels against native (no tunnel) in the same run.\n"
+            "-t, -P, -R and --bidir mean what they mean to iperf3: tunbench run -t 10 -P "
+            "1,4,16 -R")
+    _add_run_options(r)
     r.set_defaults(func=cmd_run)
 
     rp = add("report", help="figures, HTML report and CSV/Parquet of a result "
@@ -592,14 +555,21 @@ def build_parser() -> argparse.ArgumentParser:
     advise_cli.add_constraint_options(rp)   # the decision summary's ranking, as in advise
     rp.set_defaults(func=cmd_report)
 
-    cp = add("compare", help="change per tunnel and metric from campaign A to B; "
-             "exit 0 no significant regression, 1 a significant regression beyond "
-             "--threshold, 2 nothing comparable or invalid input")
+    cp = add("compare", help="change per tunnel and metric from campaign A to B, with a "
+             "verdict (a CI gate: exit 1 on a significant regression)")
     cp.add_argument("a", metavar="A", help="result folder: before")
     cp.add_argument("b", metavar="B", help="result folder: after")
     cp.add_argument("--threshold", type=float, default=0.0, metavar="PCT",
                     help="ignore regressions smaller than PCT percent of A's mean (default 0)")
-    cp.add_argument("--json", action="store_true", help="print one JSON object")
+    cp.add_argument("--format", choices=("text", "md", "html", "json"), default=None,
+                    help="text (default: a table per scenario that fits 80-100 columns, "
+                    "headline metrics first, the rest folded), md (Markdown for a CI "
+                    "comment), html (a page with an overlay figure of both campaigns), json")
+    cp.add_argument("--json", action="store_true", help="print one JSON object (--format json)")
+    cp.add_argument("--wide", action="store_true", help="every metric and column (CIs, "
+                    "shares of native, test methods); wider than a terminal")
+    cp.add_argument("--html", metavar="FILE", help="also write the HTML page (with the "
+                    "overlay figure) to FILE")
     cp.add_argument("--force", action="store_true", help="compare campaigns whose settings, "
                     "host or tools differ (refused otherwise, exit 2); every line is marked")
     cp.add_argument("--allow-untested", action="store_true", help="let entries with fewer "
@@ -663,7 +633,104 @@ def build_parser() -> argparse.ArgumentParser:
     from .report import export_cli
     export_cli.add_parser(shared)
     _debug_everywhere(p)
+    p.description = (p.description or "") + "\n\ncommands by task:\n" + \
+        cli_help.commands_by_task(sub) + "\n\n`tunbench COMMAND --help` for a command's flags."
     return p
+
+
+def _add_run_options(r: argparse.ArgumentParser) -> None:
+    """`tunbench run`'s flags, grouped as a user looks for them; iperf3's short options
+    (-t, -P, -R, --bidir) mean what they mean to iperf3 (runflags.py)."""
+    from . import presets
+    what = r.add_argument_group("what to measure")
+    what.add_argument("--tunnels", metavar="KIND,...", help="comma-separated kinds, or 'all' "
+                      "(every kind available here); default: native,vxlan")
+    what.add_argument("--workloads", metavar="NAME,...",
+                      help="comma-separated workloads; default: stream")
+    what.add_argument("-P", "--streams", metavar="N[,N...]", help="parallel TCP streams, as "
+                      "iperf3 -P; comma-separated counts run one case each (-P 1,4,16), "
+                      "drawn as a sweep; for the workloads that take streams (stream, "
+                      "parallel-streams, latency-under-load)")
+    way = what.add_mutually_exclusive_group()
+    way.add_argument("-R", "--reverse", action="store_true", help="reverse, as iperf3 -R: the "
+                     "server side (site b) sends to site a; recorded in each case and named "
+                     "in the report ('stream reverse')")
+    way.add_argument("--bidir", action="store_true", help="both directions at once, as iperf3 "
+                     "--bidir (stream): throughput is their sum, each direction kept as "
+                     "'Throughput, site a → b' and 'b → a'")
+    what.add_argument("--experiment", metavar="FILE",
+                      help="TOML experiment file (flags override)")
+    what.add_argument("--preset", metavar="NAME", help="a shipped experiment (tunbench list "
+                      "shows them): " + ", ".join(presets.names()))
+    what.add_argument("--offloads", metavar="VARIANTS", help="offload variants, comma-separated "
+                      "(default, no-tso-gro, no-gso-gro, no-tnl-seg, gro-on, all-off): every "
+                      "case runs once per variant, ethtool -K on underlay and tunnel devices")
+    what.add_argument("--sizes", metavar="SIZE,...", help="packet sizes of the workloads that "
+                      "generate UDP (loss-search): IP total lengths, imix, mix, genome; e.g. "
+                      "361,imix")
+    what.add_argument("--mix", metavar="SIZE:WEIGHT,...", help="custom IMIX for the workloads "
+                      "that generate UDP (loss-search), IP bytes, e.g. 64:7,570:4,1518:1")
+    what.add_argument("--genome", metavar="LETTERS", help="RFC 6985 size letters for the "
+                      "workloads that generate UDP (loss-search), e.g. aaaaaaaabbbbg")
+    what.add_argument("--flows", metavar="N|SxDxSPxDP", help="flows of the workloads that "
+                      "generate UDP (loss-search): a count (source ports), or source x "
+                      "destination addresses x source x destination ports, e.g. 5x5x100x100")
+
+    when = r.add_argument_group("how long and how often")
+    when.add_argument("-t", "--duration", type=float, metavar="SECONDS",
+                      help="seconds per measurement, as iperf3 -t (default 10)")
+    when.add_argument("--warmup", type=float, metavar="SECONDS", help="seconds excluded at the "
+                      "start, as iperf3 -O (default 1)")
+    when.add_argument("--repeats", type=int, metavar="N", help="repeats of every case "
+                      "(default 3); rounds are the outer loop, native first in each")
+    when.add_argument("--scale", type=float, metavar="F", help="multiply the preset's/file's "
+                      "durations and repeats by F for a quick run (e.g. 0.05; minimum 2 s, "
+                      "1 repeat)")
+    when.add_argument("--shuffle", action="store_true",
+                      help="shuffle case order within a round")
+    when.add_argument("--seed", type=int, help="seed for --shuffle")
+
+    where = r.add_argument_group("where (testbed, underlay and network conditions)")
+    where.add_argument("--mtu", metavar="BYTES[,BYTES]",
+                       help="underlay MTU(s), comma-separated (default 1500)")
+    where.add_argument("--rate", help="shape the underlay with tbf, e.g. 500mbit")
+    where.add_argument("--delay", help="netem delay on both underlay ends, e.g. 25ms")
+    where.add_argument("--jitter", help="netem jitter (needs --delay), e.g. 5ms")
+    where.add_argument("--loss", help="netem random loss on both underlay ends, e.g. 0.1%%")
+    where.add_argument("--netem-rate", dest="netem_rate",
+                       help="netem rate limit, e.g. 100mbit")
+    where.add_argument("--site", action="append", metavar="NAME=TARGET",
+                       help="run between real hosts over SSH: --site a=USER@HOST --site "
+                       "b=USER@HOST ('local' = this host); default: two namespaces here. With "
+                       "--testbed hub: --site hub=USER@HOST --site s1=USER@HOST ... sN=..., "
+                       "one host each")
+    where.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
+                       help="ssh config file for the sites (ssh -F; default ~/.ssh/config)")
+    where.add_argument("--heartbeat", type=float, metavar="S", help="the hosts' agents end the "
+                       "run this long after tunbench falls silent (killed, frozen, cut off); "
+                       "default 30, 0 = off (docs/remote.md)")
+    where.add_argument("--testbed", metavar="KIND", help="pair (default: two sites) or hub (one "
+                       "hub site and --spokes N spoke sites; kinds native, vxlan, ebpf-vxlan; "
+                       "workload stream, to one spoke and to all at once)")
+    where.add_argument("--spokes", type=int, metavar="N", help="spoke sites of --testbed hub "
+                       "(1..1000, default 10; on hosts: the number of --site sN given)")
+
+    out = r.add_argument_group("output")
+    out.add_argument("--out", metavar="DIR", help="result folder (default results/<timestamp>)")
+    out.add_argument("--resume", metavar="DIR", help="continue an interrupted campaign")
+    out.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    out.add_argument("--quiet", action="store_true", help="no progress on stderr (it is shown "
+                     "otherwise, also with --json)")
+    out.add_argument("--no-report", action="store_true",
+                     help="do not write the HTML report (DIR/report/) after the run")
+    out.add_argument("--dry-run", action="store_true", help="check the experiment and this "
+                     "host (exit 2 or 3 as a run would) and print the planned cases; changes "
+                     "nothing")
+    out.add_argument("--noisy-cv", type=float, metavar="CV", help="flag figures whose "
+                     "coefficient of variation exceeds CV (default 0.10)")
+    out.add_argument("--db", metavar="FILE", help="results store to record the campaign in "
+                     "(default $TUNBENCH_DB, else ~/.local/share/tunbench/results.db; 'off': "
+                     "none)")
 
 
 def _debug_everywhere(parser: argparse.ArgumentParser) -> None:

@@ -84,9 +84,11 @@ def test_compare_refuses_shaped_vs_unshaped_and_force_marks_every_line(
     nat = next(e for e in doc["entries"] if (e["tunnel"], e["metric"]) ==
                ("native", "throughput"))
     assert nat["reference"] and "native/stream/mtu1500/throughput" not in doc["regressions"]
-    text = tb("compare", a, b, "--force")
-    assert text.stdout.count("not comparable") >= len(doc["entries"])
-    assert "WARNING (--force)" in text.stdout
+    text = tb("compare", a, b, "--force")     # every entry shown, each marked ⚠
+    assert text.stdout.count("⚠") >= len(doc["entries"])
+    assert "WARNING (--force)" in text.stdout and "not comparable" in text.stdout
+    wide = tb("compare", a, b, "--force", "--wide")
+    assert wide.stdout.count("not comparable") >= len(doc["entries"])
 
 
 def test_compare_disjoint_campaigns_is_nothing_comparable(

@@ -92,3 +92,43 @@ def test_busy_jiffies_of_all_cpus(data_dir: Path) -> None:
     assert cpu.busy_jiffies((data_dir / "procstat/stat-1.txt").read_text()) == 18217
     assert cpu.busy_jiffies((data_dir / "procstat/stat-2.txt").read_text()) == 18413
     assert cpu.busy_jiffies("cpu0 100 0 50 800 50 0 0 0 0 0\n") is None
+
+
+def test_iperf3_reverse(data_dir: Path) -> None:
+    """`iperf3 -c ... -t 2 -P 2 -R -J` on loopback (iperf 3.12): the client receives."""
+    import json
+    text = (data_dir / "iperf3/tcp-2streams-reverse-lo.json").read_text()
+    r = parse_iperf3(text)
+    raw = json.loads(text)
+    assert r["reverse"] is True and r["bidir"] is False and r["streams"] == 2
+    assert r["throughput_mbps"] == pytest.approx(
+        raw["end"]["sum_received"]["bits_per_second"] / 1e6)
+    assert r["bytes_received"] == raw["end"]["sum_received"]["bytes"] > 0
+    assert len(r["series_mbps"]) == 2 and "throughput_a_to_b_mbps" not in r
+
+
+def test_iperf3_bidir_sums_both_directions(data_dir: Path) -> None:
+    """`iperf3 -c ... -t 2 -P 2 --bidir -J` on loopback (iperf 3.12): the client's direction
+    in sum/sum_received, the server's in the *_bidir_reverse twins (3.12 records no bidir
+    flag in test_start)."""
+    import json
+    text = (data_dir / "iperf3/tcp-2streams-bidir-lo.json").read_text()
+    raw = json.loads(text)
+    assert "bidir" not in raw["start"]["test_start"]
+    r = parse_iperf3(text)
+    end = raw["end"]
+    ab = end["sum_received"]["bits_per_second"] / 1e6
+    ba = end["sum_received_bidir_reverse"]["bits_per_second"] / 1e6
+    assert r["bidir"] is True and r["reverse"] is False and r["streams"] == 2
+    assert r["throughput_a_to_b_mbps"] == pytest.approx(ab)
+    assert r["throughput_b_to_a_mbps"] == pytest.approx(ba)
+    assert r["throughput_mbps"] == pytest.approx(ab + ba)
+    assert r["bytes_received"] == (end["sum_received"]["bytes"]
+                                   + end["sum_received_bidir_reverse"]["bytes"])
+    assert r["retransmits"] == (end["sum_sent"]["retransmits"]
+                                + end["sum_sent_bidir_reverse"]["retransmits"])
+    per_iv = [iv["sum"]["bits_per_second"] / 1e6 for iv in raw["intervals"]]
+    back = [iv["sum_bidir_reverse"]["bits_per_second"] / 1e6 for iv in raw["intervals"]]
+    assert r["series_a_to_b_mbps"] == pytest.approx(per_iv)
+    assert r["series_b_to_a_mbps"] == pytest.approx(back)
+    assert r["series_mbps"] == pytest.approx([x + y for x, y in zip(per_iv, back)])

@@ -286,21 +286,22 @@ def _share_cell(share: float | None, ci: tuple[float, float] | None) -> str:
 
 
 def print_table(res: Result, threshold: float, allow_untested: bool = False) -> None:
+    """--wide: every metric and every column (CIs, shares, methods), headline metrics first;
+    the default view is compare_view.print_narrow."""
     from rich.table import Table
 
-    from ..shell import Console
-    from . import metrics
+    from . import compare_view, metrics
     from .takeaways import num
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=190)
+    console = compare_view.console_width(wide=True)
     table = Table(title=f"{res.a} → {res.b}")
     for col in ("tunnel", "workload", "MTU", "metric", "A mean ± CI", "B mean ± CI", "change",
                 "A % of native", "B % of native", "change of share", "verdict", "rests on"):
         table.add_column(col, justify="right" if col in ("MTU", "change", "change of share")
                          else "left")
     style = {IMPROVED: "green", REGRESSED: "red", SAME: "", UNTESTED: "dim"}
-    for c in res.changes:
+    ordered = [c for sec in compare_view.sections(res)
+               for c in sec.main + sec.details + sec.folded]
+    for c in ordered:
         ha, hb = (c.ci_a[1] - c.mean_a), (c.ci_b[1] - c.mean_b)
         pct = "–" if c.change_pct is None else f"{c.change_pct:+.1f}%"
         spct = "–" if c.share_change_pct is None else f"{c.share_change_pct:+.1f}%"

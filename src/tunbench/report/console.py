@@ -76,7 +76,8 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)
-    rows = stats.rows(data.name_tunnels(cases), noisy_cv)
+    named = data.name_directions(data.name_tunnels(cases))   # 'stream reverse' (iperf3 -R)
+    rows = stats.rows(named, noisy_cv)
     swept: dict[tuple[str, int, str], list[stats.Row]] = {}
     groups: dict[tuple[str, int, str], list[stats.Row]] = {}
     for r in rows:
@@ -84,7 +85,7 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
             swept.setdefault((r.workload, r.mtu, r.offloads), []).append(r)
         else:
             groups.setdefault((r.label or r.workload, r.mtu, r.offloads), []).append(r)
-    declared = {str(d["case"]["workload"]["name"]): d["case"]["workload"] for d in cases}
+    declared = {str(d["case"]["workload"]["name"]): d["case"]["workload"] for d in named}
     recs = {k: r for d in reversed(cases) for k, r in metric_records(d).items()}
     for (wl_label, mtu, off), grp in groups.items():
         head = tuple((declared.get(grp[0].workload) or {}).get("headline") or ())

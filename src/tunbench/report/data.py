@@ -188,6 +188,32 @@ def name_tunnels(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+DIRECTIONS = {"reverse": "reverse", "bidir": "bidir"}   # iperf3 -R / --bidir, as recorded
+
+
+def direction(params: dict[str, Any]) -> str | None:
+    """'reverse' (site b sends, iperf3 -R), 'bidir' (both at once) or None (a sends to b)."""
+    return next((word for key, word in DIRECTIONS.items() if params.get(key) is True), None)
+
+
+def name_directions(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cases whose workload ran reversed or both ways are named so ('stream reverse'), in
+    their scenario and their label: every table, figure, take-away and compare line says
+    which way the traffic went, and never pools them with the forward direction."""
+    out = []
+    for d in cases:
+        w = d["case"]["workload"]
+        way = direction(w.get("params") or {})
+        if way is None:
+            out.append(d)
+            continue
+        named = {**w, "name": f"{w['name']} {way}", "direction": way}
+        if w.get("label"):
+            named["label"] = f"{w['label']} {way}"
+        out.append({**d, "case": {**d["case"], "workload": named}})
+    return out
+
+
 def _split_sweeps(cases: list[dict[str, Any]]) -> None:
     """A workload run at several values of a sweep parameter (e.g. streams 1, 4, 16) becomes
     one scenario per value ('stream streams=4'), so its tables and ratios never mix them."""
@@ -207,7 +233,7 @@ def _split_sweeps(cases: list[dict[str, Any]]) -> None:
 def load(root: Path) -> Campaign:
     """A campaign folder through the one reader (results/reader.py)."""
     folder = reader.read_campaign(root)
-    cases = name_tunnels(folder.cases)
+    cases = name_directions(name_tunnels(folder.cases))
     _split_sweeps(cases)
     return Campaign(root, folder.index, cases, stats.rows(cases), folder.missing,
                     folder.pending)

@@ -258,10 +258,22 @@ def takeaways(cases: list[dict[str, Any]]) -> list[Any]:
             continue
         lb = " (direct is a lower bound: the generator's limit)" if "direct" in r["bound"] \
             else ""
-        out.append(Takeaway("chain", f"Through the chain, {r['workload']} {r['metric']} is "
+        name, unit = _named(cases, r["metric"], r["unit"])
+        from . import metrics as catalogue
+        name = catalogue.in_sentence(name)
+        out.append(Takeaway("chain", f"Through the chain, {r['workload']} {name} is "
                             f"{r['pct']:.1f}% of direct ({_fmt(r['chain'])} vs "
-                            f"{_fmt(r['direct'])} {r['unit']}){lb}.", dict(r)))
+                            f"{_fmt(r['direct'])} {unit}){lb}.", dict(r)))
     return out
+
+
+def _named(cases: list[dict[str, Any]], metric: str, unit: str) -> tuple[str, str]:
+    """The catalogue's name and unit of a metric key, from the record a case holds."""
+    from ..results.model import metric_records
+    from . import metrics as catalogue
+    rec = next((recs[metric] for d in cases for recs in [metric_records(d)]
+                if metric in recs), None)
+    return catalogue.display_name(metric, rec), catalogue.unit_label(metric, unit, rec)
 
 
 def _fmt(v: float | None) -> str:
@@ -289,7 +301,7 @@ def print_chain(console: Console, cases: list[dict[str, Any]]) -> None:
         for col in ("workload", "metric", "direct", "chain", "chain % of direct"):
             c.add_column(col, justify="left" if col in ("workload", "metric") else "right")
         for r in cmp:
-            c.add_row(r["workload"], f"{r['metric']} ({r['unit']})",
+            c.add_row(r["workload"], "{} ({})".format(*_named(cases, r["metric"], r["unit"])),
                       ("≥" if "direct" in r["bound"] else "") + _fmt(r["direct"]),
                       ("≥" if "chain" in r["bound"] else "") + _fmt(r["chain"]),
                       _pct(r["pct"]))

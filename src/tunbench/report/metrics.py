@@ -17,6 +17,9 @@ from ..results.model import QUALIFIER_DIMS, MetricRecord
 EXACT: dict[str, tuple[str, str | None]] = {
     # name -> (display name, unit override; None keeps the recorded unit)
     "throughput": ("Throughput", None),
+    # stream --bidir: each direction beside their sum (site a runs the iperf3 client)
+    "throughput_a_to_b": ("Throughput, site a → b", None),
+    "throughput_b_to_a": ("Throughput, site b → a", None),
     "retransmits": ("TCP retransmits", None),
     "iperf3_cpu_client": ("iperf3 client CPU", "% of one core"),
     "iperf3_cpu_server": ("iperf3 server CPU", "% of one core"),
@@ -124,3 +127,10 @@ def unit_label(metric: str, unit: str, rec: MetricRecord | None = None) -> str:
     if override and unit in ("%", "", override):
         return override
     return UNITS.get(unit, unit)
+
+
+def in_sentence(name: str) -> str:
+    """A display name inside a sentence: lower-case first letter ('throughput'), unless it
+    starts with an acronym ('TCP RTT p50', 'NDR, IMIX', 'CPU per Gbit/s')."""
+    first = name.split(" ", 1)[0].rstrip(",")
+    return name if len(first) > 1 and first.upper() == first else name[:1].lower() + name[1:]

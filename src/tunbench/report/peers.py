@@ -14,7 +14,7 @@ from typing import Any
 
 from . import data, stats
 from .data import Campaign
-from .takeaways import Takeaway, num, where
+from .takeaways import Takeaway, metric_name, num, unit, where
 
 
 def _verdict(a: stats.Summary, b: stats.Summary) -> tuple[str, bool | None]:
@@ -44,11 +44,12 @@ def offload_variants(c: Campaign) -> list[Takeaway]:
             change = 100 * (var.stats.mean / base.stats.mean - 1)
             verdict, sig = _verdict(base.stats, var.stats)
             parts.append(f"{tun} {change:+.1f}% ({num(base.stats.mean)} → "
-                         f"{num(var.stats.mean)} {var.unit}, {verdict})")
+                         f"{num(var.stats.mean)} {unit(c, metric, var.unit)}, {verdict})")
             facts[tun] = {"change_pct": change, "significant": sig}
         if parts:
             out.append(Takeaway("offloads", f"In {wl} at MTU {mtu}, offloads {off} against the "
-                                f"default, {metric}: " + "; ".join(parts) + ".",
+                                f"default, {metric_name(c, metric)}: " + "; ".join(parts)
+                                + ".",
                                 {"scenario": (wl, mtu, off), "metric": metric,
                                  "changes": facts}))
     return out
@@ -79,7 +80,7 @@ def ovs_vs_linux(c: Campaign) -> list[Takeaway]:
                 verdict, sig = _verdict(o.stats, lx.stats)
                 pairs.append(f"{o.tunnel} needs {ratio:.2f}× the CPU per Gbit/s of "
                              f"{lx.tunnel} ({num(o.stats.mean)} vs {num(lx.stats.mean)} "
-                             f"{o.unit}, {verdict})")
+                             f"{unit(c, o.metric, o.unit)}, {verdict})")
                 facts["ratios"][f"{o.tunnel}/{lx.tunnel}"] = (ratio, sig)
         if pairs:
             out.append(Takeaway("ovs-vs-linux", f"In {where(c, scen)}, OVS-based against Linux "
@@ -119,8 +120,8 @@ def encrypted_by_streams(c: Campaign) -> list[Takeaway]:
             items.append(f"{x}: " + " > ".join(f"{t} {num(summ[t].mean)}" for t in order)
                          + ("" if sig else f" ({verdict})"))
         changes = [x for a, x in zip(xs, xs[1:]) if leaders[a][0] != leaders[x][0]]
-        text = (f"Encrypting tunnels in {sw.workload} by {sw.param} ({metric}, "
-                f"{sw.units[metric]}): " + "; ".join(items) + ".")
+        text = (f"Encrypting tunnels in {sw.workload} by {sw.param} ({metric_name(c, metric)}, "
+                f"{unit(c, metric, sw.units[metric])}): " + "; ".join(items) + ".")
         if changes:
             text += f" The lead changes at {', '.join(map(str, changes))} {sw.param}"
             text += ("." if any(leaders[x][1] for x in changes) else

@@ -16,6 +16,7 @@ Pure functions over case documents.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -188,9 +189,16 @@ def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
         out.append(Row(label, kind, wl, metric, unit, mtu, off, hib, s, pct,
                        s.cv is not None and s.cv > noisy_cv, wlabel, sweep, line_pct, line_src,
                        bounds.get(key), share, ratios.get(key, ())))
-    out.sort(key=lambda r: (r.workload, r.sweep if isinstance(r.sweep, (int, float)) else 0,
-                            r.label, r.mtu, r.offloads, r.metric, order.index(r.tunnel)))
+    out.sort(key=lambda r: (natural(r.workload), r.sweep if isinstance(r.sweep, (int, float))
+                            else 0, natural(r.label), r.mtu, r.offloads, r.metric,
+                            order.index(r.tunnel)))
     return out
+
+
+def natural(text: str) -> tuple[Any, ...]:
+    """A sort key that orders the numbers inside a name by value: 'stream streams=4' before
+    'stream streams=16' (scenarios of a sweep read 1, 4, 16, never 1, 16, 4)."""
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(re.split(r"(\d+)", text)))
 
 
 # the label suffix of cases measured through a chain next to direct ones (plan.VIA_CHAIN): a

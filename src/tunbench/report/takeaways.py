@@ -37,6 +37,28 @@ def num(v: float) -> str:
     return f"{v:.2f}"
 
 
+def metric_name(c: Campaign, metric: str) -> str:
+    """A metric as a sentence names it: the catalogue's name (report/metrics.py), never its
+    key, lower-case inside a sentence unless it starts with an acronym ('TCP RTT p50')."""
+    from . import metrics
+    return metrics.in_sentence(c.display(metric))
+
+
+def unit(c: Campaign, metric: str, recorded: str) -> str:
+    """The unit as the tables show it (µs, packets/s, % of one core per Gbit/s)."""
+    return c.unit_label(metric, recorded)
+
+
+def times(pct: float) -> str:
+    """A share of native (in %) as a multiple: what a cost or a delay reads as (2.36×)."""
+    return f"{pct / 100:.2f}×"
+
+
+def count(x: Any, param: str) -> str:
+    """'1 stream', '4 streams'."""
+    return f"{x} {param[:-1] if x == 1 and param.endswith('s') else param}"
+
+
 def where(c: Campaign, scen: Scenario) -> str:
     wl, mtu, off = scen
     txt = f"{wl} at MTU {mtu}"
@@ -72,18 +94,20 @@ def jumbo(c: Campaign) -> list[Takeaway]:
             if sig:
                 x, y = sig[0]
                 text = (f"Jumbo frames change the ranking in {wl}: {x} beats {y} at MTU {lo} "
-                        f"({num(a[x].stats.mean)} vs {num(a[y].stats.mean)} {a[x].unit}) but "
+                        f"({num(a[x].stats.mean)} vs {num(a[y].stats.mean)} "
+                        f"{unit(c, metric, a[x].unit)}) but "
                         f"{y} beats {x} at MTU {hi} ({num(b[y].stats.mean)} vs "
                         f"{num(b[x].stats.mean)}).")
                 facts["change"] = "significant"
             elif flips:
                 x, y = flips[0]
-                text = (f"In {wl}, the order of {x} and {y} by {metric} flips between MTU "
+                text = (f"In {wl}, the order of {x} and {y} by {metric_name(c, metric)} flips "
+                        f"between MTU "
                         f"{lo} and {hi}, but their 95% confidence intervals overlap at "
                         "least at one MTU, so the ranking change is not significant.")
                 facts["change"] = "not-significant"
             else:
-                text = (f"Jumbo frames do not change the ranking by {metric} in {wl} "
+                text = (f"Jumbo frames do not change the ranking by {metric_name(c, metric)} in {wl} "
                         f"({rk}, same at MTU {hi}).")
                 facts["change"] = "none"
             shares = []
@@ -91,9 +115,11 @@ def jumbo(c: Campaign) -> list[Takeaway]:
                 if c.kind_of(t) == "native":
                     continue
                 pa, pb = a[t].pct_of_native, b[t].pct_of_native   # paired per round
-                if pa is not None and pb is not None:
-                    verb = "keeps" if a[t].higher_is_better else "is at"
-                    shares.append(f"{t} {verb} {pa:.1f}% of native at MTU {lo} and {pb:.1f}% "
+                if pa is not None and pb is not None and a[t].higher_is_better:
+                    shares.append(f"{t} keeps {pa:.1f}% of native at MTU {lo} and {pb:.1f}% "
+                                  f"at MTU {hi}")
+                elif pa is not None and pb is not None:
+                    shares.append(f"{t} is at {times(pa)} native at MTU {lo} and {times(pb)} "
                                   f"at MTU {hi}")
                     facts.setdefault("shares", {})[t] = (pa, pb)
             if shares:
@@ -109,7 +135,7 @@ def scaling(c: Campaign) -> list[Takeaway]:
         if not rates or sw.over == "tunnel":   # scale_out() speaks for tunnel sweeps
             continue
         metric = rates[0]
-        unit = sw.units[metric]
+        u, name = unit(c, metric, sw.units[metric]), metric_name(c, metric)
         for tun, pts in sw.points[metric].items():
             xs = sorted(pts)
             if len(xs) < 3:
@@ -121,24 +147,24 @@ def scaling(c: Campaign) -> list[Takeaway]:
             facts = {"workload": sw.workload, "tunnel": tun, "peak_x": peak,
                      "peak": summ[peak].mean, "last_x": last, "last": summ[last].mean}
             if peak == last:
-                text = (f"{what} keeps scaling up to {last} {sw.param}: {metric} grows from "
-                        f"{num(summ[xs[0]].mean)} to {num(summ[last].mean)} {unit}.")
+                text = (f"{what} keeps scaling up to {count(last, sw.param)}: {name} grows from "
+                        f"{num(summ[xs[0]].mean)} to {num(summ[last].mean)} {u}.")
                 facts["stops"] = False
             elif _single(summ[peak], summ[last]):
-                text = (f"{what} peaks at {peak} {sw.param} ({num(summ[peak].mean)} {unit}) "
-                        f"and is at {num(summ[last].mean)} {unit} at {last} "
+                text = (f"{what} peaks at {count(peak, sw.param)} ({num(summ[peak].mean)} {u}) "
+                        f"and is at {num(summ[last].mean)} {u} at {last} "
                         f"({100 * summ[last].mean / summ[peak].mean:.0f}% of its peak); one run "
                         "each: no confidence interval, significance not tested.")
                 facts["stops"] = None
             elif data.overlap(summ[peak], summ[last]):
-                text = (f"{what} levels off after {peak} {sw.param} ({num(summ[peak].mean)} "
-                        f"{unit}); at {last} it is indistinguishable "
-                        f"({num(summ[last].mean)} {unit}).")
+                text = (f"{what} levels off after {count(peak, sw.param)} ({num(summ[peak].mean)} "
+                        f"{u}); at {last} it is indistinguishable "
+                        f"({num(summ[last].mean)} {u}).")
                 facts["stops"] = True
             else:
-                text = (f"{what} stops scaling at {peak} {sw.param}: {metric} peaks at "
-                        f"{num(summ[peak].mean)} {unit} and falls to {num(summ[last].mean)} "
-                        f"{unit} at {last}.")
+                text = (f"{what} stops scaling at {count(peak, sw.param)}: {name} peaks at "
+                        f"{num(summ[peak].mean)} {u} and falls to {num(summ[last].mean)} "
+                        f"{u} at {last}.")
                 facts["stops"] = True
             out.append(Takeaway("scaling", text, facts))
     return out
@@ -156,7 +182,7 @@ def scale_out(c: Campaign) -> list[Takeaway]:
             continue
         metric = data.headline_metric(c, sw.workload)
         metric = metric if metric in rates else rates[0]
-        unit = sw.units[metric]
+        u, name = unit(c, metric, sw.units[metric]), metric_name(c, metric)
         for tun, pts in sw.points[metric].items():
             xs = sorted(pts)
             if len(xs) < 2:
@@ -166,11 +192,11 @@ def scale_out(c: Campaign) -> list[Takeaway]:
             if not first.mean:
                 continue
             factors = {x: summ[x].mean / first.mean for x in xs}
-            items = ", ".join(f"×{factors[x]:.2f} at {x} ({num(summ[x].mean)} {unit})"
+            items = ", ".join(f"×{factors[x]:.2f} at {x} ({num(summ[x].mean)} {u})"
                               for x in xs[1:])
             best = max(xs, key=lambda x: summ[x].mean)
-            text = (f"In {sw.workload}, {tun} over N ECMP tunnels: {metric} {num(first.mean)} "
-                    f"{unit} with {xs[0]}; {items}")
+            text = (f"In {sw.workload}, {tun} over N ECMP tunnels: {name} {num(first.mean)} "
+                    f"{u} with {xs[0]}; {items}")
             facts: dict[str, Any] = {"workload": sw.workload, "tunnel": tun, "metric": metric,
                                      "factors": factors, "best_x": best}
             if _single(summ[best], first):
@@ -266,12 +292,13 @@ def latency(c: Campaign) -> list[Takeaway]:
                 differ.append(f"{r.tunnel} {'adds' if d > 0 else 'saves'} {num(abs(d))}")
             parts = []
             if differ:
-                parts.append(", ".join(differ) + f" {base.unit}")
+                parts.append(", ".join(differ) + f" {unit(c, metric, base.unit)}")
             if same:
                 parts.append(f"{' and '.join(same)} {'is' if len(same) == 1 else 'are'} "
                              "indistinguishable from native (95% CIs overlap)")
-            text = (f"In {where(c, scen)}, {metric} against native's "
-                    f"{num(base.stats.mean)} {base.unit}: " + "; ".join(parts) + ".")
+            text = (f"In {where(c, scen)}, {metric_name(c, metric)} against native's "
+                    f"{num(base.stats.mean)} {unit(c, metric, base.unit)}: "
+                    + "; ".join(parts) + ".")
             if single:
                 text += " One run each: no confidence interval, significance not tested."
             out.append(Takeaway("latency", text, {"scenario": scen, "metric": metric,
@@ -323,16 +350,20 @@ def noisy(c: Campaign) -> list[Takeaway]:
                      {"count": len(rows), "total": len(c.rows)})]
 
 
-def _merged(topic: str, group: list[tuple[int, Takeaway]], where_txt: str,
+def _merged(c: Campaign, topic: str, group: list[tuple[int, Takeaway]], where_txt: str,
             param: str) -> Takeaway:
     """One sentence for a topic over every value of a sweep, from the per-value facts."""
     by_value = {x: t.facts for x, t in sorted(group, key=lambda g: g[0])}
     single = any(t.facts.get("single") for _, t in group)
     if topic == "share-of-native":
         metric = next(iter(by_value.values()))["metric"]
-        items = ", ".join(f"{x}: {f['best']} {f['pct']:.1f}%" for x, f in by_value.items())
-        text = (f"In {where_txt}, the tunnel keeping the highest share of native {metric}, "
-                f"by {param}: {items}.")
+        hib = next(iter(by_value.values())).get("higher_is_better", True)
+        items = ", ".join(f"{x}: {f['best']} " + (f"{f['pct']:.1f}%" if hib else
+                                                  f"{times(f['pct'])} native")
+                          for x, f in by_value.items())
+        lead = (f"the tunnel keeping the highest share of native {metric_name(c, metric)}"
+                if hib else f"the tunnel closest to native {metric_name(c, metric)}")
+        text = f"In {where_txt}, {lead}, by {param}: {items}."
     else:  # cpu-per-gbit: each tunnel's range of multiples of native's CPU per Gbit/s
         ranges: dict[str, list[float]] = {}
         for f in by_value.values():
@@ -374,7 +405,7 @@ def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
             out.append(t)
         elif groups[found][0][1] is t:   # the sweep's sentence stands where its first value was
             topic, base, param, mtu, off = found
-            out.append(_merged(topic.split("|")[0], groups[found],
+            out.append(_merged(c, topic.split("|")[0], groups[found],
                                where(c, (base, mtu, off)), param))
     return out
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from . import data, decide, ranking, stats
 from .data import Campaign
-from .takeaways import Takeaway, num, where
+from .takeaways import Takeaway, metric_name, num, times, unit, where
 
 
 def _bounds_caveat(base: Any, best: Any, pct: float) -> str:
@@ -29,26 +29,41 @@ def _bounds_caveat(base: Any, best: Any, pct: float) -> str:
     return ""
 
 
+def share_text(pct: float, higher_is_better: bool) -> str:
+    """A share of native as the tables show it: 93.3% for what a tunnel keeps (throughput),
+    2.36× native for a cost or a delay (lower is better), never '236.3% of native'."""
+    return f"{pct:.1f}%" if higher_is_better else f"{times(pct)} native"
+
+
 def _vs_second(best: Any, second: Any, p2: float) -> tuple[str, bool | None]:
     """The clause on the runner-up and whether the two are decided different (True),
     equivalent (False), or neither (None)."""
     d = decide.decide([decide.pair_of_shares(best.tunnel, second.tunnel, dict(best.ratios),
                                              dict(second.ratios))])[0]
+    p2_txt = share_text(p2, best.higher_is_better)
     if d.verdict == decide.UNTESTED:
-        return f", then {second.tunnel} ({p2:.1f}%)", None
+        return f", then {second.tunnel} ({p2_txt})", None
     if d.verdict == decide.DIFFERENT:
-        return f", ahead of {second.tunnel} ({p2:.1f}%)", True
+        return f", ahead of {second.tunnel} ({p2_txt})", True
     if d.verdict == decide.EQUIVALENT:
-        return (f", equivalent to {second.tunnel} ({p2:.1f}%) within "
+        return (f", equivalent to {second.tunnel} ({p2_txt}) within "
                 f"±{100 * decide.MARGIN:g} points of native"), False
-    return (f"; its lead over {second.tunnel} ({p2:.1f}%) is undecided: "
+    return (f"; its lead over {second.tunnel} ({p2_txt}) is undecided: "
             f"{ranking.more_rounds(d)}"), None
+
+
+def _ci_text(e: decide.Estimate, higher_is_better: bool) -> str:
+    if e.ci_low is None or e.ci_high is None:
+        return ""
+    if higher_is_better:
+        return f"95% CI {e.ci_low:.1f}–{e.ci_high:.1f}%"
+    return f"95% CI {times(e.ci_low)}–{times(e.ci_high)}"
 
 
 def _vs_native(best: Any) -> tuple[str, bool | None]:
     """The clause on native, from the share's own decision against it."""
     e = _est(best)
-    ci = f"95% CI {e.ci_low:.1f}–{e.ci_high:.1f}%" if e.ci_low is not None else ""
+    ci = _ci_text(e, best.higher_is_better)
     if e.decision == decide.UNTESTED:
         return "; one run each: no confidence interval, significance not tested.", None
     if e.decision == decide.DIFFERENT:
@@ -81,16 +96,19 @@ def share_of_native(c: Campaign) -> list[Takeaway]:
         best = others[0]
         pct = _est(best).mean
         facts = {"scenario": scen, "metric": metric, "best": best.tunnel, "pct": pct,
+                 "higher_is_better": best.higher_is_better,
                  "ci": (_est(best).ci_low, _est(best).ci_high),
                  "best_mean": best.stats.mean, "native_mean": base.stats.mean}
+        name = metric_name(c, metric)
         if best.higher_is_better:
-            head = (f"keeps the highest share of native {metric}: {pct:.1f}%"
-                    if len(others) > 1 else f"keeps {pct:.1f}% of native {metric}")
-        else:  # lower is better (latency): the best is the one closest to native
-            head = (f"comes closest to native {metric}: {pct:.1f}% of native"
-                    if len(others) > 1 else f"is at {pct:.1f}% of native {metric}")
+            head = (f"keeps the highest share of native {name}: {pct:.1f}%"
+                    if len(others) > 1 else f"keeps {pct:.1f}% of native {name}")
+        else:  # lower is better (latency): the best is the one closest to native, as ×
+            head = (f"comes closest to native {name}: {times(pct)} native"
+                    if len(others) > 1 else f"is at {times(pct)} native {name}")
         text = (f"In {where(c, scen)}, {best.tunnel} {head} (paired round by round; "
-                f"means {num(best.stats.mean)} vs {num(base.stats.mean)} {best.unit})")
+                f"means {num(best.stats.mean)} vs {num(base.stats.mean)} "
+                f"{unit(c, metric, best.unit)})")
         if len(others) > 1:
             second = others[1]
             p2 = _est(second).mean
@@ -161,7 +179,7 @@ def _cpu_per_gbit(c: Campaign, metric: str, end: str) -> list[Takeaway]:
                          f"equivalent to native's (within ±{100 * decide.MARGIN:g} points)")
         on = f", on {end}" if end else ""
         text = (f"In {where(c, scen)}{on}, per Gbit/s (native: {num(base.stats.mean)} "
-                f"{base.unit}; paired round by round): "
+                f"{unit(c, metric, base.unit)}; paired round by round): "
                 + "; ".join(parts) + ".")
         if single:
             text += " One run each: no confidence interval, significance not tested."

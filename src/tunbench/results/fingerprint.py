@@ -83,6 +83,17 @@ def _show(v: Any) -> str:
     return str(v)
 
 
+def _unset_dropped(entry: dict[str, Any]) -> dict[str, Any]:
+    """A tunnel's or workload's entry with the parameters that are off (False, "", None)
+    left out: a switch a later version added (stream's `bidir`) and left off is the same
+    setting as its absence in an older campaign."""
+    params = entry.get("params")
+    if not isinstance(params, dict):
+        return entry
+    return {**entry, "params": {k: v for k, v in params.items()
+                                if not (v is False or v is None or v == "")}}
+
+
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """Each field that makes A's figures incomparable with B's, one line each
     ("underlay rate: A none, B 200mbit"); empty when they compare."""
@@ -106,7 +117,7 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     for what in ("tunnels", "workloads"):
         da, db = a.get(what) or {}, b.get(what) or {}
         for label in [k for k in da if k in db]:
-            if da[label] != db[label]:
+            if _unset_dropped(da[label]) != _unset_dropped(db[label]):
                 out.append(f"{what[:-1]} {label}: A {_show(da[label].get('params'))}, "
                            f"B {_show(db[label].get('params'))}")
     return out

@@ -43,12 +43,18 @@ class StreamParams(WorkloadParams):
         default="",
         metadata={"help": "CPU pinning (iperf3 -A): 'N' pins the client, 'N,M' the client to "
                           "CPU N and the server to CPU M; empty = the scheduler decides"})
+    bidir: bool = field(
+        default=False,
+        metadata={"help": "both directions at once, each with `streams` streams (iperf3 "
+                          "--bidir); throughput is their sum, each direction kept apart"})
 
     def validate(self) -> list[str]:
         problems = []
         if self.affinity and not re.fullmatch(r"\d{1,4}(,\d{1,4})?", self.affinity):
             problems.append(f"affinity {self.affinity!r} is not N or N,M (CPU numbers, "
                             "e.g. 0,1: client on CPU 0, server on CPU 1)")
+        if self.reverse and self.bidir:
+            problems.append("reverse and bidir exclude each other (iperf3 -R or --bidir)")
         if not 1 <= self.streams <= 128:
             problems.append(f"streams {self.streams} out of range (1..128 per iperf3 process)")
         if not 0 <= self.length <= IPERF3_MAX_LENGTH:
@@ -69,6 +75,8 @@ def client_argv(addr: str, port: int, duration: float, warmup: float, p: StreamP
         argv += ["-B", bind]
     if p.reverse:
         argv.append("-R")
+    if p.bidir:
+        argv.append("--bidir")
     if p.length:
         argv += ["-l", str(p.length)]
     if p.congestion:
@@ -94,17 +102,32 @@ def iperf3_document(text: str) -> dict[str, Any]:
     return data
 
 
+def _intervals(data: dict[str, Any], key: str) -> list[tuple[float, float, float]]:
+    """(start s, end s, Mbit/s) of one direction's per-interval sums, warm-up excluded."""
+    return [(float(iv[key]["start"]), float(iv[key]["end"]), iv[key]["bits_per_second"] / 1e6)
+            for iv in data.get("intervals", []) if key in iv and not iv[key].get("omitted")]
+
+
+def _retransmits(*sums: dict[str, Any]) -> int | None:
+    found = [s["retransmits"] for s in sums if s.get("retransmits") is not None]
+    return sum(found) if found else None
+
+
 def parse_iperf3(text: str) -> dict[str, Any]:
-    """The figures tunbench keeps from one iperf3 --json client run (pure; tested on captures)."""
+    """The figures tunbench keeps from one iperf3 --json client run (pure; tested on captures).
+
+    With --bidir iperf3 reports the client's sending direction (a -> b) in `sum` / `sum_sent`
+    / `sum_received` and the server's (b -> a) in the `*_bidir_reverse` twins: the throughput
+    and series are both directions summed, each direction kept as well. With -R the client
+    is the receiver; `sum_received` is still what arrived."""
     data = iperf3_document(text)
     end = data.get("end") or {}
-    intervals = [(float(iv["sum"]["start"]), float(iv["sum"]["end"]),
-                  iv["sum"]["bits_per_second"] / 1e6)
-                 for iv in data.get("intervals", []) if not iv["sum"].get("omitted")]
+    test = data.get("start", {}).get("test_start", {})
+    bidir = bool(test.get("bidir")) or "sum_received_bidir_reverse" in end
+    intervals = _intervals(data, "sum")
     sent, recv = end.get("sum_sent", {}), end.get("sum_received", {})
     cpu = end.get("cpu_utilization_percent", {})
-    test = data.get("start", {}).get("test_start", {})
-    return {
+    out: dict[str, Any] = {
         "throughput_mbps": recv.get("bits_per_second", 0.0) / 1e6,
         "sent_mbps": sent.get("bits_per_second", 0.0) / 1e6,
         "bytes_received": recv.get("bytes", 0),
@@ -116,9 +139,25 @@ def parse_iperf3(text: str) -> dict[str, Any]:
         "cpu_server_pct": cpu.get("remote_total"),
         "streams": test.get("num_streams"),
         "protocol": test.get("protocol"),
+        "reverse": bool(test.get("reverse")),
+        "bidir": bidir,
         "version": data.get("start", {}).get("version"),
         "mss": data.get("start", {}).get("tcp_mss_default"),
     }
+    if bidir:
+        back_sent = end.get("sum_sent_bidir_reverse", {})
+        back_recv = end.get("sum_received_bidir_reverse", {})
+        back = _intervals(data, "sum_bidir_reverse")
+        ab, ba = out["throughput_mbps"], back_recv.get("bits_per_second", 0.0) / 1e6
+        out.update(
+            throughput_mbps=ab + ba, throughput_a_to_b_mbps=ab, throughput_b_to_a_mbps=ba,
+            sent_mbps=out["sent_mbps"] + back_sent.get("bits_per_second", 0.0) / 1e6,
+            bytes_received=out["bytes_received"] + back_recv.get("bytes", 0),
+            retransmits=_retransmits(sent, back_sent),
+            series_mbps=[f[2] + r[2] for f, r in zip(intervals, back)],
+            series_a_to_b_mbps=[f[2] for f in intervals],
+            series_b_to_a_mbps=[r[2] for r in back])
+    return out
 
 
 class Stream(Workload[StreamParams]):
@@ -142,8 +181,9 @@ class Stream(Workload[StreamParams]):
         server = ctx.tb.spawn(ctx.server, server_argv(addr, ctx.port_base), "iperf3-server")
         try:
             wait_for_output(server, "Server listening")
+            way = ", reverse" if params.reverse else ", both directions" if params.bidir else ""
             ctx.phase("measuring", f"iperf3, {params.streams} TCP stream"
-                      f"{'s' if params.streams != 1 else ''}{', reverse' if params.reverse else ''}",
+                      f"{'s' if params.streams != 1 else ''}{way}",
                       expected_s=ctx.duration + ctx.warmup, warmup_s=ctx.warmup)
             with ctx.measuring() as cpu:
                 cpu.track(server.pid, "iperf3-server")
@@ -155,16 +195,19 @@ class Stream(Workload[StreamParams]):
             parsed = parse_iperf3(client.output())
         finally:
             server.stop()
-        return Output(
-            metrics={
-                "throughput": Metric(parsed["throughput_mbps"], "Mbit/s"),
-                "retransmits": Metric(parsed["retransmits"], "segments", higher_is_better=False),
-                "iperf3_cpu_client": Metric(parsed["cpu_client_pct"], "%", False),
-                "iperf3_cpu_server": Metric(parsed["cpu_server_pct"], "%", False),
-            },
-            series={"throughput": parsed["series_mbps"]},
-            raw={"iperf3": parsed},
-        )
+        metrics = {
+            "throughput": Metric(parsed["throughput_mbps"], "Mbit/s"),
+            "retransmits": Metric(parsed["retransmits"], "segments", higher_is_better=False),
+            "iperf3_cpu_client": Metric(parsed["cpu_client_pct"], "%", False),
+            "iperf3_cpu_server": Metric(parsed["cpu_server_pct"], "%", False),
+        }
+        series = {"throughput": parsed["series_mbps"]}
+        if parsed["bidir"]:   # both directions at once: each kept beside their sum
+            for way in ("a_to_b", "b_to_a"):
+                metrics[f"throughput_{way}"] = Metric(parsed[f"throughput_{way}_mbps"],
+                                                      "Mbit/s")
+                series[f"throughput_{way}"] = parsed[f"series_{way}_mbps"]
+        return Output(metrics=metrics, series=series, raw={"iperf3": parsed})
 
 
 WORKLOAD = Stream

@@ -1,0 +1,135 @@
+"""iperf3's flags on `tunbench run` typed as iperf3 users type them (-t 2 -P 4 -R, -t2, -P
+1,4,16, --bidir), parsed into the experiment without a TOML file; the help grouped by task;
+the exit-code table once at the top, each command listing only the codes it can return.
+Pure: the parser, the experiment it builds and the iperf3 argv, no testbed."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tunbench import cli, cli_help, spec
+from tunbench.workloads.stream import StreamParams, client_argv
+
+TB = [sys.executable, "-m", "tunbench"]
+
+
+def _exp(*argv: str) -> spec.Experiment:
+    args = cli.build_parser().parse_args(["run", "--tunnels", "native", *argv])
+    return cli.spec_from_args(args)
+
+
+def _refused(*argv: str) -> str:
+    """`tunbench run --dry-run ARGV`: one line on stderr, exit 2; the line."""
+    r = subprocess.run([*TB, "run", "--dry-run", "--tunnels", "native", *argv],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, (argv, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tunbench: ") and r.stdout == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv", [["-t", "2", "-P", "4", "-R"], ["-t2", "-P4", "-R"],
+                                  ["--duration=2", "--streams=4", "--reverse"],
+                                  ["-R", "-P", "4", "-t", "2"]])
+def test_iperf3_short_and_long_forms(argv: list[str]) -> None:
+    exp = _exp(*argv)
+    assert exp.duration == 2.0
+    (wl,) = exp.workloads
+    assert (wl.name, wl.label) == ("stream", "stream")
+    assert isinstance(wl.params, StreamParams)
+    assert wl.params.streams == 4 and wl.params.reverse and not wl.params.bidir
+    assert wl.to_dict()["params"]["reverse"] is True   # what the case records
+
+
+def test_stream_counts_list_runs_one_case_each() -> None:
+    exp = _exp("-P", "1,4,16")
+    assert [(w.label, w.params.streams) for w in exp.workloads] == [
+        ("stream-1", 1), ("stream-4", 4), ("stream-16", 16)]
+    assert all(not w.params.reverse for w in exp.workloads)
+
+
+def test_stream_counts_on_a_sweeping_workload_are_its_sweep() -> None:
+    exp = _exp("--workloads", "parallel-streams", "-P", "1,4", "-R")
+    assert [(w.label, w.params.streams, w.params.reverse) for w in exp.workloads] == [
+        ("parallel-streams-1", 1, True), ("parallel-streams-4", 4, True)]
+
+
+def test_bidir_reaches_iperf3_as_its_own_flag() -> None:
+    exp = _exp("--bidir", "-P", "2")
+    (wl,) = exp.workloads
+    assert wl.params.bidir and not wl.params.reverse and wl.params.streams == 2
+    argv = client_argv("10.0.0.2", 5201, 2, 0, wl.params)
+    assert "--bidir" in argv and "-R" not in argv and argv[argv.index("-P") + 1] == "2"
+    rev = client_argv("10.0.0.2", 5201, 2, 0, _exp("-R").workloads[0].params)
+    assert "-R" in rev and "--bidir" not in rev
+
+
+def test_flags_set_every_workload_that_takes_them_and_only_those() -> None:
+    exp = _exp("--workloads", "stream,latency", "-R")
+    by = {w.name: w.params for w in exp.workloads}
+    assert by["stream"].reverse
+    assert not hasattr(by["latency"], "reverse")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["-R", "--bidir"], "--bidir: not allowed with argument -R/--reverse"),
+    (["-P", "0"], "-P/--streams '0': '0' is not a stream count"),
+    (["-P", "1,,4"], "--streams '1,,4' has an empty element"),
+    (["-P", "4,4"], "--streams '4,4' names 4 twice"),
+    (["-P", "200"], "-P/--streams: streams 200 out of range (1..128"),
+    (["--bidir", "--workloads", "latency"], "--bidir applies to none of the workloads chosen"),
+    (["-t", "nan"], "--duration must be a number"),
+])
+def test_bad_values_one_line_exit_2(argv: list[str], needle: str) -> None:
+    assert needle in _refused(*argv)
+
+
+# -- help ------------------------------------------------------------------------------------
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    top = cli.build_parser()
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_run_help_groups_flags_by_task() -> None:
+    text = _commands()["run"].format_help()
+    heads = ["what to measure:", "how long and how often:", "where (testbed", "output:"]
+    at = [text.index(h) for h in heads]
+    assert at == sorted(at)
+    what, when = text[at[0]:at[1]], text[at[1]:at[2]]
+    assert "-P N[,N...], --streams" in what and "-R, --reverse" in what and "--bidir" in what
+    assert "-t SECONDS, --duration" in when and "--repeats" in when
+    assert "--out DIR" in text[at[3]:]
+
+
+def test_top_level_help_lists_commands_by_task_advise_near_the_top() -> None:
+    text = cli.build_parser().format_help()
+    tasks = [t for t, _ in cli_help.TASKS]
+    at = [text.index(f"\n{t}:\n") for t in tasks]
+    assert at == sorted(at) and "\nother:\n" not in text
+    listed = [ln.split()[0] for ln in text[at[0]:].splitlines()
+              if ln.startswith("  ") and not ln.startswith("   ") and ln.split()
+              and ln.split()[0] in _commands()]
+    assert sorted(listed) == sorted(_commands()) and len(listed) == len(set(listed))
+    assert listed.index("advise") <= 3
+
+
+def test_exit_table_once_each_command_its_own_codes() -> None:
+    top = cli.build_parser().format_help()
+    assert top.count("exit codes:") == 1 and cli.EXIT_CODES in top
+    table = {int(ln.split()[0]) for ln in cli.EXIT_CODES.splitlines()[1:]}
+    for name, p in _commands().items():
+        text = p.format_help()
+        assert text.count("exit codes:") == 1 and cli.EXIT_CODES not in text, name
+        section = text.split("exit codes:", 1)[1]
+        codes = {int(m[1]) for m in re.finditer(r"(?m)^  (\d+) {2,}\S", section)}
+        assert codes == {0, *cli_help.COMMAND_EXITS[name]}, name
+        assert codes <= table
+    assert "regression" not in _commands()["list"].format_help()
+    assert "regression" in _commands()["compare"].format_help()
