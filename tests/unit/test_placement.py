@@ -143,3 +143,13 @@ def test_bad_site_cpus_are_one_line(exp: dict[str, object], sites: object, msg: 
     with pytest.raises(SpecError) as err:
         _exp(exp, sites)
     assert err.value.message.startswith(msg) and "\n" not in err.value.message
+
+
+def test_fingerprint_tells_placement_apart_and_keeps_older_campaigns() -> None:
+    from tunbench.results import fingerprint
+    off = fingerprint.derive(_exp({}).to_dict(), {})
+    assert "placement" not in off      # as every campaign recorded before placement existed
+    on = fingerprint.derive(_exp({"placement": "sites"}).to_dict(), {})
+    assert on["placement"] == "sites"
+    assert fingerprint.differences(off, on) == ["CPU placement: A off, B sites"]
+    assert fingerprint.differences(off, fingerprint.derive(_exp({}).to_dict(), {})) == []
