@@ -7,8 +7,8 @@ placement on ("sites": site a on the lower half of the CPUs, site b on the upper
 and RPS), the setting that goes first alternating from round to round. Per setting it prints:
   - per method the coefficient of variation of throughput across the rounds;
   - per method its share of native, paired round by round (geometric mean of method/native in
-    the same round and setting) with the spread of those per-round shares (min..max, and the
-    CV of the log ratio);
+    the same round and setting) with the spread of those per-round shares (min..max, the sd
+    of the log ratio, and the rounds that sd needs for a 95 % CI of +-3 % of the share);
   - where the work ran: the share of NET_RX softirqs (/proc/softirqs deltas over the
     measurement window) on each CPU, and for the iperf3 client and server the share of
     samples (every 50 ms, /proc/PID/stat field 39) on each CPU and how often both were on the
@@ -187,8 +187,10 @@ def report(data: dict[str, list[dict[str, dict[str, Any]]]]) -> None:
                 logs = [math.log(s) for s in sh]
                 gm = math.exp(statistics.fmean(logs))
                 sd = statistics.stdev(logs) if len(logs) > 1 else float("nan")
+                need = math.ceil((1.96 * sd / 0.03) ** 2) if sd == sd else 0
                 line += (f"  share {100 * gm:5.1f} % of native (per round "
-                         f"{100 * min(sh):.1f}..{100 * max(sh):.1f}, sd(log) {100 * sd:.1f} %)")
+                         f"{100 * min(sh):.1f}..{100 * max(sh):.1f}, sd(log) {100 * sd:.1f} %,"
+                         f" ~{need} rounds for a +-3 % CI)")
             print(line)
         for m in METHODS:
             mrows = [r[m] for r in rows]
