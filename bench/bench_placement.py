@@ -16,6 +16,7 @@ and RPS), the setting that goes first alternating from round to round. Per setti
 Run it in two sittings to see what moves between them. `--json FILE` keeps the raw figures.
 
 usage: bench/bench_placement.py [--rounds N] [--duration S] [--json FILE]   (root, live lock)
+       bench/bench_placement.py --compare SITTING1.json SITTING2.json
 """
 
 from __future__ import annotations
@@ -205,13 +206,34 @@ def report(data: dict[str, list[dict[str, dict[str, Any]]]]) -> None:
         print(f"  host load (1-min) during the windows: {min(loads):.2f}..{max(loads):.2f}")
 
 
+def share(rows: list[dict[str, dict[str, Any]]], method: str) -> float:
+    return math.exp(statistics.fmean(math.log(x) for x in shares(rows, method)))
+
+
+def compare(files: list[str]) -> None:
+    """Each method's paired share of native in each sitting (a --json file each), and how
+    far the sittings lie apart, per setting."""
+    sittings = [json.loads(Path(f).read_text()) for f in files]
+    for setting in SETTINGS:
+        print(f"== placement {setting}: share of native per sitting")
+        for m in METHODS[1:]:
+            vals = [100 * share(d[setting], m) for d in sittings]
+            print(f"  {m:11s} " + "  ".join(f"{v:5.1f} %" for v in vals) +
+                  f"   apart {max(vals) - min(vals):4.1f} points")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--duration", type=float, default=4)
     ap.add_argument("--warmup", type=float, default=1)
     ap.add_argument("--json", help="write the raw figures here")
+    ap.add_argument("--compare", nargs="+", metavar="FILE",
+                    help="no measurement: compare the sittings these --json files hold")
     args = ap.parse_args()
+    if args.compare:
+        compare(args.compare)
+        return 0
     instrument()
     _keep_windows()
     data: dict[str, list[dict[str, dict[str, Any]]]] = {s: [] for s in SETTINGS}
