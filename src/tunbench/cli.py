@@ -154,6 +154,8 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
                             "e.g. --mtu 1500 or --mtu 1500,9000") from None
     if args.shuffle:
         e["order"] = "shuffled"
+    if getattr(args, "placement", None) is not None:
+        e["placement"] = args.placement
     if args.tunnels is not None:
         over["tunnel"] = [{"kind": k} for k in inputs.split_list("--tunnels", args.tunnels)]
     if args.workloads is not None:
@@ -398,7 +400,7 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
     """The spec dict that rebuilds a recorded experiment (for --resume)."""
     exp: dict[str, Any] = {k: recorded[k] for k in (
         "repeats", "duration", "warmup", "mtus", "order", "seed", "family", "name",
-        "cpu_interval", "noisy_cv") if k in recorded}
+        "cpu_interval", "noisy_cv", "placement") if k in recorded}
     for key in ("rate",) + spec.NETEM_KEYS:
         if recorded.get(key):
             exp[key] = recorded[key]
@@ -714,6 +716,10 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                        "workload stream, to one spoke and to all at once)")
     where.add_argument("--spokes", type=int, metavar="N", help="spoke sites of --testbed hub "
                        "(1..1000, default 10; on hosts: the number of --site sN given)")
+    where.add_argument("--placement", choices=("sites", "off"),
+                       help="per-site CPU placement: each site's processes and receive work on "
+                       "its own CPUs (sites), or where the scheduler puts them (off, the "
+                       "default; docs/methodology.md)")
 
     out = r.add_argument_group("output")
     out.add_argument("--out", metavar="DIR", help="result folder (default results/<timestamp>)")

@@ -36,6 +36,7 @@ TOOL_PACKAGES: dict[str, str] = {
     "debootstrap": "debootstrap",
     "unshare": "util-linux",
     "nsenter": "util-linux",
+    "taskset": "util-linux",
     "mkfs.ext4": "e2fsprogs",
     "tcpdump": "tcpdump",
     "nft": "nftables",

@@ -29,7 +29,7 @@ from .results import envinfo, fingerprint
 from .results.model import MetricRecord, TunnelRecord, WorkloadRecord, case_document
 from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
-from .testbed import local, names, netlink, topology
+from .testbed import local, names, netlink, placement, topology
 from .testbed.base import Site, Testbed
 from .testbed.hubhosts import HubHosts
 from .testbed.ledger import Ledger
@@ -342,6 +342,7 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
                                    netem=exp.netem)
         else:
             tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
+        placement.place(tb, exp.placement, {n: s.cpus for n, s in exp.sites.items()})
         driver = tunnels.get(case.tunnel.kind)()
         # a kind that carries one inner family only (sit: IPv6) is measured with that one
         family = exp.family if exp.family in driver.inner_families else driver.inner_families[0]

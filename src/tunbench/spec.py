@@ -76,7 +76,8 @@ NAME_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,80}$")
 OFFLOAD_FEATURES = ("tso", "gso", "gro", "lro", "rx", "tx", "sg", "tx-udp_tnl-segmentation",
                     "tx-udp_tnl-csum-segmentation", "rx-gro-hw", "rx-udp-gro-forwarding")
 EXPERIMENT_KEYS = {"repeats", "duration", "warmup", "mtus", "rate", "order", "seed", "family",
-                   "name", "cpu_interval", "noisy_cv", "delay", "jitter", "loss", "netem_rate"}
+                   "name", "cpu_interval", "noisy_cv", "delay", "jitter", "loss", "netem_rate",
+                   "placement"}
 NETEM_KEYS = ("delay", "jitter", "loss", "netem_rate")
 WORKLOAD_SPEC_KEYS = ("name", "label", "mtus")   # keys of a [[workload]] table that are not params
 
@@ -161,6 +162,7 @@ class Experiment:
     heartbeat: float = 30.0           # s without a heartbeat after which agents end (0: off)
     chain: chain_spec.ChainSpec | None = None   # functions between the sites (chain/)
     hub: hubspec.HubSpec | None = None   # a hub and N spokes instead of two sites (hubcase)
+    placement: str = "off"            # per-site CPU placement: "sites" or "off" (placement.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -178,6 +180,7 @@ class Experiment:
                if self.sites else {}),
             **({"chain": self.chain.to_dict()} if self.chain else {}),
             **({"testbed": self.hub.to_dict()} if self.hub else {}),
+            **({"placement": self.placement} if self.placement != "off" else {}),
         }
 
     def all_mtus(self) -> tuple[int, ...]:
@@ -214,7 +217,7 @@ FLAG_NAMES = {"repeats": "--repeats", "duration": "--duration", "warmup": "--war
               "mtus": "--mtu", "rate": "--rate", "seed": "--seed", "noisy_cv": "--noisy-cv",
               "order": "--shuffle", "delay": "--delay", "jitter": "--jitter", "loss": "--loss",
               "netem_rate": "--netem-rate", "tunnel": "--tunnels", "workload": "--workloads",
-              "offloads": "--offloads", "testbed": "--testbed"}
+              "offloads": "--offloads", "testbed": "--testbed", "placement": "--placement"}
 
 
 def _num(problems: list[str], spot: str, val: Any, lo: float, hi: float,
@@ -295,6 +298,7 @@ def build(data: dict[str, Any], source: str = "command line",
     order = exp.get("order", "listed")
     if order not in ("listed", "shuffled"):
         problems.append(f"{spot('order')} must be 'listed' or 'shuffled', got {order!r}")
+    placement_mode = _placement(exp, sites, spot, problems)
     name = exp.get("name", "campaign")
     if not isinstance(name, str) or not NAME_RE.match(name):
         problems.append(f"{spot('name')} must be 1-80 printable characters, got {name!r}")
@@ -343,7 +347,24 @@ def build(data: dict[str, Any], source: str = "command line",
                       float(cpu_interval), float(noisy_cv), name, source,
                       netem=netem if netem.active else None, sites=sites,
                       ssh_config=str(ssh_config) if ssh_config else None,
-                      heartbeat=float(heartbeat), chain=chain, hub=hub)
+                      heartbeat=float(heartbeat), chain=chain, hub=hub,
+                      placement=placement_mode)
+
+
+def _placement(exp: dict[str, Any], sites: dict[str, Any], spot: Any,
+               problems: list[str]) -> str:
+    """experiment.placement ("sites" or "off"; default off). A site of [sites] that names its
+    cpus asks for placement: "sites" then, unless placement was set to "off" (refused)."""
+    from .testbed.placement import DEFAULT_MODE, MODES
+    named = [n for n, s in sites.items() if getattr(s, "cpus", "")]
+    mode = exp.get("placement", "sites" if named else DEFAULT_MODE)
+    if mode not in MODES:
+        problems.append(f"{spot('placement')} must be 'sites' or 'off', got {mode!r}")
+        return DEFAULT_MODE
+    if mode == "off" and named:
+        problems.append(f"{spot('placement')} is 'off' but sites.{named[0]}.cpus is given: "
+                        "drop one of them")
+    return str(mode)
 
 
 def _rate_ok(rate: Any) -> bool:

@@ -62,6 +62,10 @@ def derive(experiment: dict[str, Any], env: dict[str, Any],
         "tools": {t: versions.get(t) for t in sorted(wanted)},
         "tunnels": tunnels,
         "workloads": workloads,
+        # per-site CPU placement (testbed/placement.py): only when on, so every campaign
+        # recorded before it (and every one with it off) keeps its fingerprint
+        **({"placement": experiment["placement"]}
+           if experiment.get("placement", "off") != "off" else {}),
     }
 
 
@@ -103,6 +107,9 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
                        ("cpu_model", "CPU model"), ("cpus", "CPU count")):
         if a.get(key) != b.get(key):
             out.append(f"{label}: A {_show(a.get(key))}, B {_show(b.get(key))}")
+    pa, pb = a.get("placement", "off"), b.get("placement", "off")
+    if pa != pb:
+        out.append(f"CPU placement: A {pa}, B {pb}")
     ua, ub = a.get("underlay") or {}, b.get("underlay") or {}
     for key in UNDERLAY_KEYS:
         if ua.get(key) != ub.get(key):

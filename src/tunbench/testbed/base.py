@@ -19,6 +19,7 @@ from .. import proc
 from ..remote.agent import bpfhost
 from .ledger import Ledger
 from .netlink import NetnsLinks
+from .placement import confine
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,10 @@ class Testbed:
     # a chain's placed hops (chain/base.Hop), each knowing how to reach its namespace on its
     # host: the per-hop figures read them (chain/hops.py)
     hops: list[Any] = field(default_factory=list, repr=False)
+    # per-site CPU placement (testbed/placement.py): site name -> cpulist its processes are
+    # started on (empty: placement off); and each confined process's label -> its cpulist
+    placement: dict[str, str] = field(default_factory=dict)
+    placed_processes: dict[str, str] = field(default_factory=dict, repr=False)
 
     def sites(self) -> tuple[Site, Site]:
         return self.a, self.b
@@ -224,6 +229,10 @@ class Testbed:
         if private is not None:
             private = PrivateMounts(private.tmpfs, private.mkdirs,
                                     (*private.keep, str(self.site_dir(site))))
+        cpus = self.placement.get(site.name)
+        if cpus is not None:   # per-site placement: started on the site's CPUs only
+            argv = confine(argv, cpus)
+            self.placed_processes[label] = cpus
         p = site.spawn(argv, self.site_dir(site), label, env=env, split_stderr=split_stderr,
                        private=private)
         site.record_process(self.ledger, p, grace)

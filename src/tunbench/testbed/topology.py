@@ -41,6 +41,7 @@ class SiteSpec:
     underlay_if: str = ""      # detected from the route to the other site when empty
     underlay4: str = ""
     underlay6: str = ""
+    cpus: str = ""             # the CPUs of this site's processes and receive work (placement)
 
     @property
     def local(self) -> bool:
@@ -48,10 +49,11 @@ class SiteSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "underlay_if": self.underlay_if,
-                "underlay4": self.underlay4, "underlay6": self.underlay6}
+                "underlay4": self.underlay4, "underlay6": self.underlay6,
+                **({"cpus": self.cpus} if self.cpus else {})}
 
 
-SITE_KEYS = ("target", "underlay_if", "underlay4", "underlay6")
+SITE_KEYS = ("target", "underlay_if", "underlay4", "underlay6", "cpus")
 
 
 def parse_site(name: str, val: Any, where: str, problems: list[str]) -> SiteSpec | None:
@@ -81,8 +83,16 @@ def parse_site(name: str, val: Any, where: str, problems: list[str]) -> SiteSpec
             except ValueError:
                 problems.append(f"{where}: sites.{name}.{key} {val[key]!r} is not an "
                                 "IP address")
+    cpus = val.get("cpus", "")
+    if cpus != "":
+        from .placement import format_cpus, parse_cpus
+        try:
+            cpus = format_cpus(parse_cpus(cpus))
+        except ValueError as exc:
+            problems.append(f"{where}: sites.{name}.cpus {exc}")
+            cpus = ""
     return SiteSpec(name, target, str(val.get("underlay_if", "")),
-                    str(val.get("underlay4", "")), str(val.get("underlay6", "")))
+                    str(val.get("underlay4", "")), str(val.get("underlay6", "")), str(cpus))
 
 
 def parse_sites(raw: Any, where: str, problems: list[str]) -> dict[str, SiteSpec]:

@@ -168,6 +168,9 @@ class Stream(Workload[StreamParams]):
     headline = ("throughput", "retransmits")
 
     def unsupported(self, ctx: Context, params: StreamParams) -> str | None:
+        if params.affinity and ctx.tb.placement:
+            return (f"affinity {params.affinity} and per-site placement both choose iperf3's "
+                    "CPUs: use one (placement = \"off\", or no affinity)")
         if params.affinity and ctx.tb.a.host is None and ctx.tb.b.host is None:
             cpus = os.cpu_count() or 1
             if any(int(c) >= cpus for c in params.affinity.split(",")):
