@@ -223,7 +223,8 @@ def _streams_for(methods: list[Method], want: int | None) -> int | None:
     if want not in counts:
         raise SpecError(f"--streams {want}: no throughput case ran with {want} stream(s) "
                         f"(measured: {', '.join(map(str, counts)) or 'none'})",
-                        "give one of the measured stream counts, or leave --streams out")
+                        "give one of the measured stream counts, or leave --streams out"
+                        if counts else FIGURES["throughput"].run + f" (streams = {want})")
     return want
 
 
@@ -256,14 +257,14 @@ def _default_by(methods: list[Method], n: int | None, size: str | None) -> str:
 
 
 def _refuse_unmeasured(methods: list[Method], k: Constraints, by: str, n: int | None,
-                       size: str | None, explicit: bool) -> None:
+                       size: str | None, asked: str | None) -> None:
     """A figure ranked by or a constraint on a figure the campaign did not measure: one line
     naming what to run (SpecError, exit 2)."""
     others = [m for m in methods if not m.reference]
-    if explicit and others and not _measured(methods, by, n, size):
+    if asked is not None and others and not _measured(methods, by, n, size):
         at = f" at frame size {size}" if by in LOSS and size else \
             f" at {n} stream(s)" if by in ("throughput", "cpu") and n else ""
-        raise SpecError(f"--by {by}: the campaign measured no {FIGURES[by].basis}{at}",
+        raise SpecError(f"--by {asked}: the campaign measured no {FIGURES[by].basis}{at}",
                         FIGURES[by].run)
     if k.max_added_p99 is not None and others and not any("p99" in m.latency for m in others):
         raise SpecError(f"--max-added-p99 {k.max_added_p99:g}: the campaign measured no "
@@ -359,7 +360,7 @@ def advise(methods: list[Method], k: Constraints, notes: list[str] | None = None
     explicit = k.prefer is not None
     by = canonical(k.prefer) if k.prefer is not None else _default_by(methods, n, None)
     size = _size_for(methods, by if by in LOSS else None, k.frame_size)
-    _refuse_unmeasured(methods, k, by, n, size, explicit)
+    _refuse_unmeasured(methods, k, by, n, size, k.prefer)
     k = replace(k, prefer=by)
     basis = _basis(by, n, size)
     lat_unit = next((m.latency_unit for m in methods if m.latency_unit), "µs")
