@@ -315,9 +315,8 @@ def _why_not(m: Method, k: Constraints, n: int | None, lat_unit: str) -> list[st
 def _why_not_declared(m: Method, k: Constraints) -> list[str]:
     """--carries and --kernel-only, against the drivers' declarations."""
     why = []
-    if (k.carries or k.kernel_only) and m.carries is None:
-        why.append(f"kind {m.kind!r} is not a tunnel kind of this tunbench: what it carries "
-                   "and where it runs are not declared")
+    if (k.carries or k.kernel_only) and (m.carries is None or m.kernel is None):
+        why.append("what it carries and where its datapath runs were not recorded")
         return why
     missing = [c for c in k.carries if m.carries is not None and c not in m.carries]
     if missing:

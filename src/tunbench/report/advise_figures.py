@@ -4,7 +4,8 @@
   and what to run when a campaign did not measure it (the one line of a refusal).
 - declared(): what a method carries, whether it encrypts and whether its datapath is in the
   kernel, from the tunnel drivers' declarations (tunnels/base.py: `carries`, `encrypts`,
-  `userspace`), never from a list kept here; a chain's gateway tunnel counts too.
+  `userspace`) as every case records them (runner.tunnel_identity; older files:
+  results/upgrade.fill_v2), never from a list kept here; a chain's gateway tunnel counts too.
 Pure functions over recorded case documents.
 """
 
@@ -51,21 +52,16 @@ def canonical(by: str) -> str:
     return ALIASES.get(by, by)
 
 
-# -- what a method is, from the drivers' declarations ----------------------------------------
+# -- what a method is, from the drivers' declarations as the cases recorded them ----------------
 
 @dataclass(frozen=True)
 class Declared:
     encrypts: bool
-    carries: tuple[str, ...] | None    # None: the kind is not a driver of this tunbench
+    carries: tuple[str, ...] | None    # None: not recorded
     kernel: bool | None
     gateways: str | None = None        # a chain's gateway tunnel, as the report names it
     gateway_encrypts: bool = False
     gateway_kernel: bool | None = None
-
-
-def _driver(kind: str) -> Any:
-    from .. import tunnels
-    return tunnels.registry().get(kind)
 
 
 def gateway_of(doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -75,29 +71,31 @@ def gateway_of(doc: dict[str, Any]) -> dict[str, Any] | None:
     return gw if isinstance(gw, dict) and gw.get("kind") else None
 
 
+def _record(t: dict[str, Any]) -> tuple[tuple[str, ...] | None, bool | None]:
+    carries = t.get("carries")
+    kernel = t.get("kernel_datapath")
+    return (tuple(str(c) for c in carries) if isinstance(carries, list) else None,
+            kernel if isinstance(kernel, bool) else None)
+
+
 def declared(doc: dict[str, Any]) -> Declared:
-    """A case's method: the recorded kind and implementation read against its driver's
-    declarations (the recorded `encrypts` flag where the kind is unknown here), and a chain's
-    gateway tunnel: a chain encrypts when its gateways do, carries what both carry, and runs
-    in the kernel only when both do."""
+    """A case's method as its tunnel record says (written from the driver's `encrypts`,
+    `carries` and `userspace` declarations; older files filled by results/upgrade.py), and a
+    chain's gateway tunnel: a chain encrypts when its gateways do, carries what both carry,
+    and runs in the kernel only when both do. The report asks no registry."""
     t = doc["case"]["tunnel"]
-    drv = _driver(str(t["kind"]))
-    impl = t.get("impl")
-    if drv is None:
-        base = Declared(bool(t.get("encrypts")), None, None)
-    else:
-        base = Declared(bool(drv.encrypts), tuple(drv.carries), bool(drv.kernel_datapath(impl)))
+    carries, kernel = _record(t)
+    base = Declared(bool(t.get("encrypts")), carries, kernel)
     gw = gateway_of(doc)
     if gw is None:
         return base
-    gdrv = _driver(str(gw["kind"]))
-    g_enc = bool(gdrv.encrypts) if gdrv is not None else bool(gw.get("encrypts"))
-    g_kernel = bool(gdrv.kernel_datapath(gw.get("impl"))) if gdrv is not None else None
-    carries = None if base.carries is None or gdrv is None else tuple(
-        c for c in CARRIES if c in base.carries and c in gdrv.carries)
-    kernel = None if base.kernel is None or g_kernel is None else base.kernel and g_kernel
-    return Declared(base.encrypts or g_enc, carries, kernel,
-                    str(gw.get("label") or gw["kind"]), g_enc, g_kernel)
+    g_enc = bool(gw.get("encrypts"))
+    g_carries, g_kernel = _record(gw)
+    both = None if carries is None or g_carries is None else tuple(
+        c for c in CARRIES if c in carries and c in g_carries)
+    kern = None if kernel is None or g_kernel is None else kernel and g_kernel
+    return Declared(base.encrypts or g_enc, both, kern, str(gw.get("label") or gw["kind"]),
+                    g_enc, g_kernel)
 
 
 # -- loss-search figures -----------------------------------------------------------------------
