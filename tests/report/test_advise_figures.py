@@ -9,6 +9,7 @@ what to run (exit 2, through the real CLI). Figures recomputed from the case fil
 from __future__ import annotations
 
 import ast
+import html
 import json
 import math
 import statistics
@@ -73,6 +74,14 @@ def test_every_recorded_campaign_ranks_or_says_one_line(root: Path) -> None:
     assert [r for r, _, _ in a.ranked] == sorted(r for r, _, _ in a.ranked)
     doc = json.loads(json.dumps(advise.to_json(a)))
     assert doc["format_version"] == 3 and doc["constraints"]["by"] in BY
+    # both renderings: the console (every row, the verdict) and the report's first section
+    from rich.console import Console
+    con = Console(record=True, width=200)
+    advise_view.print_advice(a, con)
+    text = con.export_text()
+    assert " ".join(a.verdict.split()) in " ".join(text.split())
+    assert all(m.label in text for m in a.methods)
+    assert html.escape(a.verdict, quote=True) in advise_view.section_html(a)
     for r in doc["ranking"]:
         assert isinstance(r["mean"], float) and r["n"] >= 1
         assert (r["ci_low"] is None) == (r["n"] < 2)
