@@ -131,7 +131,8 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
     ref = reference(c, *variant)
     out: Samples = {}
     for d in c.cases:
-        m = out.setdefault(data.tunnel(d), _new_sample(d))
+        label = data.tunnel(d)
+        m = out[label] if label in out else out.setdefault(label, _new_sample(d))
         if d.get("status") != "ok":
             m["failed"].append(str(d.get("error") or d.get("status")))
         elif m["gateways"] is None and declared(d).gateways:   # a failed case may lack it
