@@ -425,10 +425,13 @@ def tunnel_identity(case: Case) -> dict[str, Any]:
     """The case's tunnel section, with what a reader must not have to guess, recorded at write
     time: the implementation resolved on this host (wireguard kernel|go, ipsec
     libipsec|kernel|xfrm, ovs-* netdev|system; None for a kind with one), whether it
-    encrypts, and the name the report shows ('wireguard (go)')."""
+    encrypts, the name the report shows ('wireguard (go)'), what it carries and whether its
+    datapath runs in the kernel (the driver's `carries`, `userspace`: tunbench advise)."""
     t = case.tunnel
     drv = tunnels.get(t.kind)
-    rec = TunnelRecord(drv.resolve_impl(t.params), drv.encrypts, drv.display(t.params, t.label))
+    impl = drv.resolve_impl(t.params)
+    rec = TunnelRecord(impl, drv.encrypts, drv.display(t.params, t.label), tuple(drv.carries),
+                       drv.kernel_datapath(impl))
     return {**t.to_dict(), **rec.to_dict()}
 
 

@@ -34,6 +34,10 @@ def test_run_writes_report(tmp_path: Path, root_unchanged: None) -> None:
         tput = doc["metrics"]["throughput"]
         assert (tput["base"], tput["dims"], tput["unit"]) == ("throughput", {}, "Mbit/s")
         assert {"impl", "encrypts", "display"} <= set(doc["case"]["tunnel"])
+        # what tunbench advise --carries / --kernel-only read, from the driver at write time
+        assert doc["case"]["tunnel"]["carries"] == (
+            ["tcp", "udp", "l2"] if doc["case"]["tunnel"]["kind"] == "vxlan" else ["tcp", "udp"])
+        assert doc["case"]["tunnel"]["kernel_datapath"] is True
     # the share of native the report states: paired round by round (the geometric mean of
     # vxlan / native in the same round, docs/methodology.md), computed here from the files
     by = {(d["case"]["tunnel"]["kind"], d["case"]["repeat"]): d["metrics"]["throughput"]["value"]

@@ -107,3 +107,47 @@ def test_vmlab_modules_and_guest_packages_are_derived() -> None:
     # userspace-only implementations are not the lab's business; sshd is there for the
     # two-guest tier, whose sites tunbench reaches over SSH (vmlab/sites.py)
     assert "wireguard-go" not in pkgs and "openssh-server" in pkgs
+
+
+def test_what_a_kind_carries_and_runs_in_is_recorded_from_its_driver() -> None:
+    """Every case's tunnel record says what the kind carries and whether its datapath runs in
+    the kernel (`tunbench advise --carries`, `--kernel-only`), from the driver's `carries` and
+    `userspace` declarations at write time; wireguard's two implementations differ."""
+    from tunbench import spec
+    from tunbench.plan import plan
+    from tunbench.runner import tunnel_identity
+    exp = spec.build({"experiment": {"repeats": 1},
+                      "tunnel": [{"kind": "ssh-forward"}, {"kind": "vxlan"},
+                                 {"kind": "wireguard", "impl": "go", "label": "wg-go"},
+                                 {"kind": "wireguard", "impl": "kernel", "label": "wg-k"}],
+                      "workload": [{"name": "stream"}]})
+    rec = {c.tunnel.label: tunnel_identity(c) for c in plan(exp)}
+    assert (rec["ssh-forward"]["carries"], rec["ssh-forward"]["kernel_datapath"]) == \
+        (["tcp"], False)
+    assert (rec["vxlan"]["carries"], rec["vxlan"]["kernel_datapath"]) == \
+        (["tcp", "udp", "l2"], True)
+    assert (rec["wg-go"]["kernel_datapath"], rec["wg-k"]["kernel_datapath"]) == (False, True)
+    for kind, drv in tunnels.registry().items():
+        assert set(drv.carries) <= set(tunnels.base.CARRIES) and "tcp" in drv.carries, kind
+        assert set(drv.userspace) <= {"", *drv.implementations()}, kind
+
+
+def test_files_recorded_before_get_the_declarations_frozen_in_the_upgrader() -> None:
+    """results/upgrade.py fills `carries`/`kernel_datapath` of older case files (and a chain's
+    gateway record) from a frozen table: it matches today's drivers for every kind and
+    implementation, so an old file and a new one of the same kind say the same."""
+    from tunbench.results import upgrade
+    for kind, drv in tunnels.registry().items():
+        for impl in drv.implementations() or (None,):
+            assert upgrade.v2_declared(kind, impl) == {
+                "carries": list(drv.carries),
+                "kernel_datapath": drv.kernel_datapath(impl)}, (kind, impl)
+    doc = {"format": "tunbench-case", "case": {"tunnel": {"kind": "ipsec", "impl": "libipsec"}},
+           "testbed": {"chain": {"gateway_tunnel": {"kind": "wireguard", "impl": "kernel"}}}}
+    got = upgrade.fill_v2(doc)
+    assert got["case"]["tunnel"]["kernel_datapath"] is False
+    assert got["testbed"]["chain"]["gateway_tunnel"] == {
+        "kind": "wireguard", "impl": "kernel", "carries": ["tcp", "udp"],
+        "kernel_datapath": True}
+    recorded = {**doc, "case": {"tunnel": {"kind": "vxlan", "carries": ["tcp"]}}}
+    assert upgrade.fill_v2(recorded)["case"]["tunnel"]["carries"] == ["tcp"]   # kept

@@ -163,8 +163,10 @@ def tunnel_up(tb: Testbed, first: Hop, second: Hop, first_pos: int, second_pos: 
             _replace(second, n4, ep.a4, str(ep.b_ifname))
             if ep.a6:
                 _replace(second, n6, str(ep.a6), str(ep.b_ifname))
-    return {"kind": kind, "label": drv.display(params), "impl": drv.resolve_impl(params),
-            "encrypts": drv.encrypts, "gateways": [first.name, second.name],
+    impl = drv.resolve_impl(params)
+    return {"kind": kind, "label": drv.display(params), "impl": impl,
+            "encrypts": drv.encrypts, "carries": list(drv.carries),
+            "kernel_datapath": drv.kernel_datapath(impl), "gateways": [first.name, second.name],
             "wan_mtu": wan_mtu, "inner_mtu": ep.mtu, "endpoints": ep.describe()}
 
 

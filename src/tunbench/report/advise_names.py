@@ -3,5 +3,11 @@ command line (cli.build_parser adds them to `advise` and `report`) does not impo
 report/advise.py and, behind it, scipy: every `tunbench` command (`tunnel-rules`, `list`,
 `cleanup`) would otherwise pay ~2 s of imports before doing anything."""
 
-PREFER = ("throughput", "latency", "cpu")
+# the figures a ranking can be by (`--by`; `--prefer` is its older name, and "latency" the
+# older name of latency-p50)
+BY = ("throughput", "throughput-best", "ndr", "pdr", "rfc2544", "latency-p50", "latency-p99",
+      "cpu", "latency")
+PREFER = BY
+LOSS_GOALS = ("ndr", "pdr", "rfc2544")       # loss-search figures: packets/s per frame size
 NEEDS = ("encryption",)
+CARRIES = ("tcp", "udp", "l2")               # tunnels.base.CARRIES (not imported: no drivers)

@@ -7,6 +7,7 @@ import html
 from typing import Any
 
 from .advise import Advice, Figure, Method, decision_text
+from .advise_figures import FIGURES
 
 REF = "reference"
 
@@ -44,9 +45,13 @@ def cell(fig: Figure | None, unit: str, reference: bool = False,
 
 COLUMNS = ("method", "encrypts", "MTU left", "throughput, 1 stream (% of native)",
            "throughput, best stream count (% of native)", "CPU per Gbit/s (× native)",
-           "latency added p50", "latency added p99")
+           "latency added p50", "latency added p99", "NDR packets/s (% of native)",
+           "PDR packets/s (% of native)", "RFC 2544 packets/s (% of native)")
 SHORT = ("method", "encrypts", "MTU\nleft", "1 stream\n% native", "best streams\n% native",
-         "CPU/Gbit\n× native", "latency\nadded p50", "latency\nadded p99")
+         "CPU/Gbit\n× native", "latency\nadded p50", "latency\nadded p99", "NDR pps\n% native",
+         "PDR pps\n% native", "RFC 2544\npps % native")
+LOSS = ("ndr", "pdr", "rfc2544")
+RELAY_MTU = "n/a (TCP relay)"
 
 
 def ordered(a: Advice) -> list[Method]:
@@ -64,10 +69,11 @@ def rows(a: Advice) -> list[list[tuple[str, str]]]:
         n = a.streams if a.streams is not None else (single[0] if single else None)
         unit = _latency_unit(a)
         cpu = m.cpu.get(n) if n is not None else None
+        loss = [m.loss.get((g, a.frame_size)) if a.frame_size else None for g in LOSS]
         out.append([
             (m.label, REF if m.reference else ""),
-            ("yes" if m.encrypts else "no", ""),
-            (str(m.mtu_left) if m.mtu_left else "–", ""),
+            _encrypts(m),
+            (RELAY_MTU if m.relay else str(m.mtu_left) if m.mtu_left else "–", ""),
             _with_streams(cell(single[1] if single else None, "%", m.reference and bool(single)),
                           single[0] if single and single[0] != 1 else None),
             _with_streams(cell(best[1] if best else None, "%", m.reference and bool(best)),
@@ -76,10 +82,24 @@ def rows(a: Advice) -> list[list[tuple[str, str]]]:
             cell(cpu, "×", m.reference and cpu is not None),
             cell(m.latency.get("p50"), unit, m.reference and "p50" in m.latency, signed=True),
             cell(m.latency.get("p99"), unit, m.reference and "p99" in m.latency, signed=True),
+            *(_with_size(cell(f, "%", m.reference and any(g == x for x, _ in m.loss)),
+                         a.frame_size) for f, g in zip(loss, LOSS, strict=True)),
         ] if not m.failed else [
-            (m.label, ""), ("yes" if m.encrypts else "no", ""), ("–", ""),
-            ("failed", m.failed[0][:80]), ("–", ""), ("–", ""), ("–", ""), ("–", "")])
+            (m.label, ""), _encrypts(m), ("–", ""),
+            ("failed", m.failed[0][:80]), *([("–", "")] * (len(COLUMNS) - 4))])
     return out
+
+
+def _encrypts(m: Method) -> tuple[str, str]:
+    """'yes', 'no', or 'yes' with 'gateways: ipsec (libipsec)' for a chain whose gateways
+    encrypt what the method itself does not."""
+    if m.gateways and m.gateway_encrypts:
+        return "yes", f"gateways: {m.gateways}"
+    return ("yes" if m.encrypts else "no"), ""
+
+
+def _with_size(c: tuple[str, str], size: str | None) -> tuple[str, str]:
+    return c if size is None or c[0] == "–" else (f"{c[0]} @{size}", c[1])
 
 
 def shown(table: list[list[tuple[str, str]]]) -> list[int]:
@@ -90,10 +110,7 @@ def shown(table: list[list[tuple[str, str]]]) -> list[int]:
 
 
 def _latency_unit(a: Advice) -> str:
-    for note in a.notes:
-        if note.startswith("latency added:"):
-            return note.split(", in ", 1)[1].split(",", 1)[0]
-    return "µs"
+    return next((m.latency_unit for m in a.methods if m.latency_unit), "µs")
 
 
 def _with_streams(c: tuple[str, str], streams: int | None) -> tuple[str, str]:
@@ -104,9 +121,9 @@ def _with_streams(c: tuple[str, str], streams: int | None) -> tuple[str, str]:
 
 def _rank_line(rank: int, m: Method, fig: Figure, tied: bool, a: Advice,
                against: str) -> str:
-    unit = "%" if a.constraints.prefer == "throughput" else \
-        "×" if a.constraints.prefer == "cpu" else _latency_unit(a)
-    value, conf = cell(fig, unit, signed=a.constraints.prefer == "latency")
+    spec = FIGURES[str(a.constraints.prefer)]
+    unit = _latency_unit(a) if spec.unit == "latency" else spec.unit
+    value, conf = cell(fig, unit, signed=spec.unit == "latency")
     return (f"{rank}{'=' if tied else '.'} {m.label}: {value} ({conf})"
             + (" (encrypts)" if m.encrypts else "") + (f"; {against}" if against else ""))
 

@@ -30,7 +30,7 @@ def pair(a: str, fa: Figure, b: str, fb: Figure) -> decide.Pair:
 def against_native(methods: list[Method]) -> None:
     """Each share, multiple and latency added decided against native (0 on its scale), Holm
     over the methods at the same stream count (or percentile)."""
-    for k in ("share", "cpu", "latency"):
+    for k in ("share", "cpu", "latency", "loss"):
         xs = {x for m in methods for x in getattr(m, k)}
         for x in xs:
             figs = {m.label: getattr(m, k)[x] for m in methods
@@ -114,22 +114,33 @@ def verdict(ranked: list[tuple[int, Method, Figure]], decisions: list[decide.Dec
                 + tail)
     return (f"No winner by {basis}: {d.a} and {d.b} are equivalent (within "
             f"±{100 * decide.MARGIN:g} points of native); decide on another figure "
-            "(--prefer throughput|latency|cpu)." + tail)
+            "(--by throughput|throughput-best|ndr|pdr|rfc2544|latency-p50|latency-p99|cpu)."
+            + tail)
 
 
 # -- JSON ---------------------------------------------------------------------------------
 
 def method_json(m: Method) -> dict[str, Any]:
     single, best = m.single(), m.best()
+    loss: dict[str, dict[str, Any]] = {}
+    for (goal, size), f in sorted(m.loss.items()):
+        loss.setdefault(goal, {})[size] = f.to_json()
     return {
         "method": m.label, "kind": m.kind, "impl": m.impl, "encrypts": m.encrypts,
-        "reference": m.reference, "mtu_left": m.mtu_left,
+        "reference": m.reference, "mtu_left": m.mtu_left, "relay": m.relay,
+        "carries": list(m.carries) if m.carries is not None else None,
+        "kernel_datapath": m.kernel,
+        "gateways": None if m.gateways is None else {
+            "tunnel": m.gateways, "encrypts": m.gateway_encrypts,
+            "kernel_datapath": m.gateway_kernel},
         "share_single": None if single is None else {"streams": single[0],
                                                      **single[1].to_json()},
         "share_best": None if best is None else {"streams": best[0], **best[1].to_json()},
         "cpu_per_gbit_x_native": {str(x): f.to_json() for x, f in sorted(m.cpu.items())},
         "cpu_per_gbit": {str(x): f.to_json() for x, f in sorted(m.cpu_abs.items())},
         "latency_added": {q: f.to_json() for q, f in m.latency.items()},
+        "latency_unit": m.latency_unit if m.latency else None,
+        "loss_search_pps_share": loss,
         "failed": m.failed,
     }
 
@@ -137,12 +148,16 @@ def method_json(m: Method) -> dict[str, Any]:
 def to_json(a: Advice) -> dict[str, Any]:
     k = a.constraints
     return {
-        "format": "tunbench-advice", "format_version": 2,
+        "format": "tunbench-advice", "format_version": 3,
         "constraints": {"need": ["encryption"] if k.need_encryption else [],
                         "min_mtu": k.min_mtu, "max_cpu_per_gbit": k.max_cpu,
                         "max_cpu_per_gbit_unit": "x native" if k.max_cpu_relative
                         else "% of one core per Gbit/s",
-                        "streams": a.streams, "prefer": k.prefer},
+                        "carries": list(k.carries), "max_added_p99_us": k.max_added_p99,
+                        "kernel_only": k.kernel_only, "streams": a.streams, "by": k.prefer,
+                        "frame_size": a.frame_size},
+        "variant": None if a.variant is None else {"mtu": a.variant[0],
+                                                   "offloads": a.variant[1]},
         "basis": a.basis,
         "summary": [method_json(m) for m in a.methods],
         "ranking": [{"rank": r, "method": m.label, **f.to_json(),

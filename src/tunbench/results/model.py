@@ -85,9 +85,12 @@ class TunnelRecord:
     impl: str | None                # "go", "libipsec", "netdev"; None: a kind with one
     encrypts: bool
     display: str                    # the name every table shows: "wireguard (go)"
+    carries: tuple[str, ...] = ("tcp", "udp")   # tunnels.base.CARRIES: tcp, udp, l2
+    kernel_datapath: bool = True    # False: the datapath is a userspace process
 
     def to_dict(self) -> dict[str, Any]:
-        return {"impl": self.impl, "encrypts": self.encrypts, "display": self.display}
+        return {"impl": self.impl, "encrypts": self.encrypts, "display": self.display,
+                "carries": list(self.carries), "kernel_datapath": self.kernel_datapath}
 
 
 def metric_records(doc: dict[str, Any]) -> dict[str, MetricRecord]:

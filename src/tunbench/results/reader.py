@@ -110,7 +110,7 @@ def upgrade(doc: dict[str, Any], expected: str, path: Path) -> dict[str, Any]:
         doc = step(doc)
         version += 1
         doc["format_version"] = version
-    return doc
+    return _upgrade.fill_v2(doc)
 
 
 def read_index(root: Path) -> dict[str, Any]:

@@ -121,3 +121,48 @@ def v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 UPGRADERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: v1_to_v2}
+
+
+# -- fields added within v2 ------------------------------------------------------------------
+
+# What a kind carries and whether its datapath runs in the kernel, as the drivers declared
+# them (TunnelDriver.carries, .userspace) when the tunnel record began to say so: case files
+# written before (every v1 file, early v2 files, and a chain's gateway tunnel record) get
+# them from here, frozen like V1_ENCRYPTING_KINDS (tests/unit/test_driver_registry.py checks
+# the table against the drivers of the kinds it names).
+V2_CARRIES_L2 = ("vxlan", "geneve", "gretap", "l2tp", "ovs-vxlan", "ovs-geneve", "ovs-gre",
+                 "ovs-stt")
+V2_CARRIES_TCP_ONLY = ("ssh-forward",)
+V2_USERSPACE: dict[str, tuple[str, ...]] = {
+    "wireguard": ("go",), "ipsec": ("libipsec",), "ovs-vxlan": ("netdev",),
+    "ovs-geneve": ("netdev",), "ovs-gre": ("netdev",), "ovs-stt": ("netdev",), "agg": ("",),
+    "ssh-forward": ("",), "ssh-tun": ("",)}
+
+
+def v2_declared(kind: str, impl: str | None) -> dict[str, Any]:
+    """{"carries", "kernel_datapath"} of a kind (and implementation) recorded before the
+    tunnel record said so."""
+    carries = ["tcp"] if kind in V2_CARRIES_TCP_ONLY else \
+        ["tcp", "udp", "l2"] if kind in V2_CARRIES_L2 else ["tcp", "udp"]
+    user = V2_USERSPACE.get(kind, ())
+    return {"carries": carries, "kernel_datapath": "" not in user and (impl or "") not in user}
+
+
+def fill_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    """A case whose tunnel record (or chain gateway record) lacks `carries` /
+    `kernel_datapath` gets them from v2_declared; anything else is returned unchanged."""
+    if doc.get("format") != CASE_FORMAT:
+        return doc
+    case = doc.get("case") or {}
+    t = case.get("tunnel")
+    if isinstance(t, dict) and "carries" not in t and "kind" in t:
+        doc = {**doc, "case": {**case, "tunnel": {**t, **v2_declared(str(t["kind"]),
+                                                                  t.get("impl"))}}}
+    tb = doc.get("testbed")
+    chain = tb.get("chain") if isinstance(tb, dict) else None
+    gw = chain.get("gateway_tunnel") if isinstance(chain, dict) else None
+    if isinstance(tb, dict) and isinstance(chain, dict) and isinstance(gw, dict) \
+            and "carries" not in gw and "kind" in gw:
+        gw = {**gw, **v2_declared(str(gw["kind"]), gw.get("impl"))}
+        doc = {**doc, "testbed": {**tb, "chain": {**chain, "gateway_tunnel": gw}}}
+    return doc

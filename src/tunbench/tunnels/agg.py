@@ -118,6 +118,7 @@ class Agg(TunnelDriver[AggParams]):
                "flush_us bounds the wait")
     Params = AggParams
     encrypts = False
+    userspace = ("",)              # tbagg, a userspace daemon on a TUN device (L3)
     needs = {"": Needs(kernel=(KernelOption("CONFIG_TUN", "tun", "tbagg's TUN device"),))}
 
     @classmethod

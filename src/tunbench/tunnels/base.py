@@ -6,6 +6,12 @@ every method receives its own typed params and mypy checks it. It declares:
 - `Params`: a frozen dataclass of its parameters with defaults, each field with
   `metadata={"help": "one line"}`; `validate()` returns problems;
 - `encrypts`: whether its datapath encrypts (the report labels it from the recorded flag);
+- `carries`: what inner traffic it carries between the sites: "tcp" and "udp" for an IP packet
+  tunnel (any IP protocol), plus "l2" for one that carries Ethernet frames (a bridgeable
+  device); a stream relay (ssh-forward) carries "tcp" only and has no packet MTU;
+- `userspace`: the implementations whose datapath is a userspace process ("" = every one);
+  the others run in the kernel (eBPF included). `tunbench advise --kernel-only` and
+  `--carries` read these two, never a list kept in report/;
 - `impl_param`: the name of a Literal-typed field choosing between implementations (wireguard
   kernel|go, ipsec libipsec|kernel|xfrm, ovs-* netdev|system), and `resolve_impl(params)`:
   which one runs on this host;
@@ -34,6 +40,9 @@ from ..capabilities import Missing, kernel_missing, tool_missing
 from ..errors import SpecError
 from ..params import coerce_fields
 from ..testbed.base import Site, Testbed
+
+# what a tunnel may carry (TunnelDriver.carries): TCP, UDP (any IP protocol), Ethernet frames
+CARRIES = ("tcp", "udp", "l2")
 
 IPV4_HEADER = 20
 IPV6_HEADER = 40
@@ -142,6 +151,11 @@ class TunnelDriver(ABC, Generic[P]):
     # workload's sweep (wireguard and ipsec: `tunnels`, the number of ECMP-spread tunnels)
     sweep: ClassVar[str | None] = None
     encrypts: ClassVar[bool] = False     # the datapath encrypts (recorded in every case)
+    # inner traffic it carries: IP packets ("tcp", "udp"), Ethernet frames ("l2"); a stream
+    # relay carries "tcp" only (see CARRIES)
+    carries: ClassVar[tuple[str, ...]] = ("tcp", "udp")
+    # implementations whose datapath is a userspace process ("" = every one); else kernel
+    userspace: ClassVar[tuple[str, ...]] = ()
     # why the kind cannot run between sites on other hosts (None: it can); refused in one
     # line before anything is changed on any host
     not_on_hosts: ClassVar[str | None] = None
@@ -207,6 +221,16 @@ class TunnelDriver(ABC, Generic[P]):
             names = ", ".join(m.what.removeprefix("kernel ") for m in absent)
             absent = [Missing(f"kernel {names}", absent[0].why, absent[0].fix)]
         return missing + absent
+
+    @classmethod
+    def kernel_datapath(cls, impl: str | None) -> bool:
+        """Whether the datapath of `impl` (None: the kind's only one) runs in the kernel."""
+        return "" not in cls.userspace and (impl or "") not in cls.userspace
+
+    @classmethod
+    def relay(cls) -> bool:
+        """A stream relay, not a packet tunnel: carries TCP only, has no packet MTU."""
+        return "udp" not in cls.carries
 
     # ---- parameters -------------------------------------------------------------------
     @classmethod

@@ -41,6 +41,7 @@ class GeneveParams(TunnelParams):
 
 class Geneve(TunnelDriver[GeneveParams]):
     kind = "geneve"
+    carries = ("tcp", "udp", "l2")   # an Ethernet device (bridgeable)
     summary = "kernel Geneve over UDP (RFC 8926), no options"
     Params = GeneveParams
     needs = {"": Needs(kernel=(KernelOption("CONFIG_GENEVE", "geneve", "Geneve tunnels"),))}

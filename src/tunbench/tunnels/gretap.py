@@ -12,6 +12,7 @@ from .gre import Gre, gre_needs
 
 class Gretap(Gre):
     kind = "gretap"
+    carries = ("tcp", "udp", "l2")   # Ethernet in GRE
     summary = "kernel GRE over IPv4, L2 (Ethernet in GRE), optional key"
     link_kind = "gretap"
     suffix = "gtap"

@@ -145,6 +145,7 @@ class Ipsec(TunnelDriver[IpsecParams]):
     Params = IpsecParams
     sweep = "tunnels"
     encrypts = True
+    userspace = ("libipsec",)     # charon's libipsec; kernel ESP (IKEv2 or static xfrm)
     impl_param = "impl"
     needs = {
         "libipsec": _IKE + Needs(kernel=(KernelOption("CONFIG_TUN", "tun", "libipsec's TUN"),),

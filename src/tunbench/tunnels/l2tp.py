@@ -69,6 +69,7 @@ class L2tpParams(TunnelParams):
 
 class L2tp(TunnelDriver[L2tpParams]):
     kind = "l2tp"
+    carries = ("tcp", "udp", "l2")   # an Ethernet pseudowire (l2tp_eth)
     summary = "kernel L2TPv3 Ethernet pseudowire over UDP or IP (ip l2tp)"
     Params = L2tpParams
     needs = {"": Needs(

@@ -245,6 +245,8 @@ class OvsTunnel(TunnelDriver[OvsParams]):
     tkind: ClassVar[str]
     Params = OvsParams
     impl_param = "datapath"
+    carries = ("tcp", "udp", "l2")   # an OVS bridge: Ethernet frames
+    userspace = ("netdev",)        # the userspace datapath; system: the kernel module
 
     @classmethod
     def spec(cls) -> OvsKind:

@@ -57,6 +57,8 @@ class SshForward(TunnelDriver[SshForwardParams]):
     summary = "OpenSSH TCP port forward (ssh -L): a stream relay, not a packet tunnel"
     Params = SshForwardParams
     encrypts = True
+    carries = ("tcp",)            # a TCP port relay: no UDP, no packets, no MTU
+    userspace = ("",)
     needs = {"": _ssh.NEEDS}
 
     @classmethod

@@ -39,6 +39,7 @@ class SshTun(TunnelDriver[SshTunParams]):
     summary = "OpenSSH layer-3 tun tunnel (ssh -w), IP over SSH over TCP"
     Params = SshTunParams
     encrypts = True
+    userspace = ("",)              # ssh and sshd copy packets between TUN devices
     needs = {"": _ssh.TUN_NEEDS}
 
     @classmethod

@@ -37,6 +37,7 @@ class VxlanParams(TunnelParams):
 
 class Vxlan(TunnelDriver[VxlanParams]):
     kind = "vxlan"
+    carries = ("tcp", "udp", "l2")   # an Ethernet device (bridgeable)
     summary = "kernel VXLAN over UDP (RFC 7348)"
     Params = VxlanParams
     needs = {"": Needs(kernel=(KernelOption("CONFIG_VXLAN", "vxlan", "VXLAN tunnels"),))}

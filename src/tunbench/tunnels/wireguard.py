@@ -94,6 +94,7 @@ class Wireguard(TunnelDriver[WireguardParams]):
     Params = WireguardParams
     sweep = "tunnels"
     encrypts = True
+    userspace = ("go",)           # wireguard-go; the kernel module otherwise
     impl_param = "impl"
     needs = {
         "": Needs(tools=(Tool("wg", "wireguard-tools", "configures WireGuard interfaces"),)),
