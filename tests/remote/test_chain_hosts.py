@@ -75,7 +75,11 @@ def test_chain_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     by = {c["case"]["workload"]["name"]: c for c in cases}
     for c in cases:
         tb = c["testbed"]
-        assert tb["kind"] == "hosts-chain" and tb["shares_cpus"] is False
+        # the test hosts are namespaces of this machine: one kernel, so one set of CPUs
+        assert tb["kind"] == "hosts-chain" and tb["shares_cpus"] is True
+        assert tb["shared_machine"]["boot_id"] is True
+        assert c["cpu"]["shared_by_sites"] is True
+        assert all(e["shared_by_sites"] is True for e in c["cpu"]["sites"].values())
         # the sites are namespaces on their hosts; the functions before the WAN on h1
         assert tb["sites"]["a"]["host"] == "h1" and tb["sites"]["b"]["host"] == "h2"
         assert tb["sites"]["a"]["netns"].endswith("-a")
