@@ -62,6 +62,8 @@ def prepared(pair: sites.SitePair) -> dict[str, Any]:
     """`tunbench prepare --yes` on guest b, which lacks iperf3, as a user types it; what it
     printed, and b's state before and after (over SSH)."""
     before = has_iperf3(pair, "b")
+    with guest(pair, "b") as c:
+        old = c.run(["cat", "/var/log/apt/history.log"], check=False).stdout
     t0 = time.monotonic()
     r = proc.run([sys.executable, "-m", "tunbench", "prepare", "--site", pair.target("b"),
                   "--ssh-config", str(pair.ssh_config), "--workloads", "stream", "--yes"],
@@ -70,14 +72,15 @@ def prepared(pair: sites.SitePair) -> dict[str, Any]:
     with guest(pair, "b") as c:
         status = c.run(["dpkg-query", "-W", "-f=${Status}", "iperf3"], check=False).stdout
         history = c.run(["cat", "/var/log/apt/history.log"], check=False).stdout
+    assert history.startswith(old), "apt's history on b was rewritten, not appended to"
     return {"before": before, "run": r, "took": took, "after": has_iperf3(pair, "b"),
-            "status": status, "history": history}
+            "status": status, "history": history[len(old):]}
 
 
 def test_prepare_installs_what_a_guest_lacks(pair: sites.SitePair,
                                              prepared: dict[str, Any]) -> None:
-    """The plan names exactly iperf3 on b, the guest's own apt-get installs it (its history
-    says so), and it is there afterwards; guest a, which has it, is not touched."""
+    """The plan names exactly iperf3 on b, the guest's own apt-get installs it (what prepare
+    added to apt's history says so), and it is there afterwards."""
     r = prepared["run"]
     print(f"prepare on tb-vm-b: {prepared['took']:.1f} s\n{r.stdout}")
     assert prepared["before"] is False, "guest b should boot without iperf3"
