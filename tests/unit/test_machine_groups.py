@@ -61,3 +61,17 @@ def test_one_network_namespace_is_refused_in_one_line() -> None:
 def test_a_missing_boot_id_judges_nothing() -> None:
     ids = {"a": {"netns": "n1"}, "b": {"netns": "n1"}}
     assert machine_groups(ids, target, lambda o, x: True) == []
+
+
+def test_a_hub_records_its_groups_and_labels_each_site() -> None:
+    """What a hub case on hosts records from the groups (HubHosts.sharing, shares_with)."""
+    from tunbench.testbed.hubhosts import HubHosts
+    from tunbench.testbed.topology import SiteSpec
+    hh = HubHosts({n: SiteSpec(n, f"root@{n}") for n in ("hub", "s1", "s2")})
+    assert hh.sharing() == {"shared_by_sites": False} and hh.shares_with("s1") == []
+    ids = {"hub": hello("k1", "n1"), "s1": hello("k2", "n2"), "s2": hello("k1", "n3")}
+    hh.shared = machine_groups(ids, target, lambda o, x: False)
+    assert hh.sharing() == {"shared_by_sites": True, "shared_machine": [
+        {"sites": ["hub", "s2"], "boot_id": True, "machine_id": True, "filesystem": False}]}
+    assert hh.shares_with("hub") == ["s2"] and hh.shares_with("s2") == ["hub"]
+    assert hh.shares_with("s1") == []
