@@ -19,7 +19,10 @@ through the router, or over the hosts' own underlay), so every ratio has its ref
 same campaign. On hosts (`[sites]` hub, s1..sN; testbed/hubhosts.py) the same case runs
 with every process started on its host through that host's agent, and the record says where
 each site was (`testbed.sites`) and what each spoke's VXLAN device received. CPU is not
-sampled here (the figures are the hub's costs, not per-site CPU).
+sampled here (the figures are the hub's costs, not per-site CPU); sites on one machine (one
+kernel boot id) are recorded as sharing its CPUs: `testbed.shared_by_sites`,
+`testbed.shared_machine` (one group per machine) and each site's `shared_by_sites` and
+`shares_cpus_with` in `testbed.sites`.
 """
 
 from __future__ import annotations
@@ -226,7 +229,7 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
                        "inner_mtu": h.inner_mtu, "underlay_if": h.underlay_if,
                        "hub_underlay4": h.underlay4, "hub_inner4": h.inner4,
                        "spoke_tunnel": "kernel vxlan (VNI = spoke index)",
-                       "shared_by_sites": False}
+                       **hosts.sharing()}
         else:
             h = hub.build(run_id, ledger, exp.hub.spokes)
             testbed = hub.describe(h)

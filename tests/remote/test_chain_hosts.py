@@ -75,7 +75,9 @@ def test_chain_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     by = {c["case"]["workload"]["name"]: c for c in cases}
     for c in cases:
         tb = c["testbed"]
-        assert tb["kind"] == "hosts-chain" and tb["shares_cpus"] is False
+        # the test hosts are namespaces of this machine: one kernel, so one set of CPUs
+        assert tb["kind"] == "hosts-chain" and tb["shares_cpus"] is True
+        assert tb["shared_machine"]["boot_id"] is True
         # the sites are namespaces on their hosts; the functions before the WAN on h1
         assert tb["sites"]["a"]["host"] == "h1" and tb["sites"]["b"]["host"] == "h2"
         assert tb["sites"]["a"]["netns"].endswith("-a")
@@ -92,6 +94,9 @@ def test_chain_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
         assert probe["routers"] == probe["expected_routers"] == 4, probe   # TTL 60 at b
         assert all(v is not None for v in probe["rtt_us"].values()), probe
     stream = by["stream"]
+    # each end sampled by its own agent, both labelled as sharing the CPUs
+    assert stream["cpu"]["shared_by_sites"] is True and set(stream["cpu"]["sites"]) == {"a", "b"}
+    assert all(e["shared_by_sites"] is True for e in stream["cpu"]["sites"].values())
     mbps = stream["metrics"]["throughput"]["value"]
     assert mbps > 0 and {r["place"]: r for r in stream["chain"]["drops"]}["wan"]["tx_packets"] > 0
     search = by["loss-search"]

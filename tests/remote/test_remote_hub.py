@@ -82,6 +82,15 @@ def test_hub_campaign_with_spokes_on_hosts(hosts3: SshHosts, tmp_path: Path) -> 
         # the spokes share the hub's link: each is its own next hop (its own MAC)
         assert tb["sites"]["s2"]["nexthop4"] == addr["h3"]
         assert tb["hub_underlay4"] == addr["h1"] and tb["underlay_mtu"] == 1500
+        # the test hosts are namespaces of this machine (a private /run each): one kernel,
+        # so every site shares its CPUs with the others, and says so
+        assert tb["shared_by_sites"] is True
+        (group,) = tb["shared_machine"]
+        assert sorted(group["sites"]) == sorted(SITES) and group["filesystem"] is False
+        assert group["boot_id"] is True and group["machine_id"] is True
+        for site in SITES:
+            assert tb["sites"][site]["shared_by_sites"] is True
+            assert sorted(tb["sites"][site]["shares_cpus_with"]) == sorted(set(SITES) - {site})
         h = c["hub"]
         assert h["one_mbps"] > 0 and h["all_mbps"] > 0 and h["all_spokes"] == 2, h
         assert all(x > 0 for x in h["per_spoke_mbps"]) and len(h["per_spoke_mbps"]) == 2, h

@@ -94,3 +94,14 @@ def test_guest_network_is_loopback_port_and_unix_sockets_only(pair: sites.SitePa
     job = json.loads((a.share / "job.json").read_text())
     assert job["command"][-2].endswith("vmlab/sitehost.py") and job["site"] is None
     assert "virtio_net" in job["modules"]
+    assert ca["without"] == cb["without"] == []   # both guests as the image has them
+
+
+def test_a_guest_without_a_package_is_told_so_in_its_site_file() -> None:
+    p = sites.SitePair(Path(tempfile.mkdtemp(prefix="tb-test-sites-")))
+    try:
+        sites._write_keys_and_config(p, {"b": ["iperf3"]})
+        cfg = {n: json.loads((p.sites[n].share / "site.json").read_text()) for n in "ab"}
+        assert cfg["a"]["without"] == [] and cfg["b"]["without"] == ["iperf3"]
+    finally:
+        p.close()

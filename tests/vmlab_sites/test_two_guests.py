@@ -7,6 +7,11 @@ ESP) plus native; a 2 s stream each, in one campaign (one agent start per guest;
 between hosts is proven by tests/remote on this host's sshd hosts, and would double the
 tier's time under TCG). Correctness only: TCG runs 25-30x slower than the host, so no figure is compared, only that traffic crossed each tunnel, measured
 on each site apart, and that nothing is left on either guest.
+
+Guest b boots without iperf3 (conftest.py): before the campaign, `tunbench prepare --site
+root@tb-vm-b --workloads stream --yes` prints its plan and runs the guest's real apt-get, which
+installs iperf3 from the local repository inside the guest (no network); the campaign's stream
+cases then use it.
 """
 
 from __future__ import annotations
@@ -47,12 +52,57 @@ def run_between(pair: sites.SitePair, experiment: Path, out: Path) -> proc.Compl
                     check=False, timeout=2400, cwd=ROOT)
 
 
+def has_iperf3(pair: sites.SitePair, name: str) -> bool:
+    with guest(pair, name) as c:
+        return c.run(["sh", "-c", "command -v iperf3"], check=False).ok
+
+
 @pytest.fixture(scope="module")
-def campaign(pair: sites.SitePair, tmp_path_factory: pytest.TempPathFactory) -> tuple[
+def prepared(pair: sites.SitePair) -> dict[str, Any]:
+    """`tunbench prepare --yes` on guest b, which lacks iperf3, as a user types it; what it
+    printed, and b's state before and after (over SSH)."""
+    before = has_iperf3(pair, "b")
+    with guest(pair, "b") as c:
+        old = c.run(["cat", "/var/log/apt/history.log"], check=False).stdout
+    t0 = time.monotonic()
+    r = proc.run([sys.executable, "-m", "tunbench", "prepare", "--site", pair.target("b"),
+                  "--ssh-config", str(pair.ssh_config), "--workloads", "stream", "--yes"],
+                 check=False, timeout=1200, cwd=ROOT)
+    took = time.monotonic() - t0
+    with guest(pair, "b") as c:
+        status = c.run(["dpkg-query", "-W", "-f=${Status}", "iperf3"], check=False).stdout
+        history = c.run(["cat", "/var/log/apt/history.log"], check=False).stdout
+    assert history.startswith(old), "apt's history on b was rewritten, not appended to"
+    return {"before": before, "run": r, "took": took, "after": has_iperf3(pair, "b"),
+            "status": status, "history": history[len(old):]}
+
+
+def test_prepare_installs_what_a_guest_lacks(pair: sites.SitePair,
+                                             prepared: dict[str, Any]) -> None:
+    """The plan names exactly iperf3 on b, the guest's own apt-get installs it (what prepare
+    added to apt's history says so), and it is there afterwards."""
+    r = prepared["run"]
+    print(f"prepare on tb-vm-b: {prepared['took']:.1f} s\n{r.stdout}")
+    assert prepared["before"] is False, "guest b should boot without iperf3"
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+    plan = [ln.strip() for ln in r.stdout.splitlines()]
+    assert plan[0] == "plan:" and plan[1] == (
+        f"{pair.target('b')}: apt-get install -y --no-install-recommends iperf3   "
+        "(for iperf3)"), plan
+    assert f"prepared: {pair.target('b')}" in plan
+    assert prepared["after"] is True and prepared["status"] == "install ok installed"
+    assert "Commandline: apt-get install -y --no-install-recommends iperf3" in \
+        prepared["history"], prepared["history"]
+    assert "Install: iperf3:amd64" in prepared["history"], prepared["history"]
+
+
+@pytest.fixture(scope="module")
+def campaign(pair: sites.SitePair, prepared: dict[str, Any],
+             tmp_path_factory: pytest.TempPathFactory) -> tuple[
         proc.Completed, dict[tuple[str, str], dict[str, Any]], float]:
     """One campaign for the whole tier: every kind (kernel ESP included) in one `tunbench run`,
     so the guests pay the agent's start (shipping it, the first pyroute2 import under TCG)
-    once, not once per experiment."""
+    once, not once per experiment. It runs after `prepare` installed iperf3 on guest b."""
     out = tmp_path_factory.mktemp("two-guests") / "r"
     t0 = time.monotonic()
     r = run_between(pair, EXPERIMENT, out)

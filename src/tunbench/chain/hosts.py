@@ -18,6 +18,12 @@ and with it every link, address, route, qdisc and nftables table inside. The car
 journaled on its host before it exists (it lives in the host's root namespace until moved).
 Each site namespace gets an agent of its own (started with `ip netns exec`), so tunnels and
 workloads see a `RemoteSite` like any other; it is closed before its namespace is deleted.
+
+Hosts that share one machine (topology.machine_groups: one kernel boot id) run the chain as
+separate hosts do: every namespace name carries the run id and its function's or site's name,
+each end's case directory is its own (/run/tunbench/<run id>-a, -b; the gateways'
+<run id>-<function>), so one /run seen by both hosts (and by this controller) holds them side
+by side; the case records `shares_cpus` and `shared_machine` as a pair of sites does.
 """
 
 from __future__ import annotations
@@ -183,10 +189,14 @@ def build(topo: Any, run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int,
         _routes(agents[s], ns, pos, n)
     for hop in hops:
         get(hop.kind)().configure(hop, ledger)
-    a = _site(topo, "a", ns_a, if_a, addr4(0, 1), addr6(0, 1), run_id, ledger)
-    b = _site(topo, "b", ns_b, if_b, addr4(n, 2), addr6(n, 2), run_id, ledger)
+    # per-site case directories: the hosts may share one /run (and with it this machine's)
+    a = _site(topo, "a", ns_a, if_a, addr4(0, 1), addr6(0, 1), f"{run_id}-a", ledger)
+    b = _site(topo, "b", ns_b, if_b, addr4(n, 2), addr6(n, 2), f"{run_id}-b", ledger)
     wd = local.make_workdir(run_id, ledger, workdir)
-    tb = Testbed("hosts-chain", run_id, a, b, seg_mtus[0], ledger, wd, shares_cpus=False)
+    tb = Testbed("hosts-chain", run_id, a, b, seg_mtus[0], ledger, wd,
+                 shares_cpus=topo.shared is not None)
+    if topo.shared is not None:   # one machine: one set of CPUs for both ends
+        tb.notes["shared_machine"] = dict(topo.shared)
     tb.hops = hops
     carrier.update(kind=CARRIER, overhead=CARRIER_OVERHEAD, underlay_mtus=under,
                    mtu=seg_mtu, segment=w, requested_mtu=mtu)

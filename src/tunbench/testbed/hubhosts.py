@@ -38,6 +38,8 @@ from .topology import (
     SiteSpec,
     heal_endpoints,
     lacks_tools,
+    machine_groups,
+    sees_state,
 )
 
 HUB = "hub"
@@ -70,6 +72,7 @@ class HubHosts:
         self.nexthop: dict[str, str] = {}   # spoke -> the hub's next hop towards it
         self.mtu = 1500                     # the smallest underlay MTU of all sites
         self.impls: dict[str, Any] = {}     # as Topology's (impl=auto): no kind here has one
+        self.shared: list[dict[str, Any]] = []   # sites that share one machine (its CPUs)
 
     def target(self, name: str) -> str:
         return self.specs[name].target
@@ -90,6 +93,9 @@ class HubHosts:
             for ep in self.endpoints.values():
                 if not ep.alive:
                     ep.connect()
+            self.shared = machine_groups(
+                {n: dict(self._agent(n).hello) for n in self.specs}, self.target,
+                lambda owner, other: sees_state(self._agent(owner), self._agent(other)))
             self._check_management()
             self._resolve()
             self._check_tools(kinds)
@@ -235,8 +241,25 @@ class HubHosts:
         return hub.Hub(run_id, None, "", h.underlay_if, h.underlay4, "", hub.inner(0),
                        tuple(out), ledger, h, inner_mtu, self.mtu)
 
+    def shares_with(self, name: str) -> list[str]:
+        """The other sites on site `name`'s machine (one kernel: the same CPUs)."""
+        for g in self.shared:
+            if name in g["sites"]:
+                return [n for n in g["sites"] if n != name]
+        return []
+
+    def sharing(self) -> dict[str, Any]:
+        """The case record's word on shared CPUs: `shared_by_sites` (any two sites on one
+        machine) and, when so, `shared_machine`, one group per machine (see
+        topology.machine_groups)."""
+        out: dict[str, Any] = {"shared_by_sites": bool(self.shared)}
+        if self.shared:
+            out["shared_machine"] = [dict(g) for g in self.shared]
+        return out
+
     def describe(self) -> dict[str, Any]:
-        """Where each site was, for the case's record."""
+        """Where each site was, for the case's record; each site labelled with the sites that
+        share its machine (its CPUs)."""
         out = {}
         for name in [HUB, *self.spokes]:
             ep = self.endpoints[name]
@@ -244,6 +267,9 @@ class HubHosts:
             out[name] = {"target": self.target(name), "hostname": hello.get("hostname"),
                          "kernel": hello.get("kernel"), "underlay_if": self.dev[name],
                          "underlay4": self.addr[name], "ssh": dict(ep.mgmt),
+                         "boot_id": hello.get("boot_id"),
+                         "shared_by_sites": bool(self.shares_with(name)),
+                         "shares_cpus_with": self.shares_with(name),
                          **({"nexthop4": self.nexthop[name]} if name != HUB else {})}
         return out
 

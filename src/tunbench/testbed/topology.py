@@ -285,6 +285,45 @@ def install_command(os_release: str) -> str:
     return next((INSTALL[i] for i in ids if i in INSTALL), "apt-get install")
 
 
+def sees_state(owner: Agent, other: Agent) -> bool:
+    """Does the host of agent `other` see the state directory of agent `owner`?"""
+    state = str(owner.hello.get("state", ""))
+    return bool(state) and other.run(["test", "-d", state], check=False, timeout=10).ok
+
+
+def machine_groups(ids: dict[str, dict[str, Any]], target: Callable[[str], str],
+                   sees: Callable[[str, str], bool]) -> list[dict[str, Any]]:
+    """The sites (name -> agent hello: boot_id, machine_id, netns) that run on one machine,
+    one group per machine shared by two or more: {"sites", "boot_id", "machine_id",
+    "filesystem"}. The same kernel boot id means one kernel, so one set of CPUs; the machine id
+    and whether the first site's agent directory is seen from every other one (one
+    filesystem) say how much else they share. Two sites in one network namespace are refused
+    (one line, before any change): a tunnel or a hub needs a network stack per site."""
+    by_boot: dict[str, list[str]] = {}
+    for name, ident in ids.items():
+        if ident.get("boot_id"):
+            by_boot.setdefault(str(ident["boot_id"]), []).append(name)
+    out = []
+    for members in by_boot.values():
+        if len(members) < 2:
+            continue
+        seen_ns: dict[str, str] = {}
+        for name in members:
+            ns = str(ids[name].get("netns") or "")
+            if ns and ns in seen_ns:
+                first = seen_ns[ns]
+                raise SpecError(f"sites {first} ({target(first)}) and {name} ({target(name)}) "
+                                "are one machine and one network namespace: a tunnel needs "
+                                "two network stacks", "use two hosts, or two containers or "
+                                "namespaces of one host, each with its own sshd")
+            seen_ns.setdefault(ns, name)
+        mids = {ids[n].get("machine_id") for n in members}
+        out.append({"sites": members, "boot_id": True,
+                    "machine_id": len(mids) == 1 and bool(next(iter(mids))),
+                    "filesystem": all(sees(members[0], n) for n in members[1:])})
+    return out
+
+
 class Topology:
     """The two sites of a campaign on real hosts (or one on this host): one connection and
     agent per remote site for the whole campaign; a fresh case directory per case."""
@@ -335,30 +374,19 @@ class Topology:
 
     def _shared_machine(self) -> dict[str, Any] | None:
         """Do the two sites run on one machine (sshd in containers or namespaces of one box,
-        one host under two names)? Asked of the sites: the same kernel boot id (one kernel,
-        so one set of CPUs), the machine id, and whether one site's agent directory is seen
-        from the other (one filesystem). The same network namespace too is refused: a tunnel
-        needs two network stacks."""
-        ia, ib = self.identity("a"), self.identity("b")
-        if not ia.get("boot_id") or ia.get("boot_id") != ib.get("boot_id"):
+        one host under two names)? See machine_groups; None when they do not."""
+        groups = machine_groups({n: self.identity(n) for n in ("a", "b")}, self.target,
+                                self._sees)
+        if not groups:
             return None
-        if ia.get("netns") and ia.get("netns") == ib.get("netns"):
-            raise SpecError(f"sites a ({self.target('a')}) and b ({self.target('b')}) are one "
-                            "machine and one network namespace: a tunnel needs two network "
-                            "stacks", "use two hosts, or two containers or namespaces of "
-                            "one host, each with its own sshd")
-        seen = False
-        eps = [self.endpoints.get(n) for n in ("a", "b")]
-        if all(ep is not None and ep.agent is not None for ep in eps):
-            ea, eb = eps
-            assert ea is not None and eb is not None and ea.agent and eb.agent
-            state = str(ea.agent.hello.get("state", ""))
-            seen = bool(state) and eb.agent.run(["test", "-d", state], check=False,
-                                                timeout=10).ok
-        return {"boot_id": True,
-                "machine_id": bool(ia.get("machine_id")) and
-                ia.get("machine_id") == ib.get("machine_id"),
-                "filesystem": seen}
+        return {k: v for k, v in groups[0].items() if k != "sites"}
+
+    def _sees(self, owner: str, other: str) -> bool:
+        """Does site `other` see site `owner`'s agent directory (one filesystem)?"""
+        eo, ex = self.endpoints.get(owner), self.endpoints.get(other)
+        if eo is None or ex is None or eo.agent is None or ex.agent is None:
+            return False
+        return sees_state(eo.agent, ex.agent)
 
     def _check_ipv6(self, needs_ipv6: str) -> None:
         """IPv6 underlay addresses are never guessed (detection follows the IPv4 route):

@@ -13,6 +13,9 @@ Network of one guest (nothing of it is visible on the host but the hostfwd loopb
                 other guest; the underlay tunbench puts its tunnels on. The other guest's
                 management address is routed over it, so `--site` detection (the route to the
                 other site's SSH address) finds the underlay, as between two routed hosts.
+With `without` in site.json (package names), the guest first becomes a host that lacks those
+packages and whose apt-get installs them from a local repository (guestrepo.py): what
+`tunbench prepare` is tested against, with no network.
 Only the standard library and tunbench.proc are used (Debian's python3, no site-packages).
 """
 
@@ -29,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, "/mnt/tb/src")
 
 from tunbench import proc  # noqa: E402
+from tunbench.vmlab import guestrepo  # noqa: E402
 
 RUN_DIR = Path("/etc/ssh/tunbench")  # sshd StrictModes: /run is a 1777 tmpfs here
 SSHD = "/usr/sbin/sshd"
@@ -101,6 +105,9 @@ def main(path: str) -> int:
     share = Path(path).parent
     cfg = json.loads(Path(path).read_text())
     configure(cfg)
+    if cfg.get("without"):
+        for line in guestrepo.serve_without(list(cfg["without"])):
+            say(f"local repository: {line}")
     sshd = start_sshd(share)
     wait_listening(sshd)
     (share / "sshd-ready").write_text(f"{sshd.pid}\n")

@@ -152,14 +152,17 @@ def check_host() -> None:
 
 @contextlib.contextmanager
 def site_pair(image: Image | None = None, *, memory_mb: int = 1024, cpus: int = 1,
-              ready_timeout: float = READY_TIMEOUT) -> Iterator[SitePair]:
-    """Boot two guests, yield once both sshd accept connections, always stop them."""
+              ready_timeout: float = READY_TIMEOUT,
+              without: dict[str, list[str]] | None = None) -> Iterator[SitePair]:
+    """Boot two guests, yield once both sshd accept connections, always stop them.
+    `without` (site -> Debian packages): that guest boots without them, its apt-get
+    installing them from a local repository in the guest (vmlab/guestrepo.py; no network)."""
     check_host()
     image = image or image_mod.ensure_image()
     pair = SitePair(Path(tempfile.mkdtemp(prefix=TEMP_PREFIX)))
     try:
         (pair.dir / "owner").write_text(f"{os.getpid()} {proc.proc_starttime(os.getpid())}\n")
-        _write_keys_and_config(pair)
+        _write_keys_and_config(pair, without or {})
         t0 = time.monotonic()
         for site in pair.sites.values():
             site.process = _start_guest(pair, site, image, memory_mb, cpus)
@@ -170,7 +173,8 @@ def site_pair(image: Image | None = None, *, memory_mb: int = 1024, cpus: int = 
         pair.close()
 
 
-def _write_keys_and_config(pair: SitePair) -> None:
+def _write_keys_and_config(pair: SitePair,
+                           without: dict[str, list[str]] | None = None) -> None:
     keygen(pair.client_key, "tunbench-vmlab-client")
     client_pub = Path(f"{pair.client_key}.pub").read_text()
     known, blocks = [], []
@@ -194,7 +198,8 @@ def _write_keys_and_config(pair: SitePair) -> None:
         mgmt_mac, ul_mac = lay.macs()
         cfg = {"name": lay.name, "mgmt_mac": mgmt_mac, "mgmt4": lay.mgmt4,
                "underlay_mac": ul_mac, "underlay4": lay.underlay4,
-               "peer_mgmt4": peer.mgmt4.split("/")[0], "peer_underlay4": peer.underlay4}
+               "peer_mgmt4": peer.mgmt4.split("/")[0], "peer_underlay4": peer.underlay4,
+               "without": list((without or {}).get(lay.name, []))}
         share = pair.sites[lay.name].share
         (share / "site.json").write_text(json.dumps(cfg, indent=2) + "\n")
         job = {"command": ["python3", "/mnt/tb/src/tunbench/vmlab/sitehost.py",
