@@ -152,7 +152,8 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
         e["noisy_cv"] = args.noisy_cv
     if args.offloads is not None:
         over["offloads"] = spec.offload_tables(args.offloads)
-    for key in ("duration", "warmup", "repeats", "rate", "seed") + spec.NETEM_KEYS:
+    for key in ("duration", "warmup", "repeats", "budget", "max_rounds", "rate",
+                "seed") + spec.NETEM_KEYS:
         val = getattr(args, key)
         if val is not None:
             e[key] = val
@@ -279,17 +280,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     cases = outcome.store.read_cases()
     from .report import stats
     advice = _advice(out)
+    seq_state = outcome.store.read_index().get("sequential")   # the sequential design's
     if args.json:
         doc = stats.summary_json(cases, str(out), exp.noisy_cv)
         if advice is not None:
             from .report import advise
             doc["decision"] = advise.to_json(advice)
+        if seq_state:
+            doc["sequential"] = seq_state
         print(json.dumps(doc, indent=1))
     else:
         if advice is not None:
             from .report import advise_view
             advise_view.print_advice(advice, ranking=False)
         console.print_summary(cases, str(out), noisy_cv=exp.noisy_cv)
+        if seq_state:
+            from .sequential import summary_lines
+            for line in summary_lines(seq_state):
+                print(line)
     if not args.no_report:
         _report_after_run(out, quiet=args.quiet)
     return 1 if outcome.failed and len(outcome.failed) == len(outcome.statuses) else 0
@@ -385,8 +393,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
     """The spec dict that rebuilds a recorded experiment (for --resume)."""
     exp: dict[str, Any] = {k: recorded[k] for k in (
-        "repeats", "duration", "warmup", "mtus", "order", "seed", "family", "name",
-        "cpu_interval", "noisy_cv") if k in recorded}
+        "repeats", "budget", "max_rounds", "duration", "warmup", "mtus", "order", "seed",
+        "family", "name", "cpu_interval", "noisy_cv") if recorded.get(k) is not None}
     for key in ("rate",) + spec.NETEM_KEYS:
         if recorded.get(key):
             exp[key] = recorded[key]
@@ -537,7 +545,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "of variation exceeds CV (default 0.10)")
     r.add_argument("--duration", type=float, help="seconds per measurement (default 10)")
     r.add_argument("--warmup", type=float, help="seconds excluded at the start (default 1)")
-    r.add_argument("--repeats", type=int, help="repeats of every case (default 3)")
+    r.add_argument("--repeats", type=int, help="a fixed number of rounds of every case "
+                   "(default: rounds until the ranking is decided, within --budget)")
+    r.add_argument("--budget", metavar="SPAN", help="without --repeats: measurement time at "
+                   "most, e.g. 15m, 90s, 1h (default 15m)")
+    r.add_argument("--max-rounds", dest="max_rounds", type=int, metavar="N",
+                   help="without --repeats: rounds at most (default 20)")
     r.add_argument("--mtu", help="underlay MTU(s), comma-separated (default 1500)")
     r.add_argument("--rate", help="shape the underlay with tbf, e.g. 500mbit")
     r.add_argument("--delay", help="netem delay on both underlay ends, e.g. 25ms")
