@@ -329,6 +329,9 @@ def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
         cases = [c for c in cases if c.case_id not in done]
     eta = Estimate(case_plans(exp, cases)).total()
     print(f"plan: {len(cases)} case(s), about {eta / 60:.1f} min; results would go to {out}")
+    if exp.sequential:
+        print(f"sequential: then rounds only for the pairs still open, at most "
+              f"{exp.max_rounds} rounds and {exp.budget / 60:g} min of measurement")
     for c in cases:
         print(f"  {c.case_id}")
     return 0

@@ -37,7 +37,8 @@ MIN_ROUNDS = 2               # rounds of every case before any method may stop
 # a chance of a false decision: at the report's 5 % per look, a pair of equal methods (CV 2 %)
 # ended "different" in 18 of 150 simulated campaigns; at 2 % per look, in 8 of 150 (about the
 # 5 % one test promises; a Pocock-like constant boundary). Cost: a pair 10 points apart
-# settles in 3.9 rounds on average instead of 3.3 (docs/methodology.md, "Sequential design").
+# settles in 3.9 rounds on average instead of 3.3 (bench/bench_decide.py sim;
+# docs/methodology.md, "Sequential design").
 ALPHA_PER_LOOK = 0.02
 DEFAULT_BUDGET_S = 900.0     # 15 min of measurement
 DEFAULT_MAX_ROUNDS = 20
