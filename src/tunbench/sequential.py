@@ -186,6 +186,12 @@ def _headline(docs: list[Mapping[str, Any]]) -> tuple[str, bool] | None:
     """The scenario's headline metric (the first declared one its native recorded) and
     whether higher is better."""
     declared = next((list(d["case"]["workload"].get("headline") or ()) for d in docs), [])
+    if not declared and docs:   # a case written before the headline was recorded
+        from . import workloads
+        try:
+            declared = list(workloads.get(str(docs[0]["case"]["workload"]["name"])).headline)
+        except Exception:   # a workload this version does not know: nothing to rank by
+            return None
     for pool in ([d for d in docs if _is_native(d)], docs):
         for name in declared:
             for d in pool:
@@ -279,7 +285,7 @@ STOPPED = {SETTLED: "every neighbouring pair of every ranking settled",
 
 def summary_lines(seq: Mapping[str, Any]) -> list[str]:
     """What the console and the report say of a sequential campaign."""
-    why = STOPPED.get(str(seq.get("stopped")), "interrupted")
+    why = STOPPED.get(str(seq.get("stopped")), "not yet (running, or interrupted)")
     lines = [f"sequential design: {seq.get('rounds')} round(s), "
              f"{float(seq.get('measured_s') or 0) / 60:.1f} min of measurement; stopped: {why} "
              f"(at least {seq.get('min_rounds')}, at most {seq.get('max_rounds')} rounds, "
