@@ -323,6 +323,7 @@ def _more_rounds(exp: Experiment, store: CampaignStore, index: dict[str, Any],
         if not history or history[-1].get("round") != obs.rounds:
             history.append({"round": obs.rounds, "measured_s": round(obs.measured_s, 3),
                             "open_pairs": len(opened),
+                            "open": [[p["a"], p["b"], p["workload"]] for p in opened],
                             "cases": sum(1 for c in index["cases"]
                                          if c.get("repeat") == obs.rounds)})
         index["sequential"] = seq.record(rankings, step, obs.measured_s,
