@@ -142,7 +142,8 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
         e["noisy_cv"] = args.noisy_cv
     if args.offloads is not None:
         over["offloads"] = spec.offload_tables(args.offloads)
-    for key in ("duration", "warmup", "repeats", "rate", "seed") + spec.NETEM_KEYS:
+    for key in ("duration", "warmup", "repeats", "budget", "max_rounds", "rate",
+                "seed") + spec.NETEM_KEYS:
         val = getattr(args, key)
         if val is not None:
             e[key] = val
@@ -274,17 +275,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     cases = outcome.store.read_cases()
     from .report import stats
     advice = _advice(out)
+    seq_state = outcome.store.read_index().get("sequential")   # the sequential design's
     if args.json:
         doc = stats.summary_json(cases, str(out), exp.noisy_cv)
         if advice is not None:
             from .report import advise
             doc["decision"] = advise.to_json(advice)
+        if seq_state:
+            doc["sequential"] = seq_state
         print(json.dumps(doc, indent=1))
     else:
         if advice is not None:
             from .report import advise_view
             advise_view.print_advice(advice, ranking=False)
         console.print_summary(cases, str(out), noisy_cv=exp.noisy_cv)
+        if seq_state:
+            from .sequential import summary_lines
+            for line in summary_lines(seq_state):
+                print(line)
     if not args.no_report:
         _report_after_run(out, quiet=args.quiet)
     return 1 if outcome.failed and len(outcome.failed) == len(outcome.statuses) else 0
@@ -316,6 +324,9 @@ def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
         cases = [c for c in cases if c.case_id not in done]
     eta = Estimate(case_plans(exp, cases)).total()
     print(f"plan: {len(cases)} case(s), about {eta / 60:.1f} min; results would go to {out}")
+    if exp.sequential:
+        print(f"sequential: then rounds only for the pairs still open, at most "
+              f"{exp.max_rounds} rounds and {exp.budget / 60:g} min of measurement")
     for c in cases:
         print(f"  {c.case_id}")
     return 0
@@ -399,8 +410,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
     """The spec dict that rebuilds a recorded experiment (for --resume)."""
     exp: dict[str, Any] = {k: recorded[k] for k in (
-        "repeats", "duration", "warmup", "mtus", "order", "seed", "family", "name",
-        "cpu_interval", "noisy_cv", "placement") if k in recorded}
+        "repeats", "budget", "max_rounds", "duration", "warmup", "mtus", "order", "seed",
+        "family", "name", "cpu_interval", "noisy_cv", "placement") if recorded.get(k) is not None}
     for key in ("rate",) + spec.NETEM_KEYS:
         if recorded.get(key):
             exp[key] = recorded[key]
@@ -683,8 +694,13 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                       help="seconds per measurement, as iperf3 -t (default 10)")
     when.add_argument("--warmup", type=float, metavar="SECONDS", help="seconds excluded at the "
                       "start, as iperf3 -O (default 1)")
-    when.add_argument("--repeats", type=int, metavar="N", help="repeats of every case "
-                      "(default 3); rounds are the outer loop, native first in each")
+    when.add_argument("--repeats", type=int, metavar="N", help="a fixed number of rounds of "
+                      "every case (default: rounds until the ranking is decided, within "
+                      "--budget); rounds are the outer loop, native first in each")
+    when.add_argument("--budget", metavar="SPAN", help="without --repeats: measurement time "
+                      "at most, e.g. 15m, 90s, 1h (default 15m)")
+    when.add_argument("--max-rounds", dest="max_rounds", type=int, metavar="N",
+                      help="without --repeats: rounds at most (default 20)")
     when.add_argument("--scale", type=float, metavar="F", help="multiply the preset's/file's "
                       "durations and repeats by F for a quick run (e.g. 0.05; minimum 2 s, "
                       "1 repeat)")

@@ -12,11 +12,16 @@ A chain with `direct = true` (the sdwan preset) runs every case twice per round:
 (topology "direct": the plain two-site testbed, tunnels under their own labels, native the
 baseline), then through the chain (topology "chain", tunnel labels "<label> via chain"), so
 every table shows the chain as a share of direct measured in the same round.
+
+The sequential design (no fixed repeats) plans its minimum rounds here; the runner adds each
+further round with `next_round`, only the cases the stopping rule keeps (sequential.py), in
+the same order as a full round (native first), numbered on from the cases before it.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,23 +58,39 @@ VIA_CHAIN = " via chain"   # report.stats.VIA_CHAIN reads it (the report imports
 def plan(exp: Experiment) -> list[Case]:
     rng = random.Random(exp.seed)
     cases: list[Case] = []
-    for rep in range(exp.repeats):
-        round_: list[tuple[TunnelSpec, WorkloadSpec, int, OffloadVariant]] = [
-            (t, w, m, o) for m in exp.all_mtus() for o in exp.offloads for t in exp.tunnels
-            for w in exp.workloads if m in (w.mtus or exp.mtus)]
-        if exp.order == "shuffled":
-            rng.shuffle(round_)
-            round_.sort(key=lambda c: c[0].kind != "native")  # stable: native first
-        for topo in _topologies(exp):
-            for t, w, m, o in round_:
-                i = len(cases)
-                variant = "" if o.name == "default" else f"-{o.name}"
-                via = f"-{topo}" if topo else ""
-                name = t.label
-                if topo == "chain":
-                    t = replace(t, label=t.label + VIA_CHAIN)
-                cid = f"{i:04d}-{name}-{w.label}-mtu{m}{variant}{via}-r{rep + 1}"
-                cases.append(Case(i, cid, t, w, m, o, rep + 1, topo))
+    for rep in range(exp.planned_rounds):
+        cases += _round(exp, rep + 1, len(cases), rng)
+    return cases
+
+
+def next_round(exp: Experiment, rep: int, start: int,
+               keep: Callable[[Case], bool]) -> list[Case]:
+    """Round `rep` of a sequential campaign: the cases `keep` accepts, indexed from `start`
+    (the cases already in the campaign), shuffled with a seed of its own under --shuffle."""
+    return _round(exp, rep, start, random.Random(f"{exp.seed}-{rep}"), keep)
+
+
+def _round(exp: Experiment, rep: int, start: int, rng: random.Random,
+           keep: Callable[[Case], bool] | None = None) -> list[Case]:
+    round_: list[tuple[TunnelSpec, WorkloadSpec, int, OffloadVariant]] = [
+        (t, w, m, o) for m in exp.all_mtus() for o in exp.offloads for t in exp.tunnels
+        for w in exp.workloads if m in (w.mtus or exp.mtus)]
+    if exp.order == "shuffled":
+        rng.shuffle(round_)
+        round_.sort(key=lambda c: c[0].kind != "native")  # stable: native first
+    cases: list[Case] = []
+    for topo in _topologies(exp):
+        for t, w, m, o in round_:
+            i = start + len(cases)
+            variant = "" if o.name == "default" else f"-{o.name}"
+            via = f"-{topo}" if topo else ""
+            name = t.label
+            if topo == "chain":
+                t = replace(t, label=t.label + VIA_CHAIN)
+            cid = f"{i:04d}-{name}-{w.label}-mtu{m}{variant}{via}-r{rep}"
+            case = Case(i, cid, t, w, m, o, rep, topo)
+            if keep is None or keep(case):
+                cases.append(case)
     return cases
 
 

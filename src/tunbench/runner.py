@@ -23,7 +23,7 @@ from .chain import hops as chain_hops
 from .chain import hosts as chain_hosts
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
 from .metrics.cpu import CpuRecord
-from .plan import Case, plan
+from .plan import Case, next_round, plan
 from .progress import SETUP, TEARDOWN, CasePlan, PhaseEvent, ProgressSink, ignore
 from .results import envinfo, fingerprint
 from .results.model import MetricRecord, TunnelRecord, WorkloadRecord, case_document
@@ -50,6 +50,9 @@ class Reporter(Protocol):
     def phase(self, event: PhaseEvent) -> None: ...
     def case_end(self, case: Case, doc: dict[str, Any]) -> None: ...
     def campaign_end(self, store: CampaignStore) -> None: ...
+    # optional (the sequential design; called only when the reporter has them):
+    # round_end(rnd: int, open_pairs: str, stop: str | None) after each decision, and
+    # round_start(rnd, cases, plans) before each added round
 
 
 class SilentReporter:
@@ -230,7 +233,13 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
         done = {c["id"]: c["status"] for c in recorded["cases"]
                 if c["status"] in ("ok", "failed", "skipped")
                 and store.case_path(c["id"]).exists()}
-    elif store.index_path.exists():
+        # sequential: the rounds it added after the planned ones, as far as they were
+        # recorded (the rest of a round cut short is left; the next round starts fresh)
+        added = [c for c in recorded["cases"][len(cases):] if c["id"] in done] \
+            if exp.sequential else []
+    else:
+        added = []
+    if not resume and store.index_path.exists():
         raise SpecError(f"{out_dir} already holds a campaign",
                         "use --resume to continue it, or choose another --out folder")
     env = envinfo.host_env()
@@ -238,9 +247,12 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
         "experiment": exp.to_dict(), "env": env, "created": time.time(),
         "fingerprint": fingerprint.derive(exp.to_dict(), env),
         "cases": [{"id": c.case_id, "status": done.get(c.case_id, "pending"),
-                   "file": f"cases/{c.case_id}.json", **_case_keys(c)} for c in cases],
+                   "file": f"cases/{c.case_id}.json", **_case_keys(c)} for c in cases]
+        + added,
         "state": "running",
     }
+    if resume and recorded.get("sequential"):
+        index["sequential"] = recorded["sequential"]
     store.write_index(index)
     todo = [c for c in cases if c.case_id not in done]
     topo = open_topology(exp)
@@ -258,22 +270,9 @@ def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], tod
     outcome = CampaignOutcome(store, dict(done))
     try:
         for case in todo:
-            if topo is not None and topo.impls:   # impl=auto as the sites decided
-                case = dataclasses.replace(case, tunnel=implchoice.apply(case.tunnel,
-                                                                         topo.impls))
-            reporter.case_start(case)
-            doc = run_case(exp, case, reporter.phase, topo)
-            unreachable = _heal(topo, doc)
-            interrupts.check()   # a signal whose exception a library swallowed: not recorded
-            store.write_case(case.case_id, doc)
-            outcome.statuses[case.case_id] = doc["status"]
-            index["cases"][case.index]["status"] = doc["status"]
-            store.write_index(index)
-            reporter.case_end(case, doc)
-            if unreachable is not None:   # recorded the case that lost it; stop here
-                index["state"] = "stopped"
-                store.write_index(index)
-                raise unreachable
+            _run_one(exp, store, index, case, outcome, reporter, topo)
+        if exp.sequential:
+            _more_rounds(exp, store, index, outcome, reporter, topo)
     except Interrupted:
         index["state"] = "interrupted"
         store.write_index(index)
@@ -283,6 +282,79 @@ def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], tod
     store.write_index(index)
     reporter.campaign_end(store)
     return outcome
+
+
+def _run_one(exp: Experiment, store: CampaignStore, index: dict[str, Any], case: Case,
+             outcome: CampaignOutcome, reporter: Reporter,
+             topo: topology.Topology | HubHosts | None) -> None:
+    if topo is not None and topo.impls:   # impl=auto as the sites decided
+        case = dataclasses.replace(case, tunnel=implchoice.apply(case.tunnel, topo.impls))
+    reporter.case_start(case)
+    doc = run_case(exp, case, reporter.phase, topo)
+    unreachable = _heal(topo, doc)
+    interrupts.check()   # a signal whose exception a library swallowed: not recorded
+    store.write_case(case.case_id, doc)
+    outcome.statuses[case.case_id] = doc["status"]
+    index["cases"][case.index]["status"] = doc["status"]
+    store.write_index(index)
+    reporter.case_end(case, doc)
+    if unreachable is not None:   # recorded the case that lost it; stop here
+        index["state"] = "stopped"
+        store.write_index(index)
+        raise unreachable
+
+
+def _more_rounds(exp: Experiment, store: CampaignStore, index: dict[str, Any],
+                 outcome: CampaignOutcome, reporter: Reporter,
+                 topo: topology.Topology | HubHosts | None) -> None:
+    """The sequential design after its planned rounds: decide on what is recorded
+    (sequential.py), record the state in index.json, add a round of the cases it keeps,
+    until it says stop."""
+    from . import sequential as seq
+    state = index.get("sequential") or {}
+    history: list[dict[str, Any]] = list(state.get("history") or [])
+    while True:
+        obs = seq.series_from_docs(store.read_cases())
+        rankings = [seq.rank(s) for s in obs.series]
+        step = seq.next_step(rankings, obs.rounds, obs.measured_s, obs.case_s(),
+                             min_rounds=exp.planned_rounds, max_rounds=exp.max_rounds,
+                             budget_s=exp.budget)
+        opened = seq.unsettled(rankings)
+        if not history or history[-1].get("round") != obs.rounds:
+            history.append({"round": obs.rounds, "measured_s": round(obs.measured_s, 3),
+                            "open_pairs": len(opened),
+                            "open": [[p["a"], p["b"], p["workload"]] for p in opened],
+                            "cases": sum(1 for c in index["cases"]
+                                         if c.get("repeat") == obs.rounds)})
+        index["sequential"] = seq.record(rankings, step, obs.measured_s,
+                                         min_rounds=exp.planned_rounds,
+                                         max_rounds=exp.max_rounds, budget_s=exp.budget,
+                                         history=history)
+        store.write_index(index)
+        said = getattr(reporter, "round_end", None)
+        if said is not None:
+            said(obs.rounds, seq.open_text(rankings), step.stop)
+        if step.stop is not None:
+            return
+        cases = next_round(exp, obs.rounds + 1, len(index["cases"]),
+                           functools.partial(_kept, step.keep))
+        if not cases:   # nothing of what is open can be planned again: stop as settled
+            return
+        index["cases"] += [{"id": c.case_id, "status": "pending",
+                            "file": f"cases/{c.case_id}.json", **_case_keys(c)}
+                           for c in cases]
+        store.write_index(index)
+        start = getattr(reporter, "round_start", None)
+        if start is not None:
+            start(obs.rounds + 1, cases, case_plans(exp, cases))
+        for case in cases:
+            _run_one(exp, store, index, case, outcome, reporter, topo)
+
+
+def _kept(keep: frozenset[tuple[str, tuple[str, int, str]]] | None, case: Case) -> bool:
+    """Whether the sequential rule keeps this case for the next round (None: all)."""
+    from .sequential import case_key
+    return keep is None or case_key({"case": case.to_dict()}) in keep
 
 
 def _heal(topo: topology.Topology | HubHosts | None, doc: dict[str, Any]

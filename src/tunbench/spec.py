@@ -4,7 +4,9 @@ Validation collects every problem (naming the file, the field and what is wrong)
 them together before anything runs. The same dict shape is used for TOML files and flags:
 
     [experiment]                  # all optional
-    repeats = 3
+    repeats = 3                   # fixed rounds; absent: the sequential design (sequential.py)
+    budget = "15m"                # sequential only: measurement wall time (s, m, h; a number: s)
+    max_rounds = 20               # sequential only
     duration = 10                 # seconds per measurement
     warmup = 1                    # seconds excluded at the start (iperf3 -O)
     mtus = [1500, 9000]           # underlay MTUs; tunnel MTU = underlay MTU - overhead
@@ -75,7 +77,8 @@ LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")
 NAME_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,80}$")
 OFFLOAD_FEATURES = ("tso", "gso", "gro", "lro", "rx", "tx", "sg", "tx-udp_tnl-segmentation",
                     "tx-udp_tnl-csum-segmentation", "rx-gro-hw", "rx-udp-gro-forwarding")
-EXPERIMENT_KEYS = {"repeats", "duration", "warmup", "mtus", "rate", "order", "seed", "family",
+EXPERIMENT_KEYS = {"repeats", "budget", "max_rounds", "duration", "warmup", "mtus", "rate",
+                   "order", "seed", "family",
                    "name", "cpu_interval", "noisy_cv", "delay", "jitter", "loss", "netem_rate",
                    "placement"}
 NETEM_KEYS = ("delay", "jitter", "loss", "netem_rate")
@@ -143,7 +146,7 @@ class Experiment:
     workloads: tuple[WorkloadSpec, ...]
     mtus: tuple[int, ...] = (1500,)
     offloads: tuple[OffloadVariant, ...] = (OffloadVariant("default"),)
-    repeats: int = 3
+    repeats: int | None = 3           # None: the sequential design (rounds until decided)
     duration: float = 10.0
     warmup: float = 1.0
     rate: str | None = None
@@ -163,6 +166,19 @@ class Experiment:
     chain: chain_spec.ChainSpec | None = None   # functions between the sites (chain/)
     hub: hubspec.HubSpec | None = None   # a hub and N spokes instead of two sites (hubcase)
     placement: str = "off"            # per-site CPU placement: "sites" or "off" (placement.py)
+    budget: float = 900.0             # sequential: seconds of measurement at most
+    max_rounds: int = 20              # sequential: rounds at most
+
+    @property
+    def sequential(self) -> bool:
+        return self.repeats is None
+
+    @property
+    def planned_rounds(self) -> int:
+        """Rounds of every case planned up front: the fixed repeats, or the sequential
+        design's minimum (more are added while pairs are open: runner, sequential.py)."""
+        from .sequential import MIN_ROUNDS
+        return self.repeats if self.repeats is not None else min(MIN_ROUNDS, self.max_rounds)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -173,6 +189,8 @@ class Experiment:
             "repeats": self.repeats, "duration": self.duration, "warmup": self.warmup,
             "rate": self.rate, "order": self.order, "seed": self.seed, "family": self.family,
             "cpu_interval": self.cpu_interval, "noisy_cv": self.noisy_cv,
+            **({"budget": self.budget, "max_rounds": self.max_rounds} if self.sequential
+               else {}),
             **({"delay": self.netem.delay, "jitter": self.netem.jitter, "loss": self.netem.loss,
                 "netem_rate": self.netem.rate} if self.netem else {}),
             **({"sites": {n: sp.to_dict() for n, sp in self.sites.items()},
@@ -213,7 +231,8 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 # experiment key -> the run flag that sets it, so a bad flag value is named as the flag
-FLAG_NAMES = {"repeats": "--repeats", "duration": "--duration", "warmup": "--warmup",
+FLAG_NAMES = {"repeats": "--repeats", "budget": "--budget", "max_rounds": "--max-rounds",
+              "duration": "--duration", "warmup": "--warmup",
               "mtus": "--mtu", "rate": "--rate", "seed": "--seed", "noisy_cv": "--noisy-cv",
               "order": "--shuffle", "delay": "--delay", "jitter": "--jitter", "loss": "--loss",
               "netem_rate": "--netem-rate", "tunnel": "--tunnels", "workload": "--workloads",
@@ -279,7 +298,8 @@ def build(data: dict[str, Any], source: str = "command line",
         val = exp.get(key, default)
         return val if _num(problems, spot(key), val, lo, hi, integer) else default
 
-    repeats = num("repeats", 3, 1, 1000, integer=True)
+    repeats = num("repeats", 3, 1, 1000, integer=True) if "repeats" in exp else None
+    budget, max_rounds = _sequential_keys(exp, spot, problems, fixed=repeats is not None)
     duration = num("duration", 10.0, 1, 86400)
     warmup = num("warmup", 1.0, 0, 600)
     seed = num("seed", 1, 0, 2**32, integer=True)
@@ -348,7 +368,7 @@ def build(data: dict[str, Any], source: str = "command line",
                       netem=netem if netem.active else None, sites=sites,
                       ssh_config=str(ssh_config) if ssh_config else None,
                       heartbeat=float(heartbeat), chain=chain, hub=hub,
-                      placement=placement_mode)
+                      placement=placement_mode, budget=budget, max_rounds=max_rounds)
 
 
 def _placement(exp: dict[str, Any], sites: dict[str, Any], spot: Any,
@@ -365,6 +385,47 @@ def _placement(exp: dict[str, Any], sites: dict[str, Any], spot: Any,
         problems.append(f"{spot('placement')} is 'off' but sites.{named[0]}.cpus is given: "
                         "drop one of them")
     return str(mode)
+
+
+_SPAN = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|min|h)?$")
+_SPAN_S = {None: 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_span(val: Any) -> float | None:
+    """Seconds from '90s', '15m', '1.5h' or a number of seconds; None if it is none."""
+    if isinstance(val, bool):
+        return None
+    if isinstance(val, int | float):
+        return float(val) if math.isfinite(val) else None
+    m = _SPAN.match(val.strip()) if isinstance(val, str) else None
+    return float(m.group(1)) * _SPAN_S[m.group(2)] if m else None
+
+
+def _sequential_keys(exp: dict[str, Any], spot: Any, problems: list[str],
+                     fixed: bool) -> tuple[float, int]:
+    """budget (seconds) and max_rounds of the sequential design; with fixed repeats they
+    are a contradiction, named as such."""
+    from .sequential import DEFAULT_BUDGET_S, DEFAULT_MAX_ROUNDS, MIN_ROUNDS
+    budget, max_rounds = DEFAULT_BUDGET_S, DEFAULT_MAX_ROUNDS
+    valid = []
+    if "budget" in exp:
+        got = parse_span(exp["budget"])
+        if got is None or not 10 <= got <= 7 * 86400:
+            problems.append(f"{spot('budget')} must be a duration from 10s to 7 days like "
+                            f"90s, 15m or 1.5h (a number: seconds), got {exp['budget']!r}")
+        else:
+            budget = got
+            valid.append("budget")
+    if "max_rounds" in exp:
+        val = exp["max_rounds"]
+        if _num(problems, spot("max_rounds"), val, MIN_ROUNDS, 1000, integer=True):
+            max_rounds = int(val)
+            valid.append("max_rounds")
+    for key in valid if fixed else ():   # a bad value is named first, alone
+        problems.append(f"{spot(key)} applies to the sequential design only, but "
+                        f"{spot('repeats').split(': ')[-1]} fixes the rounds: leave out one "
+                        "of them")
+    return budget, max_rounds
 
 
 def _rate_ok(rate: Any) -> bool:

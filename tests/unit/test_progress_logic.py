@@ -180,3 +180,34 @@ def test_quiet_reporter_prints_nothing() -> None:
                             "case": {"workload": {"name": "ping"}}, "metrics": {}})
     rep.close()
     assert buf.getvalue() == ""
+
+
+def test_reporter_says_each_round_and_its_open_pairs() -> None:
+    """A sequential campaign: after a round, which pairs are open; an added round joins the
+    count and the estimate; the live display shows the round and the open pairs."""
+    from tunbench.plan import next_round
+    exp = spec.build({"experiment": {"duration": 2, "warmup": 0},
+                      "tunnel": [{"kind": "native"}, {"kind": "vxlan"}],
+                      "workload": [{"name": "stream"}]}, "test")
+    cases = plan(exp)
+    buf = io.StringIO()
+    rep = ProgressReporter(console=Console(file=buf, force_terminal=False))
+    rep.campaign_start(cases, [CasePlan(c.tunnel.kind, "stream", 2.0) for c in cases])
+    rep.round_end(2, "1 pair(s) open: native~vxlan (stream)", None)
+    more = next_round(exp, 3, len(cases), lambda c: True)
+    rep.round_start(3, more, [CasePlan(c.tunnel.kind, "stream", 2.0) for c in more])
+    assert rep.n == 6 and rep.est is not None and len(rep.est.cases) == 6
+    assert rep.pos[more[-1].case_id] == 5
+    rep.case_start(more[0])
+    shown = Console(file=io.StringIO(), width=200)
+    shown.print(rep._compose())
+    text = shown.file.getvalue()  # type: ignore[attr-defined]
+    assert "round 3 [1/6] 0004-native-stream-mtu1500-r3" in text   # (no case_end here)
+    assert "native~vxlan (stream)" in text
+    rep.round_end(3, "all pairs settled", "settled")
+    rep.close()
+    lines = buf.getvalue().splitlines()
+    assert "tunbench: round 2 done: 1 pair(s) open: native~vxlan (stream)" in lines
+    assert "tunbench: round 3: 2 case(s) for the open pairs" in lines
+    assert ("tunbench: round 3 done: all pairs settled; stopping: every neighbouring pair of "
+            "every ranking settled") in lines

@@ -15,7 +15,9 @@ def test_defaults() -> None:
     exp = spec.build({})
     assert [t.kind for t in exp.tunnels] == ["native", "vxlan"]
     assert [w.name for w in exp.workloads] == ["stream"]
-    assert exp.mtus == (1500,) and exp.repeats == 3
+    # no repeats given: the sequential design (rounds until decided, tests/unit/test_sequential)
+    assert exp.mtus == (1500,) and exp.repeats is None and exp.sequential
+    assert (exp.budget, exp.max_rounds, exp.planned_rounds) == (900.0, 20, 2)
 
 
 def test_unknown_kind_names_the_known_ones() -> None:

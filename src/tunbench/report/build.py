@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import advise, advise_view, data, export, figures, headlines, html, takeaways
 
@@ -35,5 +36,21 @@ def build(root: Path, constraints: advise.Constraints | None = None) -> Report:
     rows = export.tidy_rows(camp.cases)
     csv_path = export.write_csv(rows, out / "results.csv")
     pq_path = export.write_parquet(rows, out / "results.parquet")
-    page = html.render(camp, figs, takes, out, advise_view.section_html(advice))
+    page = html.render(camp, figs, takes, out, advise_view.section_html(advice)
+                       + sequential_html(camp.index.get("sequential")))
     return Report(page, figs, takes, csv_path, pq_path, camp, advice)
+
+
+def sequential_html(seq: dict[str, Any] | None) -> str:
+    """Under the decision summary of a sequential campaign: how many rounds, why it stopped,
+    and each pair still open with the rounds it needs (sequential.py)."""
+    if not seq:
+        return ""
+    from ..sequential import summary_lines
+    first, *rest = summary_lines(seq)
+    items = "".join(f"<li>{advise_view.esc(line.removeprefix('unsettled: '))}</li>"
+                    for line in rest)
+    return ("<section class=decision id=sequential><p class=meta>"
+            f"{advise_view.esc(first[0].upper() + first[1:])}.</p>"
+            + (f"<p><b>Unsettled</b></p><ul class=unsettled>{items}</ul>" if items else "")
+            + "</section>")

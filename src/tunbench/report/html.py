@@ -315,7 +315,9 @@ def env_html(c: Campaign) -> str:
              ("machine", env.get("machine")), ("host", env.get("hostname")),
              ("python", env.get("python")), ("tunbench", env.get("tunbench")),
              ("duration / warm-up", f"{exp.get('duration')} s / {exp.get('warmup')} s"),
-             ("repeats", exp.get("repeats")), ("underlay MTUs", exp.get("mtus")),
+             ("repeats", exp.get("repeats") if exp.get("repeats") is not None else
+              f"sequential: rounds until decided, at most {exp.get('max_rounds')} and "
+              f"{float(exp.get('budget') or 0) / 60:g} min"), ("underlay MTUs", exp.get("mtus")),
              ("rate (tbf shaping)", exp.get("rate") or "none"), ("order", exp.get("order")),
              ("inner address family", f"IPv{exp.get('family', 4)}")]
     shared = any((d.get("testbed") or {}).get("shares_cpus") for d in c.ok)

@@ -7,6 +7,10 @@ live line redraws in place (rich Live, transient: nothing of it stays on the scr
 else (a pipe, a CI log) it prints plain lines at a calm rate: one per phase and trial, and one
 every 10 s while a phase runs long, never an escape code. The estimate learns from what it
 measures (progress.Estimate) and is printed again when it moves by much.
+
+A sequential campaign (no fixed --repeats) also says, after each round from its planned
+minimum on, which pairs of the ranking are still open and what the next round measures; the
+live display keeps the open pairs under the case line.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class ProgressReporter:
         self.stopping = threading.Event()
         self.ticker: threading.Thread | None = None
         self.last_render: RenderableType = Text("")
+        self.open_pairs = ""         # sequential: the pairs still open after the last round
 
     # Reporter
 
@@ -99,6 +104,32 @@ class ProgressReporter:
 
     def campaign_end(self, store: CampaignStore) -> None:
         self.close()
+
+    def round_end(self, rnd: int, open_pairs: str, stop: str | None) -> None:
+        self._guarded(self._round_end, rnd, open_pairs, stop)
+
+    def round_start(self, rnd: int, cases: list[Case], plans: list[CasePlan]) -> None:
+        self._guarded(self._round_start, rnd, cases, plans)
+
+    def _round_end(self, rnd: int, open_pairs: str, stop: str | None) -> None:
+        with self.lock:
+            self.open_pairs = open_pairs
+            if self.quiet:
+                return
+            from ..sequential import STOPPED
+            tail = f"; stopping: {STOPPED.get(stop, stop)}" if stop else ""
+            self._say(f"tunbench: round {rnd} done: {open_pairs}{tail}")
+
+    def _round_start(self, rnd: int, cases: list[Case], plans: list[CasePlan]) -> None:
+        """An added round: its cases join the count and the estimate."""
+        with self.lock:
+            if self.est is not None:
+                for c, p in zip(cases, plans, strict=True):
+                    self.pos[c.case_id] = len(self.est.cases)
+                    self.est.cases.append(p)
+            self.n += len(cases)
+            if not self.quiet:
+                self._say(f"tunbench: round {rnd}: {len(cases)} case(s) for the open pairs")
 
     def close(self) -> None:
         """Stop redrawing (also after an interruption or an error); idempotent."""
@@ -214,6 +245,8 @@ class ProgressReporter:
     def _compose(self) -> RenderableType:
         now = time.monotonic()
         what = self._tag()
+        if self.case is not None:
+            what = f"round {self.case.repeat} {what}"
         if self.event is not None:
             what += f" · {self.event.label(now)}"
         elif self.case is not None:
@@ -226,7 +259,10 @@ class ProgressReporter:
         grid.add_row(ProgressBar(total=max(total, 1.0), completed=min(elapsed, total),
                                  width=24),
                      Text(times, no_wrap=True, overflow="ellipsis"))
-        return Group(Text(what, no_wrap=True, overflow="ellipsis"), grid)
+        lines: list[RenderableType] = [Text(what, no_wrap=True, overflow="ellipsis"), grid]
+        if self.open_pairs:
+            lines.append(Text(self.open_pairs, no_wrap=True, overflow="ellipsis"))
+        return Group(*lines)
 
     # the clock
 

@@ -1,0 +1,303 @@
+"""Sequential measurement until decided: after each round, which methods still need one.
+
+A campaign without a fixed `--repeats` runs MIN_ROUNDS rounds of every case, then keeps
+adding rounds only for the methods whose place in a ranking is not yet settled, and stops
+when every neighbouring pair of every ranking is settled, or when the budget is spent
+(`--budget`, wall time of measurement; `--max-rounds`). docs/methodology.md, "Sequential
+design".
+
+One ranking per scenario (workload label x underlay MTU x offload variant), by the
+workload's headline figure: the first metric of the workload's declared `headline` that the
+scenario recorded (throughput for stream, tcp_rtt_p50 for latency, ...; the one the report
+judges a workload by, report/data.headline_metric). Each method's figure is taken round by
+round against native measured in the same round, on the log scale (ln(method_r /
+native_r); native itself is 0 every round and takes its place in the ranking), ordered by
+its mean (best first), and each neighbouring pair is decided by report/decide.decide: the
+paired log difference, Holm over the ranking's pairs, each look at ALPHA_PER_LOOK;
+*different*, *equivalent* (TOST within ±3 points of native), else open, with the rounds it
+still needs.
+
+Pure functions over numbers (`rank`, `next_step`) and over case documents
+(`series_from_docs`); the runner feeds them and runs what they keep.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:   # imported where used: scipy stays out of spec validation
+    from .report import decide
+
+MIN_ROUNDS = 2               # rounds of every case before any method may stop
+# The level each look holds a pair to. The rule looks after every round, and every look is
+# a chance of a false decision: at the report's 5 % per look, a pair of equal methods (CV 2 %)
+# ended "different" in 18 of 150 simulated campaigns; at 2 % per look, in 8 of 150 (about the
+# 5 % one test promises; a Pocock-like constant boundary). Cost: a pair 10 points apart
+# settles in 3.9 rounds on average instead of 3.3 (bench/bench_decide.py sim;
+# docs/methodology.md, "Sequential design").
+ALPHA_PER_LOOK = 0.02
+DEFAULT_BUDGET_S = 900.0     # 15 min of measurement
+DEFAULT_MAX_ROUNDS = 20
+SETTLED, BUDGET, MAX_ROUNDS = "settled", "budget", "max-rounds"
+VIA_CHAIN = " via chain"     # plan.VIA_CHAIN: a chain's native is a method, not the reference
+
+Scenario = tuple[str, int, str]   # workload label, underlay MTU, offload variant
+Key = tuple[str, Scenario]        # (tunnel label, scenario): one case of a round
+
+
+@dataclass(frozen=True)
+class Series:
+    """One scenario's headline figure per round: native's and each method's."""
+    scenario: Scenario
+    metric: str
+    higher_is_better: bool
+    native: Mapping[int, float]
+    methods: Mapping[str, Mapping[int, float]]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A scenario's methods (native included) best first, and each neighbouring pair's
+    decision (decisions[i]: order[i] against order[i + 1])."""
+    scenario: Scenario
+    metric: str
+    order: tuple[str, ...]
+    decisions: tuple[decide.Decision, ...]
+    native: str = "native"
+
+    @property
+    def open(self) -> list[decide.Decision]:
+        from .report import decide
+        return [d for d in self.decisions
+                if d.verdict not in (decide.DIFFERENT, decide.EQUIVALENT)]
+
+    def open_methods(self) -> set[str]:
+        """The methods of an open pair (native is measured in every round anyway)."""
+        return {x for d in self.open for x in (d.a, d.b)} - {self.native}
+
+    def to_json(self) -> dict[str, Any]:
+        wl, mtu, off = self.scenario
+        return {"workload": wl, "mtu": mtu, "offloads": off, "metric": self.metric,
+                "order": list(self.order), "pairs": [d.to_json() for d in self.decisions]}
+
+
+def log_ratios(values: Mapping[int, float], native: Mapping[int, float]) -> dict[int, float]:
+    """ln(value_r / native_r) for the rounds where both are positive."""
+    return {r: math.log(v / native[r]) for r, v in values.items()
+            if r in native and v > 0 and native[r] > 0}
+
+
+def rank(s: Series, margin: float | None = None, native: str = "native",
+         alpha: float = ALPHA_PER_LOOK) -> Ranking:
+    """The scenario's ranking by the mean log-ratio to native (best first) and its
+    neighbours' decisions, Holm over them. A method with no round against native is left
+    out (nothing to rank it by). `margin`: the equivalence margin (default ±3 points)."""
+    from .report import decide
+    margin = decide.MARGIN if margin is None else margin
+    logs: dict[str, dict[int, float]] = {native: {r: 0.0 for r, v in s.native.items() if v > 0}}
+    for label, vals in s.methods.items():
+        lr = log_ratios(vals, s.native)
+        if lr:
+            logs[label] = lr
+    if not logs[native]:
+        return Ranking(s.scenario, s.metric, (), (), native)
+    sign = -1.0 if s.higher_is_better else 1.0
+    order = sorted(logs, key=lambda k: sign * statistics.fmean(logs[k].values()))
+    pairs = [decide.pair_of_shares(a, b, logs[a], logs[b], margin)
+             for a, b in zip(order, order[1:], strict=False)]
+    return Ranking(s.scenario, s.metric, tuple(order), tuple(decide.decide(pairs, alpha)),
+                   native)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What comes after the rounds done: stop (with why) or run `keep` as the next round."""
+    rounds: int
+    stop: str | None
+    keep: frozenset[Key] | None = frozenset()   # None: every case of the experiment
+    estimate_s: float = 0.0           # the next round's expected seconds (0 when stopping)
+
+
+def next_round(rankings: Iterable[Ranking]) -> frozenset[Key]:
+    """The cases of the next round: each open pair's methods in its scenario, and native
+    next to them in the same scenario, so the pairing stays per round."""
+    keep: set[Key] = set()
+    for rk in rankings:
+        methods = rk.open_methods()
+        if rk.open:
+            keep |= {(m, rk.scenario) for m in methods | {rk.native}}
+    return frozenset(keep)
+
+
+def next_step(rankings: list[Ranking], rounds: int, measured_s: float,
+              case_s: Mapping[Key, float], *, min_rounds: int = MIN_ROUNDS,
+              max_rounds: int = DEFAULT_MAX_ROUNDS,
+              budget_s: float = DEFAULT_BUDGET_S) -> Step:
+    """The stopping rule. Before `min_rounds` every case runs again; then a round is added
+    only while some pair is open, fewer than `max_rounds` rounds ran, and the measurement so
+    far (`measured_s`) plus the next round's expected seconds (each kept case's mean
+    duration so far, `case_s`; an unseen case: the mean of all) fits in `budget_s`."""
+    if rounds < min_rounds:
+        return Step(rounds, None, None, sum(case_s.values()))
+    keep = next_round(rankings)
+    if not keep:
+        return Step(rounds, SETTLED)
+    if rounds >= max_rounds:
+        return Step(rounds, MAX_ROUNDS)
+    mean = statistics.fmean(case_s.values()) if case_s else 0.0
+    est = sum(case_s.get(k, mean) for k in keep)
+    if measured_s + est > budget_s:
+        return Step(rounds, BUDGET, estimate_s=est)
+    return Step(rounds, None, keep, est)
+
+
+# -- from the case documents ------------------------------------------------------------------
+
+@dataclass
+class Observed:
+    """What the recorded cases say: per scenario its Series; per case key its durations;
+    the rounds begun and the seconds measured (the sum of the cases' wall times)."""
+    series: list[Series]
+    durations: dict[Key, list[float]] = field(default_factory=dict)
+    rounds: int = 0
+    measured_s: float = 0.0
+
+    def case_s(self) -> dict[Key, float]:
+        return {k: statistics.fmean(v) for k, v in self.durations.items() if v}
+
+
+def case_key(doc: Mapping[str, Any]) -> Key:
+    c = doc["case"]
+    return (str(c["tunnel"]["label"]),
+            (str(c["workload"].get("label") or c["workload"]["name"]), int(c["mtu"]),
+             str(c["offloads"]["name"])))
+
+
+def _is_native(doc: Mapping[str, Any]) -> bool:
+    t = doc["case"]["tunnel"]
+    return t["kind"] == "native" and not str(t["label"]).endswith(VIA_CHAIN)
+
+
+def _headline(docs: list[Mapping[str, Any]]) -> tuple[str, bool] | None:
+    """The scenario's headline metric (the first declared one its native recorded) and
+    whether higher is better."""
+    declared = next((list(d["case"]["workload"].get("headline") or ()) for d in docs), [])
+    if not declared and docs:   # a case written before the headline was recorded
+        from . import workloads
+        try:
+            declared = list(workloads.get(str(docs[0]["case"]["workload"]["name"])).headline)
+        except Exception:   # a workload this version does not know: nothing to rank by
+            return None
+    for pool in ([d for d in docs if _is_native(d)], docs):
+        for name in declared:
+            for d in pool:
+                m = (d.get("metrics") or {}).get(name)
+                if m and m.get("value") is not None:
+                    return name, bool(m.get("higher_is_better", True))
+    return None
+
+
+def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
+    """Per scenario, the headline figure of every ok case by round (its `repeat`)."""
+    by_scen: dict[Scenario, list[Mapping[str, Any]]] = {}
+    obs = Observed([])
+    for d in docs:
+        key = case_key(d)
+        rep = int(d["case"].get("repeat") or 0)
+        obs.rounds = max(obs.rounds, rep)
+        if d.get("started") is not None and d.get("ended") is not None:
+            took = max(float(d["ended"]) - float(d["started"]), 0.0)
+            obs.measured_s += took
+            obs.durations.setdefault(key, []).append(took)
+        if d.get("status") == "ok":
+            by_scen.setdefault(key[1], []).append(d)
+    for scen, sdocs in by_scen.items():
+        head = _headline(sdocs)
+        if head is None:
+            continue
+        metric, hib = head
+        native: dict[int, float] = {}
+        methods: dict[str, dict[int, float]] = {}
+        for d in sdocs:
+            m = (d.get("metrics") or {}).get(metric) or {}
+            if m.get("value") is None:
+                continue
+            rep, v = int(d["case"].get("repeat") or 0), float(m["value"])
+            if _is_native(d):
+                native[rep] = v
+            else:
+                methods.setdefault(case_key(d)[0], {})[rep] = v
+        obs.series.append(Series(scen, metric, hib, native, methods))
+    return obs
+
+
+# -- what the campaign records and prints ------------------------------------------------------
+
+def unsettled(rankings: Iterable[Ranking]) -> list[dict[str, Any]]:
+    """Each open pair with its scenario and the rounds it still needs (numbers)."""
+    out = []
+    for rk in rankings:
+        wl, mtu, off = rk.scenario
+        for d in rk.open:
+            out.append({"workload": wl, "mtu": mtu, "offloads": off, "metric": rk.metric,
+                        "a": d.a, "b": d.b, "decision": d.verdict, "n": d.n,
+                        "rounds_needed": d.rounds_needed})
+    return out
+
+
+def record(rankings: list[Ranking], step: Step, measured_s: float, *, min_rounds: int,
+           max_rounds: int, budget_s: float, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The campaign's `sequential` section of index.json."""
+    return {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
+            "alpha_per_look": ALPHA_PER_LOOK, "margin": _margin(), "rounds": step.rounds, "measured_s": round(measured_s, 3), "stopped": step.stop,
+            "rankings": [rk.to_json() for rk in rankings], "unsettled": unsettled(rankings),
+            "history": history}
+
+
+def _margin() -> float:
+    from .report import decide
+    return decide.MARGIN
+
+
+def pair_text(p: Mapping[str, Any]) -> str:
+    """'vxlan vs ebpf-vxlan (stream, MTU 1500): undecided, about 4 more rounds'."""
+    where = f"{p['workload']}, MTU {p['mtu']}" + (
+        f", {p['offloads']}" if p["offloads"] != "default" else "")
+    from .report import decide
+    need = p.get("rounds_needed")
+    if need is None:
+        tail = "a single round each: run more rounds"
+    elif need > decide.MAX_ROUNDS - int(p.get("n") or 0):
+        tail = f"more than {decide.MAX_ROUNDS} rounds"
+    else:
+        tail = f"about {need} more round{'s' if need != 1 else ''}"
+    return f"{p['a']} vs {p['b']} ({where}): {p['decision']}, {tail}"
+
+
+STOPPED = {SETTLED: "every neighbouring pair of every ranking settled",
+           BUDGET: "the measurement budget is spent",
+           MAX_ROUNDS: "the maximum number of rounds is reached"}
+
+
+def summary_lines(seq: Mapping[str, Any]) -> list[str]:
+    """What the console and the report say of a sequential campaign."""
+    why = STOPPED.get(str(seq.get("stopped")), "not yet (running, or interrupted)")
+    lines = [f"sequential design: {seq.get('rounds')} round(s), "
+             f"{float(seq.get('measured_s') or 0) / 60:.1f} min of measurement; stopped: {why} "
+             f"(at least {seq.get('min_rounds')}, at most {seq.get('max_rounds')} rounds, "
+             f"budget {float(seq.get('budget_s') or 0) / 60:g} min)"]
+    lines += [f"unsettled: {pair_text(p)}" for p in seq.get("unsettled") or []]
+    return lines
+
+
+def open_text(rankings: Iterable[Ranking], limit: int = 4) -> str:
+    """For the progress line: 'open: vxlan~ebpf-vxlan (stream), ...' or 'all settled'."""
+    pairs = [f"{d.a}~{d.b} ({rk.scenario[0]})" for rk in rankings for d in rk.open]
+    if not pairs:
+        return "all pairs settled"
+    more = f", +{len(pairs) - limit} more" if len(pairs) > limit else ""
+    return f"{len(pairs)} pair(s) open: " + ", ".join(pairs[:limit]) + more

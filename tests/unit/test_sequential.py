@@ -1,0 +1,207 @@
+"""The sequential stopping rule (sequential.py) on synthetic per-round data with known answers:
+methods far apart stop at the minimum, an equivalent pair stops as "equivalent", a noisy close
+pair runs to the budget and is reported undecided with the rounds it needs. The simulated
+campaign below is the runner's loop without the measurements: after each round it ranks,
+asks `next_step`, and measures the next round only for what it keeps (native with them)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from tunbench import plan, sequential, spec
+from tunbench.errors import SpecError
+from tunbench.report import decide
+
+SCEN = ("stream", 1500, "default")
+
+# a method's value in round r: its true share of native x native's value, with noise
+Truth = dict[str, tuple[float, float]]   # label -> (share of native, CV of its ratio)
+
+
+def simulate(truth: Truth, *, seed: int = 1, case_s: float = 10.0,
+             max_rounds: int = sequential.DEFAULT_MAX_ROUNDS,
+             budget_s: float = sequential.DEFAULT_BUDGET_S,
+             min_rounds: int = sequential.MIN_ROUNDS,
+             ) -> tuple[sequential.Step, list[sequential.Ranking], dict[str, int]]:
+    """Run the rule on synthetic rounds; returns the final step, rankings and how many
+    rounds each method (and native) was measured in."""
+    rng = random.Random(seed)
+    native: dict[int, float] = {}
+    methods: dict[str, dict[int, float]] = {k: {} for k in truth}
+    measured = {k: 0 for k in [*truth, "native"]}
+    keep: frozenset[sequential.Key] | None = None
+    spent, rnd = 0.0, 0
+    while True:
+        rnd += 1
+        host = 1000.0 * rng.uniform(0.8, 1.2)   # the host drifts: both sides alike
+        kept = [k for k in ["native", *truth] if keep is None or (k, SCEN) in keep]
+        for k in kept:
+            measured[k] += 1
+            spent += case_s
+            if k == "native":
+                native[rnd] = host * math.exp(rng.gauss(0, 0.01))
+            else:
+                share, cv = truth[k]
+                methods[k][rnd] = host * share * math.exp(rng.gauss(0, cv))
+        ranking = sequential.rank(sequential.Series(SCEN, "throughput", True, native, methods))
+        durations = {(k, SCEN): case_s for k in ["native", *truth]}
+        step = sequential.next_step([ranking], rnd, spent, durations, min_rounds=min_rounds,
+                                    max_rounds=max_rounds, budget_s=budget_s)
+        if step.stop is not None:
+            return step, [ranking], measured
+        keep = step.keep   # None: every case (before the minimum)
+        assert keep is None or ("native", SCEN) in keep   # native always alongside
+
+
+def verdicts(r: sequential.Ranking) -> dict[frozenset[str], str]:
+    return {frozenset((d.a, d.b)): d.verdict for d in r.decisions}
+
+
+def test_far_apart_stops_at_the_minimum() -> None:
+    step, (r,), measured = simulate({"vxlan": (0.45, 0.005), "wireguard": (0.02, 0.005)})
+    assert step.stop == sequential.SETTLED
+    assert step.rounds == sequential.MIN_ROUNDS
+    assert r.order == ("native", "vxlan", "wireguard")
+    assert set(verdicts(r).values()) == {decide.DIFFERENT}
+    assert set(measured.values()) == {sequential.MIN_ROUNDS}
+    assert sequential.unsettled([r]) == []
+
+
+def test_equivalent_pair_stops_as_equivalent_and_only_it_goes_on() -> None:
+    truth = {"vxlan": (0.80, 0.02), "geneve": (0.80, 0.02), "wireguard": (0.02, 0.02)}
+    step, (r,), measured = simulate(truth, seed=3)
+    assert step.stop == sequential.SETTLED
+    v = verdicts(r)
+    assert v[frozenset(("vxlan", "geneve"))] == decide.EQUIVALENT
+    assert step.rounds > sequential.MIN_ROUNDS   # it took more than the minimum to show
+    # the far one stopped at the minimum while the pair around it went on
+    assert measured["wireguard"] == sequential.MIN_ROUNDS
+    assert measured["vxlan"] == measured["geneve"] == measured["native"] == step.rounds
+
+
+def test_noisy_close_pair_runs_to_the_budget_and_says_what_it_needs() -> None:
+    truth = {"vxlan": (0.90, 0.10), "ebpf-vxlan": (0.88, 0.10)}
+    step, (r,), measured = simulate(truth, seed=5, case_s=10.0, budget_s=300.0)
+    assert step.stop == sequential.BUDGET
+    assert step.rounds < sequential.DEFAULT_MAX_ROUNDS
+    open_ = sequential.unsettled([r])
+    pair = next(p for p in open_ if {p["a"], p["b"]} == {"vxlan", "ebpf-vxlan"})
+    assert pair["decision"] == decide.UNDECIDED
+    assert isinstance(pair["rounds_needed"], int) and pair["rounds_needed"] > 0
+    assert pair["n"] == step.rounds
+    # the budget is never overrun by a whole round: spent + the next round > budget
+    spent = 10.0 * sum(measured.values())
+    assert spent <= 300.0 < spent + step.estimate_s
+    text = sequential.pair_text(pair)
+    assert "undecided" in text and f"about {pair['rounds_needed']} more round" in text
+
+
+def test_max_rounds_stops_before_the_budget() -> None:
+    truth = {"vxlan": (0.90, 0.10), "ebpf-vxlan": (0.89, 0.10)}
+    step, _, measured = simulate(truth, seed=7, max_rounds=4, budget_s=1e6)
+    assert (step.stop, step.rounds) == (sequential.MAX_ROUNDS, 4)
+    assert measured["native"] == 4
+
+
+def test_rank_orders_lower_is_better_and_leaves_out_methods_without_native() -> None:
+    nat = {1: 100.0, 2: 102.0, 3: 98.0}
+    s = sequential.Series(SCEN, "tcp_rtt_p50", False, nat,
+                          {"wg": {1: 300.0, 2: 305.0, 3: 296.0},
+                           "vxlan": {1: 120.0, 2: 121.0, 3: 119.0},
+                           "lost": {9: 50.0}})
+    r = sequential.rank(s)
+    assert r.order == ("native", "vxlan", "wg")
+    assert [(d.a, d.b) for d in r.decisions] == [("native", "vxlan"), ("vxlan", "wg")]
+
+
+def test_series_from_case_documents() -> None:
+    def doc(label: str, kind: str, rep: int, value: float | None, status: str = "ok",
+            wl: str = "stream", t0: float = 0.0) -> dict[str, object]:
+        return {"case": {"tunnel": {"label": label, "kind": kind},
+                         "workload": {"name": wl, "label": wl,
+                                      "headline": ["throughput", "retransmits"]},
+                         "mtu": 1500, "offloads": {"name": "default"}, "repeat": rep},
+                "status": status, "started": t0, "ended": t0 + 7.0,
+                "metrics": {} if value is None else {
+                    "throughput": {"value": value, "higher_is_better": True}}}
+    docs = [doc("native", "native", 1, 1000.0), doc("vxlan", "vxlan", 1, 900.0),
+            doc("native", "native", 2, 1010.0), doc("vxlan", "vxlan", 2, None, "failed"),
+            doc("native via chain", "native", 2, 500.0)]
+    obs = sequential.series_from_docs(docs)
+    assert obs.rounds == 2 and obs.measured_s == pytest.approx(35.0)
+    (s,) = obs.series
+    assert (s.scenario, s.metric, s.higher_is_better) == (SCEN, "throughput", True)
+    assert dict(s.native) == {1: 1000.0, 2: 1010.0}
+    assert {k: dict(v) for k, v in s.methods.items()} == {
+        "vxlan": {1: 900.0}, "native via chain": {2: 500.0}}
+    assert obs.case_s()[("vxlan", SCEN)] == pytest.approx(7.0)
+
+
+def _exp(**experiment: object) -> spec.Experiment:
+    return spec.build({"experiment": dict(experiment),
+                       "tunnel": [{"kind": "native"}, {"kind": "vxlan"}]})
+
+
+def test_without_repeats_the_campaign_is_sequential_with_a_fixed_one_as_before() -> None:
+    seq = _exp()
+    assert seq.sequential and seq.planned_rounds == sequential.MIN_ROUNDS
+    assert (seq.budget, seq.max_rounds) == (sequential.DEFAULT_BUDGET_S,
+                                            sequential.DEFAULT_MAX_ROUNDS)
+    assert seq.to_dict()["repeats"] is None and seq.to_dict()["budget"] == 900.0
+    fixed = _exp(repeats=3)
+    assert not fixed.sequential
+    assert "budget" not in fixed.to_dict() and "max_rounds" not in fixed.to_dict()
+    assert [c.case_id for c in plan.plan(fixed)] == [
+        f"{i:04d}-{t}-stream-mtu1500-r{r}" for i, (r, t) in enumerate(
+            (r, t) for r in (1, 2, 3) for t in ("native", "vxlan"))]
+    assert len(plan.plan(seq)) == 2 * sequential.MIN_ROUNDS
+    more = plan.next_round(seq, 3, 4, lambda c: c.tunnel.label == "vxlan")
+    assert [(c.index, c.case_id, c.repeat) for c in more] == [
+        (4, "0004-vxlan-stream-mtu1500-r3", 3)]
+
+
+@pytest.mark.parametrize("given, seconds", [("15m", 900.0), ("90s", 90.0), ("1.5h", 5400.0),
+                                            (600, 600.0)])
+def test_budget_spans(given: object, seconds: float) -> None:
+    assert _exp(budget=given, max_rounds=7).budget == seconds
+
+
+@pytest.mark.parametrize("experiment, says", [
+    ({"repeats": 3, "budget": "5m"}, "experiment.budget applies to the sequential design only"),
+    ({"budget": "15 minutes"}, "experiment.budget must be a duration"),
+    ({"budget": "5s"}, "experiment.budget must be a duration"),
+    ({"max_rounds": 1}, "experiment.max_rounds must be an integer from 2"),
+])
+def test_bad_sequential_keys_are_one_line_each(experiment: dict[str, object],
+                                               says: str) -> None:
+    with pytest.raises(SpecError) as err:
+        _exp(**experiment)
+    assert says in err.value.message and "\n" not in err.value.message
+
+
+def test_cli_budget_with_repeats_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from tunbench import cli
+    code = cli.main(["run", "--repeats", "3", "--budget", "5m", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--budget applies to the sequential design only, but --repeats fixes" in err
+
+
+def test_summary_lines_name_every_open_pair() -> None:
+    nat = {1: 100.0, 2: 101.0}
+    r = sequential.rank(sequential.Series(SCEN, "throughput", True, nat,
+                                          {"a": {1: 90.0, 2: 80.0}, "b": {1: 85.0, 2: 88.0}}))
+    step = sequential.Step(2, sequential.BUDGET)
+    rec = sequential.record([r], step, 123.4, min_rounds=2, max_rounds=20, budget_s=120.0,
+                            history=[])
+    lines = sequential.summary_lines(rec)
+    assert "stopped: the measurement budget is spent" in lines[0]
+    assert len(lines) == 1 + len(rec["unsettled"]) and len(rec["unsettled"]) >= 1
+    for p in rec["unsettled"]:
+        assert isinstance(p["n"], int)
+        assert p["rounds_needed"] is None or isinstance(p["rounds_needed"], int)
+
+
