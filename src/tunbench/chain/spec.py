@@ -47,7 +47,7 @@ class ChainSpec:
         inside = set(range(gw[0] + 1, gw[1])) if len(gw) == 2 else set()
         # an srv6 pair forwards the sites' packets once: the first gateway encapsulates them
         # on input (seg6 route), only the second forwards the decapsulated packet (measured:
-        # tests/netns/test_chain_srv6.py)
+        # tests/netns/test_chain_srv6_live.py)
         once = int(len(gw) == 2 and self.hops[gw[0]].params.get("tunnel") == "srv6")
         return sum(1 for i, h in enumerate(self.hops) if get(h.kind).routed
                    and i not in inside) - once
