@@ -3,7 +3,8 @@
 containers of one box). tunbench detects it, records the sites as sharing the CPUs, and keeps
 each site's working files apart, so every topology on hosts runs as between separate hosts
 and leaves nothing: a pair of sites (native+vxlan), a hub with two spokes (native+vxlan) and a
-chain router -> wan between two of them.
+chain router -> wan between two of them; wireguard-go on both sites of the pair (each daemon with its
+own control socket in the shared /var/run/wireguard).
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def shared_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]
         assert not [n for n in netlink.link_names(None) if n.startswith(f"tb{rid}")]
 
 
+def _wg_sockets() -> set[str]:
+    d = Path("/var/run/wireguard")
+    return {p.name for p in d.iterdir()} if d.is_dir() else set()
+
+
 def _run_entries() -> set[str]:
     return {p.name for p in Path(ROOT).iterdir()} if Path(ROOT).is_dir() else set()
 
@@ -70,11 +76,13 @@ def test_sites_on_one_machine_run_apart_and_record_shared_cpus(shared_hosts: Ssh
     hosts = shared_hosts
     before = _run_entries()
     data = {"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
-            "tunnel": [{"kind": "native"}, {"kind": "vxlan"}],
+            "tunnel": [{"kind": "native"}, {"kind": "vxlan"},
+                       {"kind": "wireguard", "impl": "go"}],
             "workload": [{"name": "stream"}],
             "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}}
+    wg_before = _wg_sockets()
     cases = run_campaign(spec.build(data, "test"), tmp_path / "r").store.read_cases()
-    assert [c["status"] for c in cases] == ["ok", "ok"], [c.get("error") for c in cases]
+    assert [c["status"] for c in cases] == ["ok", "ok", "ok"], [c.get("error") for c in cases]
     for c in cases:
         tb = c["testbed"]
         assert tb["kind"] == "hosts" and tb["shares_cpus"] is True
@@ -86,6 +94,11 @@ def test_sites_on_one_machine_run_apart_and_record_shared_cpus(shared_hosts: Ssh
         assert c["metrics"]["throughput"]["value"] > 0
     vx = next(c for c in cases if c["case"]["tunnel"]["kind"] == "vxlan")
     assert vx["datapath_counters"]["delta"]["b"]["rx_bytes"] > 1_000_000
+    # wireguard-go on both sites of one machine: one daemon per site, each with its own
+    # control socket in the shared /var/run/wireguard (the interface names carry the site)
+    wg = next(c for c in cases if c["case"]["tunnel"]["kind"] == "wireguard")
+    assert wg["datapath_counters"]["delta"]["b"]["rx_bytes"] > 1_000_000
+    assert _wg_sockets() == wg_before      # both sites' sockets went with their daemons
     _assert_nothing_left(hosts, cases, before)
 
 

@@ -125,6 +125,11 @@ CHAIN_SYSCTLS = (*local.SITE_SYSCTLS,
 def _address(ns: str, ifname: str, seg: int, end: int, mtu: int) -> None:
     for setting in CHAIN_SYSCTLS:
         proc.run(["sysctl", "-qw", setting], netns=ns, timeout=10)
+    # the link came into the namespace before `default.accept_dad=0` was set there, so it
+    # would still run DAD on its link-local address when it comes up: for about a second
+    # neighbour discovery through it stalls (an IPv6 ping right after the chain was built
+    # lost all 3 packets, a neighbour left INCOMPLETE on the router behind an SRv6 gateway)
+    proc.run(["sysctl", "-qw", f"net.ipv6.conf.{ifname}.accept_dad=0"], netns=ns, timeout=10)
     netlink.set_link(ns, "lo", state="up")
     netlink.set_link(ns, ifname, mtu=mtu)
     netlink.add_addr(ns, ifname, f"{addr4(seg, end)}/24")
