@@ -105,18 +105,10 @@ def parse_pcap(raw: bytes) -> list[Packet]:
     _, linktype = _header(raw)
     out: list[Packet] = []
     for frame in frames(raw):
-        if linktype == LINKTYPE_ETHERNET:
-            ethertype, l3 = struct.unpack("!H", frame[12:14])[0], 14
-            if ethertype == ETH_P_8021Q:
-                ethertype, l3 = struct.unpack("!H", frame[16:18])[0], 18
-        elif linktype == LINKTYPE_LINUX_SLL:
-            ethertype, l3 = struct.unpack("!H", frame[14:16])[0], 16
-        else:
-            raise ValueError(f"unsupported pcap link type {linktype}")
-        if ethertype in (ETH_P_IP, ETH_P_IPV6):
-            pkt = _parse_ip(frame[l3:])
-            if pkt is not None:
-                out.append(pkt)
+        ip = _l3(frame, linktype)
+        pkt = _parse_ip(ip) if ip is not None else None
+        if pkt is not None:
+            out.append(pkt)
     return out
 
 
