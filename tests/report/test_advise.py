@@ -125,7 +125,7 @@ def test_a_50x_gap_is_never_called_a_tie() -> None:
     assert d.p_holm is not None and d.p_holm >= d.p > 0.05 / 3
     assert "indistinguishable" not in a.verdict
     assert a.verdict.startswith("No winner yet by share of native throughput")
-    assert "undecided, about 1 more round (--repeats 3)" in a.verdict
+    assert "undecided, about 1 more round (--repeats 3, or no --repeats" in a.verdict
     doc = advise.to_json(a)
     second = doc["ranking"][1]
     assert second["against_previous"]["decision"] == "undecided"

@@ -62,12 +62,14 @@ def rank(cands: list[tuple[Method, Figure]]
 
 
 def more_rounds_n(need: int | None, n: int) -> str:
-    """'about 3 more rounds (--repeats 5)' for a pair undecided after n rounds."""
+    """'about 3 more rounds (--repeats 5)' for a pair undecided after n rounds; a run without
+    --repeats (sequential.py) adds such rounds by itself, within its --budget."""
     if need is None:
         return "run more rounds"
     if need > decide.MAX_ROUNDS - n:
         return f"more than {decide.MAX_ROUNDS} rounds"
-    return f"about {need} more round{'s' if need != 1 else ''} (--repeats {n + need})"
+    return (f"about {need} more round{'s' if need != 1 else ''} (--repeats {n + need}, or no "
+            "--repeats: rounds are added until decided)")
 
 
 def more_rounds(d: decide.Decision) -> str:
@@ -107,7 +109,8 @@ def verdict(ranked: list[tuple[int, Method, Figure]], decisions: list[decide.Dec
             if also else "")
     if d.verdict == decide.UNTESTED:
         return (f"No winner can be named by {basis}: {d.a} and {d.b} were measured once "
-                "each (untested); run more repeats (--repeats 3 or more)." + tail)
+                "each (untested); run at least 2 rounds (no --repeats: rounds are added until "
+                "decided)." + tail)
     if d.verdict == decide.UNDECIDED:
         return (f"No winner yet by {basis}: {d.a} against {d.b} is undecided, "
                 f"{more_rounds(d)}; not a tie, the rounds so far cannot tell them apart."
