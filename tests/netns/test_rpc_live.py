@@ -86,7 +86,7 @@ def test_console_and_report(campaign: tuple[Path, str, dict[str, Any]]) -> None:
     assert "transactions/s" in stdout and "tunnel \\ connections" in stdout
     assert "(100%)" in stdout
     report = (out / "report" / "index.html").read_text()
-    assert "rpc_rate, by connections: 1: vxlan" in report
+    assert "share of native RPC transactions, by connections: 1: vxlan" in report   # catalogue name
     assert (out / "report" / "sweep-rpc-connections-1500.svg").is_file()
 
 
