@@ -130,7 +130,7 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
     notes: list[str] = []
     ref = reference(c, *variant)
     out: Samples = {}
-    for d in c.cases:
+    for d in c.docs:
         label = data.tunnel(d)
         m = out[label] if label in out else out.setdefault(label, _new_sample(d))
         if d.get("status") != "ok":
@@ -140,7 +140,7 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
     if ref is None:
         return out, ["no case measured: nothing to summarize"]
     mtu, off = ref
-    ok = [d for d in c.ok if (d["case"]["mtu"], d["case"]["offloads"]["name"]) == (mtu, off)]
+    ok = [d for d in c.docs if d.get("status") == "ok" and (d["case"]["mtu"], d["case"]["offloads"]["name"]) == (mtu, off)]
     offs = sorted({s[2] for s in c.scenarios()})
     if len(c.mtus()) > 1 or len(offs) > 1:
         notes.append(f"figures at underlay MTU {mtu}, offloads {off}; measured: MTU "

@@ -131,7 +131,7 @@ def judge(a: list[float], b: list[float], higher_is_better: bool) -> tuple[bool,
 def _by_repeat(c: data.Campaign, tun: str, scen: data.Scenario,
                metric: str) -> dict[int, float]:
     out: dict[int, float] = {}
-    for d in c.ok:
+    for d in (r.doc for r in c.ok):
         if data.tunnel(d) == tun and data.scenario(d) == scen:
             v = data.metric_value(d, metric)
             if v is not None:

@@ -9,6 +9,7 @@ from typing import Any
 from rich.table import Table
 
 from ..results.model import MetricRecord, metric_records
+from ..results.records import CaseRecord
 from ..shell import Console
 from . import data, hops, hubs, stats
 from . import metrics as catalogue
@@ -94,9 +95,10 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
         key = (declared.get(wl_name) or {}).get("sweep_param") or "value"
         head = tuple((declared.get(wl_name) or {}).get("headline") or ())
         _print_sweep(console, wl_name, mtu, off, grp, key, head[0] if head else "throughput")
-    hops.print_chain(console, cases)   # chain campaigns only: diagram, chain vs direct
-    hops.print_table(console, cases)
-    hubs.print_table(console, cases)   # hub campaigns only
+    as_recorded = [CaseRecord.from_doc(d) for d in cases]   # labels not renamed
+    hops.print_chain(console, as_recorded)   # chain campaigns only: diagram, chain vs direct
+    hops.print_table(console, as_recorded)
+    hubs.print_table(console, as_recorded)   # hub campaigns only
     failed = [d for d in cases if d.get("status") == "failed"]
     skipped = [d for d in cases if d.get("status") == "skipped"]
     for d in failed:
@@ -104,7 +106,7 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     for d in skipped:
         console.print(f"[yellow]skipped[/yellow] {d['case']['id']}: {d.get('error')}",
                       highlight=False)
-    notes = data.case_notes(cases)
+    notes = data.case_notes(as_recorded)
     for wl, note, tuns in notes[:MAX_NOTES]:
         console.print(f"[cyan]note[/cyan] {', '.join(tuns)} ({wl}): {note}", highlight=False)
     if len(notes) > MAX_NOTES:

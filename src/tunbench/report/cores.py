@@ -95,7 +95,7 @@ def _ends(d: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def profiles(c: Campaign) -> list[CoreProfile]:
     found: dict[tuple[str, Scenario, str], list[dict[str, Any]]] = {}
-    for d in c.ok:
+    for d in (r.doc for r in c.ok):
         for site, rec in _ends(d):
             found.setdefault((data.tunnel(d), data.scenario(d), site), []).append(
                 {**rec, "shared_by_sites": (d.get("cpu") or {}).get("shared_by_sites")})

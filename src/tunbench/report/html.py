@@ -261,7 +261,7 @@ def failed_html(c: Campaign) -> str:
     if not c.failed:
         return "<p class=ok>No case failed.</p>"
     out = ["<table><tr><th class=l>case</th><th class=l>error</th></tr>"]
-    for d in c.failed:
+    for d in (r.doc for r in c.failed):
         cid = d["case"]["id"]
         log = (f"<details><summary>log tail</summary><pre>{esc(d['error_log'])}</pre>"
                "</details>" if d.get("error_log") else "")
@@ -275,7 +275,7 @@ def cases_html(c: Campaign) -> str:
     out = ["<table><tr><th class=l>case (raw JSON)</th><th class=l>tunnel</th>"
            "<th class=l>workload</th><th>MTU</th><th class=l>offloads</th><th>repeat</th>"
            "<th class=l>status</th><th>headline</th><th>CPU busy</th></tr>"]
-    for d in c.cases:
+    for d in c.docs:
         cs = d["case"]
         head = data.headline_metric(c, cs["workload"]["name"])
         v = data.metric_value(d, head) if head else None
@@ -296,7 +296,7 @@ def cases_html(c: Campaign) -> str:
 
 def _offload_rows(c: Campaign) -> list[tuple[str, str, dict[str, str]]]:
     seen: dict[tuple[str, str], dict[str, str]] = {}
-    for d in c.ok:
+    for d in (r.doc for r in c.ok):
         before = (d.get("offloads") or {}).get("before") or {}
         sites = ((d.get("testbed") or {}).get("sites")) or {}
         for key, feats in before.items():
@@ -320,7 +320,7 @@ def env_html(c: Campaign) -> str:
               f"{float(exp.get('budget') or 0) / 60:g} min"), ("underlay MTUs", exp.get("mtus")),
              ("rate (tbf shaping)", exp.get("rate") or "none"), ("order", exp.get("order")),
              ("inner address family", f"IPv{exp.get('family', 4)}")]
-    shared = any((d.get("testbed") or {}).get("shares_cpus") for d in c.ok)
+    shared = any(r.shares_cpus for r in c.ok)
     if shared:
         items.append(("CPU note", "both sites share this host's CPUs: CPU figures are the "
                       "cost of both ends together"))

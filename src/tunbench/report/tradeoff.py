@@ -154,7 +154,7 @@ def find(c: Campaign) -> list[Tradeoff]:
     timeouts."""
     out = []
     groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for d in c.ok:
+    for d in (r.doc for r in c.ok):
         groups.setdefault((int(d["case"]["mtu"]), d["case"]["offloads"]["name"]), []).append(d)
     for (mtu, off), docs in groups.items():
         flushes = {f for f in (_flush(d) for d in docs) if f is not None}

@@ -53,7 +53,7 @@ def frame_bytes(doc: dict[str, Any]) -> tuple[int, int] | None:
 
 def per_tunnel(c: Campaign, metric: str = "throughput") -> list[Wire]:
     found: dict[tuple[str, Scenario], list[tuple[float, int, int]]] = {}
-    for d in c.ok:
+    for d in (r.doc for r in c.ok):
         fb = frame_bytes(d)
         v = data.metric_value(d, metric)
         if fb is None or v is None:

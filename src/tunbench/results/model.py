@@ -56,6 +56,11 @@ class MetricRecord:
                    "lower" if d.get("bound") == "lower" else None, dict(d.get("dims") or {}))
 
     @property
+    def direction(self) -> Literal["higher", "lower"]:
+        """Which way is better: 'higher' (a rate) or 'lower' (a delay, a cost)."""
+        return "higher" if self.higher_is_better else "lower"
+
+    @property
     def qualifiers(self) -> dict[str, Any]:
         return {k: v for k, v in self.dims.items() if k in QUALIFIER_DIMS}
 

@@ -30,7 +30,7 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         bars: list[tuple[str, Scenario, str, float, float, float]] = []
         for scen in scens:
             for tun in c.tunnels():
-                docs = [d for d in c.ok if data.scenario(d) == scen and data.tunnel(d) == tun
+                docs = [d for d in c.docs if d.get("status") == "ok" and data.scenario(d) == scen and data.tunnel(d) == tun
                         and d.get("cpu")]
                 for site, recs in _cpu_ends(docs) if docs else []:
                     avg = sum(r["busy_avg"] for r in recs) / len(recs)
@@ -54,7 +54,7 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         ax.set_xticks(range(len(bars)), labels)
         ax.set_ylim(0, 105)
         ax.set_ylabel("CPU busy (% of all cores)")
-        shared = any((d.get("cpu") or {}).get("shared_by_sites") for d in c.ok)
+        shared = any(r.cpu.get("shared_by_sites") for r in c.ok)
         title = f"CPU utilization per tunnel ({wl})"
         ax.set_title(title)
         cap = "Bar: average busy % over the measurement and repeats; whiskers: min and max " \
