@@ -174,8 +174,7 @@ def tunnel_identity(doc: dict[str, Any]) -> dict[str, Any]:
 def load(root: Path) -> Campaign:
     """A campaign folder through the one reader (results/reader.py), as typed records."""
     camp = reader.read_records(root)
-    cases = [r.doc for r in camp.cases]
-    return Campaign(root, camp.index, camp.cases, stats.rows(cases), camp.missing,
+    return Campaign(root, camp.index, camp.cases, stats.rows(camp.cases), camp.missing,
                     camp.pending)
 
 

@@ -151,12 +151,14 @@ class CaseRecord:
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> CaseRecord:
-        """A case document as read (results/reader.py: checked and upgraded), and named."""
+        """A case document as read (results/reader.py: checked and upgraded), and named; or
+        one the runner has just written (the progress line)."""
         c = doc["case"]
         return cls(
-            id=str(c["id"]), path=str(doc.get("_path", "")), status=str(doc.get("status", "")),
-            tunnel=_tunnel(c["tunnel"]), workload=_workload(c["workload"]),
-            mtu=int(c["mtu"]), offloads=str((c.get("offloads") or {}).get("name")),
+            id=str(c.get("id", "")), path=str(doc.get("_path", "")),
+            status=str(doc.get("status", "")),
+            tunnel=_tunnel(c.get("tunnel") or {"label": "", "kind": ""}),
+            workload=_workload(c["workload"]), mtu=int(c.get("mtu") or 0), offloads=str((c.get("offloads") or {}).get("name")),
             repeat=c.get("repeat"), metrics=metric_records(doc),
             error=doc.get("error"), error_log=doc.get("error_log"),
             started=doc.get("started"), ended=doc.get("ended"), topology=c.get("topology"),
