@@ -503,7 +503,7 @@ def tunnel_identity(case: Case) -> dict[str, Any]:
     drv = tunnels.get(t.kind)
     impl = drv.resolve_impl(t.params)
     rec = TunnelRecord(impl, drv.encrypts, drv.display(t.params, t.label), tuple(drv.carries),
-                       drv.kernel_datapath(impl))
+                       drv.kernel_datapath(impl), drv.aggregation())
     return {**t.to_dict(), **rec.to_dict()}
 
 

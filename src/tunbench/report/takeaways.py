@@ -411,7 +411,8 @@ def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
 
 
 def agg_tradeoff(c: Campaign) -> list[Takeaway]:
-    """The aggregating tunnel's flush-timeout trade-off against vxlan (report/tradeoff.py)."""
+    """An aggregating kind's flush-timeout trade-off against its baseline (agg: vxlan;
+    report/tradeoff.py)."""
     from . import tradeoff
     return [Takeaway("agg-tradeoff", text, facts) for text, facts in tradeoff.takeaway_texts(c)]
 

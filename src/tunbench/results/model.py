@@ -92,10 +92,14 @@ class TunnelRecord:
     display: str                    # the name every table shows: "wireguard (go)"
     carries: tuple[str, ...] = ("tcp", "udp")   # tunnels.base.CARRIES: tcp, udp, l2
     kernel_datapath: bool = True    # False: the datapath is a userspace process
+    # an aggregating kind: {"param": its flush-timeout parameter, "baseline": the kind its
+    # trade-off is measured against} (TunnelDriver.aggregates); None for any other kind
+    aggregation: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"impl": self.impl, "encrypts": self.encrypts, "display": self.display,
-                "carries": list(self.carries), "kernel_datapath": self.kernel_datapath}
+                "carries": list(self.carries), "kernel_datapath": self.kernel_datapath,
+                "aggregation": self.aggregation}
 
 
 def metric_records(doc: dict[str, Any]) -> dict[str, MetricRecord]:
