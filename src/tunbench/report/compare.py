@@ -131,11 +131,11 @@ def judge(a: list[float], b: list[float], higher_is_better: bool) -> tuple[bool,
 def _by_repeat(c: data.Campaign, tun: str, scen: data.Scenario,
                metric: str) -> dict[int, float]:
     out: dict[int, float] = {}
-    for d in (r.doc for r in c.ok):
-        if data.tunnel(d) == tun and data.scenario(d) == scen:
-            v = data.metric_value(d, metric)
+    for r in c.ok:
+        if r.tunnel.label == tun and r.scenario == scen:
+            v = r.value(metric)
             if v is not None:
-                out[int(d["case"].get("repeat", len(out) + 1))] = v
+                out[r.repeat if r.repeat is not None else len(out) + 1] = v
     return out
 
 

@@ -46,8 +46,8 @@ class Section:
 
 def _declared(c: data.Campaign, workload: str) -> list[str]:
     """The metrics the workload declared it is judged by, as its cases recorded them."""
-    return next((list(d["case"]["workload"].get("headline") or []) for d in c.docs
-                 if d["case"]["workload"]["name"] == workload), [])
+    w = c.declared(workload)
+    return list(w.headline) if w else []
 
 
 def sections(res: Result) -> list[Section]:
@@ -215,10 +215,10 @@ def markdown(res: Result, threshold: float, allow_untested: bool = False) -> str
 
 def _runs(c: data.Campaign, scen: data.Scenario, name: str) -> dict[str, list[list[float]]]:
     per: dict[str, list[list[float]]] = {}
-    for d in (r.doc for r in c.ok):
-        vals = (d.get("series") or {}).get(name)
-        if data.scenario(d) == scen and vals:
-            per.setdefault(data.tunnel(d), []).append([float(v) for v in vals])
+    for r in c.ok:
+        vals = r.series.get(name)
+        if r.scenario == scen and vals:
+            per.setdefault(r.tunnel.label, []).append([float(v) for v in vals])
     return per
 
 
@@ -264,7 +264,7 @@ def overlay_svg(res: Result, max_panels: int = 4) -> str | None:
                     lo = [min(r[k] for r in runs if k < len(r)) for k in range(n)]
                     hi = [max(r[k] for r in runs if k < len(r)) for k in range(n)]
                     ax.fill_between(xs, lo, hi, color=pal(tun), alpha=0.12, lw=0)
-        unit = a.unit_label(name, data.metric_unit(a.docs, name))
+        unit = a.unit_label(name, data.metric_unit(a.cases, name))
         ax.set_title(f"{a.display(name)}, {scen_title(scen)}")
         ax.set_ylabel(unit)
         ax.set_xlabel("time (s, after warm-up)")

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import data
+from ..results.records import CaseRecord
 from .data import Campaign, Scenario
 
 SATURATED = 85.0      # % busy: the busiest core is (near) full; or a thread this busy
@@ -83,10 +83,10 @@ def _ranked(samples: list[dict[str, Any]]) -> list[list[dict[str, float]]]:
     return out
 
 
-def _ends(d: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def _ends(case: CaseRecord) -> list[tuple[str, dict[str, Any]]]:
     """(site, cpu record) of each end of a case: both ends apart when the sites were
     separate hosts, else ("", the case's one record)."""
-    cpu = d.get("cpu") or {}
+    cpu = case.cpu
     sites = cpu.get("sites") or {}
     if cpu.get("shared_by_sites") is False and sites:
         return sorted((name, rec) for name, rec in sites.items() if rec.get("samples"))
@@ -94,14 +94,15 @@ def _ends(d: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def profiles(c: Campaign) -> list[CoreProfile]:
+    # (tunnel, scenario, site) -> the CPU records of that end, one per case
     found: dict[tuple[str, Scenario, str], list[dict[str, Any]]] = {}
-    for d in (r.doc for r in c.ok):
-        for site, rec in _ends(d):
-            found.setdefault((data.tunnel(d), data.scenario(d), site), []).append(
-                {**rec, "shared_by_sites": (d.get("cpu") or {}).get("shared_by_sites")})
+    for case in c.ok:
+        for site, rec in _ends(case):
+            found.setdefault((case.tunnel.label, case.scenario, site), []).append(
+                {**rec, "shared_by_sites": case.cpu.get("shared_by_sites")})
     out = []
-    for (tun, scen, site), docs in found.items():
-        ticks = [t for d in docs for t in _ranked(d["samples"])]
+    for (tun, scen, site), ends in found.items():
+        ticks = [t for e_rec in ends for t in _ranked(e_rec["samples"])]
         n = min((len(t) for t in ticks), default=0)
         if n == 0:
             continue
@@ -111,9 +112,9 @@ def profiles(c: Campaign) -> list[CoreProfile]:
                          for t in ticks) / len(ticks) for k in ("usr", "sys", "softirq")}
                  for i in range(n)]
         procs: dict[str, list[float]] = {}   # name -> [total, busiest thread], summed
-        for d in docs:
+        for e_rec in ends:
             seen: dict[str, list[float]] = {}
-            for label, e in (d.get("processes") or {}).items():
+            for label, e in (e_rec.get("processes") or {}).items():
                 total = float(e.get("pct_of_one_core", 0.0))
                 thread = float(e.get("busiest_thread_pct", min(total, 100.0)))
                 cur = seen.setdefault(_process_name(label, e), [0.0, 0.0])
@@ -123,10 +124,10 @@ def profiles(c: Campaign) -> list[CoreProfile]:
                 acc = procs.setdefault(name, [0.0, 0.0])
                 acc[0] += total
                 acc[1] += thread
-        avg = {name: {"pct_of_one_core": t / len(docs), "busiest_thread_pct": b / len(docs)}
+        avg = {name: {"pct_of_one_core": t / len(ends), "busiest_thread_pct": b / len(ends)}
                for name, (t, b) in procs.items()}
         out.append(CoreProfile(tun, scen, busy, parts, len(ticks),
-                               any(d.get("shared_by_sites") for d in docs), avg, site))
+                               any(e_rec.get("shared_by_sites") for e_rec in ends), avg, site))
     order = c.tunnels()
     return sorted(out, key=lambda p: (c.scenarios().index(p.scenario)
                                       if p.scenario in c.scenarios() else 0,

@@ -1,8 +1,8 @@
 """A campaign folder as the report sees it, and the conventions it draws from.
 
-Everything here is pure over the case documents, read through the one reader
-(results/reader.py, which upgrades older formats), and nothing here asks a registry: a case
-file says what it means (docs/results.md). The report is data-driven, so a new workload
+Everything here is pure over the typed case records (results/records.py), read through the
+one reader (results/reader.py, which upgrades older formats), and nothing here asks a
+registry: a case file says what it means (docs/results.md). The report is data-driven, so a new workload
 appears in the tables and in the generic figures without code changes, and in a dedicated
 figure when its records carry one of these:
 
@@ -10,9 +10,9 @@ figure when its records carry one of these:
   the campaign's cases (e.g. ``streams`` 1..512), or metrics with a point dimension
   (``dims: {"streams": 64}``);
 - percentiles: metrics whose only dimension is ``q`` (``tcp_rtt`` at ``{"q": 50}``);
-- distributions: ``doc["distributions"]`` or ``doc["raw"]["distributions"]``, each
+- distributions: a case's ``distributions`` or ``raw["distributions"]``, each
   ``{name: {"unit": u, "values": [...]}}`` (full samples) or ``{"unit": u, "percentiles": {"50": v}}``;
-  or a quantile sketch ``doc["raw"][group]["cdf"] = {"pct": [...], "<q>_<unit>": [...]}``
+  or a quantile sketch ``raw[group]["cdf"] = {"pct": [...], "<q>_<unit>": [...]}``
   (the latency workload's ``raw.tcp.cdf.rtt_us``), repeats pooled as a mixture;
 - tunnel sweeps: ``case.tunnel.base`` and ``case.tunnel.sweep`` (``{"tunnels": 2}``), recorded
   for an experiment's ``tunnels = [1, 2, 4]``;
@@ -29,16 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..results import reader, records
+from ..results import reader
 from ..results.model import MetricRecord
-from ..results.records import (  # noqa: F401  (the naming conventions, re-exported)
-    DIRECTIONS,
-    CaseRecord,
-    WorkloadIdentity,
-    direction,
-    name_directions,
-    name_tunnels,
-)
+from ..results.records import CaseRecord, WorkloadIdentity
 from . import metrics as catalogue
 from . import stats
 
@@ -58,15 +51,10 @@ class Campaign:
                                                      compare=False)
 
     @property
-    def docs(self) -> list[dict[str, Any]]:
-        """The named case documents behind the records, for what has no typed field yet."""
-        return [r.doc for r in self.cases]
-
-    @property
     def folder(self) -> reader.CampaignFolder:
         """What the reader says of the folder: state, incomplete, resume command, problems."""
-        return reader.CampaignFolder(self.root, self.index, self.docs, self.missing,
-                                     self.pending)
+        return reader.CampaignFolder(self.root, self.index, [r.doc for r in self.cases],
+                                     self.missing, self.pending)
 
     def planned(self) -> tuple[list[str], list[str]]:
         """(tunnel labels, workload labels) the experiment asked for: the header of a campaign
@@ -151,26 +139,6 @@ class Campaign:
         return (w.base, param, value) if isinstance(value, int) else None
 
 
-def tunnel(doc: dict[str, Any]) -> str:
-    return str(doc["case"]["tunnel"]["label"])
-
-
-def scenario(doc: dict[str, Any]) -> Scenario:
-    c = doc["case"]
-    return (c["workload"]["name"], int(c["mtu"]), c["offloads"]["name"])
-
-
-def base_workload(doc: dict[str, Any]) -> str:
-    w = doc["case"]["workload"]
-    return str(w.get("base", w["name"]))
-
-
-def tunnel_identity(doc: dict[str, Any]) -> dict[str, Any]:
-    """{"impl", "encrypts", "display"} of a case's tunnel, as recorded at write time (older
-    files get them from the reader's upgrader, results/upgrade.py)."""
-    return records.identity(doc["case"]["tunnel"])
-
-
 def load(root: Path) -> Campaign:
     """A campaign folder through the one reader (results/reader.py), as typed records."""
     camp = reader.read_records(root)
@@ -178,19 +146,9 @@ def load(root: Path) -> Campaign:
                     camp.pending)
 
 
-def metric_value(doc: dict[str, Any], name: str) -> float | None:
-    m = (doc.get("metrics") or {}).get(name)
-    if not m or m.get("value") is None:
-        return None
-    return float(m["value"])
-
-
-def metric_unit(cases: Iterable[dict[str, Any]], name: str) -> str:
-    for d in cases:
-        m = (d.get("metrics") or {}).get(name)
-        if m:
-            return str(m.get("unit", ""))
-    return ""
+def metric_unit(cases: Iterable[CaseRecord], name: str) -> str:
+    """The unit the first case that recorded a metric gives it."""
+    return next((r.metrics[name].unit for r in cases if name in r.metrics), "")
 
 
 _RATE = re.compile(r"^[kmgt]?(bit/s|bps|b/s|pps)$")

@@ -261,12 +261,11 @@ def failed_html(c: Campaign) -> str:
     if not c.failed:
         return "<p class=ok>No case failed.</p>"
     out = ["<table><tr><th class=l>case</th><th class=l>error</th></tr>"]
-    for d in (r.doc for r in c.failed):
-        cid = d["case"]["id"]
-        log = (f"<details><summary>log tail</summary><pre>{esc(d['error_log'])}</pre>"
-               "</details>" if d.get("error_log") else "")
-        out.append(f'<tr><td class=l><a href="../{esc(d["_path"])}">{esc(cid)}</a></td>'
-                   f"<td class='l bad'>{esc(d.get('error') or d.get('status'))}{log}</td></tr>")
+    for r in c.failed:
+        log = (f"<details><summary>log tail</summary><pre>{esc(r.error_log)}</pre>"
+               "</details>" if r.error_log else "")
+        out.append(f'<tr><td class=l><a href="../{esc(r.path)}">{esc(r.id)}</a></td>'
+                   f"<td class='l bad'>{esc(r.error or r.status)}{log}</td></tr>")
     out.append("</table>")
     return "".join(out)
 
@@ -275,18 +274,18 @@ def cases_html(c: Campaign) -> str:
     out = ["<table><tr><th class=l>case (raw JSON)</th><th class=l>tunnel</th>"
            "<th class=l>workload</th><th>MTU</th><th class=l>offloads</th><th>repeat</th>"
            "<th class=l>status</th><th>headline</th><th>CPU busy</th></tr>"]
-    for d in c.docs:
-        cs = d["case"]
-        head = data.headline_metric(c, cs["workload"]["name"])
-        v = data.metric_value(d, head) if head else None
-        unit = (d.get("metrics") or {}).get(head or "", {}).get("unit", "")
-        cpu = data.metric_value(d, "cpu_busy")
-        st = d.get("status")
+    for r in c.cases:
+        head = data.headline_metric(c, r.workload.name)
+        v = r.value(head) if head else None
+        m = r.metrics.get(head or "")
+        unit = m.unit if m else ""
+        cpu = r.value("cpu_busy")
+        st = r.status
         out.append(
-            f'<tr><td class=l><a href="../{esc(d["_path"])}">{esc(cs["id"])}</a></td>'
-            f"<td class=l>{esc(cs['tunnel']['label'])}</td>"
-            f"<td class=l>{esc(cs['workload']['name'])}</td><td>{esc(cs['mtu'])}</td>"
-            f"<td class=l>{esc(cs['offloads']['name'])}</td><td>{esc(cs['repeat'])}</td>"
+            f'<tr><td class=l><a href="../{esc(r.path)}">{esc(r.id)}</a></td>'
+            f"<td class=l>{esc(r.tunnel.label)}</td>"
+            f"<td class=l>{esc(r.workload.name)}</td><td>{esc(r.mtu)}</td>"
+            f"<td class=l>{esc(r.offloads)}</td><td>{esc(r.repeat)}</td>"
             f"<td class='l {'ok' if st == 'ok' else 'bad'}'>{esc(st)}</td>"
             f"<td>{esc(f'{num(v)} {unit}') if v is not None else '–'}</td>"
             f"<td>{esc(f'{cpu:.0f}%') if cpu is not None else '–'}</td></tr>")
@@ -296,14 +295,14 @@ def cases_html(c: Campaign) -> str:
 
 def _offload_rows(c: Campaign) -> list[tuple[str, str, dict[str, str]]]:
     seen: dict[tuple[str, str], dict[str, str]] = {}
-    for d in (r.doc for r in c.ok):
-        before = (d.get("offloads") or {}).get("before") or {}
-        sites = ((d.get("testbed") or {}).get("sites")) or {}
+    for r in c.ok:
+        before = r.offload_state.get("before") or {}
+        sites = r.testbed.get("sites") or {}
         for key, feats in before.items():
             ns, _, ifn = key.partition("/")
             site = next((s for s, v in sites.items() if v.get("netns") == ns), ns)
             role = "underlay" if any(v.get("underlay_if") == ifn for v in sites.values()) \
-                else f"{data.tunnel(d)} device"
+                else f"{r.tunnel.label} device"
             seen.setdefault((f"site {site}", role), feats)
     return [(s, r, f) for (s, r), f in seen.items()]
 

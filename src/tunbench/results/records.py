@@ -51,8 +51,8 @@ class TunnelIdentity:
     display: str
     given_label: str                # the label the experiment gave
     params: dict[str, Any] = field(default_factory=dict)
-    carries: tuple[str, ...] = ("tcp", "udp")
-    kernel_datapath: bool = True
+    carries: tuple[str, ...] | None = None     # tcp, udp, l2; None: not recorded
+    kernel_datapath: bool | None = None        # None: not recorded
     aggregation: Aggregation | None = None
     base: str | None = None         # a tunnel sweep's curve name ('wireguard (go)')
     sweep: dict[str, Any] = field(default_factory=dict)   # {"tunnels": 2}
@@ -178,8 +178,10 @@ def _tunnel(t: dict[str, Any]) -> TunnelIdentity:
         label=str(t["label"]), kind=str(t["kind"]), impl=ident["impl"],
         encrypts=ident["encrypts"], display=ident["display"],
         given_label=str(t.get("given_label", t["label"])), params=dict(t.get("params") or {}),
-        carries=tuple(t.get("carries") or ("tcp", "udp")),
-        kernel_datapath=bool(t.get("kernel_datapath", True)),
+        carries=tuple(str(c) for c in t["carries"]) if isinstance(t.get("carries"), list)
+        else None,
+        kernel_datapath=t["kernel_datapath"] if isinstance(t.get("kernel_datapath"), bool)
+        else None,
         aggregation=Aggregation(str(agg["param"]), agg.get("baseline"))
         if isinstance(agg, dict) and agg.get("param") else None,
         base=t.get("base"), sweep=dict(t.get("sweep") or {}))

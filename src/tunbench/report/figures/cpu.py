@@ -8,16 +8,17 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from .. import cores, data
+from ...results.records import CaseRecord
+from .. import cores
 from ..data import Campaign, Scenario
 from .base import CPU_CEILING, Figure, Palette, _label_in_bar, _save, scen_text, slug
 
 # -- 2. CPU bars with min/max whiskers -----------------------------------------------------
 
-def _cpu_ends(docs: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+def _cpu_ends(docs: list[CaseRecord]) -> list[tuple[str, list[dict[str, Any]]]]:
     """(site, each case's CPU record of that end): the sender and the receiver apart when
     every case ran on separate hosts (cpu.sites), else ("", the cases' records)."""
-    cpus = [d["cpu"] for d in docs]
+    cpus = [d.cpu for d in docs]
     if all(cpu.get("shared_by_sites") is False and cpu.get("sites") for cpu in cpus):
         names = sorted(set.intersection(*(set(cpu["sites"]) for cpu in cpus)))
         return [(n, [cpu["sites"][n] for cpu in cpus]) for n in names]
@@ -30,8 +31,8 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         bars: list[tuple[str, Scenario, str, float, float, float]] = []
         for scen in scens:
             for tun in c.tunnels():
-                docs = [d for d in c.docs if d.get("status") == "ok" and data.scenario(d) == scen and data.tunnel(d) == tun
-                        and d.get("cpu")]
+                docs = [r for r in c.ok if r.scenario == scen and r.tunnel.label == tun
+                        and r.cpu]
                 for site, recs in _cpu_ends(docs) if docs else []:
                     avg = sum(r["busy_avg"] for r in recs) / len(recs)
                     # a sample's rounding can land past 0..100%: whiskers show what is possible
