@@ -80,7 +80,7 @@ def _rank(ch: Change, head: list[str], tunnels: list[str],
     order."""
     pos = head.index(ch.metric) if ch.metric in head else len(head)
     tun = tunnels.index(ch.tunnel) if ch.tunnel in tunnels else len(tunnels)
-    return pos, (a.display(ch.metric) if a else ch.metric).lower(), tun
+    return pos, (a.display(ch.metric, ch.workload) if a else ch.metric).lower(), tun
 
 
 def scen_title(scen: data.Scenario) -> str:
@@ -97,6 +97,7 @@ def _share(v: float | None, higher_is_better: bool) -> str:
 def cells(res: Result, ch: Change) -> dict[str, str]:
     """The narrow view of one change: metric (name, unit, ↑/↓), A → B, change, verdict."""
     rec = res.campaigns[0].metric(ch.metric) if res.campaigns else None
+    way = res.campaigns[0].direction(ch.workload) if res.campaigns else None
     unit = metrics.unit_label(ch.metric, ch.unit, rec)
     absolute = f"{num(ch.mean_a)} → {num(ch.mean_b)}"
     if ch.basis == SHARE:
@@ -106,7 +107,7 @@ def cells(res: Result, ch: Change) -> dict[str, str]:
         values = absolute
     pct = ch.shown_change
     verdict = "host drift (ref.)" if ch.reference else SHORT.get(ch.verdict, ch.verdict)
-    return {"metric": f"{metrics.display_name(ch.metric, rec)} ({unit}) "
+    return {"metric": f"{metrics.display_name(ch.metric, rec, way)} ({unit}) "
                       + ("↑" if ch.higher_is_better else "↓"),
             "tunnel": ch.tunnel, "values": values,
             "absolute": absolute if ch.basis == SHARE else "",

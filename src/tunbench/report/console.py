@@ -19,6 +19,17 @@ from . import metrics as catalogue
 CPU_METRICS = ("cpu_busy", "cpu_busy_a", "cpu_busy_b", "cpu_per_gbit")
 CPU_LABELS = {"cpu_busy": "CPU busy avg (min-max)", "cpu_busy_a": "CPU of site a (client)",
               "cpu_busy_b": "CPU of site b (server)"}
+
+
+def cpu_label(metric: str, direction: str | None) -> str | None:
+    """The console's CPU column label; each site's says what it did when the workload did not
+    run from a to b ('CPU of site a (client, receiver)' under iperf3 -R)."""
+    label = CPU_LABELS.get(metric)
+    if label is None or direction is None or metric == "cpu_busy":
+        return label
+    site = metric.rsplit("_", 1)[1]
+    return label[:-1] + f", {catalogue.role(site, direction)})" if direction != "bidir" \
+        else label[:-1] + ", sending and receiving)"
 MAX_NOTES = 12   # case notes printed under the tables; the report lists them all
 
 
@@ -90,7 +101,8 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     recs = {k: m for r in reversed(named) for k, m in r.metrics.items()}
     for (wl_label, mtu, off), grp in groups.items():
         w = declared.get(grp[0].workload)
-        _print_group(console, wl_label, mtu, off, grp, w.headline if w else (), recs)
+        _print_group(console, wl_label, mtu, off, grp, w.headline if w else (), recs,
+                     w.direction if w else None)
     for (wl_name, mtu, off), grp in swept.items():
         w = declared.get(wl_name)
         key = (w.sweep_param if w else None) or "value"
@@ -130,8 +142,9 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
 
 def _print_group(console: Console, wl_label: str, mtu: int, off: str,
                  grp: list[stats.Row], headline: tuple[str, ...],
-                 recs: dict[str, MetricRecord]) -> None:
-    """`headline`: the metrics the workload declared first, as its cases recorded them."""
+                 recs: dict[str, MetricRecord], direction: str | None = None) -> None:
+    """`headline`: the metrics the workload declared first, as its cases recorded them;
+    `direction`: how it ran (its per-site CPU columns say which end sent)."""
     metrics = [m for m in headline + CPU_METRICS if any(r.metric == m for r in grp)]
     if not metrics:
         metrics = sorted({r.metric for r in grp})
@@ -144,7 +157,7 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
     by: dict[tuple[str, str], stats.Row] = {(r.tunnel, r.metric): r for r in grp}
     for m in metrics:
         unit = catalogue.unit_label(m, next(r.unit for r in grp if r.metric == m), recs.get(m))
-        label = CPU_LABELS.get(m) or catalogue.display_name(m, recs.get(m))
+        label = cpu_label(m, direction) or catalogue.display_name(m, recs.get(m), direction)
         table.add_column(f"{label}\n({unit})", justify="right")
         if m in pct_cols:
             hib = next(r.higher_is_better for r in grp if r.metric == m)

@@ -18,8 +18,8 @@ each tracked process: charon, wireguard-go, ovs-vswitchd, sshd, ksoftirqd, the t
 tools).
 
 Sites on separate hosts (`cpu.shared_by_sites: false`) are profiled apart, one profile per
-end (`cpu.sites.a` the sender, `cpu.sites.b` the receiver, each with its own cores and
-processes): a bottleneck is then named with the end it is on.
+end (`cpu.sites.a`, `cpu.sites.b`, each with its own cores and processes; which one sent is
+the direction the workload ran, as its case recorded it: site b under iperf3 -R): a bottleneck is then named with the end it is on.
 
 Pure over the case documents; nothing here asks a registry what a tunnel is.
 """
@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results.records import CaseRecord
+from . import metrics as catalogue
 from .data import Campaign, Scenario
 
 SATURATED = 85.0      # % busy: the busiest core is (near) full; or a thread this busy
 ROOM = 30.0           # points below it another core must stay to call it one-core bound
 THREAD_FULL = 60.0    # % of one core: a thread this busy is named as the core's user
 _PID = re.compile(r"\[\d+\]$")
-ENDS = {"a": "sender (site a)", "b": "receiver (site b)"}
+
 WRAPPERS = ("ip", "nsenter", "env")   # a comm read before the wrapper exec'd the tool
 
 
@@ -52,10 +53,12 @@ class CoreProfile:
     shared_by_sites: bool
     processes: dict[str, dict[str, float]] = field(default_factory=dict)  # name -> averages
     site: str = ""    # "a"/"b": one end of sites on separate hosts; "": both (one host)
+    direction: str | None = None   # how the workload ran: which end sent (records)
 
     @property
     def end(self) -> str:
-        return ENDS.get(self.site, "")
+        """'sender (site a)'; 'receiver (site a)' when the workload ran reversed (-R)."""
+        return catalogue.end(self.site, self.direction) if self.site else ""
 
     @property
     def cores(self) -> int:
@@ -99,7 +102,8 @@ def profiles(c: Campaign) -> list[CoreProfile]:
     for case in c.ok:
         for site, rec in _ends(case):
             found.setdefault((case.tunnel.label, case.scenario, site), []).append(
-                {**rec, "shared_by_sites": case.cpu.get("shared_by_sites")})
+                {**rec, "shared_by_sites": case.cpu.get("shared_by_sites"),
+                 "direction": case.workload.direction})
     out = []
     for (tun, scen, site), ends in found.items():
         ticks = [t for e_rec in ends for t in _ranked(e_rec["samples"])]
@@ -127,7 +131,8 @@ def profiles(c: Campaign) -> list[CoreProfile]:
         avg = {name: {"pct_of_one_core": t / len(ends), "busiest_thread_pct": b / len(ends)}
                for name, (t, b) in procs.items()}
         out.append(CoreProfile(tun, scen, busy, parts, len(ticks),
-                               any(e_rec.get("shared_by_sites") for e_rec in ends), avg, site))
+                               any(e_rec.get("shared_by_sites") for e_rec in ends), avg, site,
+                               ends[0]["direction"]))
     order = c.tunnels()
     return sorted(out, key=lambda p: (c.scenarios().index(p.scenario)
                                       if p.scenario in c.scenarios() else 0,
@@ -146,6 +151,7 @@ class Bottleneck:
     process: str | None       # who used it, from the recorded per-process CPU
     process_pct: float        # its busiest thread, % of one core
     site: str = ""            # the end it is on (sites on separate hosts), else ""
+    end: str = ""             # that end as a reader reads it: 'sender (site a)'
 
 
 def user_of_core(p: CoreProfile) -> tuple[str | None, float]:
@@ -170,7 +176,7 @@ def bottleneck(p: CoreProfile) -> Bottleneck | None:
     else:
         return None
     return Bottleneck(p.tunnel, p.scenario, sig, p.busy[0], p.busy[-1], p.parts[0]["softirq"],
-                      name, pct, p.site)
+                      name, pct, p.site, p.end)
 
 
 def bottlenecks(c: Campaign) -> list[Bottleneck]:

@@ -71,9 +71,20 @@ class Campaign:
                     self._records.setdefault(k, rec)
         return self._records.get(name)
 
-    def display(self, metric: str) -> str:
-        """The name a reader sees for a metric key (report/metrics.py)."""
-        return catalogue.display_name(metric, self.metric(metric))
+    def display(self, metric: str, workload: str | None = None) -> str:
+        """The name a reader sees for a metric key (report/metrics.py), in a scenario's
+        workload: its per-site metrics named by the direction it ran."""
+        return catalogue.display_name(metric, self.metric(metric), self.direction(workload))
+
+    def direction(self, workload: str | None = None) -> str | None:
+        """How a scenario's workload ran ('reverse': site b sent, iperf3 -R; 'bidir'; None:
+        a sent to b) as its cases recorded it; without a workload, the campaign's one
+        direction when all its cases ran alike, else None."""
+        if workload is not None:
+            w = self.declared(workload)
+            return w.direction if w else None
+        ways = {r.workload.direction for r in self.cases}
+        return ways.pop() if len(ways) == 1 else None
 
     def unit_label(self, metric: str, unit: str) -> str:
         return catalogue.unit_label(metric, unit, self.metric(metric))

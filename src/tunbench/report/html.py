@@ -106,9 +106,9 @@ KEY_METRICS = ("cpu_busy", "cpu_per_gbit")   # beside the headline in a scenario
 CPU_RANGE = ("cpu_busy_min", "cpu_busy_max")  # shown inside the CPU busy cell
 
 
-def _head(c: Campaign, metric: str, unit: str, hib: bool) -> str:
+def _head(c: Campaign, metric: str, unit: str, hib: bool, workload: str) -> str:
     arrow = "↑" if hib else "↓"
-    return (f'<span title="{esc(metric)}">{esc(c.display(metric))}</span> '
+    return (f'<span title="{esc(metric)}">{esc(c.display(metric, workload))}</span> '
             f"{arrow}<br><small>{esc(c.unit_label(metric, unit))}</small>")
 
 
@@ -133,7 +133,7 @@ def summary_tables(c: Campaign) -> str:
         parts.append(_main_table(c, rows, key, pct_cols))
         if rest:
             parts.append(f"<details><summary>{len(rest)} more metric(s): "
-                         f"{esc(', '.join(c.display(m) for m in rest))}</summary>"
+                         f"{esc(', '.join(c.display(m, scen[0]) for m in rest))}</summary>"
                          + _metric_rows_table(c, rows, rest, set()) + "</details>")
     if any(r.noisy for r in c.rows):
         parts.append(f"<p class=meta>⚠ noisy: coefficient of variation above "
@@ -171,12 +171,13 @@ def _vs_native_cell(r: stats.Row, label: str) -> str:
 def _main_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
                 pct_cols: set[str]) -> str:
     first = {m: next(r for r in rows if r.metric == m) for m in metrics}
+    wl = rows[0].workload   # one scenario: its per-site metrics named by its direction
     heads = ["<thead><tr><th class=l>tunnel</th><th>n</th>"]
     labels: dict[str, str] = {}
     for m in metrics:
         f = first[m]
-        labels[m] = f"{c.display(m)} ({c.unit_label(m, f.unit)})"
-        heads.append(f"<th>{_head(c, m, f.unit, f.higher_is_better)}</th>")
+        labels[m] = f"{c.display(m, wl)} ({c.unit_label(m, f.unit)})"
+        heads.append(f"<th>{_head(c, m, f.unit, f.higher_is_better, wl)}</th>")
         if m in pct_cols:
             heads.append("<th>% of<br>native</th>" if f.higher_is_better else
                          "<th>×<br>native</th>")
@@ -192,7 +193,7 @@ def _main_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
         for m in metrics:
             r = trs.get(m)
             nat = ("% of native" if first[m].higher_is_better else "× native") + \
-                f" ({c.display(m)})"
+                f" ({c.display(m, wl)})"
             if r is None:
                 out.append(f'<td data-label="{esc(labels[m])}">–</td>'
                            + (f'<td data-label="{esc(nat)}">–</td>' if m in pct_cols else ""))
@@ -219,7 +220,7 @@ def _metric_rows_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
     for m in metrics:
         first = next(r for r in rows if r.metric == m)
         arrow = "↑" if first.higher_is_better else "↓"
-        out.append(f'<tr><td class=l title="{esc(m)}">{esc(c.display(m))} '
+        out.append(f'<tr><td class=l title="{esc(m)}">{esc(c.display(m, first.workload))} '
                    f"{arrow}</td><td class=l>{esc(c.unit_label(m, first.unit))}</td>")
         for t in tuns:
             r = by.get((t, m))

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 from ...results.records import CaseRecord
 from .. import cores
 from ..data import Campaign, Scenario
+from ..metrics import end, role
 from .base import CPU_CEILING, Figure, Palette, _label_in_bar, _save, scen_text, slug
 
 # -- 2. CPU bars with min/max whiskers -----------------------------------------------------
@@ -51,7 +52,7 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             _label_in_bar(ax, i, avg, f"{avg:.0f}%")
             labels.append((tun if len(scens) == 1 else f"{tun}\nMTU {scen[1]}"
                            + ("" if scen[2] == "default" else f"\n{scen[2]}"))
-                          + (f"\n{cores.ENDS[site].split()[0]}" if site else ""))
+                          + (f"\n{role(site, c.direction(scen[0]))}" if site else ""))
         ax.set_xticks(range(len(bars)), labels)
         ax.set_ylim(0, 105)
         ax.set_ylabel("CPU busy (% of all cores)")
@@ -63,8 +64,9 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         if shared:
             cap += " Both sites share this host's CPUs: this is the cost of both ends."
         if any(b[2] for b in bars):
-            cap += (" The sites are separate hosts: each end's CPU apart, the sender (site a) "
-                    "and the receiver (site b, hatched), each as % of its own host's cores.")
+            way = c.direction(wl)
+            cap += (f" The sites are separate hosts: each end's CPU apart, the {end('a', way)} "
+                    f"and the {end('b', way)} (hatched), each as % of its own host's cores.")
         yield _save(fig, out, slug("cpu", wl), title, cap)
 
 
@@ -146,6 +148,7 @@ def percore_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         if shared:
             cap += " Both sites share this host's cores: the bars are both ends together."
         elif any(p.site for p in ps):
-            cap += (" The sites are separate hosts: each end's cores apart, the sender "
-                    "(site a) and the receiver (site b).")
+            way = ps[0].direction
+            cap += (" The sites are separate hosts: each end's cores apart, the "
+                    f"{end('a', way)} and the {end('b', way)}.")
         yield _save(fig, out, slug("cores", *scen), title, cap)
