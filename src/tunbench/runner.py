@@ -503,7 +503,7 @@ def tunnel_identity(case: Case) -> dict[str, Any]:
     drv = tunnels.get(t.kind)
     impl = drv.resolve_impl(t.params)
     rec = TunnelRecord(impl, drv.encrypts, drv.display(t.params, t.label), tuple(drv.carries),
-                       drv.kernel_datapath(impl))
+                       drv.kernel_datapath(impl), drv.aggregation())
     return {**t.to_dict(), **rec.to_dict()}
 
 
@@ -586,7 +586,8 @@ def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, MetricRecord]:
            "cpu_busy_min": MetricRecord("cpu_busy_min", cpu["busy_min"], "%", False),
            "cpu_busy_max": MetricRecord("cpu_busy_max", cpu["busy_max"], "%", False)}
     for name, site_cpu in (cpu.get("sites") or {}).items():
-        # separate hosts: each end's CPU apart (a = client/sender, b = server/receiver)
+        # separate hosts: each end's CPU apart (a = iperf3 client, b = server; a sends
+        # unless the workload runs reversed, -R: the report names the ends by direction)
         res[f"cpu_busy_{name}"] = MetricRecord(f"cpu_busy_{name}", site_cpu["busy_avg"], "%",
                                                False)
         res[f"cpu_busy_max_{name}"] = MetricRecord(f"cpu_busy_max_{name}",

@@ -131,11 +131,11 @@ def judge(a: list[float], b: list[float], higher_is_better: bool) -> tuple[bool,
 def _by_repeat(c: data.Campaign, tun: str, scen: data.Scenario,
                metric: str) -> dict[int, float]:
     out: dict[int, float] = {}
-    for d in c.ok:
-        if data.tunnel(d) == tun and data.scenario(d) == scen:
-            v = data.metric_value(d, metric)
+    for r in c.ok:
+        if r.tunnel.label == tun and r.scenario == scen:
+            v = r.value(metric)
             if v is not None:
-                out[int(d["case"].get("repeat", len(out) + 1))] = v
+                out[r.repeat if r.repeat is not None else len(out) + 1] = v
     return out
 
 
@@ -306,13 +306,14 @@ def print_table(res: Result, threshold: float, allow_untested: bool = False) -> 
         pct = "–" if c.change_pct is None else f"{c.change_pct:+.1f}%"
         spct = "–" if c.share_change_pct is None else f"{c.share_change_pct:+.1f}%"
         rec = res.campaigns[0].metric(c.metric) if res.campaigns else None
+        way = res.campaigns[0].direction(c.workload) if res.campaigns else None
         unit = metrics.unit_label(c.metric, c.unit, rec)
         verdict = f"[{style[c.verdict]}]{c.verdict}[/]" if style[c.verdict] else c.verdict
         if c.warnings:
             verdict += f"\n[yellow]⚠ not comparable: {', '.join(c.warnings)}[/]"
         basis = "native (reference)" if c.reference else f"{c.basis}, {c.method}"
         table.add_row(c.tunnel, c.workload, str(c.mtu),
-                      f"{metrics.display_name(c.metric, rec)} ({unit})"
+                      f"{metrics.display_name(c.metric, rec, way)} ({unit})"
                       + (" ↑" if c.higher_is_better else " ↓"),
                       f"{num(c.mean_a)} ± {num(ha)}", f"{num(c.mean_b)} ± {num(hb)}", pct,
                       _share_cell(c.share_a, c.share_ci_a), _share_cell(c.share_b, c.share_ci_b),

@@ -46,8 +46,8 @@ class Section:
 
 def _declared(c: data.Campaign, workload: str) -> list[str]:
     """The metrics the workload declared it is judged by, as its cases recorded them."""
-    return next((list(d["case"]["workload"].get("headline") or []) for d in c.cases
-                 if d["case"]["workload"]["name"] == workload), [])
+    w = c.declared(workload)
+    return list(w.headline) if w else []
 
 
 def sections(res: Result) -> list[Section]:
@@ -80,7 +80,7 @@ def _rank(ch: Change, head: list[str], tunnels: list[str],
     order."""
     pos = head.index(ch.metric) if ch.metric in head else len(head)
     tun = tunnels.index(ch.tunnel) if ch.tunnel in tunnels else len(tunnels)
-    return pos, (a.display(ch.metric) if a else ch.metric).lower(), tun
+    return pos, (a.display(ch.metric, ch.workload) if a else ch.metric).lower(), tun
 
 
 def scen_title(scen: data.Scenario) -> str:
@@ -97,6 +97,7 @@ def _share(v: float | None, higher_is_better: bool) -> str:
 def cells(res: Result, ch: Change) -> dict[str, str]:
     """The narrow view of one change: metric (name, unit, ↑/↓), A → B, change, verdict."""
     rec = res.campaigns[0].metric(ch.metric) if res.campaigns else None
+    way = res.campaigns[0].direction(ch.workload) if res.campaigns else None
     unit = metrics.unit_label(ch.metric, ch.unit, rec)
     absolute = f"{num(ch.mean_a)} → {num(ch.mean_b)}"
     if ch.basis == SHARE:
@@ -106,7 +107,7 @@ def cells(res: Result, ch: Change) -> dict[str, str]:
         values = absolute
     pct = ch.shown_change
     verdict = "host drift (ref.)" if ch.reference else SHORT.get(ch.verdict, ch.verdict)
-    return {"metric": f"{metrics.display_name(ch.metric, rec)} ({unit}) "
+    return {"metric": f"{metrics.display_name(ch.metric, rec, way)} ({unit}) "
                       + ("↑" if ch.higher_is_better else "↓"),
             "tunnel": ch.tunnel, "values": values,
             "absolute": absolute if ch.basis == SHARE else "",
@@ -215,10 +216,10 @@ def markdown(res: Result, threshold: float, allow_untested: bool = False) -> str
 
 def _runs(c: data.Campaign, scen: data.Scenario, name: str) -> dict[str, list[list[float]]]:
     per: dict[str, list[list[float]]] = {}
-    for d in c.ok:
-        vals = (d.get("series") or {}).get(name)
-        if data.scenario(d) == scen and vals:
-            per.setdefault(data.tunnel(d), []).append([float(v) for v in vals])
+    for r in c.ok:
+        vals = r.series.get(name)
+        if r.scenario == scen and vals:
+            per.setdefault(r.tunnel.label, []).append([float(v) for v in vals])
     return per
 
 
@@ -264,7 +265,7 @@ def overlay_svg(res: Result, max_panels: int = 4) -> str | None:
                     lo = [min(r[k] for r in runs if k < len(r)) for k in range(n)]
                     hi = [max(r[k] for r in runs if k < len(r)) for k in range(n)]
                     ax.fill_between(xs, lo, hi, color=pal(tun), alpha=0.12, lw=0)
-        unit = a.unit_label(name, data.metric_unit(a.ok, name))
+        unit = a.unit_label(name, data.metric_unit(a.cases, name))
         ax.set_title(f"{a.display(name)}, {scen_title(scen)}")
         ax.set_ylabel(unit)
         ax.set_xlabel("time (s, after warm-up)")

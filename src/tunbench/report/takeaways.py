@@ -311,7 +311,7 @@ def one_core(c: Campaign) -> list[Takeaway]:
     core near full while another has room; naming the process whose thread used it."""
     out = []
     for b in cores.bottlenecks(c):
-        on = f" on its {cores.ENDS[b.site]}" if b.site else ""
+        on = f" on its {b.end}" if b.site else ""
         cores_txt = (f"the busiest core averaged {b.busiest:.0f}% busy"
                      + (f" ({b.softirq:.0f}% of it irq + softirq)" if b.softirq >= 20 else "")
                      + f", the least busy {b.least:.0f}%")
@@ -411,7 +411,8 @@ def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
 
 
 def agg_tradeoff(c: Campaign) -> list[Takeaway]:
-    """The aggregating tunnel's flush-timeout trade-off against vxlan (report/tradeoff.py)."""
+    """An aggregating kind's flush-timeout trade-off against its baseline (agg: vxlan;
+    report/tradeoff.py)."""
     from . import tradeoff
     return [Takeaway("agg-tradeoff", text, facts) for text, facts in tradeoff.takeaway_texts(c)]
 

@@ -156,6 +156,12 @@ class TunnelDriver(ABC, Generic[P]):
     carries: ClassVar[tuple[str, ...]] = ("tcp", "udp")
     # implementations whose datapath is a userspace process ("" = every one); else kernel
     userspace: ClassVar[tuple[str, ...]] = ()
+    # an aggregating kind (several inner packets per outer one): the parameter holding its
+    # flush timeout in µs (0 = no aggregation), and the kind of the same encapsulation
+    # without aggregation its trade-off is measured against (report/tradeoff.py); recorded
+    # in every case's tunnel record as `aggregation`
+    aggregates: ClassVar[str | None] = None
+    aggregation_baseline: ClassVar[str | None] = None
     # why the kind cannot run between sites on other hosts (None: it can); refused in one
     # line before anything is changed on any host
     not_on_hosts: ClassVar[str | None] = None
@@ -226,6 +232,13 @@ class TunnelDriver(ABC, Generic[P]):
     def kernel_datapath(cls, impl: str | None) -> bool:
         """Whether the datapath of `impl` (None: the kind's only one) runs in the kernel."""
         return "" not in cls.userspace and (impl or "") not in cls.userspace
+
+    @classmethod
+    def aggregation(cls) -> dict[str, str | None] | None:
+        """{"param", "baseline"} of an aggregating kind, else None (the case's record)."""
+        if not cls.aggregates:
+            return None
+        return {"param": cls.aggregates, "baseline": cls.aggregation_baseline}
 
     @classmethod
     def relay(cls) -> bool:
