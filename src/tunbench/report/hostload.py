@@ -28,5 +28,5 @@ def note(cpus: Iterable[dict[str, Any]]) -> str | None:
         return None
     return (f"other work on this host during {len(busy)} of {len(vals)} cases (median "
             f"{statistics.median(busy):.0f} % of a core besides the measurement's own "
-            "processes): the figures move with it; run on a quiet host, or with --placement "
-            "processes (docs/methodology.md, \"Other work on the host\")")
+            "processes): its shares of native move with it, run on a quiet host to settle "
+            "them (docs/methodology.md, \"Other work on the host\")")
