@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from . import proc
+from .caserecord import tunnel_identity, workload_identity
 from .errors import CommandFailed, Interrupted, TunbenchError
 from .plan import Case
 from .progress import SETUP, TEARDOWN, PhaseEvent, ProgressSink, ignore
@@ -251,7 +252,6 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         undo = ledger.close()
         undo += [f"swept leftover {x}" for x in local.sweep(run_id)]
     notes += [f"teardown: {e}" for e in undo]
-    from .runner import tunnel_identity, workload_identity
     doc = case_document(
         case={**case.to_dict(), "tunnel": tunnel_identity(case),
               "workload": workload_identity(case), "run_id": run_id},

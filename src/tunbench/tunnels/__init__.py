@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import proc
 from ..capabilities import Missing
 from ..errors import SpecError, TunbenchError
 from ..registry import discover
@@ -50,6 +51,9 @@ def declared_tools() -> dict[str, Tool]:
 def tool_packages() -> dict[str, str]:
     """tool -> Debian package, as the drivers declare them (install hints)."""
     return {name: t.package for name, t in declared_tools().items()}
+
+
+proc.add_package_source(tool_packages)   # install hints for what only a driver declares
 
 
 def kernel_options() -> list[str]:
