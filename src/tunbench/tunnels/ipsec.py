@@ -141,6 +141,8 @@ _KERNEL_ESP = Needs(
 
 class Ipsec(TunnelDriver[IpsecParams]):
     kind = "ipsec"
+    fingerprint_tools = ("swanctl",)
+    chain_gateway = "device"
     summary = "IPsec ESP: strongSwan libipsec (userspace), kernel ESP via IKEv2 or static xfrm"
     Params = IpsecParams
     sweep = "tunnels"
