@@ -400,7 +400,15 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from . import listing, presets
+    from . import listing, presets, topologies
+    if args.topologies:   # KIND, if given, names a topology
+        if args.kind:
+            topologies.get(args.kind)
+        if args.json:
+            print(json.dumps(listing.topologies_json(args.kind), indent=1))
+        else:
+            listing.print_topologies(args.kind)
+        return 0
     if args.kind:
         listing.check_kind(args.kind)
     kinds = available_kinds()
@@ -560,6 +568,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "'reasons' as in doctor)")
     ls.add_argument("--params", action="store_true", help="every parameter with its default "
                     "and description, as TOML to paste into an experiment file")
+    ls.add_argument("--topologies", action="store_true", help="the topologies (pair, hub, "
+                    "chain): how an experiment picks each, its settings, what it needs and "
+                    "the tunnel kinds it runs (KIND: one topology)")
     ls.set_defaults(func=cmd_list)
 
     d = add("doctor", help="what this host can run and exactly why not (read-only)")
