@@ -366,7 +366,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     elif fmt == "html":
         sys.stdout.write(compare_view.html_page(res, args.threshold, args.allow_untested))
     elif args.wide:
-        compare.print_table(res, args.threshold, args.allow_untested)
+        compare_view.print_table(res, args.threshold, args.allow_untested)
     else:
         compare_view.print_narrow(res, args.threshold, args.allow_untested)
     return code

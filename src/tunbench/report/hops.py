@@ -11,6 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from .sentences import Takeaway
+
 
 def chained(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [d for d in cases if d.get("status") == "ok" and (d.get("chain") or {}).get("drops")]
@@ -239,7 +241,6 @@ def loss_start(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def takeaways(cases: list[dict[str, Any]]) -> list[Any]:
     """The chain's take-aways: where loss starts, and the chain's share of direct."""
-    from .takeaways import Takeaway
     out = []
     start = loss_start(cases)
     if start is not None:
