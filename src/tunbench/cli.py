@@ -711,10 +711,10 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                        "workload stream, to one spoke and to all at once)")
     where.add_argument("--spokes", type=int, metavar="N", help="spoke sites of --testbed hub "
                        "(1..1000, default 10; on hosts: the number of --site sN given)")
-    where.add_argument("--placement", choices=("sites", "off"),
+    where.add_argument("--placement", choices=("sites", "processes", "off"),
                        help="per-site CPU placement: each site's processes and receive work on "
-                       "its own CPUs (sites), or where the scheduler puts them (off, the "
-                       "default; docs/methodology.md)")
+                       "its own CPUs (sites), its processes only (processes), or where the "
+                       "scheduler puts them (off, the default; docs/methodology.md)")
 
     out = r.add_argument_group("output")
     out.add_argument("--out", metavar="DIR", help="result folder (default results/<timestamp>)")

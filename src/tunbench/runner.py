@@ -523,9 +523,24 @@ def cpu_summary(record: CpuRecord, warmup: float) -> dict[str, Any]:
     summary["samples"] = record.samples
     summary["warmup_excluded_samples"] = excluded
     summary["shared_by_sites"] = record.shared_by_sites
+    summary["other_pct_of_one_core"] = other_work(summary)
     if record.sites:   # separate hosts: each site's own figures (the top level is site a's)
         summary["sites"] = {name: cpu_summary(r, warmup) for name, r in record.sites.items()}
     return summary
+
+
+def other_work(cpu: dict[str, Any]) -> float | None:
+    """CPU the host spent on work that is not the case's during its measurement, % of one
+    core: all cores' busy time less what the case's tracked processes (endpoints, daemons,
+    ksoftirqd) used. Other tenants' processes, a test suite beside it, this process itself
+    (~0.5 %). Softirq work charged to no tracked process (a packet received while a CPU
+    idled) counts as other too, so an idle host reads a few %, not 0."""
+    cores = [k for k in cpu.get("cores") or {} if k != "cpu"]
+    if not cores or cpu.get("busy_avg") is None:
+        return None
+    ours = sum(float(p.get("pct_of_one_core") or 0.0)
+               for p in (cpu.get("processes") or {}).values())
+    return round(max(0.0, float(cpu["busy_avg"]) * len(cores) - ours), 1)
 
 
 def _vanished(tb: Testbed | None) -> str:

@@ -375,13 +375,13 @@ def build(data: dict[str, Any], source: str = "command line",
 
 def _placement(exp: dict[str, Any], sites: dict[str, Any], spot: Any,
                problems: list[str]) -> str:
-    """experiment.placement ("sites" or "off"; default off). A site of [sites] that names its
+    """experiment.placement ("sites", "processes" or "off"; default off). A site of [sites] that names its
     cpus asks for placement: "sites" then, unless placement was set to "off" (refused)."""
     from .testbed.placement import DEFAULT_MODE, MODES
     named = [n for n, s in sites.items() if getattr(s, "cpus", "")]
     mode = exp.get("placement", "sites" if named else DEFAULT_MODE)
     if mode not in MODES:
-        problems.append(f"{spot('placement')} must be 'sites' or 'off', got {mode!r}")
+        problems.append(f"{spot('placement')} must be one of {', '.join(MODES)}, got {mode!r}")
         return DEFAULT_MODE
     if mode == "off" and named:
         problems.append(f"{spot('placement')} is 'off' but sites.{named[0]}.cpus is given: "

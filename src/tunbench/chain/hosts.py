@@ -240,7 +240,7 @@ def _carrier(topo: Any, run_id: str, spaces: tuple[str, str], ifnames: tuple[str
 
 
 def _address(agent: Agent, ns: str, ifname: str, seg: int, end: int, mtu: int) -> None:
-    agent.run(["ip", "netns", "exec", ns, "sysctl", "-qw", *build_mod.CHAIN_SYSCTLS],
+    agent.run(["ip", "netns", "exec", ns, "sysctl", "-qw", *build_mod.link_sysctls(ifname)],
               timeout=20)
     batch = ["link set dev lo up", f"link set dev {ifname} mtu {mtu}",
              f"addr add {addr4(seg, end)}/24 dev {ifname}",

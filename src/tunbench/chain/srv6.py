@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..testbed.ledger import Ledger
+from ..tunnels.srv6 import encap_route, parse_seg6local_counters, sid_route
 from .base import GatewayTunnel, Hop, addr6, nets
 
 IPV6_HEADER, SRH_FIXED, SID_BYTES = 40, 8, 16
@@ -130,24 +131,19 @@ def route_argvs(p: Plan, pos: int, right_if: str, left_if: str) -> list[list[str
     its SIDs (counted), and at a gateway the encap routes of the segments beyond its peer."""
     out = [["ip", "-6", "route", "add", dst, "via", via] for dst, via in p.locator_routes(pos)]
     if pos in p.transit:
-        out.append(["ip", "-6", "route", "add", sid(pos, "e") + "/128", "encap", "seg6local",
-                    "action", "End", "count", "dev", right_if])
+        out.append(["ip", *sid_route(sid(pos, "e"), "End", right_if)])
     if pos in (p.first, p.second):
         # decapsulation towards this gateway's own site side; the inner packet then follows
         # its own destination's route (nh 0.0.0.0 / ::)
         site_if = left_if if pos == p.first else right_if
-        out.append(["ip", "-6", "route", "add", sid(pos, "d4") + "/128", "encap", "seg6local",
-                    "action", "End.DX4", "nh4", "0.0.0.0", "count", "dev", site_if])
-        out.append(["ip", "-6", "route", "add", sid(pos, "d6") + "/128", "encap", "seg6local",
-                    "action", "End.DX6", "nh6", "::", "count", "dev", site_if])
+        out.append(["ip", *sid_route(sid(pos, "d4"), "End.DX4", site_if, "nh4", "0.0.0.0")])
+        out.append(["ip", *sid_route(sid(pos, "d6"), "End.DX6", site_if, "nh6", "::")])
         towards, wan_if = ("b", right_if) if pos == p.first else ("a", left_if)
         beyond = range(p.second, p.n + 1) if pos == p.first else range(0, p.first)
         for seg in beyond:
-            n4, n6 = nets(seg)
-            out.append(["ip", "route", "replace", n4, "encap", "seg6", "mode", "encap", "segs",
-                        ",".join(p.segments(towards, 4)), "dev", wan_if])
-            out.append(["ip", "-6", "route", "replace", n6, "encap", "seg6", "mode", "encap",
-                        "segs", ",".join(p.segments(towards, 6)), "dev", wan_if])
+            for net, fam in zip(nets(seg), (4, 6)):
+                out.append(["ip", *encap_route(net, p.segments(towards, fam), wan_if,
+                                               verb="replace")])
     return out
 
 
@@ -169,7 +165,6 @@ def up(hops: list[Hop], p: Plan, wan_mtu: int) -> dict[str, Any]:
 def counters(hop: Hop) -> dict[str, int]:
     """Packets/bytes each of the hop's counted SIDs processed, by action
     (`srv6_end_packets`, `srv6_end_dx4_packets`, ...)."""
-    from ..tunnels.srv6 import parse_seg6local_counters
     r = hop.run(["ip", "-s", "-6", "route", "show"], check=False, timeout=10)
     if not r.ok:
         return {}
