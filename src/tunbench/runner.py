@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import implchoice, interrupts, proc, tunnels, workloads
+from . import hubcase, implchoice, interrupts, proc, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
+from .caserecord import tunnel_identity, workload_identity
 from .chain import build as chain_build
 from .chain import hops as chain_hops
 from .chain import hosts as chain_hosts
@@ -26,7 +27,7 @@ from .metrics.cpu import CpuRecord
 from .plan import Case, next_round, plan
 from .progress import SETUP, TEARDOWN, CasePlan, PhaseEvent, ProgressSink, ignore
 from .results import envinfo, fingerprint
-from .results.model import MetricRecord, TunnelRecord, WorkloadRecord, case_document
+from .results.model import MetricRecord, case_document
 from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
 from .testbed import local, names, netlink, placement, topology
@@ -386,8 +387,7 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     down; never raises except Interrupted. `progress` hears each phase as it starts
     (bring-up, the workload's own, teardown)."""
     if exp.hub is not None:   # one hub and N spokes: a case of its own shape (hubcase.py)
-        from .hubcase import run_case as run_hub_case
-        return run_hub_case(exp, case, progress,
+        return hubcase.run_case(exp, case, progress,
                             topo if isinstance(topo, HubHosts) else None)
     assert not isinstance(topo, HubHosts)
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
@@ -491,31 +491,6 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     if hopwatch is not None:
         doc["chain"] = hopwatch.describe()   # additive: readers without chains ignore it
     return doc
-
-
-def tunnel_identity(case: Case) -> dict[str, Any]:
-    """The case's tunnel section, with what a reader must not have to guess, recorded at write
-    time: the implementation resolved on this host (wireguard kernel|go, ipsec
-    libipsec|kernel|xfrm, ovs-* netdev|system; None for a kind with one), whether it
-    encrypts, the name the report shows ('wireguard (go)'), what it carries and whether its
-    datapath runs in the kernel (the driver's `carries`, `userspace`: tunbench advise)."""
-    t = case.tunnel
-    drv = tunnels.get(t.kind)
-    impl = drv.resolve_impl(t.params)
-    rec = TunnelRecord(impl, drv.encrypts, drv.display(t.params, t.label), tuple(drv.carries),
-                       drv.kernel_datapath(impl), drv.aggregation())
-    return {**t.to_dict(), **rec.to_dict()}
-
-
-def workload_identity(case: Case) -> dict[str, Any]:
-    """The case's workload section with what the report judges it by, recorded at write time
-    from its driver (headline metrics, sweep parameter), so no reader asks a registry."""
-    wl = workloads.get(case.workload.name)
-    params = case.workload.to_dict().get("params") or {}
-    axes = tuple(p for p in dict.fromkeys((*wl.axes, *([wl.sweep] if wl.sweep else ())))
-                 if p in params)
-    rec = WorkloadRecord(tuple(wl.headline), wl.sweep, axes)
-    return {**case.workload.to_dict(), **rec.to_dict()}
 
 
 def metric_record(key: str, m: Metric) -> MetricRecord:

@@ -19,20 +19,10 @@ from ..testbed.base import Site, Testbed
 from ..testbed.ledger import Ledger
 from ..testbed.netem import Netem
 from . import gateway, get
-from .base import FRAG_HIGH_THRESH, FRAG_TIMEOUT_S, Hop
+from .base import FRAG_HIGH_THRESH, FRAG_TIMEOUT_S, Hop, addr4, addr6, nets
 from .spec import ChainSpec
 
-
-def addr4(seg: int, end: int) -> str:
-    return f"198.18.{seg}.{end}"
-
-
-def addr6(seg: int, end: int) -> str:
-    return f"2001:2:1:{seg:x}::{end}"
-
-
-def nets(seg: int) -> tuple[str, str]:
-    return f"198.18.{seg}.0/24", f"2001:2:1:{seg:x}::/64"
+__all__ = ["addr4", "addr6", "nets"]   # the segments' addresses (chain/base.py), used from here
 
 
 def place(run_id: str, chain: ChainSpec) -> list[Hop]:

@@ -4,7 +4,7 @@
   and what to run when a campaign did not measure it (the one line of a refusal).
 - declared(): what a method carries, whether it encrypts and whether its datapath is in the
   kernel, from the tunnel drivers' declarations (tunnels/base.py: `carries`, `encrypts`,
-  `userspace`) as every case records them (runner.tunnel_identity; older files:
+  `userspace`) as every case records them (caserecord.tunnel_identity; older files:
   results/upgrade.fill_v2), never from a list kept here; a chain's gateway tunnel counts too.
 Pure functions over recorded case documents.
 """

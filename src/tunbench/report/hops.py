@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..results.records import CaseRecord
+from .sentences import Takeaway
 
 
 def chained(cases: list[CaseRecord]) -> list[CaseRecord]:
@@ -237,7 +238,6 @@ def loss_start(cases: list[CaseRecord]) -> dict[str, Any] | None:
 
 def takeaways(cases: list[CaseRecord]) -> list[Any]:
     """The chain's take-aways: where loss starts, and the chain's share of direct."""
-    from .takeaways import Takeaway
     out = []
     start = loss_start(cases)
     if start is not None:

@@ -11,7 +11,7 @@ from typing import Any
 from . import data, decide, ranking, stats
 from . import metrics as catalogue
 from .data import Campaign
-from .takeaways import Takeaway, metric_name, num, times, unit, where
+from .sentences import Takeaway, metric_name, num, times, unit, where
 
 
 def _bounds_caveat(base: Any, best: Any, pct: float) -> str:

@@ -96,6 +96,7 @@ def parse_seg6local_counters(text: str) -> dict[str, dict[str, Any]]:
 
 class Srv6(TunnelDriver[Srv6Params]):
     kind = "srv6"
+    chain_gateway = "seg6"        # no device: seg6 routes in the gateways (chain/srv6.py)
     summary = "kernel SRv6 encapsulation (seg6 lwtunnel, End.DX4/End.DT6) over IPv6"
     Params = Srv6Params
     underlay_family = 6
