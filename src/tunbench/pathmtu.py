@@ -31,8 +31,11 @@ def refusal(text: str) -> str:
     "From 10.0.0.1 icmp_seq=1 Frag needed and DF set (mtu = 1400)" (a router on the path);
     else its last line (a timeout: the summary)."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return next((ln for ln in lines if "mtu" in ln.lower() or "error" in ln.lower()),
-                lines[-1] if lines else "no output")
+    for word in ("mtu", "error"):   # not the summary's "+1 errors" when a reason is there
+        found = [ln for ln in lines if word in ln.lower() and "packets transmitted" not in ln]
+        if found:
+            return found[0]
+    return lines[-1] if lines else "no output"
 
 
 def _ping(site: Site, addr: str, family: int, packet: int, tries: int) -> dict[str, Any]:
