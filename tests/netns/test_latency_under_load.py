@@ -119,7 +119,10 @@ def _probe_apart_on_the_wire(raw: bytes, ctx: Context, ep: tunnels.Endpoints, pr
     load_start = min(f[0].t for f in load.values())
     load_end = max(f[-1].t for f in load.values())
     assert idle_flow[-1].t < load_start                       # idle: before the load began
-    assert load_start < loaded_flow[0].t and loaded_flow[-1].t < load_end   # loaded: inside it
+    # loaded: all of it inside the load's span (sockperf holds the wire ~2 s longer than its
+    # -t: bulk_seconds counts that; before, the loaded ping-pong outlasted the streams)
+    assert load_start < loaded_flow[0].t and loaded_flow[-1].t < load_end, (
+        loaded_flow[0].t - load_start, load_end - loaded_flow[-1].t)
     # requests are small (msg_size 64), the load's segments full-size: not one connection
     assert max(s.carried.length for s in loaded_flow) < 200
     assert max(s.carried.length for f in load.values() for s in f) > 1000
