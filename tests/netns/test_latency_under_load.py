@@ -92,8 +92,7 @@ def _probe_apart_on_the_wire(raw: bytes, ctx: Context, ep: tunnels.Endpoints, pr
     """The capture of site b's underlay: the probe (sockperf, to its own port) is one
     connection per window, none of them the load's (iperf3: a control connection and one per
     stream, all TCP to port_base); the loaded window's probe crossed the wire while the load's
-    packets did, the idle one before the load began. Over vxlan all of it is inside VXLAN,
-    each inner connection under one outer UDP source port (vxlan's flow hash)."""
+    packets did, the idle one before the load began. Over vxlan all of it is inside VXLAN."""
     seen = pcap.parse_flows(raw)
     ours = [s for s in seen if {s.carried.src, s.carried.dst} == {ep.a4, ep.b4}
             and s.carried.sport is not None]
@@ -130,9 +129,11 @@ def _probe_apart_on_the_wire(raw: bytes, ctx: Context, ep: tunnels.Endpoints, pr
     back = {(s.carried.dst, s.carried.dport) for s in ours
             if s.carried.src == ep.b4 and s.carried.sport == probe_port}
     assert back == {(ep.a4, t[2]) for t in probe}, back
-    if ep.a4 != ctx.tb.a.underlay4:   # vxlan: one outer source port per inner connection
-        for flow in (*probe.values(), *load.values()):
-            assert len({s.outer.sport for s in flow}) == 1
+    if ep.a4 != ctx.tb.a.underlay4:   # vxlan: the probe's packets, each in one VXLAN packet
+        # (not one outer source port per connection: TCP re-hashes a flow after a timeout,
+        # and vxlan's outer port follows the hash; the bulk streams here time out at the tbf)
+        assert all(s.outer.dport == pcap.VXLAN_PORT and s.outer.length == s.carried.length
+                   + ep.overhead for flow in probe.values() for s in flow)
 
 
 def _comm(pid: str) -> str:
