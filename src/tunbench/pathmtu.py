@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import CommandFailed
 from .testbed.base import Site
 
 ICMP_ECHO_HEADERS = {4: 20 + 8, 6: 40 + 8}   # IP + ICMP echo header: ping -s adds these
@@ -41,7 +42,11 @@ def refusal(text: str) -> str:
 def _ping(site: Site, addr: str, family: int, packet: int, tries: int) -> dict[str, Any]:
     reply = ""
     for _ in range(tries):
-        r = site.run(probe_argv(addr, family, packet), check=False, timeout=5)
+        try:
+            r = site.run(probe_argv(addr, family, packet), check=False, timeout=5)
+        except CommandFailed as exc:   # a probe never fails the case: it is recorded
+            reply = exc.one_line()
+            continue
         if r.ok:
             return {"size": packet, "passed": True}
         reply = refusal(r.stdout + r.stderr)
