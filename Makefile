@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_ARGS ?=
-RUN_ARGS ?= --tunnels all --workloads stream,latency --duration 5 --budget 15m
+RUN_ARGS ?= --tunnels all --workloads stream,latency --duration 5 --budget 20m
 BINDIR ?= /usr/local/bin
 TB_BIN := $(CURDIR)/$(VENV)/bin/tunbench
 

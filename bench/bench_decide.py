@@ -12,8 +12,9 @@ Two parts:
   the neighbouring pairs left unsettled, all of them and those at least 10 points of native
   apart (judged as the report judges the final rounds: report/decide at 5 %).
 
-Run: python bench/bench_decide.py sim [campaigns]   |   python bench/bench_decide.py live [S]
-(S: seconds per measurement, default 2.)
+Run: python bench/bench_decide.py sim [campaigns]   |   python bench/bench_decide.py live [S [FLAGS]]
+(S: seconds per measurement, default 2; FLAGS: more `tunbench run` flags for all three, e.g.
+--placement processes.)
 """
 
 from __future__ import annotations
@@ -117,13 +118,13 @@ def unsettled(out: Path) -> tuple[int, int, int]:
     return pairs, open_, far
 
 
-def live(seconds: float) -> None:
+def live(seconds: float, common: list[str] | None = None) -> None:
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in (("sequential", []), ("fixed n=3", ["--repeats", "3"]),
                             ("fixed n=10", ["--repeats", "10"])):
             out = Path(tmp) / name.replace(" ", "").replace("=", "")
-            wall, index = campaign(out, extra, seconds)
+            wall, index = campaign(out, [*extra, *(common or [])], seconds)
             rows[name] = (wall, len(index["cases"]), *unsettled(out),
                           (index.get("sequential") or {}).get("stopped"))
     for name, (wall, cases, pairs, open_, far, stopped) in rows.items():
@@ -139,6 +140,6 @@ if __name__ == "__main__":
     if mode == "sim":
         sim(int(sys.argv[2]) if len(sys.argv) > 2 else 150)
     elif mode == "live":
-        live(float(sys.argv[2]) if len(sys.argv) > 2 else 2.0)
+        live(float(sys.argv[2]) if len(sys.argv) > 2 else 2.0, sys.argv[3:])
     else:
-        raise SystemExit("usage: bench_decide.py sim [N] | live [SECONDS]")
+        raise SystemExit("usage: bench_decide.py sim [N] | live [SECONDS [RUN FLAGS...]]")

@@ -16,6 +16,7 @@ and RPS), the setting that goes first alternating from round to round. Per setti
 Run it in two sittings to see what moves between them. `--json FILE` keeps the raw figures.
 
 usage: bench/bench_placement.py [--rounds N] [--duration S] [--json FILE]   (root, live lock)
+                                [--settings off,sites,processes] [--methods native,vxlan,...]
        bench/bench_placement.py --compare SITTING1.json SITTING2.json
 """
 
@@ -41,7 +42,7 @@ from tunbench.testbed import names
 from tunbench.workloads import base as wbase
 
 METHODS = ("native", "vxlan", "ebpf-vxlan")
-SETTINGS = ("off", "sites")
+SETTINGS = ("off", "sites", "processes")
 WINDOW: dict[str, Any] = {}   # what the instrumented measuring window saw last
 
 
@@ -215,22 +216,33 @@ def compare(files: list[str]) -> None:
     far the sittings lie apart, per setting."""
     sittings = [json.loads(Path(f).read_text()) for f in files]
     for setting in SETTINGS:
+        if not any(d.get(setting) for d in sittings):
+            continue
         print(f"== placement {setting}: share of native per sitting")
         for m in METHODS[1:]:
-            vals = [100 * share(d[setting], m) for d in sittings]
+            vals = [100 * share(d[setting], m) for d in sittings if d.get(setting)]
+            if not vals:
+                continue
             print(f"  {m:11s} " + "  ".join(f"{v:5.1f} %" for v in vals) +
                   f"   apart {max(vals) - min(vals):4.1f} points")
 
 
 def main() -> int:
+    global SETTINGS, METHODS
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--duration", type=float, default=4)
     ap.add_argument("--warmup", type=float, default=1)
     ap.add_argument("--json", help="write the raw figures here")
+    ap.add_argument("--settings", default=",".join(SETTINGS),
+                    help=f"placement modes to alternate (default {','.join(SETTINGS)})")
+    ap.add_argument("--methods", default=",".join(METHODS),
+                    help=f"tunnel kinds, native first (default {','.join(METHODS)})")
     ap.add_argument("--compare", nargs="+", metavar="FILE",
                     help="no measurement: compare the sittings these --json files hold")
     args = ap.parse_args()
+    SETTINGS = tuple(args.settings.split(","))
+    METHODS = tuple(args.methods.split(","))
     if args.compare:
         compare(args.compare)
         return 0

@@ -125,6 +125,26 @@ def read_junit(phase: Phase) -> list[Case]:
     return cases
 
 
+RESULTS = ROOT / "build" / "test-results"
+
+
+def keep_times(phases_run: list[Phase], cases: list[Case], dest: Path = RESULTS) -> Path:
+    """Every test's time and outcome, slowest first, with its phase, as a TSV under build/
+    (what to trim when make test nears its time limit); the phases' JUnit XML beside it."""
+    dest.mkdir(parents=True, exist_ok=True)
+    where = {}
+    for phase in phases_run:
+        for case in read_junit(Phase(phase.key, phase.name, [], phase.junit)):
+            where[case.test] = phase.key
+        if phase.junit.exists():
+            (dest / phase.junit.name).write_bytes(phase.junit.read_bytes())
+    rows = sorted(cases, key=lambda c: -c.seconds)
+    out = dest / "durations.tsv"
+    out.write_text("seconds\tphase\toutcome\ttest\n" + "".join(
+        f"{c.seconds:.2f}\t{where.get(c.test, '')}\t{c.outcome}\t{c.test}\n" for c in rows))
+    return out
+
+
 def wall(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
 
@@ -290,6 +310,7 @@ def main(argv: list[str]) -> int:
                 return 128 + STOPPED[0]
         print("\n===== make test: all phases =====")
         print("\n".join(summary(done, cases)), flush=True)
+        print(f"every test's time: {keep_times(done, cases).relative_to(ROOT)}", flush=True)
     broken = [p for p in done if p.code not in OK_CODES or p.counts["failed"]
               or p.counts["errors"]]
     return 1 if broken else 0

@@ -11,12 +11,10 @@ import json
 import logging
 import math
 import os
-import signal
 import sys
 import time
 import traceback
 from pathlib import Path
-from types import FrameType
 from typing import Any, NoReturn
 
 from . import __version__, cli_help, inputs, interrupts, runflags, shell, spec, tunnels, workloads
@@ -32,40 +30,7 @@ LIST_FLAGS = ("--tunnels", "--workloads", "--mtu", "--offloads", "--streams")
 EXIT_CODES = cli_help.EXIT_TABLE   # once, in `tunbench --help`
 
 
-_MAIN_PID = 0
-_LAST_SIGNUM = signal.SIGINT
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    global _LAST_SIGNUM
-    if os.getpid() != _MAIN_PID:
-        # A forked helper (pyroute2 opens namespace sockets from a child) inherits this
-        # handler; it must die as by default, never run tunbench's code on.
-        os._exit(128 + signum)
-    if signum != signal.SIGALRM:
-        _LAST_SIGNUM = signal.Signals(signum)
-    interrupts.mark(_LAST_SIGNUM.name)
-    raise Interrupted(_LAST_SIGNUM.name)
-
-
-def _unraisable(u: Any) -> None:
-    """A signal that lands while Python runs an at-fork callback (logging registers one; the
-    pyroute2 netns helpers fork often) raises Interrupted where Python can only print and
-    ignore it: the campaign would go on. Deliver it again a moment later, from a one-shot
-    timer, when the main code runs."""
-    if isinstance(u.exc_value, Interrupted) and os.getpid() == _MAIN_PID:
-        signal.setitimer(signal.ITIMER_REAL, 0.005)
-        return
-    sys.__unraisablehook__(u)
-
-
-def install_signal_handlers() -> None:
-    global _MAIN_PID
-    _MAIN_PID = os.getpid()
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGALRM, _interrupt)
-    sys.unraisablehook = _unraisable
+install_signal_handlers = interrupts.install_handlers   # (schedule --foreground too)
 
 
 def available_kinds() -> dict[str, list[str]]:
@@ -401,7 +366,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     elif fmt == "html":
         sys.stdout.write(compare_view.html_page(res, args.threshold, args.allow_untested))
     elif args.wide:
-        compare.print_table(res, args.threshold, args.allow_untested)
+        compare_view.print_table(res, args.threshold, args.allow_untested)
     else:
         compare_view.print_narrow(res, args.threshold, args.allow_untested)
     return code
@@ -435,7 +400,15 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from . import listing, presets
+    from . import listing, presets, topologies
+    if args.topologies:   # KIND, if given, names a topology
+        if args.kind:
+            topologies.get(args.kind)
+        if args.json:
+            print(json.dumps(listing.topologies_json(args.kind), indent=1))
+        else:
+            listing.print_topologies(args.kind)
+        return 0
     if args.kind:
         listing.check_kind(args.kind)
     kinds = available_kinds()
@@ -486,7 +459,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from .capabilities import root_missing
-    from .testbed import ledger, local, names
+    from .testbed import journals, ledger, local, names
     m = root_missing()
     if m:
         raise TunbenchError(m.why, m.fix)
@@ -508,11 +481,11 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
         if ledger.owner_alive(args.run):
             raise TunbenchError(f"run {args.run} is still running", "stop it first")
         owner = ledger.read_owner(args.run)
-        done = ledger.replay_journals(args.run) + local.sweep(args.run)
+        done = journals.replay(args.run) + local.sweep(args.run)
         if owner is not None:
             done += transport.sweep_control_dir(controller=owner)
     else:
-        done = ledger.replay_journals() + local.sweep()
+        done = journals.replay() + local.sweep()
     for line in done:
         print(f"removed {line}")
     print(f"cleanup: {len(done)} leftover object(s) removed" if done else
@@ -595,6 +568,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "'reasons' as in doctor)")
     ls.add_argument("--params", action="store_true", help="every parameter with its default "
                     "and description, as TOML to paste into an experiment file")
+    ls.add_argument("--topologies", action="store_true", help="the topologies (pair, hub, "
+                    "chain): how an experiment picks each, its settings, what it needs and "
+                    "the tunnel kinds it runs (KIND: one topology)")
     ls.set_defaults(func=cmd_list)
 
     d = add("doctor", help="what this host can run and exactly why not (read-only)")
@@ -611,7 +587,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .schedule import commands as schedule_commands
     from .store import commands as store_commands
     from .trend import commands as trend_commands
-    shared = SimpleNamespace(add_parser=add)   # their parsers get --debug and the exit codes
+    # their parsers get --debug and the exit codes; schedule gets what it needs of this module
+    shared = SimpleNamespace(add_parser=add, spec_from_args=spec_from_args,
+                             parse_run=lambda argv: build_parser().parse_args(["run", *argv]),
+                             install_signal_handlers=install_signal_handlers)
     store_commands.add_parsers(shared)
     schedule_commands.add_parsers(shared)
     trend_commands.add_parsers(shared)
@@ -732,10 +711,10 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                        "workload stream, to one spoke and to all at once)")
     where.add_argument("--spokes", type=int, metavar="N", help="spoke sites of --testbed hub "
                        "(1..1000, default 10; on hosts: the number of --site sN given)")
-    where.add_argument("--placement", choices=("sites", "off"),
+    where.add_argument("--placement", choices=("sites", "processes", "off"),
                        help="per-site CPU placement: each site's processes and receive work on "
-                       "its own CPUs (sites), or where the scheduler puts them (off, the "
-                       "default; docs/methodology.md)")
+                       "its own CPUs (sites), its processes only (processes), or where the "
+                       "scheduler puts them (off, the default; docs/methodology.md)")
 
     out = r.add_argument_group("output")
     out.add_argument("--out", metavar="DIR", help="result folder (default results/<timestamp>)")

@@ -32,14 +32,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import proc
+from . import proc, tunnels
+from .caserecord import tunnel_identity, workload_identity
 from .errors import CommandFailed, Interrupted, TunbenchError
 from .plan import Case
 from .progress import SETUP, TEARDOWN, PhaseEvent, ProgressSink, ignore
 from .results.model import MetricRecord, case_document
 from .spec import Experiment
 from .tbtun import hub as tbhub
-from .tbtun import loader
 from .testbed import hub, local, names, netlink, topology
 from .testbed.base import Site
 from .testbed.hubhosts import HubHosts
@@ -56,20 +56,9 @@ def targets(kind: str, h: hub.Hub) -> list[str]:
 
 
 def bring_up(kind: str, h: hub.Hub, params: Any, obj: str | None = None) -> dict[str, Any]:
-    """The hub's side of `kind` towards every spoke; what was made (for the case's record).
-    `obj`: tbtun's object already on the hub's host (tbhub.ship)."""
-    if kind == "vxlan":
-        devs = tbhub.kernel_vxlan(h)
-        return {"devices": len(devs), "created_with": "ip -batch (one vxlan device per spoke)"}
-    if kind == "ebpf-vxlan":
-        where = tbhub.tbtun(h, getattr(params, "decap", "tc"), obj,
-                            getattr(params, "attach", "tc"))
-        how = loader.attached_by(where, h.site)
-        return {"devices": 0, "attach_points": 1, "rules": len(h.spokes), "pins": str(where),
-                "decap": getattr(params, "decap", "tc"),
-                "attach": how, "created_with": f"bpftool+{how}",
-                **({"routes": len(h.spokes)} if h.on_hosts else {})}
-    return {"devices": 0}     # native: the underlay's paths as they are
+    """The hub's side of `kind` towards every spoke; what was made (for the case's record):
+    the driver's hub variant (hub_up). `obj`: what its hub_ship put on the hub's host."""
+    return tunnels.get(kind).hub_up(h, params, obj)
 
 
 def _spawn(site: Site, argv: list[str], workdir: Path, label: str) -> proc.Process:
@@ -132,7 +121,7 @@ def measure(exp: Experiment, case: Case, h: hub.Hub, workdir: Path,
     """Bring the kind up on the hub and measure; (hub section, metrics, raw)."""
     kind = case.tunnel.kind
     progress(PhaseEvent(SETUP, f"{kind} on the hub towards {len(h.spokes)} spokes"))
-    obj = tbhub.ship(h) if kind == "ebpf-vxlan" else None
+    obj = tunnels.get(kind).hub_ship(h)
     mem0, t0 = tbhub.kernel_memory_kb(h.site), time.monotonic()
     made = bring_up(kind, h, case.tunnel.params, obj)
     setup_s = time.monotonic() - t0
@@ -182,10 +171,7 @@ def counters(kind: str, section: dict[str, Any], h: hub.Hub) -> dict[str, Any] |
     if h.on_hosts and kind != "native":
         out["spoke_rx_packets"] = {f"s{s.index}": s.site.links.stats(s.vxlan_if)["rx_packets"]
                                    for s in h.spokes}
-    where = Path(section.get("pins", ""))
-    if kind == "ebpf-vxlan" and section.get("pins") and h.site.exists(where):
-        out["hub"] = {k: v["packets"] for k, v in loader.stats(where, h.site).items()}
-        out["rules_with_traffic"] = len(loader.rule_counters(where, h.site))
+    out.update(tunnels.get(kind).hub_counters(section, h))
     return out or None
 
 
@@ -251,7 +237,6 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         undo = ledger.close()
         undo += [f"swept leftover {x}" for x in local.sweep(run_id)]
     notes += [f"teardown: {e}" for e in undo]
-    from .runner import tunnel_identity, workload_identity
     doc = case_document(
         case={**case.to_dict(), "tunnel": tunnel_identity(case),
               "workload": workload_identity(case), "run_id": run_id},

@@ -14,9 +14,10 @@ import json
 import math
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
-from . import tunnels, workloads
+from . import topologies, tunnels, workloads
 from .errors import SpecError
 from .shell import Console
 
@@ -142,6 +143,42 @@ def list_json(kinds: dict[str, list[str]], presets: dict[str, Any],
         presets, offload_variants = {}, {}
     return {"format": LIST_FORMAT, "format_version": LIST_FORMAT_VERSION, "tunnels": tun,
             "workloads": wls, "presets": presets, "offload_variants": offload_variants}
+
+
+def topologies_json(only: str | None = None) -> dict[str, Any]:
+    """`list --topologies --json`: every topology's declarations (topologies/base.py)."""
+    names = [only] if only else sorted(topologies.registry())
+    return {"format": LIST_FORMAT, "format_version": LIST_FORMAT_VERSION,
+            "topologies": {n: topologies.get(n).describe() for n in names}}
+
+
+def print_topologies(only: str | None = None) -> None:
+    """`list --topologies`: each topology, how an experiment picks it, its settings with their
+    defaults and help, what it needs, and the tunnel kinds and workloads it runs."""
+    console = Console()
+    table = Table(title="topologies (the same as JSON: tunbench list --topologies --json)")
+    table.add_column("topology")
+    table.add_column("chosen by / settings")
+    table.add_column("needs")
+    table.add_column("tunnel kinds / workloads")
+    for name in [only] if only else sorted(topologies.registry()):
+        d = topologies.get(name).describe()
+        settings = [f"[bold]{escape(d['chosen_by'])}[/bold]"] + [escape(
+            f"{p['key']}" + (f" ({p['flag']})" if p["flag"] else "")
+            + f" = {p['default']}: {p['help']}") for p in d["params"]]
+        need = d["needs"]
+        needs = [f"tools: {', '.join(need['tools'])}", f"kernel: {', '.join(need['kernel'])}",
+                 f"hosts: {need['hosts']}"] + (["root here"] if need["root"] else [])
+        here, hosts = d["tunnel_kinds"]["here"], d["tunnel_kinds"]["on_hosts"]
+        kinds = [f"here: {', '.join(here)}"] + (
+            [f"on hosts: {', '.join(hosts)}"] if hosts != here else ["on hosts: the same"])
+        if "gateway_kinds" in d:
+            kinds.append(f"gateways: {', '.join(d['gateway_kinds'])}")
+        kinds.append("workloads: " + (", ".join(d["workloads"]) if d["workloads"] is not None
+                                      else "all"))
+        table.add_row(f"{name}\n[dim]{escape(d['summary'])}[/dim]", "\n".join(settings),
+                      escape("\n".join(needs)), escape("\n".join(kinds)))
+    console.print(table)
 
 
 def print_presets(presets: dict[str, tuple[str, str]], offloads: dict[str, dict[str, str]]) -> None:

@@ -22,7 +22,9 @@ from .errors import CommandFailed, UnavailableError
 
 # Debian package that provides each external tool, for "missing tool" hints.
 # Tools of the testbed, the workloads and the VM lab -> Debian package. Tunnel drivers declare
-# their own tools and packages (tunnels/base.py `needs`); package_for() consults both.
+# their own tools and packages (tunnels/base.py `needs`): the tunnels package registers that
+# table with add_package_source() when it is imported (proc is below it and never imports
+# it); package_for() consults both.
 TOOL_PACKAGES: dict[str, str] = {
     "ip": "iproute2",
     "tc": "iproute2",
@@ -78,8 +80,22 @@ def package_for(tool: str) -> str:
     else the tool's own name."""
     if tool in TOOL_PACKAGES:
         return TOOL_PACKAGES[tool]
-    from .tunnels import tool_packages  # drivers import proc: resolved at call time
-    return tool_packages().get(tool, tool)
+    for source in _PACKAGE_SOURCES:
+        table = source()
+        if tool in table:
+            return table[tool]
+    return tool
+
+
+PackageSource = Callable[[], dict[str, str]]
+_PACKAGE_SOURCES: list[PackageSource] = []
+
+
+def add_package_source(source: PackageSource) -> None:
+    """A table of tool -> Debian package kept by a layer above this one (the tunnel drivers'
+    declarations), read at call time by package_for()."""
+    if source not in _PACKAGE_SOURCES:
+        _PACKAGE_SOURCES.append(source)
 
 
 def in_netns(netns: str | None, argv: list[str]) -> list[str]:

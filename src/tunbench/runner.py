@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import implchoice, interrupts, pathmtu, proc, tunnels, workloads
+from . import hubcase, implchoice, interrupts, pathmtu, proc, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
+from .caserecord import tunnel_identity, workload_identity
 from .chain import build as chain_build
 from .chain import hops as chain_hops
 from .chain import hosts as chain_hosts
@@ -26,7 +27,7 @@ from .metrics.cpu import CpuRecord
 from .plan import Case, next_round, plan
 from .progress import SETUP, TEARDOWN, CasePlan, PhaseEvent, ProgressSink, ignore
 from .results import envinfo, fingerprint
-from .results.model import MetricRecord, TunnelRecord, WorkloadRecord, case_document
+from .results.model import MetricRecord, case_document
 from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
 from .testbed import local, names, netlink, placement, topology
@@ -386,8 +387,7 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     down; never raises except Interrupted. `progress` hears each phase as it starts
     (bring-up, the workload's own, teardown)."""
     if exp.hub is not None:   # one hub and N spokes: a case of its own shape (hubcase.py)
-        from .hubcase import run_case as run_hub_case
-        return run_hub_case(exp, case, progress,
+        return hubcase.run_case(exp, case, progress,
                             topo if isinstance(topo, HubHosts) else None)
     assert not isinstance(topo, HubHosts)
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
@@ -500,31 +500,6 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     return doc
 
 
-def tunnel_identity(case: Case) -> dict[str, Any]:
-    """The case's tunnel section, with what a reader must not have to guess, recorded at write
-    time: the implementation resolved on this host (wireguard kernel|go, ipsec
-    libipsec|kernel|xfrm, ovs-* netdev|system; None for a kind with one), whether it
-    encrypts, the name the report shows ('wireguard (go)'), what it carries and whether its
-    datapath runs in the kernel (the driver's `carries`, `userspace`: tunbench advise)."""
-    t = case.tunnel
-    drv = tunnels.get(t.kind)
-    impl = drv.resolve_impl(t.params)
-    rec = TunnelRecord(impl, drv.encrypts, drv.display(t.params, t.label), tuple(drv.carries),
-                       drv.kernel_datapath(impl))
-    return {**t.to_dict(), **rec.to_dict()}
-
-
-def workload_identity(case: Case) -> dict[str, Any]:
-    """The case's workload section with what the report judges it by, recorded at write time
-    from its driver (headline metrics, sweep parameter), so no reader asks a registry."""
-    wl = workloads.get(case.workload.name)
-    params = case.workload.to_dict().get("params") or {}
-    axes = tuple(p for p in dict.fromkeys((*wl.axes, *([wl.sweep] if wl.sweep else ())))
-                 if p in params)
-    rec = WorkloadRecord(tuple(wl.headline), wl.sweep, axes)
-    return {**case.workload.to_dict(), **rec.to_dict()}
-
-
 def metric_record(key: str, m: Metric) -> MetricRecord:
     """A workload's Metric as the result format stores it: a Metric without base/dims (a
     plain named metric) is its own base with no dimensions."""
@@ -555,9 +530,24 @@ def cpu_summary(record: CpuRecord, warmup: float) -> dict[str, Any]:
     summary["samples"] = record.samples
     summary["warmup_excluded_samples"] = excluded
     summary["shared_by_sites"] = record.shared_by_sites
+    summary["other_pct_of_one_core"] = other_work(summary)
     if record.sites:   # separate hosts: each site's own figures (the top level is site a's)
         summary["sites"] = {name: cpu_summary(r, warmup) for name, r in record.sites.items()}
     return summary
+
+
+def other_work(cpu: dict[str, Any]) -> float | None:
+    """CPU the host spent on work that is not the case's during its measurement, % of one
+    core: all cores' busy time less what the case's tracked processes (endpoints, daemons,
+    ksoftirqd) used. Other tenants' processes, a test suite beside it, this process itself
+    (~0.5 %). Softirq work charged to no tracked process (a packet received while a CPU
+    idled) counts as other too, so an idle host reads a few %, not 0."""
+    cores = [k for k in cpu.get("cores") or {} if k != "cpu"]
+    if not cores or cpu.get("busy_avg") is None:
+        return None
+    ours = sum(float(p.get("pct_of_one_core") or 0.0)
+               for p in (cpu.get("processes") or {}).values())
+    return round(max(0.0, float(cpu["busy_avg"]) * len(cores) - ours), 1)
 
 
 def _vanished(tb: Testbed | None) -> str:
@@ -578,7 +568,8 @@ def _cpu_metrics(cpu: dict[str, Any], out: Output) -> dict[str, MetricRecord]:
            "cpu_busy_min": MetricRecord("cpu_busy_min", cpu["busy_min"], "%", False),
            "cpu_busy_max": MetricRecord("cpu_busy_max", cpu["busy_max"], "%", False)}
     for name, site_cpu in (cpu.get("sites") or {}).items():
-        # separate hosts: each end's CPU apart (a = client/sender, b = server/receiver)
+        # separate hosts: each end's CPU apart (a = iperf3 client, b = server; a sends
+        # unless the workload runs reversed, -R: the report names the ends by direction)
         res[f"cpu_busy_{name}"] = MetricRecord(f"cpu_busy_{name}", site_cpu["busy_avg"], "%",
                                                False)
         res[f"cpu_busy_max_{name}"] = MetricRecord(f"cpu_busy_max_{name}",

@@ -40,6 +40,11 @@ MIN_ROUNDS = 2               # rounds of every case before any method may stop
 # settles in 3.9 rounds on average instead of 3.3 (bench/bench_decide.py sim;
 # docs/methodology.md, "Sequential design").
 ALPHA_PER_LOOK = 0.02
+# Pairs whose difference is shown to be smaller than RESOLUTION (points of native; a TOST at
+# ALPHA_PER_LOOK) are "close": still open, but a round that cannot hold every open method in
+# the budget keeps only the methods of the pairs that may still be further apart than that
+# ("wide"). The budget goes first to what changes the practical answer.
+RESOLUTION = 0.10
 DEFAULT_BUDGET_S = 900.0     # 15 min of measurement
 DEFAULT_MAX_ROUNDS = 20
 SETTLED, BUDGET, MAX_ROUNDS = "settled", "budget", "max-rounds"
@@ -68,6 +73,7 @@ class Ranking:
     order: tuple[str, ...]
     decisions: tuple[decide.Decision, ...]
     native: str = "native"
+    close: tuple[bool, ...] = ()   # per pair: shown within ±RESOLUTION of each other
 
     @property
     def open(self) -> list[decide.Decision]:
@@ -75,14 +81,25 @@ class Ranking:
         return [d for d in self.decisions
                 if d.verdict not in (decide.DIFFERENT, decide.EQUIVALENT)]
 
-    def open_methods(self) -> set[str]:
-        """The methods of an open pair (native is measured in every round anyway)."""
-        return {x for d in self.open for x in (d.a, d.b)} - {self.native}
+    @property
+    def wide(self) -> list[decide.Decision]:
+        """The open pairs not shown to be within the resolution of each other."""
+        near = {id(d) for d, c in zip(self.decisions, self.close, strict=False) if c}
+        return [d for d in self.open if id(d) not in near]
+
+    def open_methods(self, pairs: Iterable[decide.Decision] | None = None) -> set[str]:
+        """The methods of the open pairs (or of `pairs`); native is measured in every round
+        anyway."""
+        return {x for d in (self.open if pairs is None else pairs)
+                for x in (d.a, d.b)} - {self.native}
 
     def to_json(self) -> dict[str, Any]:
         wl, mtu, off = self.scenario
         return {"workload": wl, "mtu": mtu, "offloads": off, "metric": self.metric,
-                "order": list(self.order), "pairs": [d.to_json() for d in self.decisions]}
+                "order": list(self.order),
+                "pairs": [{**d.to_json(), "close": c} for d, c in zip(
+                    self.decisions, self.close or (False,) * len(self.decisions),
+                    strict=True)]}
 
 
 def log_ratios(values: Mapping[int, float], native: Mapping[int, float]) -> dict[int, float]:
@@ -91,11 +108,22 @@ def log_ratios(values: Mapping[int, float], native: Mapping[int, float]) -> dict
             if r in native and v > 0 and native[r] > 0}
 
 
+def within(d: decide.Decision, width: float, alpha: float = ALPHA_PER_LOOK) -> bool:
+    """A pair's difference shown smaller than `width` on its decision scale (both one-sided
+    tests at `alpha`: the TOST the equivalence margin uses, at the resolution instead)."""
+    from .report import decide
+    if d.n < 2 or not math.isfinite(width):
+        return False
+    h = decide._t(1 - alpha, d.n - 1) * d.sd / math.sqrt(d.n)
+    return abs(d.mean) + h < width
+
+
 def rank(s: Series, margin: float | None = None, native: str = "native",
-         alpha: float = ALPHA_PER_LOOK) -> Ranking:
+         alpha: float = ALPHA_PER_LOOK, resolution: float = RESOLUTION) -> Ranking:
     """The scenario's ranking by the mean log-ratio to native (best first) and its
     neighbours' decisions, Holm over them. A method with no round against native is left
-    out (nothing to rank it by). `margin`: the equivalence margin (default ±3 points)."""
+    out (nothing to rank it by). `margin`: the equivalence margin (default ±3 points);
+    `resolution`: the width (points of native) under which an open pair counts as close."""
     from .report import decide
     margin = decide.MARGIN if margin is None else margin
     logs: dict[str, dict[int, float]] = {native: {r: 0.0 for r, v in s.native.items() if v > 0}}
@@ -109,8 +137,15 @@ def rank(s: Series, margin: float | None = None, native: str = "native",
     order = sorted(logs, key=lambda k: sign * statistics.fmean(logs[k].values()))
     pairs = [decide.pair_of_shares(a, b, logs[a], logs[b], margin)
              for a, b in zip(order, order[1:], strict=False)]
-    return Ranking(s.scenario, s.metric, tuple(order), tuple(decide.decide(pairs, alpha)),
-                   native)
+    decisions = tuple(decide.decide(pairs, alpha))
+    close = tuple(within(d, decide.log_margin(resolution, _level(logs[d.a], logs[d.b])), alpha)
+                  for d in decisions)
+    return Ranking(s.scenario, s.metric, tuple(order), decisions, native, close)
+
+
+def _level(la: Mapping[int, float], lb: Mapping[int, float]) -> float:
+    """The geometric mean of two methods' shares of native (as decide.pair_of_shares)."""
+    return math.exp((statistics.fmean(la.values()) + statistics.fmean(lb.values())) / 2)
 
 
 @dataclass(frozen=True)
@@ -122,14 +157,15 @@ class Step:
     estimate_s: float = 0.0           # the next round's expected seconds (0 when stopping)
 
 
-def next_round(rankings: Iterable[Ranking]) -> frozenset[Key]:
-    """The cases of the next round: each open pair's methods in its scenario, and native
-    next to them in the same scenario, so the pairing stays per round."""
+def next_round(rankings: Iterable[Ranking], wide_only: bool = False) -> frozenset[Key]:
+    """The cases of the next round: each open pair's methods in its scenario (`wide_only`:
+    of the pairs not shown close), and native next to them in the same scenario, so the
+    pairing stays per round."""
     keep: set[Key] = set()
     for rk in rankings:
-        methods = rk.open_methods()
-        if rk.open:
-            keep |= {(m, rk.scenario) for m in methods | {rk.native}}
+        pairs = rk.wide if wide_only else rk.open
+        if pairs:
+            keep |= {(m, rk.scenario) for m in rk.open_methods(pairs) | {rk.native}}
     return frozenset(keep)
 
 
@@ -140,7 +176,9 @@ def next_step(rankings: list[Ranking], rounds: int, measured_s: float,
     """The stopping rule. Before `min_rounds` every case runs again; then a round is added
     only while some pair is open, fewer than `max_rounds` rounds ran, and the measurement so
     far (`measured_s`) plus the next round's expected seconds (each kept case's mean
-    duration so far, `case_s`; an unseen case: the mean of all) fits in `budget_s`."""
+    duration so far, `case_s`; an unseen case: the mean of all) fits in `budget_s`. When
+    the round of every open pair does not fit, the round of the wide ones (open pairs not
+    shown within the resolution of each other) is run if it fits."""
     if rounds < min_rounds:
         return Step(rounds, None, None, sum(case_s.values()))
     keep = next_round(rankings)
@@ -151,6 +189,10 @@ def next_step(rankings: list[Ranking], rounds: int, measured_s: float,
     mean = statistics.fmean(case_s.values()) if case_s else 0.0
     est = sum(case_s.get(k, mean) for k in keep)
     if measured_s + est > budget_s:
+        wide = next_round(rankings, wide_only=True)
+        est_wide = sum(case_s.get(k, mean) for k in wide)
+        if wide and wide != keep and measured_s + est_wide <= budget_s:
+            return Step(rounds, None, wide, est_wide)
         return Step(rounds, BUDGET, estimate_s=est)
     return Step(rounds, None, keep, est)
 
@@ -242,10 +284,11 @@ def unsettled(rankings: Iterable[Ranking]) -> list[dict[str, Any]]:
     out = []
     for rk in rankings:
         wl, mtu, off = rk.scenario
+        wide = {id(d) for d in rk.wide}
         for d in rk.open:
             out.append({"workload": wl, "mtu": mtu, "offloads": off, "metric": rk.metric,
                         "a": d.a, "b": d.b, "decision": d.verdict, "n": d.n,
-                        "rounds_needed": d.rounds_needed})
+                        "rounds_needed": d.rounds_needed, "close": id(d) not in wide})
     return out
 
 
@@ -253,7 +296,8 @@ def record(rankings: list[Ranking], step: Step, measured_s: float, *, min_rounds
            max_rounds: int, budget_s: float, history: list[dict[str, Any]]) -> dict[str, Any]:
     """The campaign's `sequential` section of index.json."""
     return {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
-            "alpha_per_look": ALPHA_PER_LOOK, "margin": _margin(), "rounds": step.rounds, "measured_s": round(measured_s, 3), "stopped": step.stop,
+            "alpha_per_look": ALPHA_PER_LOOK, "margin": _margin(), "resolution": RESOLUTION,
+            "rounds": step.rounds, "measured_s": round(measured_s, 3), "stopped": step.stop,
             "rankings": [rk.to_json() for rk in rankings], "unsettled": unsettled(rankings),
             "history": history}
 
@@ -275,7 +319,13 @@ def pair_text(p: Mapping[str, Any]) -> str:
         tail = f"more than {decide.MAX_ROUNDS} rounds"
     else:
         tail = f"about {need} more round{'s' if need != 1 else ''}"
+    if p.get("close"):
+        tail += f"; within {_points(p)} points of each other"
     return f"{p['a']} vs {p['b']} ({where}): {p['decision']}, {tail}"
+
+
+def _points(p: Mapping[str, Any]) -> str:
+    return f"{100 * float(p.get('resolution') or RESOLUTION):g}"
 
 
 STOPPED = {SETTLED: "every neighbouring pair of every ranking settled",

@@ -333,7 +333,7 @@ def build(data: dict[str, Any], source: str = "command line",
                           default=sum(1 for n in sites if n != "hub") or
                           hubspec.DEFAULT_SPOKES)
     if hub is not None and available is not None:   # "all": every kind with a hub variant
-        available = available & set(hubspec.HUB_KINDS)
+        available = available & set(tunnels.hub_kinds())
     tunnel_specs = _tunnels(data.get("tunnel", [{"kind": k} for k in DEFAULT_TUNNELS]),
                             section("tunnel"), available, problems)
     workload_specs = _workloads(data.get("workload", [{"name": w} for w in DEFAULT_WORKLOADS]),
@@ -348,13 +348,15 @@ def build(data: dict[str, Any], source: str = "command line",
     if hub is not None:
         problems += hubspec.conflicts(
             section("testbed"), kinds=[t.kind for t in tunnel_specs],
+            hub_kinds=tunnels.hub_kinds(),
             workloads=[w.name for w in workload_specs],
             mtus=list(mtus) + [m for w in workload_specs for m in (w.mtus or ())],
             shaped=rate is not None or netem.active, chain=chain is not None,
             offloads=[o.name for o in offloads], hosts=bool(sites),
             params={t.label: hubspec.ignored_params(
-                t.kind, t.params.to_dict(), tunnels.get(t.kind).default_params().to_dict())
-                for t in tunnel_specs if t.kind in hubspec.HUB_KINDS})
+                tunnels.get(t.kind).hub_params, t.params.to_dict(),
+                tunnels.get(t.kind).default_params().to_dict())
+                for t in tunnel_specs if tunnels.get(t.kind).hub_capable})
     for w in workload_specs:
         problems += [f"{section('workload')}: workload {w.label}: {p}"
                      for p in w.params.family_problems(family)]
@@ -373,13 +375,13 @@ def build(data: dict[str, Any], source: str = "command line",
 
 def _placement(exp: dict[str, Any], sites: dict[str, Any], spot: Any,
                problems: list[str]) -> str:
-    """experiment.placement ("sites" or "off"; default off). A site of [sites] that names its
+    """experiment.placement ("sites", "processes" or "off"; default off). A site of [sites] that names its
     cpus asks for placement: "sites" then, unless placement was set to "off" (refused)."""
     from .testbed.placement import DEFAULT_MODE, MODES
     named = [n for n, s in sites.items() if getattr(s, "cpus", "")]
     mode = exp.get("placement", "sites" if named else DEFAULT_MODE)
     if mode not in MODES:
-        problems.append(f"{spot('placement')} must be 'sites' or 'off', got {mode!r}")
+        problems.append(f"{spot('placement')} must be one of {', '.join(MODES)}, got {mode!r}")
         return DEFAULT_MODE
     if mode == "off" and named:
         problems.append(f"{spot('placement')} is 'off' but sites.{named[0]}.cpus is given: "

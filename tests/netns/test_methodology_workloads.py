@@ -139,7 +139,9 @@ def test_line_rate_processes(campaign: dict[str, Any]) -> None:
     assert "native" in doc["raw"]["line_rate"]["source"]
     assert _tunnel_bytes(doc) >= sum(p["bytes_received"] for p in raw["processes"])
     from tunbench.report import stats
-    rows = {(r.tunnel, r.metric): r for r in stats.rows(list(campaign.values()))
+    from tunbench.results.records import CaseRecord
+    rows = {(r.tunnel, r.metric): r
+            for r in stats.rows([CaseRecord.from_doc(d) for d in campaign.values()])
             if r.workload == "line-rate-processes"}
     vx = rows[("vxlan", "throughput")]
     assert vx.pct_of_line_rate == pytest.approx(vx.pct_of_native)

@@ -22,6 +22,7 @@ from tunbench.errors import SpecError
 from tunbench.remote.agent.client import Agent
 from tunbench.remote.transport import Connection
 from tunbench.report import hops as report_hops
+from tunbench.results.records import CaseRecord
 from tunbench.runner import run_campaign
 from tunbench.testbed import names
 from tunbench.workloads import loadgen
@@ -34,6 +35,11 @@ CHAIN = {"path": ["router", "fw", "wan", "router"],
          "fw": {"kind": "firewall", "rules": 100},
          # a 32 KB bucket and a 10 ms queue: a 1 s trial's knee stays within ~2 % of the rate
          "wan": {"kind": "wan", "rate": "20mbit", "burst": "32kb", "queue": "10ms"}}
+
+
+def _typed(docs: list[dict[str, Any]]) -> list[CaseRecord]:
+    """Case documents as the report reads them (results/records.py)."""
+    return [CaseRecord.from_doc(d) for d in docs]
 
 
 def host_state(hosts: SshHosts, name: str) -> dict[str, str]:
@@ -108,10 +114,10 @@ def test_chain_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     rate = next(m["value"] for k, m in search["metrics"].items() if k.startswith("rfc2544_pps"))
     assert rate > 0   # how close to the tbf knee: test_searches_converge_to_tbf_rate (locally)
     # the report's chain diagram says where each hop ran
-    rows_d = report_hops.diagram(cases)
+    rows_d = report_hops.diagram(_typed(cases))
     assert rows_d[2][:2] == ("fw", "firewall") and rows_d[2][2].startswith("h1: ")
     assert rows_d[4][2].startswith("h2: ") and "crosses to h2" in rows_d[3][3]
-    assert report_hops.diagram_line(cases) == "a -> router1 -> fw -> wan ~vxlan~> router4 -> b"
+    assert report_hops.diagram_line(_typed(cases)) == "a -> router1 -> fw -> wan ~vxlan~> router4 -> b"
     assert {n: host_state(hosts, n) for n in hosts.hosts} == empty
     assert_clean(hosts)
     print(f"chain between hosts: stream {mbps:.1f} Mbit/s, RFC 2544 {rate:.0f} pps "
@@ -213,7 +219,7 @@ def test_wireguard_gateways_between_hosts(hosts: SshHosts, tmp_path: Path) -> No
     assert gt["kind"] == "wireguard" and gt["encrypts"] and gt["gateways"] == ["gwa", "gwb"]
     assert {h["name"]: h["host"] for h in tbc["hops"]} == {
         "router1": "h1", "gwa": "h1", "wan": "h1", "gwb": "h2", "router5": "h2"}
-    assert report_hops.diagram_line([c]) == (f"a -> router1 -> gwa ={gt['label']}=> wan "
+    assert report_hops.diagram_line(_typed([c])) == (f"a -> router1 -> gwa ={gt['label']}=> wan "
                                               f"={gt['label']} over vxlan=> gwb -> router5 -> b")
     inner = gt["inner_mtu"]
     assert tbc["segment_mtus"] == [inner, inner, 1450, 1450, inner, inner] and inner < 1450
@@ -254,7 +260,7 @@ def test_vxlan_at_the_sites_through_a_chain_between_hosts_against_direct(
     chain_mbps = c["metrics"]["throughput"]["value"]
     direct_mbps = by["hosts"]["metrics"]["throughput"]["value"]
     assert chain_mbps > 0 and direct_mbps > 0
-    cmp = report_hops.chain_vs_direct(cases)
+    cmp = report_hops.chain_vs_direct(_typed(cases))
     assert cmp and cmp[0]["metric"] == "throughput", cmp
     assert cmp[0]["pct"] == pytest.approx(100 * chain_mbps / direct_mbps, rel=1e-9), cmp
     assert_clean(hosts)

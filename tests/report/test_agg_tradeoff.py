@@ -65,9 +65,10 @@ def test_the_recorded_values_become_the_tradeoff() -> None:
     assert (t.mtu, t.size, t.load_pct, t.goal, t.threshold_pct, t.rtt) == \
         (1500, "100", 80.0, "rfc2544", 0.1, "udp_rtt")
     assert [v.flush_us for v in t.aggs] == FLUSHES
-    assert t.native is not None and t.vxlan is not None
+    assert t.kind == "agg" and t.daemon == "tbagg"
+    assert t.native is not None and t.baseline is not None and t.baseline.kind == "vxlan"
     native_p50 = _value("native", "udp_rtt_p50")
-    for v in [*t.aggs, t.native, t.vxlan]:
+    for v in [*t.aggs, t.native, t.baseline]:
         assert v.values["wire_pkts"] == _value(v.label, "wire_pkts_per_inner_at_80pct_ndr_100")
         assert v.values["wire_bytes"] == _value(v.label,
                                                 "wire_bytes_per_inner_byte_at_80pct_ndr_100")
@@ -89,13 +90,12 @@ def test_the_recorded_values_become_the_tradeoff() -> None:
     assert zero.values["wire_pkts"] == pytest.approx(1.0, abs=0.01)
     assert all(v.values["wire_pkts"] < 0.5 for v in waiting)
     assert t.native.values["wire_bytes"] == pytest.approx(1.14, abs=0.01)
-    assert t.vxlan.values["wire_bytes"] == pytest.approx(1.64, abs=0.01)
+    assert t.baseline.values["wire_bytes"] == pytest.approx(1.64, abs=0.01)
 
 
 def test_one_flush_timeout_or_none_is_no_tradeoff() -> None:
     c = data.load(DATA)
-    one = [d for d in c.cases if d["case"]["tunnel"]["kind"] != "agg"
-           or d["case"]["tunnel"]["params"]["flush_us"] == 50]
+    one = [r for r in c.cases if r.tunnel.kind != "agg" or r.tunnel.params["flush_us"] == 50]
     assert tradeoff.find(data.Campaign(c.root, c.index, one)) == []
     assert tradeoff.find(data.load(DATA.parents[1] / "campaigns" / "loss")) == []
 
@@ -103,7 +103,7 @@ def test_one_flush_timeout_or_none_is_no_tradeoff() -> None:
 def test_latency_cases_alone_give_the_latency_panels(tmp_path: Path) -> None:
     """Without a loss search only what was measured is drawn: the two latency panels."""
     c = data.load(DATA)
-    lat = [d for d in c.cases if d["case"]["workload"]["name"] == "latency"]
+    lat = [r for r in c.cases if r.workload.name == "latency"]
     sub = data.Campaign(c.root, c.index, lat)
     (t,) = tradeoff.find(sub)
     assert t.size is None and t.goal is None and t.rtt == "udp_rtt"
@@ -146,3 +146,48 @@ def test_the_report_has_the_figure_the_table_and_the_takeaway(report: Page) -> N
                  f"{wb:.2f}× its wire bytes per inner byte", f"{add:+,.0f} µs p50 udp_rtt"):
         assert part in take.text
         assert html.escape(part) in page
+
+
+def _as_other_kind(root: Path) -> Path:
+    """The recorded campaign as if another aggregating kind had run it: the agg cases renamed
+    'pack' with their flush timeout under 'hold_us', declared against 'geneve', and the vxlan
+    cases renamed 'geneve'; every measured value stays as recorded."""
+    for p in (root / "cases").glob("*.json"):
+        d = json.loads(p.read_text())
+        t = d["case"]["tunnel"]
+        if t["kind"] == "agg":
+            t["params"]["hold_us"] = t["params"].pop("flush_us")
+            t.update(kind="pack", label=t["label"].replace("agg", "pack"),
+                     display=t["label"].replace("agg", "pack"),
+                     aggregation={"param": "hold_us", "baseline": "geneve"})
+        elif t["kind"] == "vxlan":
+            t.update(kind="geneve", label="geneve", display="geneve")
+        p.write_text(json.dumps(d))
+    return root
+
+
+def test_any_aggregating_kind_that_records_the_metrics_has_the_tradeoff(
+        tmp_path: Path) -> None:
+    """The kind comes from the records (its declared flush parameter and baseline), not from
+    a kind name in the report: the same recorded values under another aggregating kind give
+    the same trade-off, table and take-away, named after that kind and its baseline."""
+    import shutil
+    root = _as_other_kind(Path(shutil.copytree(DATA, tmp_path / "c",
+                                               ignore=shutil.ignore_patterns("report"))))
+    (a,), (b,) = tradeoff.find(data.load(DATA)), tradeoff.find(data.load(root))
+    assert b.kind == "pack" and b.baseline is not None and b.baseline.label == "geneve"
+    assert [v.flush_us for v in b.aggs] == FLUSHES
+    assert [v.values for v in b.aggs] == [v.values for v in a.aggs]
+    assert a.baseline is not None and b.baseline.values == a.baseline.values
+    assert [cells for _, cells in tradeoff.rows(b)] == [
+        [x.replace("× vxlan", "× geneve") for x in cells] for _, cells in tradeoff.rows(a)]
+    (text, facts), = tradeoff.takeaway_texts(data.load(root))
+    assert text.startswith(f"pack at {facts['flush_us']} µs") and "geneve's packets/s" in text
+    page = tradeoff.section_html(data.load(root))
+    assert "<h3 id=pack-tradeoff>pack flush-timeout trade-off" in page
+    # a kind whose records declare no aggregation has none, whatever its parameters say
+    for p in (root / "cases").glob("*.json"):
+        d = json.loads(p.read_text())
+        d["case"]["tunnel"]["aggregation"] = None
+        p.write_text(json.dumps(d))
+    assert tradeoff.find(data.load(root)) == []

@@ -14,12 +14,18 @@ from pathlib import Path
 from rich.console import Console
 
 from tunbench.report import build, hops
+from tunbench.results import reader
+from tunbench.results.records import CaseRecord
 
 CAMPAIGNS = Path(__file__).parent.parent / "data" / "campaigns"
 
 
 def _cases(name: str) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((CAMPAIGNS / name / "cases").glob("*.json"))]
+
+
+def _records(name: str) -> list[CaseRecord]:
+    return reader.read_records(CAMPAIGNS / name).cases
 
 
 def test_chain_section_in_the_html_report(campaign: Callable[[str], Path], browser: Callable) -> None:
@@ -45,7 +51,7 @@ def test_chain_section_in_the_html_report(campaign: Callable[[str], Path], brows
 
 def test_chain_table_in_the_console() -> None:
     buf = io.StringIO()
-    hops.print_table(Console(file=buf, width=200), _cases("chain"))
+    hops.print_table(Console(file=buf, width=200), _records("chain"))
     out = buf.getvalue()
     assert "per-hop drops - a -> router1 -> fw -> wan -> router4 -> b" in out
     lines = [line for line in out.splitlines() if "loss-search" in line]
@@ -53,7 +59,7 @@ def test_chain_table_in_the_console() -> None:
 
 
 def test_no_chain_no_section() -> None:
-    cases = _cases("basic")
+    cases = _records("basic")
     assert hops.section_html(cases) == ""
     buf = io.StringIO()
     hops.print_table(Console(file=buf), cases)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tunbench.report import build, cores, data, takeaways
-from tunbench.results import reader
+from tunbench.results import reader, records
 from tunbench.results.model import CASE_FORMAT
 
 LATENCY = ("latency", 1500, "default")
@@ -31,8 +31,8 @@ def _docs(root: Path) -> list[dict[str, Any]]:
 
 
 def _shown(d: dict[str, Any]) -> str:
-    """The name the report gives a case's tunnel ('wireguard (go)'): data.tunnel_identity."""
-    return str(data.tunnel_identity(d)["display"])
+    """The name the report gives a case's tunnel ('wireguard (go)'): records.identity."""
+    return str(records.identity(d["case"]["tunnel"])["display"])
 
 
 def _by_tunnel(root: Path) -> dict[str, list[dict[str, Any]]]:
@@ -168,10 +168,9 @@ def test_ecmp_sweep_figure_and_scale_out_takeaway(campaign: Callable[[str], Path
         assert len(daemons) == 2 * n          # one daemon per tunnel per site
         dp.setdefault(t["base"], {}).setdefault(n, []).append(sum(daemons))
     assert set(tput) == {"wireguard", "ipsec"}
-    # the report names a sweep like its points, with the implementation (data.name_tunnels)
+    # the report names a sweep like its points, with the implementation (records.name_tunnels)
     shown = {"wireguard": "wireguard (go)", "ipsec": "ipsec (libipsec)"}
-    assert {d["case"]["tunnel"]["base"] for d in c.cases
-            if "sweep" in d["case"]["tunnel"]} == set(shown.values())
+    assert {r.tunnel.base for r in c.cases if r.tunnel.sweep} == set(shown.values())
     sw = next(s for s in data.sweeps(c) if s.over == "tunnel")
     assert sw.param == "tunnels" and sorted(sw.points["throughput"]["wireguard (go)"]) == [1, 2, 4]
     takes = {t.facts["tunnel"]: t for t in takeaways.scale_out(c)}

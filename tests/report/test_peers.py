@@ -18,7 +18,7 @@ import pytest
 from scipy import stats as sps
 
 from tunbench.report import build, data, peers
-from tunbench.results import reader
+from tunbench.results import reader, records
 from tunbench.results.model import CASE_FORMAT
 
 
@@ -29,8 +29,8 @@ def _values(root: Path, metric: str) -> dict[tuple[str, str, int], list[float]]:
         d = reader.read_json(p, CASE_FORMAT)
         if d["status"] == "ok":
             c = d["case"]
-            # the name the report shows ('wireguard (go)'): data.tunnel_identity
-            out.setdefault((data.tunnel_identity(d)["display"], c["offloads"]["name"],
+            # the name the report shows ('wireguard (go)'): records.identity
+            out.setdefault((records.identity(c["tunnel"])["display"], c["offloads"]["name"],
                             c["workload"]["params"]["streams"]), []).append(
                 d["metrics"][metric]["value"])
     return out

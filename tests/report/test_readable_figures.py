@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tunbench.report import build, data
-from tunbench.results import reader
+from tunbench.report import build
+from tunbench.results import reader, records
 from tunbench.results.model import CASE_FORMAT
 
 CAMPAIGNS = Path(__file__).parent.parent / "data" / "campaigns"
@@ -51,7 +51,7 @@ def _shares(root: Path) -> dict[str, float]:
     for p in (root / "cases").glob("*.json"):
         d = reader.read_json(p, CASE_FORMAT)
         if d["status"] == "ok":
-            vals.setdefault(data.tunnel_identity(d)["display"], []).append(
+            vals.setdefault(records.identity(d["case"]["tunnel"])["display"], []).append(
                 d["metrics"]["throughput"]["value"])
     nat = statistics.fmean(vals["native"])
     return {t: 100 * statistics.fmean(v) / nat for t, v in vals.items()}

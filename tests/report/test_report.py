@@ -21,6 +21,7 @@ from jumbo_checks import check_jumbo
 from jumbo_checks import overlap as _overlap
 from jumbo_checks import values as _values
 from tunbench.report import build, data, headlines
+from tunbench.results.records import CaseRecord
 
 TB = [sys.executable, "-m", "tunbench"]
 
@@ -214,7 +215,7 @@ def test_loss_search_report_marks_lower_bounds(campaign: Callable[[str], Path],
                 assert f"≥{m['value']:,.0f} (n=1)" in page, (tun, name)
     # case notes: how loss was counted (grouped over the tunnels counted alike), lower bounds,
     # and SRv6's search that found no rate for IMIX with the sizes it lost
-    notes = data.case_notes(docs.values())
+    notes = data.case_notes(CaseRecord.from_doc(d) for d in docs.values())
     where = {note: tuns for _, note, tuns in notes if note.startswith("loss counted")}
     assert sorted(sum(where.values(), [])) == sorted(docs), where
     assert any(tuns == ["native", "vxlan"] and "tunnel device" in note

@@ -4,6 +4,7 @@ error at discovery."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -151,3 +152,23 @@ def test_files_recorded_before_get_the_declarations_frozen_in_the_upgrader() -> 
         "kernel_datapath": True}
     recorded = {**doc, "case": {"tunnel": {"kind": "vxlan", "carries": ["tcp"]}}}
     assert upgrade.fill_v2(recorded)["case"]["tunnel"]["carries"] == ["tcp"]   # kept
+
+
+def test_aggregating_kinds_are_declared_recorded_and_frozen_for_older_files() -> None:
+    """An aggregating kind declares its flush-timeout parameter and the kind its trade-off
+    is measured against (report/tradeoff.py reads them from the case, not a kind name); the
+    upgrader's frozen table matches today's drivers, so a file from before says the same."""
+    from tunbench.results import upgrade
+    declared = {k: d.aggregation() for k, d in tunnels.registry().items() if d.aggregation()}
+    assert declared == {"agg": {"param": "flush_us", "baseline": "vxlan"}}
+    for kind, drv in tunnels.registry().items():
+        assert upgrade.v2_aggregation(kind) == drv.aggregation(), kind
+        agg = drv.aggregation()
+        if agg:   # a parameter of the kind, and a baseline that is a kind
+            assert agg["param"] in {f.name for f in dataclasses.fields(drv.Params)}, kind
+            assert agg["baseline"] in tunnels.registry(), kind
+    old = {"format": "tunbench-case", "case": {"tunnel": {"kind": "agg", "impl": None}}}
+    assert upgrade.fill_v2(old)["case"]["tunnel"]["aggregation"] == {
+        "param": "flush_us", "baseline": "vxlan"}
+    old["case"]["tunnel"]["kind"] = "vxlan"
+    assert upgrade.fill_v2(old)["case"]["tunnel"]["aggregation"] is None

@@ -4,6 +4,7 @@ experiment so `--resume` rebuilds it, and the report's hub table from case docum
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from tunbench import spec as exp_spec
 from tunbench.cli import _spec_dict
 from tunbench.errors import SpecError
 from tunbench.report import hubs
+from tunbench.results.records import CaseRecord
 from tunbench.testbed import hubspec
 
 TB = [sys.executable, "-m", "tunbench"]
@@ -94,12 +96,14 @@ def test_the_cli_exits_2_with_one_line_before_anything() -> None:
     assert "--spokes must be an integer from 1 to 1000, got 1001" in r.stderr
 
 
-def _doc(kind: str, repeat: int, one: float, setup: float) -> dict:
-    return {"status": "ok", "case": {"tunnel": {"label": kind, "display": kind},
-                                     "repeat": repeat},
+def _doc(kind: str, repeat: int, one: float, setup: float) -> CaseRecord:
+    return CaseRecord.from_doc({
+        "status": "ok", "case": {"id": f"{kind}-r{repeat}", "tunnel": {
+            "label": kind, "display": kind, "kind": kind}, "repeat": repeat, "mtu": 1500,
+            "workload": {"name": "stream"}, "offloads": {"name": "default"}},
             "hub": {"spokes": 3, "setup_s": setup, "memory_kb": 100 * repeat,
                     "one_mbps": one, "all_mbps": 2 * one, "all_spokes": 3,
-                    **({"maps_kb": 161.4} if kind == "ebpf-vxlan" else {})}}
+                    **({"maps_kb": 161.4} if kind == "ebpf-vxlan" else {})}})
 
 
 def test_hub_table_medians_per_kind_and_nothing_without_a_hub() -> None:
@@ -109,7 +113,8 @@ def test_hub_table_medians_per_kind_and_nothing_without_a_hub() -> None:
     assert rows == [("vxlan", "3", "3", "0.020", "+200", "2,000", "4,000"),
                     ("ebpf-vxlan", "3", "1", "0.200", "+100 (maps 161)", "4,000", "8,000")]
     assert "<h2 id=hub>" in hubs.section_html(cases)
-    assert hubs.section_html([{"status": "ok", "case": {}}]) == ""
+    no_hub = _doc("vxlan", 1, 1000, 0.01)
+    assert hubs.section_html([dataclasses.replace(no_hub, hub={})]) == ""
 
 
 def test_parameters_the_hub_would_ignore_are_refused_decap_is_kept() -> None:

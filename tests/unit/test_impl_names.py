@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tunbench.report import console, data, export
-from tunbench.results import reader
+from tunbench.results import reader, records
 from tunbench.results.upgrade import v1_to_v2
 
 V1 = Path(__file__).resolve().parents[1] / "data" / "campaigns" / "v1-impls"
@@ -61,8 +61,8 @@ def test_console_summary_names_the_implementation(capsys: pytest.CaptureFixture[
 def test_recorded_values_win_over_the_fallback() -> None:
     doc = next(d for d in _raw() if d["case"]["tunnel"]["kind"] == "wireguard")
     doc["case"]["tunnel"].update(impl="kernel", encrypts=True, display="wireguard (kernel)")
-    assert data.tunnel_identity(v1_to_v2(doc)) == {"impl": "kernel", "encrypts": True,
-                                         "display": "wireguard (kernel)"}
+    assert records.identity(v1_to_v2(doc)["case"]["tunnel"]) == {
+        "impl": "kernel", "encrypts": True, "display": "wireguard (kernel)"}
 
 
 def test_one_label_keeps_one_name_when_an_old_failed_case_recorded_no_impl() -> None:
@@ -72,15 +72,16 @@ def test_one_label_keeps_one_name_when_an_old_failed_case_recorded_no_impl() -> 
     failed["case"]["id"] = "0006-wireguard-stream-mtu1500-r2"
     failed = v1_to_v2(failed)
     ok = v1_to_v2(raw)
-    assert data.tunnel_identity(failed)["display"] == "wireguard"   # alone: nothing to go on
-    named = data.name_tunnels([ok, failed])
+    # alone: nothing to go on
+    assert records.identity(failed["case"]["tunnel"])["display"] == "wireguard"
+    named = records.name_tunnels([ok, failed])
     assert [d["case"]["tunnel"]["label"] for d in named] == ["wireguard (go)"] * 2
     assert [d["case"]["tunnel"]["given_label"] for d in named] == ["wireguard"] * 2
     assert ok["case"]["tunnel"]["label"] == "wireguard"              # input left as it was
-    assert data.name_tunnels(named) == named                        # idempotent
+    assert records.name_tunnels(named) == named                        # idempotent
 
 
 def test_custom_label_keeps_the_users_name() -> None:
     doc = next(d for d in _raw() if d["case"]["tunnel"]["kind"] == "ipsec")
     doc["case"]["tunnel"]["label"] = "esp-fast"
-    assert data.tunnel_identity(v1_to_v2(doc))["display"] == "esp-fast (libipsec)"
+    assert records.identity(v1_to_v2(doc)["case"]["tunnel"])["display"] == "esp-fast (libipsec)"

@@ -11,6 +11,7 @@ from tunbench.metrics.cpu import CpuRecord
 from tunbench.plan import plan
 from tunbench.rates import rate_mbps
 from tunbench.report import stats
+from tunbench.results.records import CaseRecord
 from tunbench.runner import cpu_summary
 
 AVAIL = {"native", "vxlan"}
@@ -151,6 +152,11 @@ def test_rate_mbps_units() -> None:
         rate_mbps("fast")
 
 
+def _typed(cases: list[dict]) -> list[CaseRecord]:
+    """Case documents as the report reads them: typed records (results/records.py)."""
+    return [CaseRecord.from_doc(d) for d in cases]
+
+
 def _case(label: str, kind: str, wl: str, value: float, *, wlabel: str | None = None,
           params: dict | None = None, rate: str | None = None) -> dict:
     return {"status": "ok", "testbed": {"rate": rate},
@@ -174,7 +180,7 @@ def test_rows_per_sweep_value_and_line_rate() -> None:
                         params={"streams": n})]
     cases += [_case("native", "native", "line-rate-processes", 200.0),
               _case("vxlan", "vxlan", "line-rate-processes", 50.0)]
-    rows = {(r.tunnel, r.label): r for r in stats.rows(cases)}
+    rows = {(r.tunnel, r.label): r for r in stats.rows(_typed(cases))}
     assert rows[("vxlan", "parallel-streams-1")].pct_of_native == pytest.approx(50.0)
     assert rows[("vxlan", "parallel-streams-512")].pct_of_native == pytest.approx(25.0)
     assert rows[("vxlan", "parallel-streams-512")].sweep == 512
@@ -182,16 +188,16 @@ def test_rows_per_sweep_value_and_line_rate() -> None:
     assert lr.pct_of_line_rate == pytest.approx(25.0)
     assert lr.line_rate_source == "native throughput measured in the same campaign"
     assert rows[("vxlan", "parallel-streams-1")].pct_of_line_rate is None
-    shaped = stats.rows([_case("vxlan", "vxlan", "line-rate-processes", 150.0,
-                               rate="300mbit")])
+    shaped = stats.rows(_typed([_case("vxlan", "vxlan", "line-rate-processes", 150.0,
+                                      rate="300mbit")]))
     assert shaped[0].pct_of_line_rate == pytest.approx(50.0)
     assert shaped[0].line_rate_source == "shaped underlay rate 300mbit"
 
 
 def test_noisy_threshold_configurable() -> None:
     cases = [_case("native", "native", "stream", v) for v in (100.0, 110.0)]  # cv ~0.067
-    assert not stats.rows(cases)[0].noisy
-    assert stats.rows(cases, noisy_cv=0.05)[0].noisy
+    assert not stats.rows(_typed(cases))[0].noisy
+    assert stats.rows(_typed(cases), noisy_cv=0.05)[0].noisy
     assert stats.summary_json(cases, "x", 0.05)["noisy_cv"] == 0.05
 
 

@@ -108,7 +108,7 @@ def test_placement_setting() -> None:
     assert on.placement == "sites" and on.to_dict()["placement"] == "sites"
     with pytest.raises(SpecError) as err:
         _exp({"placement": "on"})
-    assert err.value.message == "f.toml: experiment.placement must be 'sites' or 'off', got 'on'"
+    assert err.value.message == "f.toml: experiment.placement must be one of sites, processes, off, got 'on'"
 
 
 def test_placement_flag() -> None:

@@ -205,3 +205,36 @@ def test_summary_lines_name_every_open_pair() -> None:
         assert p["rounds_needed"] is None or isinstance(p["rounds_needed"], int)
 
 
+
+
+def test_a_tight_budget_goes_to_the_pairs_that_may_be_far_apart() -> None:
+    """Two open pairs: vxlan~ebpf-vxlan about 2 points apart and shown within the 10-point
+    resolution (close), srv6~vxlan noisy and perhaps 30 points apart (wide). When the budget
+    cannot hold a round of every open method, the next round keeps the wide pair (with
+    native) and leaves the close one; the close pair is reported with its resolution."""
+    rounds = (1, 2, 3, 4)
+    vx = dict(zip(rounds, (900.0, 920.0, 880.0, 910.0), strict=True))
+    d = dict(zip(rounds, (0.0, 0.04, 0.01, 0.03), strict=True))
+    series = sequential.Series(
+        SCEN, "throughput", True, {r: 1000.0 for r in rounds},
+        {"vxlan": vx, "ebpf-vxlan": {r: vx[r] * math.exp(-d[r]) for r in rounds},
+         "srv6": dict(zip(rounds, (600.0, 850.0, 500.0, 800.0), strict=True))})
+    r = sequential.rank(series)
+    pairs = {frozenset((x.a, x.b)): (x.verdict, c) for x, c in zip(r.decisions, r.close,
+                                                                    strict=True)}
+    assert pairs[frozenset(("vxlan", "ebpf-vxlan"))] == (decide.UNDECIDED, True)
+    assert pairs[frozenset(("ebpf-vxlan", "srv6"))] == (decide.UNDECIDED, False)
+    durations = {(k, SCEN): 10.0 for k in ("native", "vxlan", "ebpf-vxlan", "srv6")}
+    # room for every open method (4 cases): all of them
+    roomy = sequential.next_step([r], 4, 100.0, durations, budget_s=1000.0)
+    assert roomy.keep == {(k, SCEN) for k in ("native", "vxlan", "ebpf-vxlan", "srv6")}
+    # room for 3 cases: the wide pair's methods and native
+    tight = sequential.next_step([r], 4, 100.0, durations, budget_s=135.0)
+    assert tight.stop is None
+    assert tight.keep == {(k, SCEN) for k in ("native", "ebpf-vxlan", "srv6")}
+    # room for 2: nothing fits, the budget stops it
+    assert sequential.next_step([r], 4, 100.0, durations, budget_s=125.0).stop == \
+        sequential.BUDGET
+    close = next(p for p in sequential.unsettled([r]) if p["close"])
+    assert {close["a"], close["b"]} == {"vxlan", "ebpf-vxlan"}
+    assert sequential.pair_text(close).endswith("within 10 points of each other")

@@ -8,6 +8,12 @@ import statistics
 import pytest
 
 from tunbench.report import stats
+from tunbench.results.records import CaseRecord
+
+
+def _typed(cases: list[dict]) -> list[CaseRecord]:
+    """Case documents as the report reads them: typed records (results/records.py)."""
+    return [CaseRecord.from_doc(d) for d in cases]
 
 
 def test_summary_known_values() -> None:
@@ -37,7 +43,7 @@ def test_rows_percent_of_native_and_noise() -> None:
     cases = [_case("native", "native", v) for v in (100.0, 100.0)]
     cases += [_case("vxlan", "vxlan", v) for v in (60.0, 100.0)]
     cases.append(_case("vxlan", "vxlan", 1.0, status="failed"))
-    rows = stats.rows(cases)
+    rows = stats.rows(_typed(cases))
     assert [r.tunnel for r in rows] == ["native", "vxlan"]
     native, vx = rows
     assert native.pct_of_native == pytest.approx(100.0)
@@ -69,7 +75,7 @@ def test_a_lower_bound_in_any_repeat_marks_the_row() -> None:
     cases = [_case("native", "native", v) for v in (100.0, 100.0)]
     cases[1]["metrics"]["throughput"]["bound"] = "lower"
     cases += [_case("vxlan", "vxlan", v) for v in (60.0, 70.0)]
-    native, vx = stats.rows(cases)
+    native, vx = stats.rows(_typed(cases))
     assert native.bound == "lower" and vx.bound is None
     assert stats.bound_mark(native) == "≥" and stats.bound_mark(vx) == ""
     entries = stats.summary_json(cases, "x")["entries"]
@@ -83,7 +89,7 @@ def test_against_native_a_share_for_throughput_a_multiple_for_costs() -> None:
                                         "higher_is_better": False}
         return d
     cases = [case("native", "native", 1000.0, 8.0), case("wg", "wireguard", 250.0, 424.0)]
-    by = {(r.tunnel, r.metric): r for r in stats.rows(cases)}
+    by = {(r.tunnel, r.metric): r for r in stats.rows(_typed(cases))}
     assert stats.vs_native(by[("wg", "throughput")]) == "25.0%"
     assert stats.vs_native(by[("wg", "cpu_per_gbit")]) == "53.00×"
     assert stats.vs_native(by[("native", "cpu_per_gbit")]) == "1.00×"

@@ -62,6 +62,17 @@ def test_summary_of_a_real_pytest_run(tmp_path: Path) -> None:
     assert timed[1] == f"the {min(tp.SLOWEST, len(cases))} slowest tests:"
     seconds = [float(line.split()[0]) for line in timed[2:]]
     assert len(seconds) == len(cases) and seconds == sorted(seconds, reverse=True)
+    # every test's time kept under build/ with its phase, slowest first, and the JUnit XML
+    kept = tp.keep_times([phase], cases, tmp_path / "kept")
+    rows = [ln.split("\t") for ln in kept.read_text().splitlines()]
+    assert rows[0] == ["seconds", "phase", "outcome", "test"]
+    assert sorted(r[3] for r in rows[1:]) == sorted(c.test for c in cases)
+    assert {r[1] for r in rows[1:]} == {"x"}
+    assert [float(r[0]) for r in rows[1:]] == sorted((float(r[0]) for r in rows[1:]),
+                                                     reverse=True)
+    assert {(r[3].split("::")[-1], r[2]) for r in rows[1:]} >= {("test_bad", "failed"),
+                                                                ("test_s3", "skipped")}
+    assert (tmp_path / "kept" / "r.xml").read_bytes() == junit.read_bytes()
 
 
 def test_a_phase_without_junit_counts_nothing(tmp_path: Path) -> None:

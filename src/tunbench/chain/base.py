@@ -9,7 +9,7 @@ Parameters are checked with one line per problem before anything is created.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -27,10 +27,24 @@ FRAG_TIMEOUT_S = 1
 FRAG_HIGH_THRESH = 64 << 20
 
 
+def addr4(seg: int, end: int) -> str:
+    """The address of end `end` of segment `seg` (site a's side is segment 0)."""
+    return f"198.18.{seg}.{end}"
+
+
+def addr6(seg: int, end: int) -> str:
+    return f"2001:2:1:{seg:x}::{end}"
+
+
+def nets(seg: int) -> tuple[str, str]:
+    """Segment `seg`'s IPv4 and IPv6 prefixes."""
+    return f"198.18.{seg}.0/24", f"2001:2:1:{seg:x}::/64"
+
+
 @dataclass(frozen=True)
 class Param:
     """One parameter of a kind: its type, default, the values allowed (a tuple of choices,
-    a (lo, hi) range for numbers, or a regex for strings) and its help."""
+    a (lo, hi) range for numbers, a regex or a predicate for strings) and its help."""
 
     type: type
     default: Any
@@ -117,6 +131,43 @@ class Function:
         return {}
 
 
+class GatewayTunnel:
+    """How a pair of gateway hops terminates a tunnel kind (chain/gateway.py). The kind's
+    driver names its style (`chain_gateway`, tunnels/base.py) and chain/gateway.py keeps one
+    implementation per style: "device", the driver's own `up` between the two gateways
+    (gateway.DeviceGateway); "seg6", SRv6 routes and no device (srv6.Seg6Gateway)."""
+
+    # the first gateway encapsulates the sites' packets on input (a route, no forwarding of
+    # its own): the pair forwards them once, not twice (ChainSpec.routed_hops)
+    encapsulates_on_input: ClassVar[bool] = False
+    # between hosts, each gateway is a site of the tunnel with an agent in its namespace
+    # (chain/hosts.py); else routes in the gateways' namespaces are all it takes
+    gateways_as_sites: ClassVar[bool] = True
+    # the gateway's `underlay` parameter is given to the tunnel driver (else the style has
+    # its own: srv6 runs over IPv6)
+    driver_underlay: ClassVar[bool] = True
+
+    def problems(self, params: dict[str, Any]) -> list[str]:
+        """The gateway parameters this style refuses, one line each (before the driver is
+        asked for its implementation and what the host lacks)."""
+        return []
+
+    def inner_mtu(self, params: dict[str, Any], wan_mtu: int, hops: Sequence[Hop],
+                  driver_mtu: Callable[[], int]) -> int:
+        """The MTU of the path between the sites through the pair's tunnel (pure);
+        `driver_mtu`: the driver's own tunnel_mtu for these parameters and the WAN's MTU."""
+        return driver_mtu()
+
+    def up(self, tb: Any, first: Hop, second: Hop, first_pos: int, second_pos: int, n: int,
+           ledger: Ledger, wan_mtu: int, sites: tuple[Any, Any] | None) -> dict[str, Any]:
+        """The pair's tunnel and their routes through it; the case's gateway_tunnel record."""
+        raise NotImplementedError
+
+    def counters(self, hop: Hop) -> dict[str, int]:
+        """A gateway's own counters of the tunnel (packets it decapsulated, ...)."""
+        return {}
+
+
 def _check(p: Param, val: Any) -> bool:
     if p.type is bool:
         return isinstance(val, bool)
@@ -131,6 +182,8 @@ def _check(p: Param, val: Any) -> bool:
             return val in p.allowed
         if isinstance(p.allowed, re.Pattern):
             return bool(p.allowed.match(val))
+        if callable(p.allowed):     # a predicate (values known only at run time)
+            return bool(p.allowed(val))
         return True
     return isinstance(val, p.type)
 

@@ -19,20 +19,10 @@ from ..testbed.base import Site, Testbed
 from ..testbed.ledger import Ledger
 from ..testbed.netem import Netem
 from . import gateway, get
-from .base import FRAG_HIGH_THRESH, FRAG_TIMEOUT_S, Hop
+from .base import FRAG_HIGH_THRESH, FRAG_TIMEOUT_S, Hop, addr4, addr6, nets
 from .spec import ChainSpec
 
-
-def addr4(seg: int, end: int) -> str:
-    return f"198.18.{seg}.{end}"
-
-
-def addr6(seg: int, end: int) -> str:
-    return f"2001:2:1:{seg:x}::{end}"
-
-
-def nets(seg: int) -> tuple[str, str]:
-    return f"198.18.{seg}.0/24", f"2001:2:1:{seg:x}::/64"
+__all__ = ["addr4", "addr6", "nets"]   # the segments' addresses (chain/base.py), used from here
 
 
 def place(run_id: str, chain: ChainSpec) -> list[Hop]:
@@ -122,14 +112,18 @@ CHAIN_SYSCTLS = (*local.SITE_SYSCTLS,
                  f"net.ipv6.ip6frag_high_thresh={FRAG_HIGH_THRESH}")
 
 
+def link_sysctls(ifname: str) -> tuple[str, ...]:
+    """The sysctls of a chain namespace with its link `ifname` (locally and on hosts): the
+    chain's fragment settings, and no DAD on the link. The link came into the namespace
+    before `default.accept_dad=0` was set there, so it would still run DAD on its link-local
+    address when it comes up: for about a second neighbour discovery through it stalls (an
+    IPv6 ping right after the chain was built lost all 3 packets, a neighbour left INCOMPLETE
+    on the router behind an SRv6 gateway)."""
+    return (*CHAIN_SYSCTLS, f"net.ipv6.conf.{ifname}.accept_dad=0")
+
+
 def _address(ns: str, ifname: str, seg: int, end: int, mtu: int) -> None:
-    for setting in CHAIN_SYSCTLS:
-        proc.run(["sysctl", "-qw", setting], netns=ns, timeout=10)
-    # the link came into the namespace before `default.accept_dad=0` was set there, so it
-    # would still run DAD on its link-local address when it comes up: for about a second
-    # neighbour discovery through it stalls (an IPv6 ping right after the chain was built
-    # lost all 3 packets, a neighbour left INCOMPLETE on the router behind an SRv6 gateway)
-    proc.run(["sysctl", "-qw", f"net.ipv6.conf.{ifname}.accept_dad=0"], netns=ns, timeout=10)
+    proc.run(["sysctl", "-qw", *link_sysctls(ifname)], netns=ns, timeout=10)
     netlink.set_link(ns, "lo", state="up")
     netlink.set_link(ns, ifname, mtu=mtu)
     netlink.add_addr(ns, ifname, f"{addr4(seg, end)}/24")

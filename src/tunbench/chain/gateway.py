@@ -2,8 +2,11 @@
 edges do: traffic between the sites enters the tunnel at the first gateway (site a's side),
 crosses what lies between the gateways (the WAN) encapsulated, and leaves it at the second.
 
-Gateways come in pairs with the same tunnel kind, one on each side of the WAN. The tunnel is
-the kind's own driver (tunnels/: vxlan, wireguard, ipsec), brought up on a testbed whose two
+Gateways come in pairs with the same tunnel kind, one on each side of the WAN. Which kinds can
+be a gateway, and how, is each driver's declaration (`chain_gateway`, tunnels/base.py): the
+kinds are computed (built()), and each style is one implementation of the gateway contract
+(base.GatewayTunnel; STYLES below). The "device" style is the kind's own driver (vxlan,
+wireguard, ipsec), brought up on a testbed whose two
 sites are the gateway namespaces (their WAN-facing interfaces are its underlay), registered
 in the chain's ledger, with:
 - `behind`: the prefixes of the segments on each gateway's site side, which the driver lets
@@ -14,11 +17,11 @@ in the chain's ledger, with:
   it (wireguard-go's interface names are system-wide).
 Then each gateway routes the segments beyond the other gateway through the tunnel.
 
-`tunnel = "srv6"` is seed 004's deployment and has no tunnel device: the first gateway
-encapsulates with `seg6` and an SRH listing the path's segments (transit End SIDs of routers
+The "seg6" style (`tunnel = "srv6"`) is seed 004's deployment and has no tunnel device: the
+first gateway encapsulates with `seg6` and an SRH listing the path's segments (transit End SIDs of routers
 with `srv6_end = true`, then the peer's End.DX4/End.DX6), the second decapsulates (chain/srv6.py;
-its driver, tunnels/srv6.py, is only asked what the host lacks). It needs an IPv6 underlay:
-`underlay = 4` is refused.
+srv6.Seg6Gateway; its driver, tunnels/srv6.py, is only asked what the host lacks). It needs an
+IPv6 underlay: `underlay = 4` is refused.
 
 The inner path's MTU follows from the overhead: the segments on the site sides get the
 tunnel's MTU (`inner_mtu`: WAN MTU minus the kind's overhead, and at most 1400 for libipsec),
@@ -35,18 +38,27 @@ from ..errors import SpecError
 from ..testbed.base import Site, Testbed
 from ..testbed.ledger import Ledger
 from . import srv6
-from .base import Function, Hop, Param
+from .base import Function, GatewayTunnel, Hop, Param, nets
 
-BUILT = ("vxlan", "wireguard", "ipsec", "srv6")
+
+def built() -> tuple[str, ...]:
+    """The tunnel kinds a gateway pair terminates: every driver declaring `chain_gateway`."""
+    return tunnels.chain_gateway_kinds()
+
+
+def style_of(params: dict[str, Any]) -> GatewayTunnel:
+    """The gateway contract's implementation for a gateway's tunnel kind (one of built())."""
+    return STYLES[str(tunnels.get(params["tunnel"]).chain_gateway)]
 
 
 class Gateway(Function):
     kind = "gateway"
-    summary = "a tunnel terminated here and at the peer gateway across the WAN " \
-              f"({', '.join(BUILT)})"
+    summary = "a tunnel terminated here and at the peer gateway across the WAN (a kind " \
+              "whose driver declares chain_gateway)"
     params = {
-        "tunnel": Param(str, "vxlan", BUILT, "the tunnel kind the gateways terminate "
-                        f"({', '.join(BUILT)})", '"ipsec"'),
+        "tunnel": Param(str, "vxlan", lambda kind: kind in built(), "the tunnel kind the "
+                        "gateways terminate (one whose driver declares chain_gateway)",
+                        '"ipsec"'),
         "impl": Param(str, "", None, "the tunnel's implementation (wireguard: kernel|go; "
                       "ipsec: libipsec|kernel|xfrm); empty: the kind's own choice on this "
                       "host", '"libipsec"'),
@@ -55,8 +67,9 @@ class Gateway(Function):
     }
 
     def counters(self, hop: Hop) -> dict[str, int]:
-        """An srv6 gateway: packets its End.DX4/End.DX6 SIDs decapsulated."""
-        return srv6.counters(hop) if srv6.is_srv6_gateway(hop) else {}
+        """The gateway style's own counters (seg6: packets its End.DX4/End.DX6 SIDs
+        decapsulated)."""
+        return style_of(hop.params).counters(hop)
 
     def configure(self, hop: Hop, ledger: Ledger) -> None:
         """Nothing alone: the pair is brought up together (tunnel_up)."""
@@ -66,14 +79,14 @@ def pair_problems(params: dict[str, Any], here: bool = True) -> list[str]:
     """What is wrong with a gateway pair's tunnel: an implementation the kind does not have,
     or what this host lacks for it (a kernel ESP gateway on a kernel without ESP), in one
     line, refused with the chain (once per pair) before anything is created."""
-    if params.get("tunnel") not in BUILT:
+    if params.get("tunnel") not in built():
         return []   # refused as such already (spec._gateway)
     if params.get("underlay", 0) not in (0, 4, 6):
         return [f"underlay {params['underlay']} must be 4 or 6 (or left out: the tunnel "
                 "kind's own)"]
-    if params["tunnel"] == srv6.KIND and params.get("underlay") == 4:
-        return ["srv6 needs an IPv6 underlay (SRv6 carries its segment list in IPv6 "
-                "headers): set underlay = 6 or leave underlay out"]
+    refused = style_of(params).problems(params)
+    if refused:
+        return refused
     drv = tunnels.get(params["tunnel"])
     impls, impl = drv.implementations(), params.get("impl") or ""
     if impl and impl not in impls:
@@ -96,7 +109,7 @@ def tunnel_params(params: dict[str, Any]) -> Any:
     """The gateway tunnel's driver parameters (the driver's defaults, impl if given)."""
     drv = tunnels.get(params["tunnel"])
     raw: dict[str, Any] = {"impl": params["impl"]} if params.get("impl") else {}
-    if params.get("underlay") and params["tunnel"] != srv6.KIND:
+    if params.get("underlay") and style_of(params).driver_underlay:
         raw["underlay"] = params["underlay"]
     try:
         return drv.parse_params(raw)
@@ -106,20 +119,17 @@ def tunnel_params(params: dict[str, Any]) -> Any:
 
 def inner_mtu(params: dict[str, Any], wan_mtu: int,
               hops: tuple[Hop, ...] | list[Hop] = ()) -> int:
-    """The MTU of the path between the sites through the gateways' tunnel (pure); srv6: its
-    SRH holds one segment per transit End router of `hops`, plus the decapsulation SID."""
-    if params.get("tunnel") == srv6.KIND:
-        p = srv6.plan_of(hops)
-        return wan_mtu - (p.overhead if p else srv6.IPV6_HEADER + srv6.SRH_FIXED
-                          + srv6.SID_BYTES)
+    """The MTU of the path between the sites through the gateways' tunnel (pure): the
+    driver's tunnel MTU over the WAN, or what the style computes (seg6: its SRH holds one
+    segment per transit End router of `hops`, plus the decapsulation SID)."""
     drv = tunnels.get(params["tunnel"])
-    return int(drv.tunnel_mtu(tunnel_params(params), wan_mtu))
+    return style_of(params).inner_mtu(
+        params, wan_mtu, hops, lambda: int(drv.tunnel_mtu(tunnel_params(params), wan_mtu)))
 
 
 def behind(first_pos: int, second_pos: int, n: int) -> dict[str, tuple[str, ...]]:
     """The segments on each gateway's site side, IPv4 and IPv6 (pure). Gateway "a" is the
     first (site a's side: segments 0 .. first_pos - 1), "b" the second (second_pos .. n)."""
-    from .build import nets
     a = [p for seg in range(first_pos) for p in nets(seg)]
     b = [p for seg in range(second_pos, n + 1) for p in nets(seg)]
     return {"a": tuple(a), "b": tuple(b)}
@@ -131,12 +141,28 @@ def tunnel_up(tb: Testbed, first: Hop, second: Hop, first_pos: int, second_pos: 
     """The gateways' tunnel, and their routes through it. Positions count site a as 0.
     `sites`: the gateways as sites already made (on hosts: an agent in each gateway's
     namespace, chain/hosts.py, with its own case directory there); else namespaces here."""
+    return style_of(first.params).up(tb, first, second, first_pos, second_pos, n, ledger,
+                                     wan_mtu, sites)
+
+
+class DeviceGateway(GatewayTunnel):
+    """The "device" gateway style: the kind's driver brings its tunnel up on a testbed whose
+    two sites are the gateways (module docstring), then each gateway routes the segments
+    beyond the other through it."""
+
+    def up(self, tb: Any, first: Hop, second: Hop, first_pos: int, second_pos: int, n: int,
+           ledger: Ledger, wan_mtu: int, sites: tuple[Any, Any] | None) -> dict[str, Any]:
+        return _device_up(tb, first, second, first_pos, second_pos, n, ledger, wan_mtu,
+                          sites)
+
+
+STYLES: dict[str, GatewayTunnel] = {"device": DeviceGateway(), "seg6": srv6.Seg6Gateway()}
+
+
+def _device_up(tb: Testbed, first: Hop, second: Hop, first_pos: int, second_pos: int,
+               n: int, ledger: Ledger, wan_mtu: int,
+               sites: tuple[Site, Site] | None) -> dict[str, Any]:
     kind = first.params["tunnel"]
-    if kind == srv6.KIND:   # no tunnel device: seg6 routes in the gateways (chain/srv6.py)
-        hops = list(tb.hops)
-        plan = srv6.plan_of(hops)
-        assert plan is not None and (plan.first, plan.second) == (first_pos, second_pos)
-        return srv6.up(hops, plan, wan_mtu)
     drv = tunnels.get(kind)()
     params = tunnel_params(first.params)
     if sites is None:
@@ -152,7 +178,6 @@ def tunnel_up(tb: Testbed, first: Hop, second: Hop, first_pos: int, second_pos: 
                   behind=_behind_with_self(ga, gb, behind(first_pos, second_pos, n)),
                   link_tag="g")
     ep = drv.up(gtb, params)
-    from .build import nets
     for seg in range(n + 1):
         n4, n6 = nets(seg)
         if seg >= second_pos:      # beyond the second gateway: through the tunnel

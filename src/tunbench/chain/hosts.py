@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import proc
+from .. import proc, tunnels
 from ..errors import SpecError, TunbenchError
 from ..remote.agent.client import Agent
 from ..testbed import local, names
@@ -49,7 +49,6 @@ from .spec import ChainSpec
 CARRIER = "vxlan"
 CARRIER_OVERHEAD = 50        # outer Ethernet 14 + IPv4 20 + UDP 8 + VXLAN 8
 CARRIER_PORT = 4789
-SITE_TUNNELS = ("native", "vxlan")   # what runs at sites that are namespaces on hosts
 
 
 # ---- placement (pure) -----------------------------------------------------------------------
@@ -93,10 +92,11 @@ def problems(chain: ChainSpec, tunnel_kinds: list[str], *, shaped: bool,
     if shaped:
         out.append("[chain] with [sites]: --rate/--delay shape the sites' egress, which the "
                    "chain's wan function does between hosts (give the wan a rate instead)")
-    other = sorted(set(tunnel_kinds) - set(SITE_TUNNELS))
+    site_kinds = tunnels.chain_site_kinds()   # what runs at sites that are namespaces on hosts
+    other = sorted(set(tunnel_kinds) - set(site_kinds))
     if other:
         out.append(f"[chain] with [sites]: tunnel(s) {', '.join(other)} at the sites are not "
-                   f"supported through a chain between hosts yet ({', '.join(SITE_TUNNELS)} are)")
+                   f"supported through a chain between hosts yet ({', '.join(site_kinds)} are)")
     return out
 
 
@@ -107,7 +107,6 @@ def tools(chain: ChainSpec) -> dict[str, list[str]]:
         for tool in get(hop.kind).tools:
             out.setdefault(tool, []).append(f"function {hop.name}")
         if hop.kind == "gateway":   # what the gateway's tunnel driver runs there
-            from .. import tunnels
             drv = tunnels.get(hop.params["tunnel"])
             p = gateway.tunnel_params(hop.params)
             for t in drv.declared(drv.resolve_impl(p)).tools:
@@ -123,7 +122,6 @@ def kernel(chain: ChainSpec) -> dict[str, list[str]]:
         if hop.kind == "wan" and any(hop.params.get(k) for k in ("delay", "jitter", "loss")):
             out.setdefault("CONFIG_NET_SCH_NETEM", []).append(f"function {hop.name}")
         if hop.kind == "gateway":
-            from .. import tunnels
             drv = tunnels.get(hop.params["tunnel"])
             p = gateway.tunnel_params(hop.params)
             for k in drv.declared(drv.resolve_impl(p)).kernel:
@@ -204,7 +202,7 @@ def build(topo: Any, run_id: str, ledger: Ledger, chain: ChainSpec, *, mtu: int,
                          "hops": [h.describe() for h in hops],
                          "segment_mtus": seg_mtus, "carrier": carrier,
                          "hosts": {"a": topo.target("a"), "b": topo.target("b")}}
-    if gw and hops[gw[0] - 1].params.get("tunnel") == "srv6":   # routes only (chain/srv6.py)
+    if gw and not gateway.style_of(hops[gw[0] - 1].params).gateways_as_sites:   # routes only
         tb.notes["chain"]["gateway_tunnel"] = gateway.tunnel_up(
             tb, hops[gw[0] - 1], hops[gw[1] - 1], gw[0], gw[1], n, ledger, seg_mtu)
     elif gw:   # the gateways as sites of their own tunnel: an agent in each one's namespace
@@ -242,7 +240,7 @@ def _carrier(topo: Any, run_id: str, spaces: tuple[str, str], ifnames: tuple[str
 
 
 def _address(agent: Agent, ns: str, ifname: str, seg: int, end: int, mtu: int) -> None:
-    agent.run(["ip", "netns", "exec", ns, "sysctl", "-qw", *build_mod.CHAIN_SYSCTLS],
+    agent.run(["ip", "netns", "exec", ns, "sysctl", "-qw", *build_mod.link_sysctls(ifname)],
               timeout=20)
     batch = ["link set dev lo up", f"link set dev {ifname} mtu {mtu}",
              f"addr add {addr4(seg, end)}/24 dev {ifname}",

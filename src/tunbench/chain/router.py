@@ -10,6 +10,7 @@ one is refused as such).
 
 from __future__ import annotations
 
+from . import srv6
 from .base import Function, Hop, Param
 
 
@@ -24,8 +25,7 @@ class Router(Function):
     def counters(self, hop: Hop) -> dict[str, int]:
         if not hop.params.get("srv6_end"):
             return {}
-        from .srv6 import counters
-        return counters(hop)
+        return srv6.counters(hop)
 
 
 FUNCTION = Router

@@ -21,10 +21,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .. import tunnels
 from ..errors import SpecError
-from . import REGISTRY
+from . import REGISTRY, gateway, get, srv6
 from .base import Hop
-from .gateway import BUILT as GATEWAY_TUNNELS
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 RESERVED = ("a", "b", "c", "path", "direct")
@@ -42,13 +42,13 @@ class ChainSpec:
     def routed_hops(self) -> int:
         """How many hops decrement the TTL of site a's packets on their way to site b: what
         lies between two gateways forwards the tunnel's outer packets, not them."""
-        from . import get
         gw = [i for i, h in enumerate(self.hops) if h.kind == "gateway"]
         inside = set(range(gw[0] + 1, gw[1])) if len(gw) == 2 else set()
-        # an srv6 pair forwards the sites' packets once: the first gateway encapsulates them
-        # on input (seg6 route), only the second forwards the decapsulated packet (measured:
+        # a pair whose first gateway encapsulates on input (srv6: a seg6 route) forwards the
+        # sites' packets once: only the second forwards the decapsulated packet (measured:
         # tests/netns/test_chain_srv6_live.py)
-        once = int(len(gw) == 2 and self.hops[gw[0]].params.get("tunnel") == "srv6")
+        once = int(len(gw) == 2
+                   and gateway.style_of(self.hops[gw[0]].params).encapsulates_on_input)
         return sum(1 for i, h in enumerate(self.hops) if get(h.kind).routed
                    and i not in inside) - once
 
@@ -130,8 +130,7 @@ def _parse(raw: Any, where: str, problems: list[str], here: bool = True) -> Chai
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"{where}: two functions are named {name!r} (rename one table)")
     _pairs(hops, where, problems, here)
-    from .srv6 import problems as srv6_problems
-    problems.extend(f"{where}: {p}" for p in srv6_problems(hops))
+    problems.extend(f"{where}: {p}" for p in srv6.problems(hops))
     wans = [h.name for h in hops if h.kind == "wan"]
     if len(wans) > 1:
         problems.append(f"{where}.path has {len(wans)} WANs ({', '.join(wans)}): a chain is "
@@ -178,17 +177,17 @@ def _gateway(params: dict[str, Any], spot: str, problems: list[str],
     a kind without a routed device between two namespaces) is refused as such. True when it
     is fine (its implementation and what the host lacks for it: Gateway.check and
     host_problems)."""
-    from .. import tunnels
     tunnel = params.get("tunnel", "vxlan")
     known = set(tunnels.registry())
-    if not isinstance(tunnel, str) or tunnel not in GATEWAY_TUNNELS:
+    built = gateway.built()
+    if not isinstance(tunnel, str) or tunnel not in built:
         what = ("a tunnel kind that cannot be a gateway" if tunnel in known
                 else "not a tunnel kind")
         if repr(tunnel) in refused:   # the pair's other gateway: one line for both
             return False
         refused.add(repr(tunnel))
         problems.append(f"{spot}: tunnel {tunnel!r} is {what} (gateways terminate "
-                        f"{', '.join(GATEWAY_TUNNELS)})")
+                        f"{', '.join(built)})")
         return False
     return True
 
@@ -207,9 +206,8 @@ def _pairs(hops: list[Hop], where: str, problems: list[str], here: bool = True) 
             [b.params.get(k) for k in ("tunnel", "impl", "underlay")]:
         problems.append(f"{where}: gateways {a.name} and {b.name} terminate different tunnels "
                         f"({_tun(a)}, {_tun(b)}): give both the same tunnel, impl and underlay")
-    from .gateway import pair_problems
     problems.extend(f"{where}: gateways {a.name} and {b.name}: {p}"
-                    for p in pair_problems(a.params, here))
+                    for p in gateway.pair_problems(a.params, here))
     wan = [i for i, h in enumerate(hops) if h.kind == "wan"]
     if wan and not gw[0] < wan[0] < gw[1]:
         problems.append(f"{where}.path: the WAN must lie between the gateways {a.name} and "

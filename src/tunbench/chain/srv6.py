@@ -30,10 +30,13 @@ minus that. Everything lives in the chain's namespaces and goes with them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .base import Hop
+from ..testbed.ledger import Ledger
+from ..tunnels.srv6 import encap_route, parse_seg6local_counters, sid_route
+from .base import GatewayTunnel, Hop, addr6, nets
 
 IPV6_HEADER, SRH_FIXED, SID_BYTES = 40, 8, 16
 KIND = "srv6"
@@ -83,7 +86,6 @@ class Plan:
     def locator_routes(self, pos: int) -> list[tuple[str, str]]:
         """(locator, next hop) of the namespace at `pos`: the other SRv6 hops' locators
         through its neighbour on their side ([] outside the gateways' stretch)."""
-        from .build import addr6
         if not self.first <= pos <= self.second:
             return []
         out = []
@@ -127,27 +129,21 @@ def problems(hops: list[Hop] | tuple[Hop, ...]) -> list[str]:
 def route_argvs(p: Plan, pos: int, right_if: str, left_if: str) -> list[list[str]]:
     """Every `ip` command the namespace at `pos` needs for SRv6 (pure): its locator routes,
     its SIDs (counted), and at a gateway the encap routes of the segments beyond its peer."""
-    from .build import nets
     out = [["ip", "-6", "route", "add", dst, "via", via] for dst, via in p.locator_routes(pos)]
     if pos in p.transit:
-        out.append(["ip", "-6", "route", "add", sid(pos, "e") + "/128", "encap", "seg6local",
-                    "action", "End", "count", "dev", right_if])
+        out.append(["ip", *sid_route(sid(pos, "e"), "End", right_if)])
     if pos in (p.first, p.second):
         # decapsulation towards this gateway's own site side; the inner packet then follows
         # its own destination's route (nh 0.0.0.0 / ::)
         site_if = left_if if pos == p.first else right_if
-        out.append(["ip", "-6", "route", "add", sid(pos, "d4") + "/128", "encap", "seg6local",
-                    "action", "End.DX4", "nh4", "0.0.0.0", "count", "dev", site_if])
-        out.append(["ip", "-6", "route", "add", sid(pos, "d6") + "/128", "encap", "seg6local",
-                    "action", "End.DX6", "nh6", "::", "count", "dev", site_if])
+        out.append(["ip", *sid_route(sid(pos, "d4"), "End.DX4", site_if, "nh4", "0.0.0.0")])
+        out.append(["ip", *sid_route(sid(pos, "d6"), "End.DX6", site_if, "nh6", "::")])
         towards, wan_if = ("b", right_if) if pos == p.first else ("a", left_if)
         beyond = range(p.second, p.n + 1) if pos == p.first else range(0, p.first)
         for seg in beyond:
-            n4, n6 = nets(seg)
-            out.append(["ip", "route", "replace", n4, "encap", "seg6", "mode", "encap", "segs",
-                        ",".join(p.segments(towards, 4)), "dev", wan_if])
-            out.append(["ip", "-6", "route", "replace", n6, "encap", "seg6", "mode", "encap",
-                        "segs", ",".join(p.segments(towards, 6)), "dev", wan_if])
+            for net, fam in zip(nets(seg), (4, 6)):
+                out.append(["ip", *encap_route(net, p.segments(towards, fam), wan_if,
+                                               verb="replace")])
     return out
 
 
@@ -169,7 +165,6 @@ def up(hops: list[Hop], p: Plan, wan_mtu: int) -> dict[str, Any]:
 def counters(hop: Hop) -> dict[str, int]:
     """Packets/bytes each of the hop's counted SIDs processed, by action
     (`srv6_end_packets`, `srv6_end_dx4_packets`, ...)."""
-    from ..tunnels.srv6 import parse_seg6local_counters
     r = hop.run(["ip", "-s", "-6", "route", "show"], check=False, timeout=10)
     if not r.ok:
         return {}
@@ -179,3 +174,37 @@ def counters(hop: Hop) -> dict[str, int]:
         for what in ("packets", "bytes", "errors"):
             out[f"{key}_{what}"] = out.get(f"{key}_{what}", 0) + c[what]
     return out
+
+
+class Seg6Gateway(GatewayTunnel):
+    """The "seg6" gateway style (tunnels/srv6.py declares it): no tunnel device, seg6 routes
+    in the gateways and the End SIDs between them (`up` above); the srv6 driver is only
+    asked what the host lacks."""
+
+    encapsulates_on_input = True    # measured: tests/netns/test_chain_srv6_live.py
+    gateways_as_sites = False       # routes in the chain's namespaces, on hosts too
+    driver_underlay = False         # always IPv6 between the gateways
+
+    def problems(self, params: dict[str, Any]) -> list[str]:
+        if params.get("underlay") == 4:
+            return ["srv6 needs an IPv6 underlay (SRv6 carries its segment list in IPv6 "
+                    "headers): set underlay = 6 or leave underlay out"]
+        return []
+
+    def inner_mtu(self, params: dict[str, Any], wan_mtu: int, hops: Sequence[Hop],
+                  driver_mtu: Callable[[], int]) -> int:
+        """The SRH holds one segment per transit End router of `hops`, plus the
+        decapsulation SID."""
+        p = plan_of(list(hops))
+        return wan_mtu - (p.overhead if p else IPV6_HEADER + SRH_FIXED + SID_BYTES)
+
+    def up(self, tb: Any, first: Hop, second: Hop, first_pos: int, second_pos: int, n: int,
+           ledger: Ledger, wan_mtu: int, sites: tuple[Any, Any] | None) -> dict[str, Any]:
+        hops = list(tb.hops)
+        plan = plan_of(hops)
+        assert plan is not None and (plan.first, plan.second) == (first_pos, second_pos)
+        return up(hops, plan, wan_mtu)
+
+    def counters(self, hop: Hop) -> dict[str, int]:
+        """Packets its End.DX4/End.DX6 SIDs decapsulated."""
+        return counters(hop)

@@ -33,7 +33,7 @@ from functools import cached_property
 from typing import Any
 
 from ..errors import SpecError
-from . import data, decide, stats
+from . import data, decide, hostload, stats
 from .advise_collect import FIGURE_KEYS, Samples, collect, reference
 from .advise_figures import FIGURES, canonical
 from .advise_names import BY, NEEDS, PREFER  # noqa: F401  (re-exported: advise.NEEDS, PREFER)
@@ -165,6 +165,9 @@ def summarize(campaigns: list[Campaign], variant: tuple[int | None, str | None] 
             for k in FIGURE_KEYS:
                 for x, vals in m[k].items():   # rounds keyed by (campaign, repeat)
                     p[k].setdefault(x, []).extend(((i, r), v) for r, v in vals)
+    busy = hostload.note(d.cpu for c in campaigns for d in c.ok)
+    if busy:
+        notes.append(busy)
     counts = {n for p in pooled.values() for n in p["share"]}
     if len(counts) == 1:
         notes.append(f"throughput measured at {min(counts)} stream(s) only: the best stream "

@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from ..errors import SpecError
+from ..results.records import CaseRecord
 from . import data, stats
 from .advise_figures import declared, loss_metrics
 from .data import Campaign
@@ -44,42 +45,40 @@ def reference(c: Campaign, want_mtu: int | None = None, want_off: str | None = N
                  REF_OFFLOADS if REF_OFFLOADS in offs else offs[0])
 
 
-def _streams(doc: dict[str, Any]) -> int:
-    wl = doc["case"]["workload"]          # the axes the writer recorded (results v2)
-    params = wl.get("params") or {}
-    for p in wl.get("axes") or ():
-        v = params.get(p)
+def _streams(case: CaseRecord) -> int:
+    wl = case.workload          # the axes the writer recorded (results v2)
+    for p in wl.axes:
+        v = wl.params.get(p)
         if isinstance(v, int) and not isinstance(v, bool):
             return v
     return 1
 
 
-def _throughput_base(c: Campaign, ok: list[dict[str, Any]]) -> str | None:
+def _throughput_base(c: Campaign, ok: list[CaseRecord]) -> str | None:
     """The throughput workload the summary reads: stream when run, else the first one."""
-    bases = list(dict.fromkeys(data.base_workload(d) for d in ok
-                               if data.metric_value(d, THROUGHPUT) is not None))
+    bases = list(dict.fromkeys(d.workload.base for d in ok if d.value(THROUGHPUT) is not None))
     return "stream" if "stream" in bases else (bases[0] if bases else None)
 
 
-def _latency_metric(c: Campaign, ok: list[dict[str, Any]]) -> tuple[str, str] | None:
+def _latency_metric(c: Campaign, ok: list[CaseRecord]) -> tuple[str, str] | None:
     """(workload, base) of the first latency workload with p50 metrics ('tcp_rtt')."""
     for d in ok:
-        names = [n[:-4] for n in (d.get("metrics") or {}) if n.endswith("_p50")]
+        names = [n[:-4] for n in d.metrics if n.endswith("_p50")]
         for pref in LATENCY_PREFS:
             found = [n for n in names if n.startswith(pref)]
-            if found and data.metric_value(d, THROUGHPUT) is None:
-                return data.scenario(d)[0], found[0]
+            if found and d.value(THROUGHPUT) is None:
+                return d.workload.name, found[0]
     return None
 
 
-def _paired(docs: list[dict[str, Any]], native: dict[tuple[Any, ...], float], key: Any,
+def _paired(docs: list[CaseRecord], native: dict[tuple[Any, ...], float], key: Any,
             metric: str, op: str) -> list[tuple[Any, float]]:
     """Per round: (round, ln(method / native)) or (round, method - native), against native
     in the same round; a round without native (or a non-positive ratio side) is left out."""
     out = []
     for d in docs:
-        v = data.metric_value(d, metric)
-        r = d["case"].get("repeat")
+        v = d.value(metric)
+        r = d.repeat
         ref = native.get((key, r))
         if v is None or ref is None:
             continue
@@ -90,20 +89,19 @@ def _paired(docs: list[dict[str, Any]], native: dict[tuple[Any, ...], float], ke
     return out
 
 
-def _native_values(ok: list[dict[str, Any]], keyf: Any, metric: str
+def _native_values(ok: list[CaseRecord], keyf: Any, metric: str
                    ) -> dict[tuple[Any, ...], float]:
     by_round: dict[tuple[Any, ...], float] = {}
     for d in ok:
-        v = data.metric_value(d, metric)
+        v = d.value(metric)
         if _is_reference(d) and v is not None:
-            by_round[(keyf(d), d["case"].get("repeat"))] = v
+            by_round[(keyf(d), d.repeat)] = v
     return by_round
 
 
-def _is_reference(d: dict[str, Any]) -> bool:
+def _is_reference(d: CaseRecord) -> bool:
     """Native measured direct (a native through a chain is measured against it)."""
-    return d["case"]["tunnel"]["kind"] == "native" and not data.tunnel(d).endswith(
-        stats.VIA_CHAIN)
+    return d.tunnel.native and not d.tunnel.label.endswith(stats.VIA_CHAIN)
 
 
 Samples = dict[str, dict[str, Any]]   # label -> what collect() gathered
@@ -113,10 +111,9 @@ FIGURE_KEYS = ("share", "cpu", "cpu_abs", "latency", "loss")
 DECLARED = ("encrypts", "carries", "kernel", "gateways", "gateway_encrypts", "gateway_kernel")
 
 
-def _new_sample(d: dict[str, Any]) -> dict[str, Any]:
-    ident = data.tunnel_identity(d)
+def _new_sample(d: CaseRecord) -> dict[str, Any]:
     decl = declared(d)
-    return {"kind": d["case"]["tunnel"]["kind"], "impl": ident["impl"],
+    return {"kind": d.tunnel.kind, "impl": d.tunnel.impl,
             "encrypts": decl.encrypts, "carries": decl.carries, "kernel": decl.kernel,
             "gateways": decl.gateways, "gateway_encrypts": decl.gateway_encrypts,
             "gateway_kernel": decl.gateway_kernel, "mtu": set(), "failed": [], "ok": 0,
@@ -131,49 +128,49 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
     ref = reference(c, *variant)
     out: Samples = {}
     for d in c.cases:
-        label = data.tunnel(d)
+        label = d.tunnel.label
         m = out[label] if label in out else out.setdefault(label, _new_sample(d))
-        if d.get("status") != "ok":
-            m["failed"].append(str(d.get("error") or d.get("status")))
+        if not d.ok:
+            m["failed"].append(str(d.error or d.status))
         elif m["gateways"] is None and declared(d).gateways:   # a failed case may lack it
             m.update({k: v for k, v in _new_sample(d).items() if k in DECLARED})
     if ref is None:
         return out, ["no case measured: nothing to summarize"]
     mtu, off = ref
-    ok = [d for d in c.ok if (d["case"]["mtu"], d["case"]["offloads"]["name"]) == (mtu, off)]
+    ok = [d for d in c.ok if (d.mtu, d.offloads) == (mtu, off)]
     offs = sorted({s[2] for s in c.scenarios()})
     if len(c.mtus()) > 1 or len(offs) > 1:
         notes.append(f"figures at underlay MTU {mtu}, offloads {off}; measured: MTU "
                      f"{', '.join(map(str, c.mtus()))}, offloads {', '.join(offs)} "
                      "(--mtu, --offloads choose another)")
     for d in ok:
-        m = out[data.tunnel(d)]
+        m = out[d.tunnel.label]
         m["ok"] += 1
-        tmtu = (d.get("tunnel") or {}).get("mtu")
+        tmtu = d.tunnel_state.get("mtu")
         if isinstance(tmtu, int):
             m["mtu"].add(tmtu)
     base = _throughput_base(c, ok)
     if base is not None:
-        tdocs = [d for d in ok if data.base_workload(d) == base]
+        tdocs = [d for d in ok if d.workload.base == base]
         nat = _native_values(tdocs, _streams, THROUGHPUT)
         cnat = _native_values(tdocs, _streams, CPU)
         for d in tdocs:
-            m, n = out[data.tunnel(d)], _streams(d)
+            m, n = out[d.tunnel.label], _streams(d)
             m["share"].setdefault(n, []).extend(_paired([d], nat, n, THROUGHPUT, "ratio"))
             m["cpu"].setdefault(n, []).extend(_paired([d], cnat, n, CPU, "ratio"))
-            v = data.metric_value(d, CPU)
+            v = d.value(CPU)
             if v is not None and v > 0:   # a positive quantity: on the log scale too
-                m["cpu_abs"].setdefault(n, []).append((d["case"].get("repeat"), math.log(v)))
+                m["cpu_abs"].setdefault(n, []).append((d.repeat, math.log(v)))
         if not nat:
             notes.append(f"no native baseline in {base}: shares of native cannot be computed")
     lat = _latency_metric(c, ok)
     if lat is not None:
         wl, metric = lat
-        ldocs = [d for d in ok if data.scenario(d)[0] == wl]
+        ldocs = [d for d in ok if d.workload.name == wl]
         for q in ("p50", "p99"):
             nat = _native_values(ldocs, lambda d: 0, f"{metric}_{q}")
             for d in ldocs:
-                out[data.tunnel(d)]["latency"].setdefault(q, []).extend(
+                out[d.tunnel.label]["latency"].setdefault(q, []).extend(
                     _paired([d], nat, 0, f"{metric}_{q}", "diff"))
         unit = data.metric_unit(ldocs, f"{metric}_p50")
         notes.append(f"latency added: {metric} p50/p99 of {wl}, in {unit}, against native's")
@@ -183,24 +180,24 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
     return out, notes
 
 
-def _collect_loss(c: Campaign, ok: list[dict[str, Any]], out: Samples,
+def _collect_loss(c: Campaign, ok: list[CaseRecord], out: Samples,
                   notes: list[str]) -> None:
     """NDR/PDR/RFC 2544 packets/s per frame size of the first loss-search scenario, each
     round against native's in the same round (log scale, % of native)."""
-    wls = list(dict.fromkeys(data.scenario(d)[0] for d in ok if loss_metrics(c, d)))
+    wls = list(dict.fromkeys(d.workload.name for d in ok if loss_metrics(c, d)))
     if not wls:
         return
-    ldocs = [d for d in ok if data.scenario(d)[0] == wls[0]]
+    ldocs = [d for d in ok if d.workload.name == wls[0]]
     native: dict[tuple[Any, ...], float] = {}
     for d in ldocs:
         if _is_reference(d):
             for name, key in loss_metrics(c, d).items():
-                v = data.metric_value(d, name)
+                v = d.value(name)
                 if v is not None:
-                    native[(key, d["case"].get("repeat"))] = v
+                    native[(key, d.repeat)] = v
     for d in ldocs:
         for name, key in loss_metrics(c, d).items():
-            out[data.tunnel(d)]["loss"].setdefault(key, []).extend(
+            out[d.tunnel.label]["loss"].setdefault(key, []).extend(
                 _paired([d], native, key, name, "ratio"))
     notes.append(f"packets/s at NDR/PDR/RFC 2544 from {wls[0]}, per frame size, against "
                  "native's" + (f" ({', '.join(wls[1:])} in the tables)" if wls[1:] else ""))

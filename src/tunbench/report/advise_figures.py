@@ -4,7 +4,7 @@
   and what to run when a campaign did not measure it (the one line of a refusal).
 - declared(): what a method carries, whether it encrypts and whether its datapath is in the
   kernel, from the tunnel drivers' declarations (tunnels/base.py: `carries`, `encrypts`,
-  `userspace`) as every case records them (runner.tunnel_identity; older files:
+  `userspace`) as every case records them (caserecord.tunnel_identity; older files:
   results/upgrade.fill_v2), never from a list kept here; a chain's gateway tunnel counts too.
 Pure functions over recorded case documents.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..results.records import CaseRecord
 from .advise_names import CARRIES, LOSS_GOALS
 
 
@@ -64,9 +65,9 @@ class Declared:
     gateway_kernel: bool | None = None
 
 
-def gateway_of(doc: dict[str, Any]) -> dict[str, Any] | None:
+def gateway_of(case: CaseRecord) -> dict[str, Any] | None:
     """The tunnel a chain's gateways run between them (testbed.chain.gateway_tunnel), if any."""
-    chain = (doc.get("testbed") or {}).get("chain") or {}
+    chain = case.testbed.get("chain") or {}
     gw = chain.get("gateway_tunnel")
     return gw if isinstance(gw, dict) and gw.get("kind") else None
 
@@ -78,15 +79,15 @@ def _record(t: dict[str, Any]) -> tuple[tuple[str, ...] | None, bool | None]:
             kernel if isinstance(kernel, bool) else None)
 
 
-def declared(doc: dict[str, Any]) -> Declared:
+def declared(case: CaseRecord) -> Declared:
     """A case's method as its tunnel record says (written from the driver's `encrypts`,
     `carries` and `userspace` declarations; older files filled by results/upgrade.py), and a
     chain's gateway tunnel: a chain encrypts when its gateways do, carries what both carry,
     and runs in the kernel only when both do. The report asks no registry."""
-    t = doc["case"]["tunnel"]
-    carries, kernel = _record(t)
-    base = Declared(bool(t.get("encrypts")), carries, kernel)
-    gw = gateway_of(doc)
+    t = case.tunnel
+    carries, kernel = t.carries, t.kernel_datapath
+    base = Declared(t.encrypts, carries, kernel)
+    gw = gateway_of(case)
     if gw is None:
         return base
     g_enc = bool(gw.get("encrypts"))
@@ -100,11 +101,11 @@ def declared(doc: dict[str, Any]) -> Declared:
 
 # -- loss-search figures -----------------------------------------------------------------------
 
-def loss_metrics(c: Any, doc: dict[str, Any]) -> dict[str, tuple[str, str]]:
+def loss_metrics(c: Any, case: CaseRecord) -> dict[str, tuple[str, str]]:
     """metric name -> (goal, frame size) of a case's loss-search packet rates (NDR, PDR,
     RFC 2544; dims goal and size, packets/s, no layer or percentile)."""
     out = {}
-    for name in doc.get("metrics") or {}:
+    for name in case.metrics:
         rec = c.metric(name)
         if rec is None or rec.base != "rate_pps" or rec.dims.get("goal") not in LOSS_GOALS \
                 or "q" in rec.dims or "layer" in rec.dims:

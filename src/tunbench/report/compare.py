@@ -131,11 +131,11 @@ def judge(a: list[float], b: list[float], higher_is_better: bool) -> tuple[bool,
 def _by_repeat(c: data.Campaign, tun: str, scen: data.Scenario,
                metric: str) -> dict[int, float]:
     out: dict[int, float] = {}
-    for d in c.ok:
-        if data.tunnel(d) == tun and data.scenario(d) == scen:
-            v = data.metric_value(d, metric)
+    for r in c.ok:
+        if r.tunnel.label == tun and r.scenario == scen:
+            v = r.value(metric)
             if v is not None:
-                out[int(d["case"].get("repeat", len(out) + 1))] = v
+                out[r.repeat if r.repeat is not None else len(out) + 1] = v
     return out
 
 
@@ -277,53 +277,3 @@ def to_json(res: Result, threshold: float, allow_untested: bool = False) -> dict
             "regressions": [c.key for c in reg],
             "untested": [c.key for c in res.untested()],
             "summary": verdict_line(res, threshold, allow_untested)}
-
-
-def _share_cell(share: float | None, ci: tuple[float, float] | None) -> str:
-    if share is None:
-        return "–"
-    return f"{share:.1f}%" + (f"\n{ci[0]:.1f}–{ci[1]:.1f}%" if ci else "\nn=1")
-
-
-def print_table(res: Result, threshold: float, allow_untested: bool = False) -> None:
-    """--wide: every metric and every column (CIs, shares, methods), headline metrics first;
-    the default view is compare_view.print_narrow."""
-    from rich.table import Table
-
-    from . import compare_view, metrics
-    from .takeaways import num
-    console = compare_view.console_width(wide=True)
-    table = Table(title=f"{res.a} → {res.b}")
-    for col in ("tunnel", "workload", "MTU", "metric", "A mean ± CI", "B mean ± CI", "change",
-                "A % of native", "B % of native", "change of share", "verdict", "rests on"):
-        table.add_column(col, justify="right" if col in ("MTU", "change", "change of share")
-                         else "left")
-    style = {IMPROVED: "green", REGRESSED: "red", SAME: "", UNTESTED: "dim"}
-    ordered = [c for sec in compare_view.sections(res)
-               for c in sec.main + sec.details + sec.folded]
-    for c in ordered:
-        ha, hb = (c.ci_a[1] - c.mean_a), (c.ci_b[1] - c.mean_b)
-        pct = "–" if c.change_pct is None else f"{c.change_pct:+.1f}%"
-        spct = "–" if c.share_change_pct is None else f"{c.share_change_pct:+.1f}%"
-        rec = res.campaigns[0].metric(c.metric) if res.campaigns else None
-        unit = metrics.unit_label(c.metric, c.unit, rec)
-        verdict = f"[{style[c.verdict]}]{c.verdict}[/]" if style[c.verdict] else c.verdict
-        if c.warnings:
-            verdict += f"\n[yellow]⚠ not comparable: {', '.join(c.warnings)}[/]"
-        basis = "native (reference)" if c.reference else f"{c.basis}, {c.method}"
-        table.add_row(c.tunnel, c.workload, str(c.mtu),
-                      f"{metrics.display_name(c.metric, rec)} ({unit})"
-                      + (" ↑" if c.higher_is_better else " ↓"),
-                      f"{num(c.mean_a)} ± {num(ha)}", f"{num(c.mean_b)} ± {num(hb)}", pct,
-                      _share_cell(c.share_a, c.share_ci_a), _share_cell(c.share_b, c.share_ci_b),
-                      spct, verdict, basis)
-    console.print(table)
-    for line in res.only:
-        console.print(line, highlight=False)
-    if any(c.reference for c in res.changes):
-        console.print(f"[dim]{HOST_DRIFT}; tunnels' verdicts rest on their share of native "
-                      "where both campaigns measured it[/dim]", highlight=False)
-    reg = regressions(res.changes, threshold)
-    for line in verdict_line(res, threshold, allow_untested):
-        console.print(f"[red]{line}[/red]" if reg or line.startswith("WARNING") else line,
-                      highlight=False)

@@ -2,7 +2,7 @@
 fits 80-100 columns, headline metrics first (what the workload declared it is judged by, then
 CPU), the other metrics folded unless they changed significantly; Markdown for a CI comment;
 an HTML page with an overlay figure of the two campaigns' per-second series (flent's
-`-p totals` style: one colour per tunnel, A dashed, B solid). `--wide` is compare.print_table.
+`-p totals` style: one colour per tunnel, A dashed, B solid). `--wide` is print_table.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from . import data, metrics
 from .compare import (
+    HOST_DRIFT,
     IMPROVED,
     REGRESSED,
     SAME,
@@ -25,7 +26,7 @@ from .compare import (
     regressions,
     verdict_line,
 )
-from .takeaways import num
+from .sentences import num
 
 MAIN_AFTER_HEADLINE = ("cpu_busy", "cpu_per_gbit")   # beside the headline in the main table
 SHORT = {IMPROVED: "improved", REGRESSED: "REGRESSED", SAME: "no sig. change",
@@ -46,8 +47,8 @@ class Section:
 
 def _declared(c: data.Campaign, workload: str) -> list[str]:
     """The metrics the workload declared it is judged by, as its cases recorded them."""
-    return next((list(d["case"]["workload"].get("headline") or []) for d in c.cases
-                 if d["case"]["workload"]["name"] == workload), [])
+    w = c.declared(workload)
+    return list(w.headline) if w else []
 
 
 def sections(res: Result) -> list[Section]:
@@ -80,7 +81,7 @@ def _rank(ch: Change, head: list[str], tunnels: list[str],
     order."""
     pos = head.index(ch.metric) if ch.metric in head else len(head)
     tun = tunnels.index(ch.tunnel) if ch.tunnel in tunnels else len(tunnels)
-    return pos, (a.display(ch.metric) if a else ch.metric).lower(), tun
+    return pos, (a.display(ch.metric, ch.workload) if a else ch.metric).lower(), tun
 
 
 def scen_title(scen: data.Scenario) -> str:
@@ -97,6 +98,7 @@ def _share(v: float | None, higher_is_better: bool) -> str:
 def cells(res: Result, ch: Change) -> dict[str, str]:
     """The narrow view of one change: metric (name, unit, ↑/↓), A → B, change, verdict."""
     rec = res.campaigns[0].metric(ch.metric) if res.campaigns else None
+    way = res.campaigns[0].direction(ch.workload) if res.campaigns else None
     unit = metrics.unit_label(ch.metric, ch.unit, rec)
     absolute = f"{num(ch.mean_a)} → {num(ch.mean_b)}"
     if ch.basis == SHARE:
@@ -106,7 +108,7 @@ def cells(res: Result, ch: Change) -> dict[str, str]:
         values = absolute
     pct = ch.shown_change
     verdict = "host drift (ref.)" if ch.reference else SHORT.get(ch.verdict, ch.verdict)
-    return {"metric": f"{metrics.display_name(ch.metric, rec)} ({unit}) "
+    return {"metric": f"{metrics.display_name(ch.metric, rec, way)} ({unit}) "
                       + ("↑" if ch.higher_is_better else "↓"),
             "tunnel": ch.tunnel, "values": values,
             "absolute": absolute if ch.basis == SHARE else "",
@@ -215,10 +217,10 @@ def markdown(res: Result, threshold: float, allow_untested: bool = False) -> str
 
 def _runs(c: data.Campaign, scen: data.Scenario, name: str) -> dict[str, list[list[float]]]:
     per: dict[str, list[list[float]]] = {}
-    for d in c.ok:
-        vals = (d.get("series") or {}).get(name)
-        if data.scenario(d) == scen and vals:
-            per.setdefault(data.tunnel(d), []).append([float(v) for v in vals])
+    for r in c.ok:
+        vals = r.series.get(name)
+        if r.scenario == scen and vals:
+            per.setdefault(r.tunnel.label, []).append([float(v) for v in vals])
     return per
 
 
@@ -264,7 +266,7 @@ def overlay_svg(res: Result, max_panels: int = 4) -> str | None:
                     lo = [min(r[k] for r in runs if k < len(r)) for k in range(n)]
                     hi = [max(r[k] for r in runs if k < len(r)) for k in range(n)]
                     ax.fill_between(xs, lo, hi, color=pal(tun), alpha=0.12, lw=0)
-        unit = a.unit_label(name, data.metric_unit(a.ok, name))
+        unit = a.unit_label(name, data.metric_unit(a.cases, name))
         ax.set_title(f"{a.display(name)}, {scen_title(scen)}")
         ax.set_ylabel(unit)
         ax.set_xlabel("time (s, after warm-up)")
@@ -317,3 +319,52 @@ def _html_table(res: Result, changes: list[Change]) -> str:
                     f"{esc(c['tunnel'])}</td><td>{esc(c['values'])}{small}</td><td>"
                     f"{esc(c['change'])}</td><td class=l>{esc(c['verdict'])}</td></tr>")
     return "".join(rows) + "</table>"
+
+
+def _share_cell(share: float | None, ci: tuple[float, float] | None) -> str:
+    if share is None:
+        return "–"
+    return f"{share:.1f}%" + (f"\n{ci[0]:.1f}–{ci[1]:.1f}%" if ci else "\nn=1")
+
+
+def print_table(res: Result, threshold: float, allow_untested: bool = False) -> None:
+    """--wide: every metric and every column (CIs, shares, methods), headline metrics first;
+    the default view is print_narrow."""
+    from rich.table import Table
+
+    console = console_width(wide=True)
+    table = Table(title=f"{res.a} → {res.b}")
+    for col in ("tunnel", "workload", "MTU", "metric", "A mean ± CI", "B mean ± CI", "change",
+                "A % of native", "B % of native", "change of share", "verdict", "rests on"):
+        table.add_column(col, justify="right" if col in ("MTU", "change", "change of share")
+                         else "left")
+    style = {IMPROVED: "green", REGRESSED: "red", SAME: "", UNTESTED: "dim"}
+    ordered = [c for sec in sections(res)
+               for c in sec.main + sec.details + sec.folded]
+    for c in ordered:
+        ha, hb = (c.ci_a[1] - c.mean_a), (c.ci_b[1] - c.mean_b)
+        pct = "–" if c.change_pct is None else f"{c.change_pct:+.1f}%"
+        spct = "–" if c.share_change_pct is None else f"{c.share_change_pct:+.1f}%"
+        rec = res.campaigns[0].metric(c.metric) if res.campaigns else None
+        way = res.campaigns[0].direction(c.workload) if res.campaigns else None
+        unit = metrics.unit_label(c.metric, c.unit, rec)
+        verdict = f"[{style[c.verdict]}]{c.verdict}[/]" if style[c.verdict] else c.verdict
+        if c.warnings:
+            verdict += f"\n[yellow]⚠ not comparable: {', '.join(c.warnings)}[/]"
+        basis = "native (reference)" if c.reference else f"{c.basis}, {c.method}"
+        table.add_row(c.tunnel, c.workload, str(c.mtu),
+                      f"{metrics.display_name(c.metric, rec, way)} ({unit})"
+                      + (" ↑" if c.higher_is_better else " ↓"),
+                      f"{num(c.mean_a)} ± {num(ha)}", f"{num(c.mean_b)} ± {num(hb)}", pct,
+                      _share_cell(c.share_a, c.share_ci_a), _share_cell(c.share_b, c.share_ci_b),
+                      spct, verdict, basis)
+    console.print(table)
+    for line in res.only:
+        console.print(line, highlight=False)
+    if any(c.reference for c in res.changes):
+        console.print(f"[dim]{HOST_DRIFT}; tunnels' verdicts rest on their share of native "
+                      "where both campaigns measured it[/dim]", highlight=False)
+    reg = regressions(res.changes, threshold)
+    for line in verdict_line(res, threshold, allow_untested):
+        console.print(f"[red]{line}[/red]" if reg or line.startswith("WARNING") else line,
+                      highlight=False)

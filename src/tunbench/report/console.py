@@ -8,7 +8,9 @@ from typing import Any
 
 from rich.table import Table
 
-from ..results.model import MetricRecord, metric_records
+from ..results import records
+from ..results.model import MetricRecord
+from ..results.records import CaseRecord
 from ..shell import Console
 from . import data, hops, hubs, stats
 from . import metrics as catalogue
@@ -17,18 +19,28 @@ from . import metrics as catalogue
 CPU_METRICS = ("cpu_busy", "cpu_busy_a", "cpu_busy_b", "cpu_per_gbit")
 CPU_LABELS = {"cpu_busy": "CPU busy avg (min-max)", "cpu_busy_a": "CPU of site a (client)",
               "cpu_busy_b": "CPU of site b (server)"}
+
+
+def cpu_label(metric: str, direction: str | None) -> str | None:
+    """The console's CPU column label; each site's says what it did when the workload did not
+    run from a to b ('CPU of site a (client, receiver)' under iperf3 -R)."""
+    label = CPU_LABELS.get(metric)
+    if label is None or direction is None or metric == "cpu_busy":
+        return label
+    site = metric.rsplit("_", 1)[1]
+    return label[:-1] + f", {catalogue.role(site, direction)})" if direction != "bidir" \
+        else label[:-1] + ", sending and receiving)"
 MAX_NOTES = 12   # case notes printed under the tables; the report lists them all
 
 
-def headline(doc: dict[str, Any]) -> str:
+def headline(case: CaseRecord) -> str:
     """A finished case in a few words: its first headline metric and CPU busy."""
-    declared = doc["case"]["workload"].get("headline") or []
     parts = []
-    first = next((m for m in declared if m in doc["metrics"]), None)
+    first = next((m for m in case.workload.headline if m in case.metrics), None)
     for name in ([first] if first else []) + list(CPU_METRICS[:1]):
-        m = doc["metrics"].get(name)
-        if m and m.get("value") is not None:
-            parts.append(f"{name} {'≥' if m.get('bound') else ''}{num(m['value'])} {m['unit']}")
+        m = case.metrics.get(name)
+        if m and m.value is not None:
+            parts.append(f"{name} {'≥' if m.bound else ''}{num(m.value)} {m.unit}")
     return ", ".join(parts)
 
 
@@ -76,7 +88,7 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)
-    named = data.name_directions(data.name_tunnels(cases))   # 'stream reverse' (iperf3 -R)
+    named = records.named(cases, sweeps=False)   # 'wireguard (go)', 'stream reverse' (-R)
     rows = stats.rows(named, noisy_cv)
     swept: dict[tuple[str, int, str], list[stats.Row]] = {}
     groups: dict[tuple[str, int, str], list[stats.Row]] = {}
@@ -85,26 +97,28 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
             swept.setdefault((r.workload, r.mtu, r.offloads), []).append(r)
         else:
             groups.setdefault((r.label or r.workload, r.mtu, r.offloads), []).append(r)
-    declared = {str(d["case"]["workload"]["name"]): d["case"]["workload"] for d in named}
-    recs = {k: r for d in reversed(cases) for k, r in metric_records(d).items()}
+    declared = {r.workload.name: r.workload for r in named}
+    recs = {k: m for r in reversed(named) for k, m in r.metrics.items()}
     for (wl_label, mtu, off), grp in groups.items():
-        head = tuple((declared.get(grp[0].workload) or {}).get("headline") or ())
-        _print_group(console, wl_label, mtu, off, grp, head, recs)
+        w = declared.get(grp[0].workload)
+        _print_group(console, wl_label, mtu, off, grp, w.headline if w else (), recs,
+                     w.direction if w else None)
     for (wl_name, mtu, off), grp in swept.items():
-        key = (declared.get(wl_name) or {}).get("sweep_param") or "value"
-        head = tuple((declared.get(wl_name) or {}).get("headline") or ())
+        w = declared.get(wl_name)
+        key = (w.sweep_param if w else None) or "value"
+        head = w.headline if w else ()
         _print_sweep(console, wl_name, mtu, off, grp, key, head[0] if head else "throughput")
-    hops.print_chain(console, cases)   # chain campaigns only: diagram, chain vs direct
-    hops.print_table(console, cases)
-    hubs.print_table(console, cases)   # hub campaigns only
-    failed = [d for d in cases if d.get("status") == "failed"]
-    skipped = [d for d in cases if d.get("status") == "skipped"]
-    for d in failed:
-        console.print(f"[red]failed[/red] {d['case']['id']}: {d.get('error')}", highlight=False)
-    for d in skipped:
-        console.print(f"[yellow]skipped[/yellow] {d['case']['id']}: {d.get('error')}",
-                      highlight=False)
-    notes = data.case_notes(cases)
+    as_recorded = [CaseRecord.from_doc(d) for d in cases]   # labels not renamed
+    hops.print_chain(console, as_recorded)   # chain campaigns only: diagram, chain vs direct
+    hops.print_table(console, as_recorded)
+    hubs.print_table(console, as_recorded)   # hub campaigns only
+    failed = [c for c in as_recorded if c.status == "failed"]
+    skipped = [c for c in as_recorded if c.status == "skipped"]
+    for case in failed:
+        console.print(f"[red]failed[/red] {case.id}: {case.error}", highlight=False)
+    for case in skipped:
+        console.print(f"[yellow]skipped[/yellow] {case.id}: {case.error}", highlight=False)
+    notes = data.case_notes(as_recorded)
     for wl, note, tuns in notes[:MAX_NOTES]:
         console.print(f"[cyan]note[/cyan] {', '.join(tuns)} ({wl}): {note}", highlight=False)
     if len(notes) > MAX_NOTES:
@@ -116,7 +130,7 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     sources = sorted({r.line_rate_source for r in rows if r.line_rate_source})
     for src in sources:
         console.print(f"line rate: {src}")
-    shared = any((d.get("testbed") or {}).get("shares_cpus") for d in cases)
+    shared = any(c.shares_cpus for c in as_recorded)
     if shared:
         console.print("CPU: % of all cores, both sites together (they share this host's CPUs), "
                       "average (min-max) over the measurement, warm-up excluded; CPU per "
@@ -128,8 +142,9 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
 
 def _print_group(console: Console, wl_label: str, mtu: int, off: str,
                  grp: list[stats.Row], headline: tuple[str, ...],
-                 recs: dict[str, MetricRecord]) -> None:
-    """`headline`: the metrics the workload declared first, as its cases recorded them."""
+                 recs: dict[str, MetricRecord], direction: str | None = None) -> None:
+    """`headline`: the metrics the workload declared first, as its cases recorded them;
+    `direction`: how it ran (its per-site CPU columns say which end sent)."""
     metrics = [m for m in headline + CPU_METRICS if any(r.metric == m for r in grp)]
     if not metrics:
         metrics = sorted({r.metric for r in grp})
@@ -142,7 +157,7 @@ def _print_group(console: Console, wl_label: str, mtu: int, off: str,
     by: dict[tuple[str, str], stats.Row] = {(r.tunnel, r.metric): r for r in grp}
     for m in metrics:
         unit = catalogue.unit_label(m, next(r.unit for r in grp if r.metric == m), recs.get(m))
-        label = CPU_LABELS.get(m) or catalogue.display_name(m, recs.get(m))
+        label = cpu_label(m, direction) or catalogue.display_name(m, recs.get(m), direction)
         table.add_column(f"{label}\n({unit})", justify="right")
         if m in pct_cols:
             hib = next(r.higher_is_better for r in grp if r.metric == m)

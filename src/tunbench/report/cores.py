@@ -18,8 +18,8 @@ each tracked process: charon, wireguard-go, ovs-vswitchd, sshd, ksoftirqd, the t
 tools).
 
 Sites on separate hosts (`cpu.shared_by_sites: false`) are profiled apart, one profile per
-end (`cpu.sites.a` the sender, `cpu.sites.b` the receiver, each with its own cores and
-processes): a bottleneck is then named with the end it is on.
+end (`cpu.sites.a`, `cpu.sites.b`, each with its own cores and processes; which one sent is
+the direction the workload ran, as its case recorded it: site b under iperf3 -R): a bottleneck is then named with the end it is on.
 
 Pure over the case documents; nothing here asks a registry what a tunnel is.
 """
@@ -30,14 +30,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import data
+from ..results.records import CaseRecord
+from . import metrics as catalogue
 from .data import Campaign, Scenario
 
 SATURATED = 85.0      # % busy: the busiest core is (near) full; or a thread this busy
 ROOM = 30.0           # points below it another core must stay to call it one-core bound
 THREAD_FULL = 60.0    # % of one core: a thread this busy is named as the core's user
 _PID = re.compile(r"\[\d+\]$")
-ENDS = {"a": "sender (site a)", "b": "receiver (site b)"}
+
 WRAPPERS = ("ip", "nsenter", "env")   # a comm read before the wrapper exec'd the tool
 
 
@@ -52,10 +53,12 @@ class CoreProfile:
     shared_by_sites: bool
     processes: dict[str, dict[str, float]] = field(default_factory=dict)  # name -> averages
     site: str = ""    # "a"/"b": one end of sites on separate hosts; "": both (one host)
+    direction: str | None = None   # how the workload ran: which end sent (records)
 
     @property
     def end(self) -> str:
-        return ENDS.get(self.site, "")
+        """'sender (site a)'; 'receiver (site a)' when the workload ran reversed (-R)."""
+        return catalogue.end(self.site, self.direction) if self.site else ""
 
     @property
     def cores(self) -> int:
@@ -83,10 +86,10 @@ def _ranked(samples: list[dict[str, Any]]) -> list[list[dict[str, float]]]:
     return out
 
 
-def _ends(d: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def _ends(case: CaseRecord) -> list[tuple[str, dict[str, Any]]]:
     """(site, cpu record) of each end of a case: both ends apart when the sites were
     separate hosts, else ("", the case's one record)."""
-    cpu = d.get("cpu") or {}
+    cpu = case.cpu
     sites = cpu.get("sites") or {}
     if cpu.get("shared_by_sites") is False and sites:
         return sorted((name, rec) for name, rec in sites.items() if rec.get("samples"))
@@ -94,14 +97,16 @@ def _ends(d: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def profiles(c: Campaign) -> list[CoreProfile]:
+    # (tunnel, scenario, site) -> the CPU records of that end, one per case
     found: dict[tuple[str, Scenario, str], list[dict[str, Any]]] = {}
-    for d in c.ok:
-        for site, rec in _ends(d):
-            found.setdefault((data.tunnel(d), data.scenario(d), site), []).append(
-                {**rec, "shared_by_sites": (d.get("cpu") or {}).get("shared_by_sites")})
+    for case in c.ok:
+        for site, rec in _ends(case):
+            found.setdefault((case.tunnel.label, case.scenario, site), []).append(
+                {**rec, "shared_by_sites": case.cpu.get("shared_by_sites"),
+                 "direction": case.workload.direction})
     out = []
-    for (tun, scen, site), docs in found.items():
-        ticks = [t for d in docs for t in _ranked(d["samples"])]
+    for (tun, scen, site), ends in found.items():
+        ticks = [t for e_rec in ends for t in _ranked(e_rec["samples"])]
         n = min((len(t) for t in ticks), default=0)
         if n == 0:
             continue
@@ -111,9 +116,9 @@ def profiles(c: Campaign) -> list[CoreProfile]:
                          for t in ticks) / len(ticks) for k in ("usr", "sys", "softirq")}
                  for i in range(n)]
         procs: dict[str, list[float]] = {}   # name -> [total, busiest thread], summed
-        for d in docs:
+        for e_rec in ends:
             seen: dict[str, list[float]] = {}
-            for label, e in (d.get("processes") or {}).items():
+            for label, e in (e_rec.get("processes") or {}).items():
                 total = float(e.get("pct_of_one_core", 0.0))
                 thread = float(e.get("busiest_thread_pct", min(total, 100.0)))
                 cur = seen.setdefault(_process_name(label, e), [0.0, 0.0])
@@ -123,10 +128,11 @@ def profiles(c: Campaign) -> list[CoreProfile]:
                 acc = procs.setdefault(name, [0.0, 0.0])
                 acc[0] += total
                 acc[1] += thread
-        avg = {name: {"pct_of_one_core": t / len(docs), "busiest_thread_pct": b / len(docs)}
+        avg = {name: {"pct_of_one_core": t / len(ends), "busiest_thread_pct": b / len(ends)}
                for name, (t, b) in procs.items()}
         out.append(CoreProfile(tun, scen, busy, parts, len(ticks),
-                               any(d.get("shared_by_sites") for d in docs), avg, site))
+                               any(e_rec.get("shared_by_sites") for e_rec in ends), avg, site,
+                               ends[0]["direction"]))
     order = c.tunnels()
     return sorted(out, key=lambda p: (c.scenarios().index(p.scenario)
                                       if p.scenario in c.scenarios() else 0,
@@ -145,6 +151,7 @@ class Bottleneck:
     process: str | None       # who used it, from the recorded per-process CPU
     process_pct: float        # its busiest thread, % of one core
     site: str = ""            # the end it is on (sites on separate hosts), else ""
+    end: str = ""             # that end as a reader reads it: 'sender (site a)'
 
 
 def user_of_core(p: CoreProfile) -> tuple[str | None, float]:
@@ -169,7 +176,7 @@ def bottleneck(p: CoreProfile) -> Bottleneck | None:
     else:
         return None
     return Bottleneck(p.tunnel, p.scenario, sig, p.busy[0], p.busy[-1], p.parts[0]["softirq"],
-                      name, pct, p.site)
+                      name, pct, p.site, p.end)
 
 
 def bottlenecks(c: Campaign) -> list[Bottleneck]:

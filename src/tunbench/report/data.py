@@ -1,8 +1,8 @@
 """A campaign folder as the report sees it, and the conventions it draws from.
 
-Everything here is pure over the case documents, read through the one reader
-(results/reader.py, which upgrades older formats), and nothing here asks a registry: a case
-file says what it means (docs/results.md). The report is data-driven, so a new workload
+Everything here is pure over the typed case records (results/records.py), read through the
+one reader (results/reader.py, which upgrades older formats), and nothing here asks a
+registry: a case file says what it means (docs/results.md). The report is data-driven, so a new workload
 appears in the tables and in the generic figures without code changes, and in a dedicated
 figure when its records carry one of these:
 
@@ -10,9 +10,9 @@ figure when its records carry one of these:
   the campaign's cases (e.g. ``streams`` 1..512), or metrics with a point dimension
   (``dims: {"streams": 64}``);
 - percentiles: metrics whose only dimension is ``q`` (``tcp_rtt`` at ``{"q": 50}``);
-- distributions: ``doc["distributions"]`` or ``doc["raw"]["distributions"]``, each
+- distributions: a case's ``distributions`` or ``raw["distributions"]``, each
   ``{name: {"unit": u, "values": [...]}}`` (full samples) or ``{"unit": u, "percentiles": {"50": v}}``;
-  or a quantile sketch ``doc["raw"][group]["cdf"] = {"pct": [...], "<q>_<unit>": [...]}``
+  or a quantile sketch ``raw[group]["cdf"] = {"pct": [...], "<q>_<unit>": [...]}``
   (the latency workload's ``raw.tcp.cdf.rtt_us``), repeats pooled as a mixture;
 - tunnel sweeps: ``case.tunnel.base`` and ``case.tunnel.sweep`` (``{"tunnels": 2}``), recorded
   for an experiment's ``tunnels = [1, 2, 4]``;
@@ -23,7 +23,6 @@ figure when its records carry one of these:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ..results import reader
-from ..results.model import MetricRecord, metric_records
+from ..results.model import MetricRecord
+from ..results.records import CaseRecord, WorkloadIdentity
 from . import metrics as catalogue
 from . import stats
 
@@ -42,7 +42,8 @@ Scenario = tuple[str, int, str]   # workload, MTU, offload variant
 class Campaign:
     root: Path
     index: dict[str, Any]
-    cases: list[dict[str, Any]]
+    # the cases as typed records (results/records.py), named as every table shows them
+    cases: list[CaseRecord]
     rows: list[stats.Row] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)   # listed in the index, file gone
     pending: list[str] = field(default_factory=list)   # listed, never recorded
@@ -52,8 +53,8 @@ class Campaign:
     @property
     def folder(self) -> reader.CampaignFolder:
         """What the reader says of the folder: state, incomplete, resume command, problems."""
-        return reader.CampaignFolder(self.root, self.index, self.cases, self.missing,
-                                     self.pending)
+        return reader.CampaignFolder(self.root, self.index, [r.doc for r in self.cases],
+                                     self.missing, self.pending)
 
     def planned(self) -> tuple[list[str], list[str]]:
         """(tunnel labels, workload labels) the experiment asked for: the header of a campaign
@@ -65,27 +66,38 @@ class Campaign:
         """The record of a metric key (base, unit, dims) as the cases recorded it."""
         if self._records is None:
             self._records = {}
-            for d in self.cases:
-                for k, rec in metric_records(d).items():
+            for r in self.cases:
+                for k, rec in r.metrics.items():
                     self._records.setdefault(k, rec)
         return self._records.get(name)
 
-    def display(self, metric: str) -> str:
-        """The name a reader sees for a metric key (report/metrics.py)."""
-        return catalogue.display_name(metric, self.metric(metric))
+    def display(self, metric: str, workload: str | None = None) -> str:
+        """The name a reader sees for a metric key (report/metrics.py), in a scenario's
+        workload: its per-site metrics named by the direction it ran."""
+        return catalogue.display_name(metric, self.metric(metric), self.direction(workload))
+
+    def direction(self, workload: str | None = None) -> str | None:
+        """How a scenario's workload ran ('reverse': site b sent, iperf3 -R; 'bidir'; None:
+        a sent to b) as its cases recorded it; without a workload, the campaign's one
+        direction when all its cases ran alike, else None."""
+        if workload is not None:
+            w = self.declared(workload)
+            return w.direction if w else None
+        ways = {r.workload.direction for r in self.cases}
+        return ways.pop() if len(ways) == 1 else None
 
     def unit_label(self, metric: str, unit: str) -> str:
         return catalogue.unit_label(metric, unit, self.metric(metric))
 
     @property
-    def ok(self) -> list[dict[str, Any]]:
-        return [d for d in self.cases if d.get("status") == "ok"]
+    def ok(self) -> list[CaseRecord]:
+        return [r for r in self.cases if r.ok]
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
+    def failed(self) -> list[CaseRecord]:
         """Cases that did not measure: failed, and skipped (the workload cannot run over that
         tunnel); each carries its reason in `error`."""
-        return [d for d in self.cases if d.get("status") != "ok"]
+        return [r for r in self.cases if not r.ok]
 
     @property
     def env(self) -> dict[str, Any]:
@@ -93,17 +105,17 @@ class Campaign:
 
     def tunnels(self) -> list[str]:
         """Tunnel labels in campaign order (native first when present)."""
-        order = list(dict.fromkeys(tunnel(d) for d in self.cases))
-        return sorted(order, key=lambda t: (not _is_native_label(self, t), order.index(t)))
+        order = list(dict.fromkeys(r.tunnel.label for r in self.cases))
+        native = {r.tunnel.label for r in self.cases if r.tunnel.native}
+        return sorted(order, key=lambda t: (t not in native, order.index(t)))
 
     def kind_of(self, label: str) -> str:
-        return next((d["case"]["tunnel"]["kind"] for d in self.cases if tunnel(d) == label),
-                    label)
+        return next((r.tunnel.kind for r in self.cases if r.tunnel.label == label), label)
 
     def encrypts(self, label: str) -> bool:
-        """Whether the tunnel shown as `label` encrypts (tunnel_identity: as its cases recorded
-        it, or from the kind in older files)."""
-        return any(tunnel_identity(d)["encrypts"] for d in self.cases if tunnel(d) == label)
+        """Whether the tunnel shown as `label` encrypts (as its cases recorded it, or from the
+        kind in older files)."""
+        return any(r.tunnel.encrypts for r in self.cases if r.tunnel.label == label)
 
     def scenarios(self) -> list[Scenario]:
         return list(dict.fromkeys((r.workload, r.mtu, r.offloads) for r in self.rows))
@@ -124,134 +136,30 @@ class Campaign:
     def workloads(self) -> list[str]:
         return list(dict.fromkeys(r.workload for r in self.rows))
 
+    def declared(self, workload: str) -> WorkloadIdentity | None:
+        """The workload of a scenario name as its cases recorded it (headline, sweep)."""
+        return next((r.workload for r in self.cases if r.workload.name == workload), None)
+
     def sweep_point(self, label: str) -> tuple[str, str, int] | None:
         """(base workload, parameter, value) when the workload label is one value of a sweep
         of a single integer parameter ('parallel-streams streams=64'), else None."""
-        for d in self.cases:
-            w = d["case"]["workload"]
-            point = w.get("sweep") or {}
-            if w["name"] == label and len(point) == 1:
-                (param, value), = point.items()
-                return (w["base"], param, value) if isinstance(value, int) else None
-        return None
-
-
-def _is_native_label(c: Campaign, label: str) -> bool:
-    return any(tunnel(d) == label and d["case"]["tunnel"]["kind"] == "native" for d in c.cases)
-
-
-def tunnel(doc: dict[str, Any]) -> str:
-    return str(doc["case"]["tunnel"]["label"])
-
-
-def scenario(doc: dict[str, Any]) -> Scenario:
-    c = doc["case"]
-    return (c["workload"]["name"], int(c["mtu"]), c["offloads"]["name"])
-
-
-def base_workload(doc: dict[str, Any]) -> str:
-    w = doc["case"]["workload"]
-    return str(w.get("base", w["name"]))
-
-
-def tunnel_identity(doc: dict[str, Any]) -> dict[str, Any]:
-    """{"impl", "encrypts", "display"} of a case's tunnel, as recorded at write time (older
-    files get them from the reader's upgrader, results/upgrade.py)."""
-    t = doc["case"]["tunnel"]
-    return {"impl": t.get("impl"), "encrypts": bool(t.get("encrypts")),
-            "display": str(t.get("display") or t["label"])}
-
-
-def name_tunnels(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Cases whose tunnel label is the display name ('wireguard (go)'), with impl and
-    encrypts, so every table, figure, export and take-away names the implementation. One
-    label keeps one name: an old failed case that recorded no implementation takes the one
-    its label's other cases recorded."""
-    idents = [tunnel_identity(d) for d in cases]
-    best: dict[str, dict[str, Any]] = {}
-    for d, ident in zip(cases, idents, strict=True):
-        label = d["case"]["tunnel"].get("given_label", d["case"]["tunnel"]["label"])
-        if label not in best or (ident["impl"] and not best[label]["impl"]):
-            best[label] = ident
-    out = []
-    for d in cases:
-        t = d["case"]["tunnel"]
-        label = t.get("given_label", t["label"])
-        ident = best[label]
-        named = {**t, **ident, "label": ident["display"], "given_label": label}
-        base = t.get("given_base", t.get("base"))
-        if base:   # a tunnel sweep's curve is named like its points: 'wireguard (go)'
-            impl = ident["impl"]
-            named.update(base=f"{base} ({impl})" if impl and ident["display"].endswith(
-                f" ({impl})") else base, given_base=base)
-        out.append({**d, "case": {**d["case"], "tunnel": named}})
-    return out
-
-
-DIRECTIONS = {"reverse": "reverse", "bidir": "bidir"}   # iperf3 -R / --bidir, as recorded
-
-
-def direction(params: dict[str, Any]) -> str | None:
-    """'reverse' (site b sends, iperf3 -R), 'bidir' (both at once) or None (a sends to b)."""
-    return next((word for key, word in DIRECTIONS.items() if params.get(key) is True), None)
-
-
-def name_directions(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Cases whose workload ran reversed or both ways are named so ('stream reverse'), in
-    their scenario and their label: every table, figure, take-away and compare line says
-    which way the traffic went, and never pools them with the forward direction."""
-    out = []
-    for d in cases:
-        w = d["case"]["workload"]
-        way = direction(w.get("params") or {})
-        if way is None:
-            out.append(d)
-            continue
-        named = {**w, "name": f"{w['name']} {way}", "direction": way}
-        if w.get("label"):
-            named["label"] = f"{w['label']} {way}"
-        out.append({**d, "case": {**d["case"], "workload": named}})
-    return out
-
-
-def _split_sweeps(cases: list[dict[str, Any]]) -> None:
-    """A workload run at several values of a sweep parameter (e.g. streams 1, 4, 16) becomes
-    one scenario per value ('stream streams=4'), so its tables and ratios never mix them."""
-    for wl in dict.fromkeys(d["case"]["workload"]["name"] for d in cases):
-        docs = [d for d in cases if d["case"]["workload"]["name"] == wl]
-        axes = dict.fromkeys(p for d in docs for p in d["case"]["workload"].get("axes") or ())
-        varying = [p for p in axes if len({json.dumps(
-            (d["case"]["workload"].get("params") or {}).get(p)) for d in docs}) > 1]
-        for d in docs if varying else ():
-            w = d["case"]["workload"]
-            point = {p: w["params"][p] for p in varying}
-            label = wl + " " + " ".join(f"{p}={v}" for p, v in point.items())
-            d["case"] = {**d["case"], "workload": {**w, "name": label, "base": wl,
-                                                   "sweep": point}}
+        w = self.declared(label)
+        if w is None or len(w.sweep) != 1:
+            return None
+        (param, value), = w.sweep.items()
+        return (w.base, param, value) if isinstance(value, int) else None
 
 
 def load(root: Path) -> Campaign:
-    """A campaign folder through the one reader (results/reader.py)."""
-    folder = reader.read_campaign(root)
-    cases = name_directions(name_tunnels(folder.cases))
-    _split_sweeps(cases)
-    return Campaign(root, folder.index, cases, stats.rows(cases), folder.missing,
-                    folder.pending)
+    """A campaign folder through the one reader (results/reader.py), as typed records."""
+    camp = reader.read_records(root)
+    return Campaign(root, camp.index, camp.cases, stats.rows(camp.cases), camp.missing,
+                    camp.pending)
 
 
-def metric_value(doc: dict[str, Any], name: str) -> float | None:
-    m = (doc.get("metrics") or {}).get(name)
-    if not m or m.get("value") is None:
-        return None
-    return float(m["value"])
-
-
-def metric_unit(cases: Iterable[dict[str, Any]], name: str) -> str:
-    for d in cases:
-        m = (d.get("metrics") or {}).get(name)
-        if m:
-            return str(m.get("unit", ""))
-    return ""
+def metric_unit(cases: Iterable[CaseRecord], name: str) -> str:
+    """The unit the first case that recorded a metric gives it."""
+    return next((r.metrics[name].unit for r in cases if name in r.metrics), "")
 
 
 _RATE = re.compile(r"^[kmgt]?(bit/s|bps|b/s|pps)$")
@@ -266,9 +174,8 @@ def headline_metric(c: Campaign, workload: str) -> str | None:
     names = [r.metric for r in c.rows if r.workload == workload]
     if not names:
         return None
-    declared = next((d["case"]["workload"].get("headline") or [] for d in c.cases
-                     if d["case"]["workload"]["name"] == workload), [])
-    for h in declared:   # as the case recorded its workload's declaration
+    w = c.declared(workload)
+    for h in w.headline if w else ():   # as the case recorded its workload's declaration
         if h in names:
             return str(h)
     for r in c.rows:
@@ -289,22 +196,22 @@ def is_point(c: Campaign, metric: str) -> bool:
 
 def values_by_tunnel(c: Campaign, scen: Scenario, metric: str) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
-    for d in c.ok:
-        if scenario(d) != scen:
+    for r in c.ok:
+        if r.scenario != scen:
             continue
-        v = metric_value(d, metric)
+        v = r.value(metric)
         if v is not None:
-            out.setdefault(tunnel(d), []).append(v)
+            out.setdefault(r.tunnel.label, []).append(v)
     return out
 
 
 def series_names(c: Campaign) -> list[tuple[str, str]]:
     """(workload, series name) pairs with at least one non-empty series."""
     seen: dict[tuple[str, str], None] = {}
-    for d in c.ok:
-        for name, vals in (d.get("series") or {}).items():
+    for r in c.ok:
+        for name, vals in r.series.items():
             if vals:
-                seen[(scenario(d)[0], name)] = None
+                seen[(r.workload.name, name)] = None
     return list(seen)
 
 
@@ -335,40 +242,38 @@ def sweeps(c: Campaign) -> list[Sweep]:
         sw.units[metric] = unit
 
     varying: dict[str, set[str]] = {}
-    for wl in dict.fromkeys(base_workload(d) for d in c.ok):
-        axes = dict.fromkeys(p for d in c.ok if base_workload(d) == wl
-                             for p in d["case"]["workload"].get("axes") or ())
+    for wl in dict.fromkeys(r.workload.base for r in c.ok):
+        axes = dict.fromkeys(p for r in c.ok if r.workload.base == wl for p in r.workload.axes)
         for p in axes:
-            xs = {d["case"]["workload"]["params"].get(p) for d in c.ok
-                  if base_workload(d) == wl}
+            xs = {r.workload.params.get(p) for r in c.ok if r.workload.base == wl}
             if len(xs) > 1 and all(isinstance(x, int) for x in xs):
                 varying.setdefault(wl, set()).add(p)
-    for d in c.ok:
-        scen = (base_workload(d), *scenario(d)[1:])
-        params = d["case"]["workload"].get("params") or {}
-        for name, rec in metric_records(d).items():
+    for case in c.ok:
+        scen = (case.workload.base, case.mtu, case.offloads)
+        params = case.workload.params
+        for name, rec in case.metrics.items():
             if rec.value is None:
                 continue
             at = [(p, x) for p, x in rec.points.items() if isinstance(x, int)]
             if len(at) == 1:   # a point recorded inside the case: {"streams": 8}
                 (p, x), = at
-                add(scen, p, name if rec.qualifiers else rec.base, rec.unit, tunnel(d), x,
-                    rec.value)
+                add(scen, p, name if rec.qualifiers else rec.base, rec.unit,
+                    case.tunnel.label, x, rec.value)
                 continue
             for p in varying.get(scen[0], ()):
-                add(scen, p, name, rec.unit, tunnel(d), int(params[p]), rec.value)
-    for d in c.ok:
-        point = tunnel_sweep(d)
+                add(scen, p, name, rec.unit, case.tunnel.label, int(params[p]), rec.value)
+    for case in c.ok:
+        point = case.tunnel.sweep_point()
         if point is None:
             continue
         base, param, x = point
-        scen = scenario(d)
+        scen = case.scenario
         key = (scen[0], param, scen[1], scen[2])
         found.setdefault(key, Sweep(scen[0], param, scen[1], scen[2], {}, {}, "tunnel"))
-        for name, rec in metric_records(d).items():
+        for name, rec in case.metrics.items():
             if rec.value is not None and not rec.points:
                 add(scen, param, name, rec.unit, base, x, rec.value)
-        dp = datapath_cpu(d)
+        dp = datapath_cpu(case)
         if dp is not None:
             add(scen, param, DATAPATH_CPU, "% of one core", base, x, dp)
     return [sw for sw in found.values()
@@ -378,27 +283,14 @@ def sweeps(c: Campaign) -> list[Sweep]:
 DATAPATH_CPU = "datapath_cpu"
 
 
-def datapath_cpu(doc: dict[str, Any]) -> float | None:
+def datapath_cpu(case: CaseRecord) -> float | None:
     """CPU of the tunnel's datapath daemons (wireguard-go, charon, ovs-vswitchd, ssh), both
     sites summed, in % of one core, from the per-process CPU the case recorded; None for a
     kernel datapath (no daemon tracked)."""
-    procs = (doc.get("cpu") or {}).get("processes") or {}
+    procs = case.cpu.get("processes") or {}
     vals = [float(e.get("pct_of_one_core", 0.0)) for label, e in procs.items()
             if label.startswith("datapath")]
     return sum(vals) if vals else None
-
-
-def tunnel_sweep(doc: dict[str, Any]) -> tuple[str, str, int] | None:
-    """(base label, parameter, value) of a case whose tunnel is one value of a recorded
-    tunnel sweep (an experiment's `tunnels = [1, 2, 4]`), else None."""
-    t = doc["case"]["tunnel"]
-    point = t.get("sweep") or {}
-    if len(point) != 1:
-        return None
-    (param, value), = point.items()
-    if not isinstance(value, int):
-        return None
-    return str(t.get("base") or t["kind"]), str(param), value
 
 
 # -- latency distributions -----------------------------------------------------------------
@@ -423,12 +315,12 @@ SKETCH_MIN = 50
 _UNIT_SUFFIX = re.compile(r"^(?P<q>.+)_(?P<unit>us|ms|ns|s)$")
 
 
-def _sketches(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _sketches(case: CaseRecord) -> dict[str, dict[str, Any]]:
     """Quantile sketches a case recorded: ``raw.<group>.cdf = {"pct": [...], "<q>_<unit>":
     [...]}`` (the latency workload: ``raw.tcp.cdf.rtt_us`` -> ``tcp_rtt`` in us), with the
     group's ``stats.samples`` as the count when present."""
     out: dict[str, dict[str, Any]] = {}
-    for group, val in ((doc.get("raw") or {}).items()):
+    for group, val in case.raw.items():
         cdf = val.get("cdf") if isinstance(val, dict) else None
         if not isinstance(cdf, dict) or not isinstance(cdf.get("pct"), list):
             continue
@@ -469,12 +361,12 @@ def distributions(c: Campaign, scen: Scenario) -> list[Distribution]:
     out: dict[str, Distribution] = {}
     qpts: dict[tuple[str, str], dict[float, list[float]]] = {}
     sk: dict[tuple[str, str], list[tuple[list[float], list[float]]]] = {}
-    for d in c.ok:
-        if scenario(d) != scen:
+    for case in c.ok:
+        if case.scenario != scen:
             continue
-        tun = tunnel(d)
-        dists = dict((d.get("raw") or {}).get("distributions") or {})
-        dists.update(d.get("distributions") or {})
+        tun = case.tunnel.label
+        dists = dict(case.raw.get("distributions") or {})
+        dists.update(case.distributions)
         for name, dist in dists.items():
             if not isinstance(dist, dict):
                 continue
@@ -483,7 +375,7 @@ def distributions(c: Campaign, scen: Scenario) -> list[Distribution]:
                 dd.samples.setdefault(tun, []).extend(float(v) for v in dist["values"])
             for q, v in (dist.get("percentiles") or {}).items():
                 qpts.setdefault((name, tun), {}).setdefault(float(q) / 100, []).append(float(v))
-        for name, s in _sketches(d).items():
+        for name, s in _sketches(case).items():
             if name in dists:
                 continue
             dd = out.setdefault(name, Distribution(name, s["unit"]))
@@ -491,7 +383,7 @@ def distributions(c: Campaign, scen: Scenario) -> list[Distribution]:
                 ([float(p) for p in s["pct"]], [float(v) for v in s["values"]]))
             if s["count"]:
                 dd.counts[tun] = dd.counts.get(tun, 0) + int(s["count"])
-        for rec in metric_records(d).values():
+        for rec in case.metrics.values():
             # a percentile metric: its only dimension is q ({"q": 99} of tcp_rtt)
             if set(rec.dims) == {"q"} and rec.value is not None and rec.base not in dists:
                 out.setdefault(rec.base, Distribution(rec.base, rec.unit))
@@ -548,15 +440,14 @@ def overlap(a: stats.Summary, b: stats.Summary) -> bool:
     return not (a.ci95_high < b.ci95_low or b.ci95_high < a.ci95_low)
 
 
-def case_notes(cases: Iterable[dict[str, Any]]) -> list[tuple[str, str, list[str]]]:
+def case_notes(cases: Iterable[CaseRecord]) -> list[tuple[str, str, list[str]]]:
     """The notes cases carry (caveats a reader needs: lower bounds, fallbacks, what a search
     lost), grouped: (workload, note text, tunnels that got it), in order of first appearance.
     A note given in every repeat of a tunnel is listed once."""
     found: dict[tuple[str, str], list[str]] = {}
-    for d in cases:
-        wl = str(d["case"]["workload"].get("label") or d["case"]["workload"]["name"])
-        for note in d.get("notes") or []:
-            tuns = found.setdefault((wl, str(note)), [])
-            if tunnel(d) not in tuns:
-                tuns.append(tunnel(d))
+    for case in cases:
+        for note in case.notes:
+            tuns = found.setdefault((case.workload.label, note), [])
+            if case.tunnel.label not in tuns:
+                tuns.append(case.tunnel.label)
     return [(wl, note, tuns) for (wl, note), tuns in found.items()]

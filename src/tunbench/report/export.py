@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..results.records import CaseRecord
+
 # tunnel: the display name ('wireguard (go)'); impl and encrypts as the case recorded them
-# (data.name_tunnels, which data.load applies); metric: the key, metric_base and dims (JSON)
+# (the typed records, results/records.py, named so); metric: the key, metric_base and dims (JSON)
 # what it measures and at which point (result format v2, docs/results.md)
 COLUMNS = ("case_id", "tunnel", "kind", "workload", "workload_params", "mtu", "offloads",
            "repeat", "metric", "metric_base", "dims", "unit", "value", "higher_is_better",
@@ -17,33 +19,26 @@ COLUMNS = ("case_id", "tunnel", "kind", "workload", "workload_params", "mtu", "o
 EXTRA = ("campaign",)   # the result folder, first, in `tunbench export` (several folders)
 
 
-def tidy_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def tidy_rows(cases: list[CaseRecord]) -> list[dict[str, Any]]:
     """Every metric of every case; a case without metrics (failed) gives one row with its
     status and empty metric, so failures are visible in the export too."""
     out = []
-    for d in cases:
-        c = d["case"]
-        base = {"case_id": c["id"], "tunnel": c["tunnel"]["label"], "kind": c["tunnel"]["kind"],
-                "workload": c["workload"].get("base", c["workload"]["name"]),
-                "workload_params": json.dumps(c["workload"].get("params") or {},
-                                              sort_keys=True), "mtu": int(c["mtu"]),
-                "offloads": c["offloads"]["name"], "repeat": int(c["repeat"]),
-                "status": d.get("status", ""), "impl": c["tunnel"].get("impl"),
-                "encrypts": c["tunnel"].get("encrypts")}
-        metrics = d.get("metrics") or {}
-        if not metrics:
+    for r in cases:
+        base = {"case_id": r.id, "tunnel": r.tunnel.label, "kind": r.tunnel.kind,
+                "workload": r.workload.base,
+                "workload_params": json.dumps(r.workload.params, sort_keys=True),
+                "mtu": r.mtu, "offloads": r.offloads, "repeat": r.repeat,
+                "status": r.status, "impl": r.tunnel.impl, "encrypts": r.tunnel.encrypts}
+        if not r.metrics:
             out.append({**base, "metric": None, "metric_base": None, "dims": None,
                         "unit": None, "value": None, "higher_is_better": None,
                         "bound": None})
-        for name, m in metrics.items():
-            v = m.get("value")
-            out.append({**base, "metric": name, "metric_base": m.get("base", name),
+        for name, m in r.metrics.items():
+            out.append({**base, "metric": name, "metric_base": m.base,
                         # the metric's dimensions (format v2) as JSON: {"goal": "ndr", ...}
-                        "dims": json.dumps(m.get("dims") or {}, sort_keys=True),
-                        "unit": m.get("unit"),
-                        "value": None if v is None else float(v),
-                        "higher_is_better": bool(m.get("higher_is_better", True)),
-                        "bound": m.get("bound")})
+                        "dims": json.dumps(m.dims, sort_keys=True), "unit": m.unit,
+                        "value": m.value, "higher_is_better": m.higher_is_better,
+                        "bound": m.bound})
     return out
 
 

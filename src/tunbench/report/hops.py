@@ -1,5 +1,5 @@
 """Per-hop figures of chain campaigns (chain/hops.py records them in each case's `chain`
-section): the path with each hop's namespace, the routers the TTL counted, the latency each
+section, the typed record's `chain`): the path with each hop's namespace, the routers the TTL counted, the latency each
 hop adds, and a per-hop drop table naming the hop where packets were lost. Campaigns without
 a chain show nothing."""
 
@@ -11,15 +11,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..results.records import CaseRecord
+from .sentences import Takeaway
 
-def chained(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [d for d in cases if d.get("status") == "ok" and (d.get("chain") or {}).get("drops")]
+
+def chained(cases: list[CaseRecord]) -> list[CaseRecord]:
+    return [r for r in cases if r.ok and r.chain.get("drops")]
 
 
-def _label(d: dict[str, Any]) -> str:
-    cs = d["case"]
-    return f"{cs['tunnel']['label']} / {cs['workload'].get('label') or cs['workload']['name']}" \
-        f" r{cs['repeat']}"
+def _label(r: CaseRecord) -> str:
+    return f"{r.tunnel.label} / {r.workload.label} r{r.repeat}"
 
 
 def loss_cell(row: dict[str, Any]) -> str:
@@ -31,20 +32,20 @@ def loss_cell(row: dict[str, Any]) -> str:
     return f"{n:,}" + (f" ({', '.join(parts)})" if parts else "")
 
 
-def print_table(console: Console, cases: list[dict[str, Any]]) -> None:
+def print_table(console: Console, cases: list[CaseRecord]) -> None:
     """One row per chain case: the places in path order, what each lost, the bottleneck."""
     docs = chained(cases)
     if not docs:
         return
-    places = [r["place"] for r in docs[0]["chain"]["drops"]]
-    table = Table(title=f"per-hop drops - {docs[0]['chain'].get('path')}")
+    places = [r["place"] for r in docs[0].chain["drops"]]
+    table = Table(title=f"per-hop drops - {docs[0].chain.get('path')}")
     table.add_column("case")
     for p in places:
         table.add_column(p, justify="right")
     table.add_column("routers (TTL)", justify="right")
     table.add_column("loss starts at")
     for d in docs:
-        ch = d["chain"]
+        ch = d.chain
         by = {r["place"]: r for r in ch["drops"]}
         probe = ch.get("probe") or {}
         table.add_row(_label(d), *[loss_cell(by[p]) if p in by else "–" for p in places],
@@ -52,12 +53,12 @@ def print_table(console: Console, cases: list[dict[str, Any]]) -> None:
     console.print(table)
 
 
-def section_html(cases: list[dict[str, Any]]) -> str:
+def section_html(cases: list[CaseRecord]) -> str:
     """The report's chain section ('' for a campaign without a chain)."""
     docs = chained(cases)
     if not docs:
         return ""
-    first = docs[0]["chain"]
+    first = docs[0].chain
     esc = html.escape
     diagram = " → ".join(
         ["site a"] + [f"{h['name']} ({h['kind']}, netns {h['netns']}"
@@ -68,7 +69,7 @@ def section_html(cases: list[dict[str, Any]]) -> str:
     head = "".join(f"<th>{esc(p)}</th>" for p in places)
     rows = []
     for d in docs:
-        ch = d["chain"]
+        ch = d.chain
         by = {r["place"]: r for r in ch["drops"]}
         cells = "".join(f"<td>{esc(loss_cell(by[p]))}</td>" if p in by else "<td>–</td>"
                         for p in places)
@@ -91,20 +92,21 @@ def section_html(cases: list[dict[str, Any]]) -> str:
 # ---- the chain diagram, chain vs direct, where loss starts ---------------------------------
 # metrics set side by side when a campaign measured the chain and direct (chain direct = true)
 COMPARED = ("throughput", "rfc2544_pps_", "ndr_pps_", "pdr_pps_")
+PATH_FIGURES = ("rtt_avg", "hops")   # seed 004's path figures (ping): the RTT and hops added
 
 
-def _chain_doc(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
-    return next((d for d in cases if (d.get("testbed") or {}).get("chain")), None)
+def _chain_doc(cases: list[CaseRecord]) -> CaseRecord | None:
+    return next((r for r in cases if r.testbed.get("chain")), None)
 
 
-def diagram(cases: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+def diagram(cases: list[CaseRecord]) -> list[tuple[str, str, str, str]]:
     """The chain as rows (place, kind, where, what): each hop's namespace, what it does
     (rules, rate), and which tunnel the gateways terminate between them (pure)."""
     doc = _chain_doc(cases)
     if doc is None:
         return []
-    tbc = doc["testbed"]["chain"]
-    sites = doc["testbed"].get("sites") or {}
+    tbc = doc.testbed["chain"]
+    sites = doc.testbed.get("sites") or {}
     gw = tbc.get("gateway_tunnel") or {}
     carrier = tbc.get("carrier") or {}
     rows = [("a", "site", _where(sites.get("a") or {}),
@@ -158,12 +160,12 @@ def _what(hop: dict[str, Any], gw: dict[str, Any]) -> str:
     return "forwards (TTL - 1)"
 
 
-def diagram_line(cases: list[dict[str, Any]]) -> str:
+def diagram_line(cases: list[CaseRecord]) -> str:
     """'a -> rtra -> fwa -> gwa =[ipsec (libipsec)]=> wan =[...]=> gwb -> ... -> b'."""
     doc = _chain_doc(cases)
     if doc is None:
         return ""
-    tbc = doc["testbed"]["chain"]
+    tbc = doc.testbed["chain"]
     gw = tbc.get("gateway_tunnel") or {}
     ends = gw.get("gateways") or []
     inside = False
@@ -187,24 +189,23 @@ def _mean(vals: list[float]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def chain_vs_direct(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def chain_vs_direct(cases: list[CaseRecord]) -> list[dict[str, Any]]:
     """Per workload and compared metric: the mean direct, through the chain, and the chain's
     share of direct, with n of each and whether a figure is a lower bound (pure)."""
     acc: dict[tuple[str, str], dict[str, Any]] = {}
-    for d in cases:
-        topo = d["case"].get("topology")
-        if d.get("status") != "ok" or topo not in ("direct", "chain"):
+    for case in cases:
+        topo = case.topology
+        if not case.ok or topo not in ("direct", "chain"):
             continue
-        wl = d["case"]["workload"]
-        wlabel = wl.get("label") or wl["name"]
-        for name, m in (d.get("metrics") or {}).items():
-            if m.get("value") is None or not (name == "throughput"
-                                               or name.startswith(COMPARED[1:])):
+        wlabel = case.workload.label
+        for name, m in case.metrics.items():
+            if m.value is None or not (name == "throughput" or name in PATH_FIGURES
+                                       or name.startswith(COMPARED[1:])):
                 continue
-            slot = acc.setdefault((wlabel, name), {"unit": m.get("unit", ""), "direct": [],
+            slot = acc.setdefault((wlabel, name), {"unit": m.unit, "direct": [],
                                                    "chain": [], "bound": set()})
-            slot[topo].append(float(m["value"]))
-            if m.get("bound"):
+            slot[topo].append(m.value)
+            if m.bound:
                 slot["bound"].add(topo)
     rows = []
     for (wlabel, name), s in acc.items():
@@ -217,17 +218,17 @@ def chain_vs_direct(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def loss_start(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
+def loss_start(cases: list[CaseRecord]) -> dict[str, Any] | None:
     """Where loss starts in the chain: the hop most chain cases name as their bottleneck
     (by the per-hop drop counters), what it is, and how it lost (pure); None without loss."""
     docs = chained(cases)
-    named = [d["chain"]["bottleneck"] for d in docs if d["chain"].get("bottleneck")]
+    named = [d.chain["bottleneck"] for d in docs if d.chain.get("bottleneck")]
     if not named:
         return None
     place = max(dict.fromkeys(named), key=named.count)
-    kinds = {h["name"]: h for h in (docs[0]["chain"].get("hops") or [])}
-    rows = [next(r for r in d["chain"]["drops"] if r["place"] == place) for d in docs
-            if d["chain"].get("bottleneck") == place]
+    kinds = {h["name"]: h for h in (docs[0].chain.get("hops") or [])}
+    rows = [next(r for r in d.chain["drops"] if r["place"] == place) for d in docs
+            if d.chain.get("bottleneck") == place]
     from ..chain.hops import loss_of
     worst = max(rows, key=loss_of)
     how = ", ".join(f"{k} drops" for k in ("qdisc", "policy", "if") if worst.get(f"{k}_drops"))
@@ -237,22 +238,34 @@ def loss_start(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
             "counter saw it: a queue inside the hop, e.g. a userspace datapath's)"}
 
 
-def takeaways(cases: list[dict[str, Any]]) -> list[Any]:
+def takeaways(cases: list[CaseRecord]) -> list[Any]:
     """The chain's take-aways: where loss starts, and the chain's share of direct."""
-    from .takeaways import Takeaway
     out = []
     start = loss_start(cases)
     if start is not None:
         what = start["kind"]
-        gw = ((_chain_doc(cases) or {}).get("testbed", {}).get("chain", {})
-              .get("gateway_tunnel") or {})
+        doc = _chain_doc(cases)
+        gw = (doc.testbed["chain"].get("gateway_tunnel") or {}) if doc else {}
         if what == "gateway" and gw.get("label"):
             what = f"{what}, {gw['label']}"
         out.append(Takeaway("chain", f"Loss starts at {start['place']} ({what}): the "
                             f"bottleneck in {start['cases']} of {start['of']} chain case(s), "
                             f"up to {start['lost']:,} packets lost there, counted by "
                             f"{start['how']}.", dict(start)))
-    for r in chain_vs_direct(cases):
+    rows = {(r["workload"], r["metric"]): r for r in chain_vs_direct(cases)}
+    for (wl, metric), r in rows.items():
+        hops = rows.get((wl, "hops"))
+        if metric != "rtt_avg" or r["direct"] is None or r["chain"] is None:
+            continue
+        more = ""
+        if hops and hops["direct"] is not None and hops["chain"] is not None:
+            n = hops["chain"] - hops["direct"]
+            more = f", {n:+.0f} hop{'s' if abs(n) != 1 else ''} (from the replies' TTL)"
+        unit = _named(cases, metric, r["unit"])[1]
+        out.append(Takeaway("chain", f"Through the chain, {wl}'s RTT is {_fmt(r['chain'])} "
+                            f"{unit} against {_fmt(r['direct'])} {unit} direct "
+                            f"({r['chain'] - r['direct']:+,.0f} {unit}){more}.", dict(r)))
+    for r in rows.values():
         if r["pct"] is None or r["metric"] != "throughput" and not r["metric"].startswith(
                 ("rfc2544_pps_", "ndr_pps_")):
             continue
@@ -267,12 +280,10 @@ def takeaways(cases: list[dict[str, Any]]) -> list[Any]:
     return out
 
 
-def _named(cases: list[dict[str, Any]], metric: str, unit: str) -> tuple[str, str]:
+def _named(cases: list[CaseRecord], metric: str, unit: str) -> tuple[str, str]:
     """The catalogue's name and unit of a metric key, from the record a case holds."""
-    from ..results.model import metric_records
     from . import metrics as catalogue
-    rec = next((recs[metric] for d in cases for recs in [metric_records(d)]
-                if metric in recs), None)
+    rec = next((r.metrics[metric] for r in cases if metric in r.metrics), None)
     return catalogue.display_name(metric, rec), catalogue.unit_label(metric, unit, rec)
 
 
@@ -284,7 +295,7 @@ def _pct(v: float | None) -> str:
     return "–" if v is None else f"{v:.1f}%"
 
 
-def print_chain(console: Console, cases: list[dict[str, Any]]) -> None:
+def print_chain(console: Console, cases: list[CaseRecord]) -> None:
     """The chain diagram and chain vs direct on the console (nothing without a chain)."""
     rows = diagram(cases)
     if not rows:
@@ -310,7 +321,7 @@ def print_chain(console: Console, cases: list[dict[str, Any]]) -> None:
         console.print(take.text)
 
 
-def chain_html(cases: list[dict[str, Any]]) -> str:
+def chain_html(cases: list[CaseRecord]) -> str:
     """The report's chain diagram and chain-vs-direct table ('' without a chain)."""
     rows = diagram(cases)
     if not rows:

@@ -106,9 +106,9 @@ KEY_METRICS = ("cpu_busy", "cpu_per_gbit")   # beside the headline in a scenario
 CPU_RANGE = ("cpu_busy_min", "cpu_busy_max")  # shown inside the CPU busy cell
 
 
-def _head(c: Campaign, metric: str, unit: str, hib: bool) -> str:
+def _head(c: Campaign, metric: str, unit: str, hib: bool, workload: str) -> str:
     arrow = "↑" if hib else "↓"
-    return (f'<span title="{esc(metric)}">{esc(c.display(metric))}</span> '
+    return (f'<span title="{esc(metric)}">{esc(c.display(metric, workload))}</span> '
             f"{arrow}<br><small>{esc(c.unit_label(metric, unit))}</small>")
 
 
@@ -133,7 +133,7 @@ def summary_tables(c: Campaign) -> str:
         parts.append(_main_table(c, rows, key, pct_cols))
         if rest:
             parts.append(f"<details><summary>{len(rest)} more metric(s): "
-                         f"{esc(', '.join(c.display(m) for m in rest))}</summary>"
+                         f"{esc(', '.join(c.display(m, scen[0]) for m in rest))}</summary>"
                          + _metric_rows_table(c, rows, rest, set()) + "</details>")
     if any(r.noisy for r in c.rows):
         parts.append(f"<p class=meta>⚠ noisy: coefficient of variation above "
@@ -171,12 +171,13 @@ def _vs_native_cell(r: stats.Row, label: str) -> str:
 def _main_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
                 pct_cols: set[str]) -> str:
     first = {m: next(r for r in rows if r.metric == m) for m in metrics}
+    wl = rows[0].workload   # one scenario: its per-site metrics named by its direction
     heads = ["<thead><tr><th class=l>tunnel</th><th>n</th>"]
     labels: dict[str, str] = {}
     for m in metrics:
         f = first[m]
-        labels[m] = f"{c.display(m)} ({c.unit_label(m, f.unit)})"
-        heads.append(f"<th>{_head(c, m, f.unit, f.higher_is_better)}</th>")
+        labels[m] = f"{c.display(m, wl)} ({c.unit_label(m, f.unit)})"
+        heads.append(f"<th>{_head(c, m, f.unit, f.higher_is_better, wl)}</th>")
         if m in pct_cols:
             heads.append("<th>% of<br>native</th>" if f.higher_is_better else
                          "<th>×<br>native</th>")
@@ -192,7 +193,7 @@ def _main_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
         for m in metrics:
             r = trs.get(m)
             nat = ("% of native" if first[m].higher_is_better else "× native") + \
-                f" ({c.display(m)})"
+                f" ({c.display(m, wl)})"
             if r is None:
                 out.append(f'<td data-label="{esc(labels[m])}">–</td>'
                            + (f'<td data-label="{esc(nat)}">–</td>' if m in pct_cols else ""))
@@ -219,7 +220,7 @@ def _metric_rows_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
     for m in metrics:
         first = next(r for r in rows if r.metric == m)
         arrow = "↑" if first.higher_is_better else "↓"
-        out.append(f'<tr><td class=l title="{esc(m)}">{esc(c.display(m))} '
+        out.append(f'<tr><td class=l title="{esc(m)}">{esc(c.display(m, first.workload))} '
                    f"{arrow}</td><td class=l>{esc(c.unit_label(m, first.unit))}</td>")
         for t in tuns:
             r = by.get((t, m))
@@ -261,12 +262,11 @@ def failed_html(c: Campaign) -> str:
     if not c.failed:
         return "<p class=ok>No case failed.</p>"
     out = ["<table><tr><th class=l>case</th><th class=l>error</th></tr>"]
-    for d in c.failed:
-        cid = d["case"]["id"]
-        log = (f"<details><summary>log tail</summary><pre>{esc(d['error_log'])}</pre>"
-               "</details>" if d.get("error_log") else "")
-        out.append(f'<tr><td class=l><a href="../{esc(d["_path"])}">{esc(cid)}</a></td>'
-                   f"<td class='l bad'>{esc(d.get('error') or d.get('status'))}{log}</td></tr>")
+    for r in c.failed:
+        log = (f"<details><summary>log tail</summary><pre>{esc(r.error_log)}</pre>"
+               "</details>" if r.error_log else "")
+        out.append(f'<tr><td class=l><a href="../{esc(r.path)}">{esc(r.id)}</a></td>'
+                   f"<td class='l bad'>{esc(r.error or r.status)}{log}</td></tr>")
     out.append("</table>")
     return "".join(out)
 
@@ -275,18 +275,18 @@ def cases_html(c: Campaign) -> str:
     out = ["<table><tr><th class=l>case (raw JSON)</th><th class=l>tunnel</th>"
            "<th class=l>workload</th><th>MTU</th><th class=l>offloads</th><th>repeat</th>"
            "<th class=l>status</th><th>headline</th><th>CPU busy</th></tr>"]
-    for d in c.cases:
-        cs = d["case"]
-        head = data.headline_metric(c, cs["workload"]["name"])
-        v = data.metric_value(d, head) if head else None
-        unit = (d.get("metrics") or {}).get(head or "", {}).get("unit", "")
-        cpu = data.metric_value(d, "cpu_busy")
-        st = d.get("status")
+    for r in c.cases:
+        head = data.headline_metric(c, r.workload.name)
+        v = r.value(head) if head else None
+        m = r.metrics.get(head or "")
+        unit = m.unit if m else ""
+        cpu = r.value("cpu_busy")
+        st = r.status
         out.append(
-            f'<tr><td class=l><a href="../{esc(d["_path"])}">{esc(cs["id"])}</a></td>'
-            f"<td class=l>{esc(cs['tunnel']['label'])}</td>"
-            f"<td class=l>{esc(cs['workload']['name'])}</td><td>{esc(cs['mtu'])}</td>"
-            f"<td class=l>{esc(cs['offloads']['name'])}</td><td>{esc(cs['repeat'])}</td>"
+            f'<tr><td class=l><a href="../{esc(r.path)}">{esc(r.id)}</a></td>'
+            f"<td class=l>{esc(r.tunnel.label)}</td>"
+            f"<td class=l>{esc(r.workload.name)}</td><td>{esc(r.mtu)}</td>"
+            f"<td class=l>{esc(r.offloads)}</td><td>{esc(r.repeat)}</td>"
             f"<td class='l {'ok' if st == 'ok' else 'bad'}'>{esc(st)}</td>"
             f"<td>{esc(f'{num(v)} {unit}') if v is not None else '–'}</td>"
             f"<td>{esc(f'{cpu:.0f}%') if cpu is not None else '–'}</td></tr>")
@@ -296,14 +296,14 @@ def cases_html(c: Campaign) -> str:
 
 def _offload_rows(c: Campaign) -> list[tuple[str, str, dict[str, str]]]:
     seen: dict[tuple[str, str], dict[str, str]] = {}
-    for d in c.ok:
-        before = (d.get("offloads") or {}).get("before") or {}
-        sites = ((d.get("testbed") or {}).get("sites")) or {}
+    for r in c.ok:
+        before = r.offload_state.get("before") or {}
+        sites = r.testbed.get("sites") or {}
         for key, feats in before.items():
             ns, _, ifn = key.partition("/")
             site = next((s for s, v in sites.items() if v.get("netns") == ns), ns)
             role = "underlay" if any(v.get("underlay_if") == ifn for v in sites.values()) \
-                else f"{data.tunnel(d)} device"
+                else f"{r.tunnel.label} device"
             seen.setdefault((f"site {site}", role), feats)
     return [(s, r, f) for (s, r), f in seen.items()]
 
@@ -320,7 +320,7 @@ def env_html(c: Campaign) -> str:
               f"{float(exp.get('budget') or 0) / 60:g} min"), ("underlay MTUs", exp.get("mtus")),
              ("rate (tbf shaping)", exp.get("rate") or "none"), ("order", exp.get("order")),
              ("inner address family", f"IPv{exp.get('family', 4)}")]
-    shared = any((d.get("testbed") or {}).get("shares_cpus") for d in c.ok)
+    shared = any(r.shares_cpus for r in c.ok)
     if shared:
         items.append(("CPU note", "both sites share this host's CPUs: CPU figures are the "
                       "cost of both ends together"))

@@ -7,37 +7,36 @@ from __future__ import annotations
 
 import html
 import statistics
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from ..results.records import CaseRecord
 
 HEAD = ("kind", "spokes", "n", "hub setup (s)", "hub memory (kB)", "one spoke (Mbit/s)",
         "all spokes (Mbit/s)")
 
 
-def hubbed(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [d for d in cases if d.get("status") == "ok" and d.get("hub")]
+def hubbed(cases: list[CaseRecord]) -> list[CaseRecord]:
+    return [r for r in cases if r.ok and r.hub]
 
 
-def _median(docs: list[dict[str, Any]], key: str) -> float | None:
-    vals = [float(d["hub"][key]) for d in docs if d["hub"].get(key) is not None]
+def _median(docs: list[CaseRecord], key: str) -> float | None:
+    vals = [float(r.hub[key]) for r in docs if r.hub.get(key) is not None]
     return statistics.median(vals) if vals else None
 
 
-def rows(cases: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+def rows(cases: list[CaseRecord]) -> list[tuple[str, ...]]:
     """One row per tunnel label and spoke count, in first-seen order (medians of repeats)."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for d in hubbed(cases):
-        key = (str(d["case"]["tunnel"].get("display") or d["case"]["tunnel"]["label"]),
-               int(d["hub"]["spokes"]))
-        groups.setdefault(key, []).append(d)
+    groups: dict[tuple[str, int], list[CaseRecord]] = {}
+    for r in hubbed(cases):
+        groups.setdefault((r.tunnel.display, int(r.hub["spokes"])), []).append(r)
     out: list[tuple[str, ...]] = []
     for (label, spokes), docs in groups.items():
         setup, mem = _median(docs, "setup_s"), _median(docs, "memory_kb")
         maps = _median(docs, "maps_kb")
         one, agg = _median(docs, "one_mbps"), _median(docs, "all_mbps")
-        n_all = docs[0]["hub"].get("all_spokes", spokes)
+        n_all = docs[0].hub.get("all_spokes", spokes)
         out.append((label, str(spokes), str(len(docs)),
                     "–" if setup is None else f"{setup:.3f}",
                     ("–" if mem is None else f"{mem:+,.0f}")
@@ -48,7 +47,7 @@ def rows(cases: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     return out
 
 
-def print_table(console: Console, cases: list[dict[str, Any]]) -> None:
+def print_table(console: Console, cases: list[CaseRecord]) -> None:
     table_rows = rows(cases)
     if not table_rows:
         return
@@ -60,7 +59,7 @@ def print_table(console: Console, cases: list[dict[str, Any]]) -> None:
     console.print(table)
 
 
-def section_html(cases: list[dict[str, Any]]) -> str:
+def section_html(cases: list[CaseRecord]) -> str:
     """The report's hub section ('' for a campaign without a hub testbed)."""
     table_rows = rows(cases)
     if not table_rows:

@@ -29,6 +29,7 @@ from rich.text import Text
 from ..errors import Interrupted
 from ..plan import Case
 from ..progress import CasePlan, Estimate, PhaseEvent, clock, moved_much
+from ..results.records import CaseRecord
 from ..results.store import CampaignStore
 from .console import headline
 
@@ -180,10 +181,11 @@ class ProgressReporter:
             self.case, self.event = None, None
             if self.quiet:
                 return
-            head = headline(doc)
-            line = f"[{self.done}/{self.n}] {case.case_id}: {doc['status']}"
-            if doc["status"] != "ok":
-                line += f" - {doc['error']}"
+            rec = CaseRecord.from_doc(doc)
+            head = headline(rec)
+            line = f"[{self.done}/{self.n}] {case.case_id}: {rec.status}"
+            if not rec.ok:
+                line += f" - {rec.error}"
             elif head:
                 line += f" - {head}"
             self._say(line)

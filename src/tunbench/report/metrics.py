@@ -60,6 +60,35 @@ EXACT: dict[str, tuple[str, str | None]] = {
     "rpc_payload": ("RPC payload goodput, both ways", None),
     "connections": ("Connections", None),
 }
+# Per-site metrics of sites on separate hosts: the display name names the end by what it did,
+# which depends on the direction the case's workload ran (iperf3 -R: site b sends; --bidir:
+# both do), so it is made from the record's direction, never fixed to 'sender (site a)'.
+# {end}: 'sender (site a)'; {role}: 'sender' ('site a' when both ways).
+SITE_NAMES: dict[str, tuple[str, str]] = {
+    "cpu_busy_a": ("a", "CPU busy, {end}"), "cpu_busy_b": ("b", "CPU busy, {end}"),
+    "cpu_busy_max_a": ("a", "CPU busy, {role} max"),
+    "cpu_busy_max_b": ("b", "CPU busy, {role} max"),
+    "cpu_per_gbit_a": ("a", "CPU per Gbit/s, {end}"),
+    "cpu_per_gbit_b": ("b", "CPU per Gbit/s, {end}"),
+}
+
+
+def role(site: str, direction: str | None) -> str:
+    """What a site did in a workload that ran `direction` (records.WorkloadIdentity):
+    'sender' or 'receiver' (a sends, unless reversed: iperf3 -R); 'site a' both ways."""
+    if direction == "bidir":
+        return f"site {site}"
+    sender = "b" if direction == "reverse" else "a"
+    return "sender" if site == sender else "receiver"
+
+
+def end(site: str, direction: str | None) -> str:
+    """'sender (site a)', 'receiver (site a)' (-R), 'site a, sending and receiving'."""
+    if direction == "bidir":
+        return f"site {site}, sending and receiving"
+    return f"{role(site, direction)} (site {site})"
+
+
 UNITS = {"us": "µs", "usec": "µs", "ms": "ms", "Mbps": "Mbit/s", "pps": "packets/s"}
 _STAT = {"min": "min", "max": "max", "mean": "mean", "avg": "average", "std": "std dev"}
 _COST = {"wire_pkts_per_inner": "Wire packets per inner packet",
@@ -105,9 +134,15 @@ def _by_dims(base: str, dims: dict[str, Any]) -> str | None:
     return None
 
 
-def display_name(metric: str, rec: MetricRecord | None = None) -> str:
+def display_name(metric: str, rec: MetricRecord | None = None,
+                 direction: str | None = None) -> str:
     """What a reader sees for a metric ('cpu_busy_max' -> 'CPU busy, max'), from its record
-    (base and dims) when given; a metric the catalogue does not know is shown as its key."""
+    (base and dims) when given; a metric the catalogue does not know is shown as its key.
+    `direction`: how the workload ran ('reverse', 'bidir', None), for the per-site metrics."""
+    key = rec.base if rec is not None and not rec.dims else metric
+    if key in SITE_NAMES:
+        site, template = SITE_NAMES[key]
+        return template.format(end=end(site, direction), role=role(site, direction))
     if rec is None:
         return EXACT[metric][0] if metric in EXACT else metric
     qual = {k: v for k, v in rec.dims.items() if k in QUALIFIER_DIMS}

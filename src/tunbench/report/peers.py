@@ -14,7 +14,7 @@ from typing import Any
 
 from . import data, stats
 from .data import Campaign
-from .takeaways import Takeaway, metric_name, num, unit, where
+from .sentences import Takeaway, metric_name, num, unit, where
 
 
 def _verdict(a: stats.Summary, b: stats.Summary) -> tuple[str, bool | None]:

@@ -10,7 +10,7 @@ one value of a swept parameter (parallel-streams-64); `sweep` holds that value.
 Throughput rows also carry percent of line rate: the shaped underlay rate when the campaign
 was shaped (--rate), else, for the line-rate-processes workload, the native throughput of the
 same campaign (the study's "percentage of line-rate"); `line_rate_source` says which.
-Pure functions over case documents.
+Pure functions over the typed case records (results/records.py).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 from scipy import stats as sps
 
 from ..rates import rate_mbps
+from ..results.records import CaseRecord
 from . import decide
 
 NOISY_CV = 0.10  # default: flag a figure whose coefficient of variation exceeds 10%
@@ -94,21 +95,14 @@ class Row:
         return d
 
 
-def _sweep_value(wl: dict[str, Any]) -> Any:
-    """The value of the workload's declared list parameter (its recorded sweep_param)."""
-    key = wl.get("sweep_param")
-    return (wl.get("params") or {}).get(key) if key else None
-
-
 Key = tuple[str, str, str, str, str, int, str]
 
 
-def _round(doc: dict[str, Any], seen: int) -> Any:
-    rep = doc["case"].get("repeat")
-    return rep if rep is not None else seen
+def _round(case: CaseRecord, seen: int) -> Any:
+    return case.repeat if case.repeat is not None else seen
 
 
-def _group(cases: list[dict[str, Any]]) -> tuple[dict[Key, dict[Any, float]], dict[
+def _group(cases: list[CaseRecord]) -> tuple[dict[Key, dict[Any, float]], dict[
         Key, tuple[str, bool, Any]], dict[Key, str], dict[Key, str], list[str]]:
     """Per row key: value by round (repeat), (unit, higher is better, sweep), shaped rate,
     bound; and the tunnels in campaign order."""
@@ -117,28 +111,25 @@ def _group(cases: list[dict[str, Any]]) -> tuple[dict[Key, dict[Any, float]], di
     rates: dict[Key, str] = {}
     bounds: dict[Key, str] = {}
     order: list[str] = []
-    for doc in cases:
-        if doc.get("status") != "ok":
+    for case in cases:
+        if not case.ok:
             continue
-        c = doc["case"]
-        label, kind = c["tunnel"]["label"], c["tunnel"]["kind"]
-        wl = c["workload"]
+        label, kind, wl = case.tunnel.label, case.tunnel.kind, case.workload
         if label not in order:
             order.append(label)
-        rate = (doc.get("testbed") or {}).get("rate")
-        for name, m in doc.get("metrics", {}).items():
-            if m.get("value") is None:
+        rate = case.rate
+        for name, m in case.metrics.items():
+            if m.value is None:
                 continue
-            key = (label, kind, wl["name"], wl.get("label") or wl["name"], name, c["mtu"],
-                   c["offloads"]["name"])
+            key = (label, kind, wl.name, wl.label, name, case.mtu, case.offloads)
             vals = groups.setdefault(key, {})
-            r = _round(doc, len(vals))
-            vals[r if r not in vals else (r, len(vals))] = float(m["value"])   # none lost
-            meta[key] = (m["unit"], bool(m.get("higher_is_better", True)), _sweep_value(wl))
+            r = _round(case, len(vals))
+            vals[r if r not in vals else (r, len(vals))] = m.value   # none lost
+            meta[key] = (m.unit, m.higher_is_better, wl.sweep_value)
             if rate:
                 rates[key] = rate
-            if m.get("bound"):
-                bounds[key] = m["bound"]
+            if m.bound:
+                bounds[key] = m.bound
     return groups, meta, rates, bounds, order
 
 
@@ -168,7 +159,7 @@ def _shares(groups: dict[Key, dict[Any, float]]
     return shares, ratios
 
 
-def rows(cases: list[dict[str, Any]], noisy_cv: float = NOISY_CV) -> list[Row]:
+def rows(cases: list[CaseRecord], noisy_cv: float = NOISY_CV) -> list[Row]:
     """Aggregate the ok cases of a campaign into rows, in the campaign's tunnel order."""
     groups, meta, rates, bounds, order = _group(cases)
     shares, ratios = _shares(groups)
@@ -240,10 +231,13 @@ def bound_mark(r: Row) -> str:
     return "≥" if r.bound == "lower" else ""
 
 
-def summary_json(cases: list[dict[str, Any]], campaign: str,
+def summary_json(docs: list[dict[str, Any]], campaign: str,
                  noisy_cv: float = NOISY_CV) -> dict[str, Any]:
+    """`tunbench run --json`: the case documents the run recorded (results/store.py), typed
+    as recorded (labels not renamed)."""
+    cases = [CaseRecord.from_doc(d) for d in docs]
     return {"format": "tunbench-summary", "format_version": 2, "campaign": campaign,
             "noisy_cv": noisy_cv,
-            "failed_cases": [d["case"]["id"] for d in cases if d.get("status") == "failed"],
-            "skipped_cases": [d["case"]["id"] for d in cases if d.get("status") == "skipped"],
+            "failed_cases": [r.id for r in cases if r.status == "failed"],
+            "skipped_cases": [r.id for r in cases if r.status == "skipped"],
             "entries": [r.to_dict() for r in rows(cases, noisy_cv)]}

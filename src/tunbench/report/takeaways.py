@@ -7,62 +7,17 @@ means) differ only when their 95% confidence intervals do not overlap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from . import cores, data, stats, wire
+from . import cores, data, hops, peers, stats, wire
 from .data import Campaign, Scenario
+from .sentences import Takeaway, _single, count, metric_name, num, times, unit, where
+from .vs_native import cpu_per_gbit, share_of_native
 
-
-@dataclass(frozen=True)
-class Takeaway:
-    topic: str   # share-of-native, cpu-per-gbit, jumbo, scaling, scale-out, latency,
-    #              on-wire, one-core, noisy, chain
-    text: str
-    facts: dict[str, Any] = field(default_factory=dict)
-
-
-def _single(a: Any, b: Any) -> bool:
-    """A single run on either side: no confidence interval, so nothing can be called
-    (in)distinguishable; sentences then give the numbers and say so."""
-    return bool(a.n < 2 or b.n < 2)
-
-
-def num(v: float) -> str:
-    a = abs(v)
-    if a >= 100:
-        return f"{v:,.0f}"
-    if a >= 10:
-        return f"{v:.1f}"
-    return f"{v:.2f}"
-
-
-def metric_name(c: Campaign, metric: str) -> str:
-    """A metric as a sentence names it: the catalogue's name (report/metrics.py), never its
-    key, lower-case inside a sentence unless it starts with an acronym ('TCP RTT p50')."""
-    from . import metrics
-    return metrics.in_sentence(c.display(metric))
-
-
-def unit(c: Campaign, metric: str, recorded: str) -> str:
-    """The unit as the tables show it (µs, packets/s, % of one core per Gbit/s)."""
-    return c.unit_label(metric, recorded)
-
-
-def times(pct: float) -> str:
-    """A share of native (in %) as a multiple: what a cost or a delay reads as (2.36×)."""
-    return f"{pct / 100:.2f}×"
-
-
-def count(x: Any, param: str) -> str:
-    """'1 stream', '4 streams'."""
-    return f"{x} {param[:-1] if x == 1 and param.endswith('s') else param}"
-
-
-def where(c: Campaign, scen: Scenario) -> str:
-    wl, mtu, off = scen
-    txt = f"{wl} at MTU {mtu}"
-    return txt + ("" if off == "default" else f" with offloads {off}")
+# the sentence pieces live in sentences.py (the modules whose take-aways compute() gathers use
+# them too); these names stay importable from here
+__all__ = ["Takeaway", "compute", "count", "merge_sweeps", "metric_name", "num", "times",
+           "unit", "where"]
 
 
 def jumbo(c: Campaign) -> list[Takeaway]:
@@ -311,7 +266,7 @@ def one_core(c: Campaign) -> list[Takeaway]:
     core near full while another has room; naming the process whose thread used it."""
     out = []
     for b in cores.bottlenecks(c):
-        on = f" on its {cores.ENDS[b.site]}" if b.site else ""
+        on = f" on its {b.end}" if b.site else ""
         cores_txt = (f"the busiest core averaged {b.busiest:.0f}% busy"
                      + (f" ({b.softirq:.0f}% of it irq + softirq)" if b.softirq >= 20 else "")
                      + f", the least busy {b.least:.0f}%")
@@ -411,15 +366,13 @@ def merge_sweeps(c: Campaign, takes: list[Takeaway]) -> list[Takeaway]:
 
 
 def agg_tradeoff(c: Campaign) -> list[Takeaway]:
-    """The aggregating tunnel's flush-timeout trade-off against vxlan (report/tradeoff.py)."""
+    """An aggregating kind's flush-timeout trade-off against its baseline (agg: vxlan;
+    report/tradeoff.py)."""
     from . import tradeoff
     return [Takeaway("agg-tradeoff", text, facts) for text, facts in tradeoff.takeaway_texts(c)]
 
 
 def compute(c: Campaign) -> list[Takeaway]:
-    # build on this module's sentences (Takeaway): imported here, not in a cycle
-    from . import hops, peers
-    from .vs_native import cpu_per_gbit, share_of_native
     return merge_sweeps(c, share_of_native(c) + cpu_per_gbit(c) + jumbo(c) + scaling(c)
                         + scale_out(c) + peers.compute(c) + goodput_on_wire(c) + latency(c)
                         + agg_tradeoff(c) + one_core(c) + noisy(c) + hops.takeaways(c.cases))

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import data, decide, ranking, stats
+from . import metrics as catalogue
 from .data import Campaign
-from .takeaways import Takeaway, metric_name, num, times, unit, where
+from .sentences import Takeaway, metric_name, num, times, unit, where
 
 
 def _bounds_caveat(base: Any, best: Any, pct: float) -> str:
@@ -125,8 +126,9 @@ def share_of_native(c: Campaign) -> list[Takeaway]:
     return out
 
 
-# sites on separate hosts: each end's own cost (the case's cpu_per_gbit is the sender's)
-CPU_ENDS = (("cpu_per_gbit_a", "the sender (site a)"), ("cpu_per_gbit_b", "the receiver (site b)"))
+# sites on separate hosts: each end's own cost, named by what it did in the scenario's
+# direction (metrics.end: 'the sender (site a)', 'the receiver (site a)' under iperf3 -R)
+CPU_ENDS = (("cpu_per_gbit_a", "a"), ("cpu_per_gbit_b", "b"))
 
 
 def cpu_per_gbit(c: Campaign) -> list[Takeaway]:
@@ -135,14 +137,15 @@ def cpu_per_gbit(c: Campaign) -> list[Takeaway]:
     separate hosts: one sentence per end, the sender's and the receiver's CPU apart."""
     out = []
     ends = [e for e in CPU_ENDS if any(r.metric == e[0] for r in c.rows)]
-    for metric, end in ends or [("cpu_per_gbit", "")]:
-        out += _cpu_per_gbit(c, metric, end)
+    for metric, site in ends or [("cpu_per_gbit", "")]:
+        out += _cpu_per_gbit(c, metric, site)
     return out
 
 
-def _cpu_per_gbit(c: Campaign, metric: str, end: str) -> list[Takeaway]:
+def _cpu_per_gbit(c: Campaign, metric: str, site: str) -> list[Takeaway]:
     out = []
     for scen in c.scenarios():
+        end = f"the {catalogue.end(site, c.direction(scen[0]))}" if site else ""
         base = c.native_row(scen, metric)
         if base is None or not base.stats.mean:
             continue

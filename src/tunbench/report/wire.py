@@ -21,9 +21,8 @@ gets no figure. Pure over the case documents.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from . import data
+from ..results.records import CaseRecord
 from .data import Campaign, Scenario
 
 
@@ -42,10 +41,10 @@ class Wire:
         return self.mss / self.frame
 
 
-def frame_bytes(doc: dict[str, Any]) -> tuple[int, int] | None:
+def frame_bytes(case: CaseRecord) -> tuple[int, int] | None:
     """(MSS, wire bytes per full segment) of a bulk TCP case, or None when not recorded."""
-    mss = ((doc.get("raw") or {}).get("iperf3") or {}).get("mss")
-    tun = doc.get("tunnel") or {}
+    mss = (case.raw.get("iperf3") or {}).get("mss")
+    tun = case.tunnel_state
     if not mss or not tun.get("mtu") or tun.get("relay"):
         return None
     return int(mss), int(tun["mtu"]) + int(tun.get("overhead") or 0)
@@ -53,12 +52,12 @@ def frame_bytes(doc: dict[str, Any]) -> tuple[int, int] | None:
 
 def per_tunnel(c: Campaign, metric: str = "throughput") -> list[Wire]:
     found: dict[tuple[str, Scenario], list[tuple[float, int, int]]] = {}
-    for d in c.ok:
-        fb = frame_bytes(d)
-        v = data.metric_value(d, metric)
+    for case in c.ok:
+        fb = frame_bytes(case)
+        v = case.value(metric)
         if fb is None or v is None:
             continue
-        found.setdefault((data.tunnel(d), data.scenario(d)), []).append((v, *fb))
+        found.setdefault((case.tunnel.label, case.scenario), []).append((v, *fb))
     out = []
     for (tun, scen), vals in found.items():
         good = sum(v for v, _, _ in vals) / len(vals)

@@ -16,17 +16,13 @@ from typing import Any
 
 FINGERPRINT_VERSION = 1
 UNDERLAY_KEYS = ("rate", "delay", "jitter", "loss", "netem_rate")
-# tools whose version shapes a tunnel kind's figures (workloads declare their own `tools`)
-KIND_TOOLS = {"wireguard": ("wg", "wireguard-go"), "ipsec": ("swanctl",),
-              "ssh-tun": ("ssh", "sshd"), "ssh-forward": ("ssh", "sshd")}
-KIND_PREFIX_TOOLS = {"ovs-": ("ovs-vswitchd",)}
 
 
 def _kind_tools(kind: str) -> tuple[str, ...]:
-    for prefix, tools in KIND_PREFIX_TOOLS.items():
-        if kind.startswith(prefix):
-            return tools
-    return KIND_TOOLS.get(kind, ())
+    """Tools whose version shapes a tunnel kind's figures, as its driver declares them
+    (`fingerprint_tools`; workloads declare their own `tools`)."""
+    from .. import tunnels
+    return tunnels.fingerprint_tools(kind)
 
 
 def _workload_tools(name: str) -> tuple[str, ...]:

@@ -56,6 +56,11 @@ class MetricRecord:
                    "lower" if d.get("bound") == "lower" else None, dict(d.get("dims") or {}))
 
     @property
+    def direction(self) -> Literal["higher", "lower"]:
+        """Which way is better: 'higher' (a rate) or 'lower' (a delay, a cost)."""
+        return "higher" if self.higher_is_better else "lower"
+
+    @property
     def qualifiers(self) -> dict[str, Any]:
         return {k: v for k, v in self.dims.items() if k in QUALIFIER_DIMS}
 
@@ -87,10 +92,14 @@ class TunnelRecord:
     display: str                    # the name every table shows: "wireguard (go)"
     carries: tuple[str, ...] = ("tcp", "udp")   # tunnels.base.CARRIES: tcp, udp, l2
     kernel_datapath: bool = True    # False: the datapath is a userspace process
+    # an aggregating kind: {"param": its flush-timeout parameter, "baseline": the kind its
+    # trade-off is measured against} (TunnelDriver.aggregates); None for any other kind
+    aggregation: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"impl": self.impl, "encrypts": self.encrypts, "display": self.display,
-                "carries": list(self.carries), "kernel_datapath": self.kernel_datapath}
+                "carries": list(self.carries), "kernel_datapath": self.kernel_datapath,
+                "aggregation": self.aggregation}
 
 
 def metric_records(doc: dict[str, Any]) -> dict[str, MetricRecord]:

@@ -1,5 +1,8 @@
-"""The one reader of result folders: every consumer (report, compare, exports, resume) loads a
-campaign through `read_campaign`, so damaged or partial folders are handled in one place.
+"""The one reader of result folders: every consumer (report, compare, trend, the store,
+exports, resume) loads a campaign through here, so damaged or partial folders are handled in
+one place. `read_records` gives the typed records (results/records.py) every consumer reads;
+`read_campaign` the checked, upgraded documents (the runner's resume, and what the records
+are built from).
 
 - A file that is not valid JSON (truncated by a full disk, edited by hand) is one line naming
   it, exit 2, never a traceback.
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from . import records
 from . import upgrade as _upgrade
 from .model import CASE_FORMAT, FORMAT_VERSION, INDEX_FORMAT
 
@@ -148,6 +152,15 @@ def _case(root: Path, path: Path) -> dict[str, Any]:
     doc = read_json(path, CASE_FORMAT)
     doc["_path"] = str(path.relative_to(root))
     return doc
+
+
+def read_records(root: Path, *, sweeps: bool = True) -> records.CampaignRecord:
+    """A campaign folder as typed records (results/records.py): every case named as the
+    tables show it (tunnel display name, direction, sweep point), with the folder's missing
+    and pending cases. `sweeps=False` keeps a workload swept across cases as one scenario."""
+    folder = read_campaign(root)
+    return records.CampaignRecord(root, folder.index, records.named(folder.cases, sweeps=sweeps),
+                                  folder.missing, folder.pending)
 
 
 def experiment_labels(index: dict[str, Any]) -> tuple[list[str], list[str]]:

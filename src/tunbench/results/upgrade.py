@@ -139,6 +139,18 @@ V2_USERSPACE: dict[str, tuple[str, ...]] = {
     "ssh-forward": ("",), "ssh-tun": ("",)}
 
 
+# Aggregating kinds as their drivers declared them (TunnelDriver.aggregates,
+# .aggregation_baseline) when the tunnel record began to say so: kind -> (flush-timeout
+# parameter, baseline kind); frozen like the tables above.
+V2_AGGREGATION: dict[str, tuple[str, str | None]] = {"agg": ("flush_us", "vxlan")}
+
+
+def v2_aggregation(kind: str) -> dict[str, Any] | None:
+    """{"param", "baseline"} of an aggregating kind recorded before the record said so."""
+    found = V2_AGGREGATION.get(kind)
+    return {"param": found[0], "baseline": found[1]} if found else None
+
+
 def v2_declared(kind: str, impl: str | None) -> dict[str, Any]:
     """{"carries", "kernel_datapath"} of a kind (and implementation) recorded before the
     tunnel record said so."""
@@ -150,14 +162,18 @@ def v2_declared(kind: str, impl: str | None) -> dict[str, Any]:
 
 def fill_v2(doc: dict[str, Any]) -> dict[str, Any]:
     """A case whose tunnel record (or chain gateway record) lacks `carries` /
-    `kernel_datapath` gets them from v2_declared; anything else is returned unchanged."""
+    `kernel_datapath` gets them from v2_declared, one that lacks `aggregation` from
+    v2_aggregation; anything else is returned unchanged."""
     if doc.get("format") != CASE_FORMAT:
         return doc
     case = doc.get("case") or {}
     t = case.get("tunnel")
     if isinstance(t, dict) and "carries" not in t and "kind" in t:
-        doc = {**doc, "case": {**case, "tunnel": {**t, **v2_declared(str(t["kind"]),
-                                                                  t.get("impl"))}}}
+        t = {**t, **v2_declared(str(t["kind"]), t.get("impl"))}
+        doc = {**doc, "case": {**case, "tunnel": t}}
+    if isinstance(t, dict) and "aggregation" not in t and "kind" in t:
+        doc = {**doc, "case": {**case, "tunnel": {**t, "aggregation": v2_aggregation(
+            str(t["kind"]))}}}
     tb = doc.get("testbed")
     chain = tb.get("chain") if isinstance(tb, dict) else None
     gw = chain.get("gateway_tunnel") if isinstance(chain, dict) else None

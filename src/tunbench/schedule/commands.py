@@ -1,4 +1,7 @@
-"""`tunbench schedule add|list|remove|run`; parsers added by cli.build_parser."""
+"""`tunbench schedule add|list|remove|run`; parsers added by cli.build_parser, which also hands
+over what this module needs of the CLI above it (never imported from here): `parse_run`
+(argv after `--` -> the `tunbench run` namespace), `spec_from_args` (that namespace -> the
+experiment, validating it) and `install_signal_handlers`."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import io
 import os
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,8 +19,11 @@ from typing import Any
 from ..errors import SpecError
 from . import fire, spec, systemd
 
+ParseRun = Callable[[list[str]], argparse.Namespace]
 
-def _run_args(raw: list[str]) -> list[str]:
+
+def _run_args(raw: list[str], parse_run: ParseRun,
+              spec_from_args: Callable[[argparse.Namespace], object]) -> list[str]:
     """The `tunbench run` options after `--`, validated now (exit 2/3 before anything is
     saved or installed), without --out/--resume (the schedule names each campaign)."""
     args = list(raw)
@@ -28,11 +35,10 @@ def _run_args(raw: list[str]) -> list[str]:
         raise SpecError(f"{bad[0]} cannot be a scheduled run option",
                         "the schedule names each campaign: use --results DIR / --db FILE "
                         "on schedule add")
-    from ..cli import build_parser, spec_from_args
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            ns = build_parser().parse_args(["run", *args])
+            ns = parse_run(args)
     except SystemExit:
         why = (err.getvalue().strip().splitlines() or [""])[-1].split("error: ")[-1]
         raise SpecError(f"invalid run options after --: {why}",
@@ -49,7 +55,7 @@ def _schedule(args: argparse.Namespace) -> spec.Schedule:
         raise SpecError(f"--every {args.every} is shorter than the minimum {low:g}s",
                         "a campaign needs time to run; e.g. --every 30m")
     return spec.Schedule(
-        name=spec.check_name(args.name), every=every, run_args=_run_args(args.run_args),
+        name=spec.check_name(args.name), every=every, run_args=_run_args(args.run_args, args.parse_run, args.spec_from_args),
         results=str(Path(args.results).resolve()),
         window=spec.parse_window(args.window) if args.window else None,
         days=spec.parse_days(args.days) if args.days else list(spec.DAYS),
@@ -85,14 +91,14 @@ def cmd_add(args: argparse.Namespace) -> int:
     if args.foreground:
         print(f"schedule {s.name}: {s.describe()}; saved in {path}; running in the "
               "foreground (Ctrl-C stops it)", file=sys.stderr)
-        return _foreground(s, args.runs)
+        return _foreground(s, args.runs, args.install_signal_handlers)
     units = systemd.install(s)
     print(f"schedule {s.name}: {s.describe()}; timer {units[0]}")
     return 0
 
 
-def _foreground(s: spec.Schedule, runs: int | None) -> int:
-    from ..cli import install_signal_handlers
+def _foreground(s: spec.Schedule, runs: int | None,
+                install_signal_handlers: Callable[[], None]) -> int:
     install_signal_handlers()
     done = fire.foreground(s, runs=runs, report=_say)
     return 1 if done and all(f.status == fire.FAILED for f in done) else 0
@@ -101,9 +107,8 @@ def _foreground(s: spec.Schedule, runs: int | None) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     s = spec.load(args.name)
     if args.foreground:
-        return _foreground(s, args.runs)
-    from ..cli import install_signal_handlers
-    install_signal_handlers()
+        return _foreground(s, args.runs, args.install_signal_handlers)
+    args.install_signal_handlers()
     f = fire.fire(s, time.time(), slip=not args.no_slip)
     _say(f)
     return 1 if f.status == fire.FAILED else 0
@@ -154,7 +159,9 @@ def add_parsers(sub: Any) -> None:
     a.add_argument("--no-timer", action="store_true", help="only save the schedule: fire it "
                    "with `tunbench schedule run NAME` (cron, by hand) or --foreground later")
     a.add_argument("--replace", action="store_true", help="replace a schedule of that name")
-    a.set_defaults(func=cmd_add, run_args=[])
+    a.set_defaults(func=cmd_add, run_args=[], parse_run=sub.parse_run,
+                   spec_from_args=sub.spec_from_args,
+                   install_signal_handlers=sub.install_signal_handlers)
     r = ss.add_parser("run", help="fire a saved schedule once now (what its timer runs), or "
                       "--foreground: keep firing it")
     r.add_argument("name", metavar="NAME")
@@ -162,7 +169,7 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--runs", type=int, metavar="N", help="with --foreground: stop after N")
     r.add_argument("--no-slip", action="store_true", help="start now (systemd already "
                    "applied RandomizedDelaySec)")
-    r.set_defaults(func=cmd_run)
+    r.set_defaults(func=cmd_run, install_signal_handlers=sub.install_signal_handlers)
     ls = ss.add_parser("list", help="saved schedules and their timers")
     ls.set_defaults(func=cmd_list)
     rm = ss.add_parser("remove", help="stop and delete a schedule (its results stay)")

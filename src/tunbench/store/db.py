@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..errors import SpecError
+from ..results.records import CampaignRecord, CaseRecord
 
 SCHEMA_VERSION = 1
 
@@ -126,13 +126,12 @@ def content_hash(root: Path) -> str:
     return h.hexdigest()
 
 
-def read_campaign(root: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(index, cases) of a result folder, through the report's loader (tunnel display names,
-    sweep labels). The one place the store reads result files: swap in results/reader.py
-    when it exists."""
-    from ..report import data
-    c = data.load(root)
-    return c.index, c.cases
+def read_campaign(root: Path) -> CampaignRecord:
+    """A result folder as typed records, through the one reader (results/reader.py: tunnel
+    display names, directions, sweep labels as the report names them). The one place the
+    store reads result files."""
+    from ..results import reader
+    return reader.read_records(root)
 
 
 @dataclass(frozen=True)
@@ -166,36 +165,35 @@ def import_campaign(conn: sqlite3.Connection, root: Path) -> Imported:
             if path == str(root):
                 return Imported(str(root), "unchanged", 0, 0)
             return Imported(str(root), "duplicate", 0, 0, f"same content as {path}")
-    index, cases = read_campaign(root)
+    camp = read_campaign(root)
     slow = _slow_for_tests()
     conn.execute("BEGIN IMMEDIATE")
     try:
         replaced = conn.execute("DELETE FROM campaign WHERE path=?", (str(root),)).rowcount
-        cid = _insert_campaign(conn, root, digest, index, len(cases))
+        cid = _insert_campaign(conn, root, digest, camp)
         n_metrics = 0
-        for doc in cases:
-            n_metrics += _insert_case(conn, cid, doc, index)
+        for case in camp.cases:
+            n_metrics += _insert_case(conn, cid, case, camp)
             if slow:
                 time.sleep(slow)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    return Imported(str(root), "replaced" if replaced else "added", len(cases), n_metrics)
+    return Imported(str(root), "replaced" if replaced else "added", len(camp.cases),
+                    n_metrics)
 
 
 def _insert_campaign(conn: sqlite3.Connection, root: Path, digest: str,
-                     index: dict[str, Any], n_cases: int) -> int:
-    env = index.get("env") or {}
-    exp = index.get("experiment") or {}
-    from ..results import fingerprint
+                     camp: CampaignRecord) -> int:
+    env = camp.env
     cur = conn.execute(
         "INSERT INTO campaign (path, content_hash, name, host, created, finished, state, "
         "n_cases, imported, experiment, fingerprint) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        (str(root), digest, exp.get("name") or root.name, env.get("hostname"),
-         index.get("created"), index.get("finished"), index.get("state"), n_cases,
-         time.time(), json.dumps(exp, sort_keys=True, default=str),
-         json.dumps(fingerprint.of_index(index), sort_keys=True, default=str)))
+        (str(root), digest, camp.experiment.get("name") or root.name, env.get("hostname"),
+         camp.created, camp.finished, camp.index.get("state"), len(camp.cases),
+         time.time(), json.dumps(camp.experiment, sort_keys=True, default=str),
+         json.dumps(camp.fingerprint, sort_keys=True, default=str)))
     cid = int(cur.lastrowid or 0)
     conn.execute("INSERT INTO environment VALUES (?,?,?,?,?,?,?,?)",
                  (cid, env.get("hostname"), env.get("kernel"), env.get("machine"),
@@ -204,26 +202,21 @@ def _insert_campaign(conn: sqlite3.Connection, root: Path, digest: str,
     return cid
 
 
-def _insert_case(conn: sqlite3.Connection, cid: int, doc: dict[str, Any],
-                 index: dict[str, Any]) -> int:
-    c = doc["case"]
-    t, w = c["tunnel"], c["workload"]
-    rate = ((doc.get("testbed") or {}).get("rate")
-            or (index.get("experiment") or {}).get("rate"))
+def _insert_case(conn: sqlite3.Connection, cid: int, case: CaseRecord,
+                 camp: CampaignRecord) -> int:
+    t, w = case.tunnel, case.workload
+    rate = case.rate or camp.experiment.get("rate")
     cur = conn.execute(
         'INSERT INTO "case" (campaign_id, case_id, tunnel, kind, impl, encrypts, workload, '
         "workload_params, mtu, offloads, repeat, status, error, started, ended, rate) "
         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (cid, c["id"], t["label"], t["kind"], t.get("impl"),
-         None if t.get("encrypts") is None else int(bool(t["encrypts"])), w["name"],
-         json.dumps(w.get("params") or {}, sort_keys=True), int(c["mtu"]),
-         (c.get("offloads") or {}).get("name"), c.get("repeat"), doc.get("status", ""),
-         doc.get("error"), doc.get("started"), doc.get("ended"),
+        (cid, case.id, t.label, t.kind, t.impl, int(t.encrypts), w.name,
+         json.dumps(w.params, sort_keys=True), case.mtu, case.offloads, case.repeat,
+         case.status, case.error, case.started, case.ended,
          None if rate is None else str(rate)))
     row = int(cur.lastrowid or 0)
-    metrics = [(row, name, None if m.get("value") is None else float(m["value"]),
-                m.get("unit"), int(bool(m.get("higher_is_better", True))), m.get("bound"))
-               for name, m in (doc.get("metrics") or {}).items() if isinstance(m, dict)]
+    metrics = [(row, name, m.value, m.unit, int(m.higher_is_better), m.bound)
+               for name, m in case.metrics.items()]
     conn.executemany("INSERT INTO metric VALUES (?,?,?,?,?,?)", metrics)
     return len(metrics)
 

@@ -35,7 +35,7 @@ from ..errors import CommandFailed, SpecError, TunbenchError, UnavailableError
 from ..remote.agent import bpfhost
 from ..testbed import names
 from ..testbed.base import Site, Testbed
-from ..testbed.ledger import Ledger, owner_alive
+from ..testbed.ledger import Ledger, owner_alive, register_undo
 from . import maps
 
 BPFFS = Path("/sys/fs/bpf")
@@ -127,7 +127,9 @@ def ensure_bpffs(ledger: Ledger, site: Site | None = None) -> None:
     site.run_host(["mount", "-t", "bpf", "bpffs", str(BPFFS)], timeout=10)
 
 
+@register_undo("bpffs")
 def undo_bpffs(e: dict[str, Any]) -> None:
+    """bpffs mounted on /sys/fs/bpf by a tbtun run: unmounted once nothing is pinned."""
     bpfhost.undo_bpffs(e, _local_run)
 
 
@@ -140,8 +142,10 @@ def site_dir(run_id: str, site: str) -> Path:
     return run_dir(run_id) / site
 
 
+@register_undo("bpfpins")
 def undo_pins(e: dict[str, Any]) -> None:
-    """Unpinning drops the last reference of maps and programs no filter uses any more."""
+    """A run's tbtun pins (/sys/fs/bpf/tb-<run>). Unpinning drops the last reference of maps
+    and programs no filter uses any more."""
     try:
         bpfhost.undo_pins(e, _local_run)
     except OSError:
@@ -274,7 +278,9 @@ def attach_xdp(site: Site, ifname: str, where: Path) -> None:
                             "most 10G+ NICs)")
 
 
+@register_undo("tbtun-tc")
 def undo_tc(e: dict[str, Any]) -> None:
+    """tbtun's tc filters (and the clsact qdisc when it created it) on an underlay device."""
     try:
         bpfhost.undo_tc(e, _local_run)
     except OSError as exc:

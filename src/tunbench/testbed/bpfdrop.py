@@ -18,16 +18,15 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..remote.agent import bpfsys
 from . import netlink
-from .ledger import Ledger
+from .ledger import Ledger, register_undo
 
-SYS_BPF = {"x86_64": 321, "aarch64": 280, "riscv64": 280, "ppc64le": 361, "s390x": 351}
 BPF_PROG_LOAD = 5
 BPF_PROG_TYPE_SCHED_CLS = 3
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
@@ -107,10 +106,6 @@ def load(prog: bytes, name: str = "tb_drop") -> int:
 
 
 def _load(prog: bytes, name: str, log_level: int) -> int:
-    nr = SYS_BPF.get(platform.machine())
-    if nr is None:
-        raise OSError(errno.ENOSYS, f"bpf(2) syscall number unknown on {platform.machine()}")
-    libc = ctypes.CDLL(None, use_errno=True)
     insns = ctypes.create_string_buffer(prog, len(prog))
     lic = ctypes.create_string_buffer(b"GPL")
     log = ctypes.create_string_buffer(4096)
@@ -120,13 +115,12 @@ def _load(prog: bytes, name: str, log_level: int) -> int:
                      ctypes.addressof(log) if log_level else 0, 0, 0)
     attr[48:64] = name.encode()[:15].ljust(16, b"\0")      # prog_name
     buf = (ctypes.c_char * len(attr)).from_buffer(attr)
-    fd = libc.syscall(nr, BPF_PROG_LOAD, buf, len(attr))
-    if fd < 0:
-        err = ctypes.get_errno()
+    try:
+        return bpfsys.bpf(BPF_PROG_LOAD, buf, len(attr))
+    except OSError as exc:
         msg = log.value.decode(errors="replace").strip().splitlines()
-        raise OSError(err, f"bpf prog load: {os.strerror(err)}"
-                      + (f" ({msg[-1]})" if msg else ""))
-    return int(fd)
+        raise OSError(exc.errno, f"bpf prog load: {exc.strerror}"
+                      + (f" ({msg[-1]})" if msg else "")) from None
 
 
 def attach(ledger: Ledger, netns: str | None, ifname: str, lo: int, hi: int) -> None:
@@ -156,8 +150,10 @@ def attach(ledger: Ledger, netns: str | None, ifname: str, lo: int, hi: int) -> 
         os.close(fd)
 
 
+@register_undo("bpfdrop")
 def detach(e: dict[str, Any]) -> None:
-    """Undo `attach`; a device, qdisc or filter that is already gone is fine."""
+    """Undo `attach` (the ledger's "bpfdrop" entries); a device, qdisc or filter that is
+    already gone is fine."""
     netns, ifname = e["netns"], e["name"]
     if netns is not None and netns not in netlink.list_netns():
         return

@@ -18,7 +18,8 @@ or a table like a pair testbed's site (docs/remote.md). testbed.spokes, when giv
 Why the checks are this strict: a hub case measures one thing, the hub's side of N tunnels
 (setup time, kernel memory, TCP to one spoke and to all at once; hubcase.py), on a testbed
 whose spokes run the kernel's VXLAN device (testbed/hub.py). Only the kinds with a hub
-variant (HUB_KINDS), the stream workload and the testbed's own 1500-byte underlay make sense
+variant (drivers declaring `hub_capable`: tunnels.hub_kinds(), given to `conflicts` by spec.py),
+the stream workload and the testbed's own 1500-byte underlay make sense
 there; everything else would be silently ignored, so it is refused instead.
 """
 
@@ -34,13 +35,11 @@ from .topology import SiteSpec, parse_site
 KINDS = ("pair", "hub")
 KEYS = ("kind", "spokes")
 DEFAULT_SPOKES = 10
-# tunnel kinds that have a hub variant (hubcase.py): the baseline, N kernel VXLAN devices on
-# the hub, one tbtun attach point with N rules (spokes are kernel VXLAN either way)
-HUB_KINDS = ("native", "vxlan", "ebpf-vxlan")
+# The tunnel kinds with a hub variant and the parameters each honours are the drivers'
+# declarations (hub_capable, hub_params; tunnels/base.py): spec.py passes them in, as this
+# layer is below the drivers. The others are the hub's (VNI = spoke index, the IANA port, one
+# rule per spoke), so a value given for them would be silently ignored.
 HUB_WORKLOADS = ("stream",)
-# the parameters a hub variant honours; the others are the hub's (VNI = spoke index, the IANA
-# port, one rule per spoke), so a value given for them would be silently ignored
-HONOURED = {"ebpf-vxlan": ("decap",)}
 HUB_MTU = 1500
 # spokes on hosts: one SSH connection and agent per host for the whole campaign, and the
 # all-spokes measurement runs at most hubcase.ALL_MAX streams
@@ -166,28 +165,31 @@ def collect(raw: Any, where: str, problems: list[str],
     return HubSpec(spokes)
 
 
-def ignored_params(kind: str, given: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
-    """Parameters set away from their default that the hub variant of `kind` does not use."""
-    keep = HONOURED.get(kind, ())
-    return [k for k, v in given.items() if k not in keep and defaults.get(k) != v]
+def ignored_params(honoured: tuple[str, ...], given: dict[str, Any],
+                   defaults: dict[str, Any]) -> list[str]:
+    """Parameters set away from their default that a hub variant does not use (`honoured`:
+    the ones it does, its driver's hub_params)."""
+    return [k for k, v in given.items() if k not in honoured and defaults.get(k) != v]
 
 
-def conflicts(where: str, *, kinds: list[str], workloads: list[str], mtus: list[int],
-              shaped: bool, chain: bool, offloads: list[str], hosts: bool = False,
+def conflicts(where: str, *, kinds: list[str], hub_kinds: tuple[str, ...],
+              workloads: list[str], mtus: list[int], shaped: bool, chain: bool,
+              offloads: list[str], hosts: bool = False,
               params: dict[str, list[str]] | None = None) -> list[str]:
-    """What a hub testbed cannot run, one line each. `params`: tunnel label -> parameters
-    given that its hub variant would ignore (ignored_params). `hosts`: the hub's sites
-    are on hosts (`[sites]`, parse_sites)."""
+    """What a hub testbed cannot run, one line each. `hub_kinds`: the kinds with a hub
+    variant (tunnels.hub_kinds()). `params`: tunnel label -> parameters given that its hub
+    variant would ignore (ignored_params). `hosts`: the hub's sites are on hosts (`[sites]`,
+    parse_sites)."""
     out = []
     for label, keys in (params or {}).items():
         if keys:
             out.append(f"{where}: tunnel {label}: {', '.join(keys)} set by the hub testbed "
                        "(VNI = spoke index, the IANA port, one rule per spoke; only "
                        "ebpf-vxlan's decap is yours): leave it out")
-    bad = [k for k in kinds if k not in HUB_KINDS]
+    bad = [k for k in kinds if k not in hub_kinds]
     if bad:
         out.append(f"{where}: tunnel kind(s) {', '.join(bad)} have no hub variant (the hub "
-                   f"testbed runs {', '.join(HUB_KINDS)}; use the pair testbed for the others)")
+                   f"testbed runs {', '.join(hub_kinds)}; use the pair testbed for the others)")
     bad = [w for w in workloads if w not in HUB_WORKLOADS]
     if bad:
         out.append(f"{where}: workload(s) {', '.join(bad)} do not run on the hub testbed (it "

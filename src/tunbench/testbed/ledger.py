@@ -5,8 +5,10 @@ is also journaled to disk (STATE_DIR/<run id>.jsonl) and `tunbench cleanup` can 
 crashed run left behind, destroying only objects this project created. Undo ignores
 "already gone"; any other failure is collected and reported after every other entry was tried.
 
-Kinds with needs of their own (mounts, daemons with control sockets) register an undo handler
-with `register_undo`.
+The ledger knows the kinds of this layer (netns, link, process, path, command). The module that
+makes any other kind registers its undo handler with `register_undo` (the ledger never imports
+a layer above it); `tunbench cleanup` replays journals through testbed/journals.py, which
+imports every such owner first.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from .. import proc
 from ..errors import CommandFailed
+from . import netlink
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +60,34 @@ _UNDO: dict[str, Undo] = {}
 
 
 def register_undo(kind: str) -> Callable[[Undo], Undo]:
-    """Decorator: the function that undoes ledger entries of `kind`."""
+    """Decorator: the function that undoes ledger entries of `kind`, registered by the module
+    that makes them. A kind registered twice by two functions is an error."""
     def deco(fn: Undo) -> Undo:
+        old = _UNDO.get(kind)
+        if old is not None and (old.__module__, old.__qualname__) != (fn.__module__,
+                                                                      fn.__qualname__):
+            raise ValueError(f"ledger kind {kind!r} has an undo handler already "
+                             f"({old.__module__}.{old.__qualname__})")
         _UNDO[kind] = fn
         return fn
     return deco
 
 
+def undo_kinds() -> list[str]:
+    """The kinds whose undo handler is registered so far."""
+    return sorted(_UNDO)
+
+
+def _undo(entry: dict[str, Any]) -> None:
+    fn = _UNDO.get(entry["kind"])
+    if fn is None:
+        raise ValueError(f"no undo handler for ledger kind {entry['kind']!r} (the module that "
+                         "makes it is not loaded)")
+    fn(entry)
+
+
 @register_undo("netns")
 def _undo_netns(e: dict[str, Any]) -> None:
-    from . import netlink
     kill_netns_processes(e["name"])
     netlink.remove_netns(e["name"])
 
@@ -75,7 +96,6 @@ def kill_netns_processes(netns: str) -> None:
     """Stop processes still living in a namespace this run created (so they are ours): a
     process whose ledger entry was never written (a signal between spawn and record) would
     otherwise keep running after its namespace is gone."""
-    from . import netlink
     if netns not in netlink.list_netns():
         return
     r = proc.run(["ip", "netns", "pids", netns], check=False, timeout=10)
@@ -86,7 +106,6 @@ def kill_netns_processes(netns: str) -> None:
 
 @register_undo("link")
 def _undo_link(e: dict[str, Any]) -> None:
-    from . import netlink
     netlink.delete_link(e["name"], e.get("netns"))
 
 
@@ -102,34 +121,6 @@ def _undo_path(e: dict[str, Any]) -> None:
         shutil.rmtree(p, ignore_errors=True)
     else:
         p.unlink(missing_ok=True)
-
-
-@register_undo("bpfdrop")
-def _undo_bpfdrop(e: dict[str, Any]) -> None:
-    """A tc ingress drop filter of the capture receiver (testbed/bpfdrop.py)."""
-    from . import bpfdrop
-    bpfdrop.detach(e)
-
-
-@register_undo("bpffs")
-def _undo_bpffs(e: dict[str, Any]) -> None:
-    """bpffs mounted on /sys/fs/bpf by a tbtun run: unmounted once nothing is pinned."""
-    from ..tbtun import loader
-    loader.undo_bpffs(e)
-
-
-@register_undo("bpfpins")
-def _undo_bpfpins(e: dict[str, Any]) -> None:
-    """A run's tbtun pins (/sys/fs/bpf/tb-<run>): programs and maps go with them."""
-    from ..tbtun import loader
-    loader.undo_pins(e)
-
-
-@register_undo("tbtun-tc")
-def _undo_tbtun_tc(e: dict[str, Any]) -> None:
-    """tbtun's tc filters (and the clsact qdisc when it created it) on an underlay device."""
-    from ..tbtun import loader
-    loader.undo_tc(e)
 
 
 @register_undo("command")
@@ -194,7 +185,7 @@ class Ledger:
     def undo_entry(self, entry: dict[str, Any]) -> None:
         """Undo one entry now (it stays in the ledger: undoing it again must be harmless, as
         for processes, which are matched by PID and start time)."""
-        _UNDO[entry["kind"]](entry)
+        _undo(entry)
 
     def undo_all(self) -> list[str]:
         """Undo every entry in reverse; signals are held off so cleanup cannot be cut short."""
@@ -203,7 +194,7 @@ class Ledger:
             while self.entries:
                 entry = self.entries.pop()
                 try:
-                    _UNDO[entry["kind"]](entry)
+                    _undo(entry)
                 except Exception as exc:  # collect, keep undoing the rest
                     msg = f"could not undo {entry['kind']} {_describe(entry)}: {exc}"
                     log.warning(msg)
@@ -245,8 +236,8 @@ def _restore_signals(old: set[int] | None) -> None:
 
 
 def replay_journals(only: str | None = None) -> list[str]:
-    """Undo what crashed runs journaled (used by `tunbench cleanup`; `only`: that run's
-    journal alone). Returns what was undone."""
+    """Undo what crashed runs journaled (`only`: that run's journal alone). Returns what was
+    undone. Call it through testbed/journals.py, which loads every kind's owner first."""
     done: list[str] = []
     for path in sorted(STATE_DIR.glob("*.jsonl")) if STATE_DIR.is_dir() else []:
         run_id = path.stem

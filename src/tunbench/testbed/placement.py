@@ -7,6 +7,9 @@ instruction and inherited by its threads and children; `taskset` execs the progr
 we hold stays the program's own), and the receive work of the site's underlay device is
 steered to the same set by RPS (`/sys/class/net/DEV/queues/rx-N/rps_cpus`, written inside the
 site's namespace). Every rps_cpus written is set back at teardown through the ledger.
+Mode `processes` confines the processes the same way and leaves the receive work where the
+kernel puts it (on veth: the sending CPU's softirq), which keeps the fast layout (sender
+and receiver apart, the receive path on the sender's CPU) without RPS's cross-CPU hand-off.
 
 On the local testbed the CPUs this process may use are split in two contiguous halves (site a
 the lower, site b the upper); on hosts each site uses the `cpus` of its `[sites]` entry (a
@@ -26,7 +29,7 @@ from typing import Any
 
 from ..errors import TunbenchError
 
-MODES = ("sites", "off")
+MODES = ("sites", "processes", "off")
 DEFAULT_MODE = "off"
 _RANGE_RE = re.compile(r"^(\d{1,4})(?:-(\d{1,4}))?$")
 
@@ -144,7 +147,8 @@ def place(tb: Any, mode: str, site_cpus: Mapping[str, str] | None = None) -> dic
                 continue
             _check_online(site, cpus)
             tb.placement[site.name] = cpus
-            rec["rps"][site.name] = set_rps(tb, site, site.underlay_if, cpus)
+            if mode == "sites":
+                rec["rps"][site.name] = set_rps(tb, site, site.underlay_if, cpus)
         rec["processes"] = tb.placed_processes
     tb.notes["placement"] = rec
     return rec

@@ -1,7 +1,9 @@
 """Tunnel kinds: every module in this package that defines DRIVER is registered by its kind.
 
 Everything central about tunnels is derived from the drivers' declarations here (never listed
-by hand): install hints (`tool_packages`), the tools whose versions a campaign records and
+by hand): the kinds each topology takes (`hub_kinds`, `chain_site_kinds`,
+`chain_gateway_kinds`), the tools a campaign's fingerprint compares (`fingerprint_tools`),
+install hints (`tool_packages`), the tools whose versions a campaign records and
 doctor shows (`declared_tools`), doctor's kernel options (`kernel_options`), the VM lab's
 modules and guest packages (`kernel_modules`, `kernel_impl_packages`), and the availability of
 every implementation of every kind (`availability`) for `list` and `doctor`.
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import proc
 from ..capabilities import Missing
 from ..errors import SpecError, TunbenchError
 from ..registry import discover
@@ -52,6 +55,9 @@ def tool_packages() -> dict[str, str]:
     return {name: t.package for name, t in declared_tools().items()}
 
 
+proc.add_package_source(tool_packages)   # install hints for what only a driver declares
+
+
 def kernel_options() -> list[str]:
     """Every kernel option a driver declares, in registry order."""
     return list(dict.fromkeys(k.option for need in _all_needs() for k in need.kernel))
@@ -75,6 +81,27 @@ def kernel_impl_packages() -> list[str]:
             if any(k.module for k in need.kernel if k.option != "CONFIG_TUN"):
                 out += need.debian_packages()
     return list(dict.fromkeys(out))
+
+
+def hub_kinds() -> tuple[str, ...]:
+    """The kinds with a hub variant (hubcase.py), in registry order."""
+    return tuple(k for k, drv in sorted(registry().items()) if drv.hub_capable)
+
+
+def chain_site_kinds() -> tuple[str, ...]:
+    """The kinds that run at the sites of a chain between hosts (chain/hosts.py)."""
+    return tuple(k for k, drv in sorted(registry().items()) if drv.chain_site_capable)
+
+
+def chain_gateway_kinds() -> tuple[str, ...]:
+    """The kinds a pair of chain gateways can terminate (chain/gateway.py)."""
+    return tuple(k for k, drv in sorted(registry().items()) if drv.chain_gateway)
+
+
+def fingerprint_tools(kind: str) -> tuple[str, ...]:
+    """The tools whose version shapes a kind's figures; () for a kind this build lacks."""
+    drv = registry().get(kind)
+    return tuple(drv.fingerprint_tools) if drv is not None else ()
 
 
 @dataclass(frozen=True)
@@ -115,5 +142,6 @@ def availability(kind: str) -> list[Availability]:
 
 
 __all__ = ["Availability", "Endpoints", "KernelOption", "Needs", "Tool", "TunnelDriver",
-           "TunnelParams", "availability", "declared_tools", "get", "kernel_impl_packages",
+           "TunnelParams", "availability", "chain_gateway_kinds", "chain_site_kinds",
+           "declared_tools", "fingerprint_tools", "get", "hub_kinds", "kernel_impl_packages",
            "kernel_modules", "kernel_options", "registry", "tool_packages"]

@@ -3,16 +3,19 @@ site, IKEv2, xfrm interfaces) and xfrm (static keys). See tunnels/ipsec.py."""
 
 from __future__ import annotations
 
+import secrets
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CommandFailed
+from ..testbed import names
 from ..testbed.base import Site, Testbed
 from . import _spread, _xfrm
 from . import _strongswan as ss
+from ._esp import esp_overhead_at
 from .base import Endpoints
 from .base import inner_addrs as _inner_addrs
-from .ipsec import esp_overhead_at
 
 if TYPE_CHECKING:
     from .ipsec import Ipsec, IpsecParams
@@ -37,7 +40,6 @@ def _ts(i: int, site: Site, n: int, which: str) -> list[str]:
 def _children(tb: Testbed, drv: Ipsec, p: IpsecParams, i: int, port: int,
               if_id: int, ts_any: bool, reqid: int = 0) -> dict[str, ss.ChildConf]:
     """Tunnel i's swanctl configuration in each site, with a fresh PSK (0600 include)."""
-    from .ipsec import new_psk
     psk = new_psk()
     out = {}
     for site in tb.sites():
@@ -104,7 +106,6 @@ def _inner(site: Site, ifname: str, i: int, mtu: int) -> None:
 
 
 def up(drv: Ipsec, tb: Testbed, p: IpsecParams, impl: str) -> Endpoints:
-    from .ipsec import link_name, wait_device
     mtu = drv.tunnel_mtu(p, tb.underlay_mtu)
     devices: dict[str, list[str]] = {"a": [], "b": []}
     pids: dict[str, list[int]] = {"a": [], "b": []}
@@ -244,3 +245,24 @@ def _up_transport(drv: Ipsec, tb: Testbed, p: IpsecParams, impl: str,
         overhead=esp_overhead_at(p, p.underlay, tb.underlay_mtu),
         a_ifname=tb.a.underlay_if, b_ifname=tb.b.underlay_if,
         info=_info(p, impl, {"a": [tb.a.underlay_if], "b": [tb.b.underlay_if]}, charons))
+
+
+def new_psk() -> str:
+    return secrets.token_hex(32)
+
+
+def wait_device(site: Site, before: set[str], prefix: str, timeout: float = 10.0) -> str:
+    """The device named prefix* that appeared in `site` since `before` (charon's TUN)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = sorted(n for n in set(site.links.names()) - before
+                     if n.startswith(prefix))
+        if new:
+            return new[0]
+        time.sleep(0.05)
+    raise CommandFailed(f"charon created no {prefix}* device in site {site.name} within "
+                        f"{timeout:g}s", "see the case's error_log (charon log)")
+
+
+def link_name(tb: Testbed, suffix: str) -> str:
+    return names.link_name(tb.run_id, suffix)

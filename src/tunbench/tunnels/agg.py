@@ -119,6 +119,10 @@ class Agg(TunnelDriver[AggParams]):
     Params = AggParams
     encrypts = False
     userspace = ("",)              # tbagg, a userspace daemon on a TUN device (L3)
+    # the flush-timeout trade-off (report/tradeoff.py): against kernel VXLAN, the same UDP
+    # encapsulation one packet per datagram
+    aggregates = "flush_us"
+    aggregation_baseline = "vxlan"
     needs = {"": Needs(kernel=(KernelOption("CONFIG_TUN", "tun", "tbagg's TUN device"),))}
 
     @classmethod

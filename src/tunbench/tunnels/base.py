@@ -25,6 +25,15 @@ every method receives its own typed params and mypy checks it. It declares:
   of that IP family, so the tunnel MTU is computed, never hard-coded;
 - `up(testbed, params)`: builds the tunnel between site a and site b, registering every object
   in the testbed's ledger, and returns the inner endpoints. Teardown is the ledger's job.
+What a kind can do in each topology is declared here too, and the lists the topologies check
+are computed from it (tunnels/__init__.py: hub_kinds, chain_site_kinds, chain_gateway_kinds):
+- `hub_capable` with `hub_params`, `hub_ship`, `hub_up`, `hub_counters`: the kind has a hub
+  variant (one hub, N spokes running kernel VXLAN: hubcase.py, testbed/hub.py);
+- `chain_site_capable`: it runs at the sites of a chain between hosts (chain/hosts.py);
+- `chain_gateway`: how a pair of chain gateways terminates it ("device": the driver's own
+  `up` between the gateways; "seg6": SRv6 routes, no device; chain/gateway.py), or None;
+- `fingerprint_tools`: the tools whose version shapes its figures (results/fingerprint.py:
+  campaigns compare only when these agree).
 A kind with several implementations (kernel vs userspace) is one driver with an `impl` param.
 """
 
@@ -34,12 +43,15 @@ import dataclasses
 import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from ..capabilities import Missing, kernel_missing, tool_missing
 from ..errors import SpecError
 from ..params import coerce_fields
 from ..testbed.base import Site, Testbed
+
+if TYPE_CHECKING:
+    from ..testbed.hub import Hub
 
 # what a tunnel may carry (TunnelDriver.carries): TCP, UDP (any IP protocol), Ethernet frames
 CARRIES = ("tcp", "udp", "l2")
@@ -156,6 +168,12 @@ class TunnelDriver(ABC, Generic[P]):
     carries: ClassVar[tuple[str, ...]] = ("tcp", "udp")
     # implementations whose datapath is a userspace process ("" = every one); else kernel
     userspace: ClassVar[tuple[str, ...]] = ()
+    # an aggregating kind (several inner packets per outer one): the parameter holding its
+    # flush timeout in µs (0 = no aggregation), and the kind of the same encapsulation
+    # without aggregation its trade-off is measured against (report/tradeoff.py); recorded
+    # in every case's tunnel record as `aggregation`
+    aggregates: ClassVar[str | None] = None
+    aggregation_baseline: ClassVar[str | None] = None
     # why the kind cannot run between sites on other hosts (None: it can); refused in one
     # line before anything is changed on any host
     not_on_hosts: ClassVar[str | None] = None
@@ -165,6 +183,14 @@ class TunnelDriver(ABC, Generic[P]):
     impl_param: ClassVar[str | None] = None  # Literal field choosing the implementation
     # per implementation ("" = every one): tools, kernel options, packages it uses
     needs: ClassVar[dict[str, Needs]] = {}
+    # tools whose version shapes its figures (the campaign fingerprint compares them)
+    fingerprint_tools: ClassVar[tuple[str, ...]] = ()
+    # topologies: a hub variant (and the parameters it honours; the hub sets the others),
+    # at the sites of a chain between hosts, terminated by chain gateways (and how)
+    hub_capable: ClassVar[bool] = False
+    hub_params: ClassVar[tuple[str, ...]] = ()
+    chain_site_capable: ClassVar[bool] = False
+    chain_gateway: ClassVar[str | None] = None
 
     # ---- declarations -------------------------------------------------------------------
     @classmethod
@@ -228,6 +254,13 @@ class TunnelDriver(ABC, Generic[P]):
         return "" not in cls.userspace and (impl or "") not in cls.userspace
 
     @classmethod
+    def aggregation(cls) -> dict[str, str | None] | None:
+        """{"param", "baseline"} of an aggregating kind, else None (the case's record)."""
+        if not cls.aggregates:
+            return None
+        return {"param": cls.aggregates, "baseline": cls.aggregation_baseline}
+
+    @classmethod
     def relay(cls) -> bool:
         """A stream relay, not a packet tunnel: carries TCP only, has no packet MTU."""
         return "udp" not in cls.carries
@@ -288,6 +321,23 @@ class TunnelDriver(ABC, Generic[P]):
     @abstractmethod
     def up(self, tb: Testbed, params: P) -> Endpoints:
         """Build the tunnel; register every created object in tb.ledger as soon as it exists."""
+
+    # ---- the hub variant (hub_capable; hubcase.py) --------------------------------------
+    @classmethod
+    def hub_ship(cls, h: Hub) -> str | None:
+        """What the hub's host needs before setup is timed (tbtun: its object), or None."""
+        return None
+
+    @classmethod
+    def hub_up(cls, h: Hub, params: P, obj: str | None) -> dict[str, Any]:
+        """The hub's side of this kind towards every spoke; what was made (the case's `hub`
+        section). `obj`: what hub_ship put on the hub's host. The baseline: nothing."""
+        return {"devices": 0}
+
+    @classmethod
+    def hub_counters(cls, section: dict[str, Any], h: Hub) -> dict[str, Any]:
+        """The kind's own counters on the hub after the measurement (proof it carried it)."""
+        return {}
 
     def wire_tx(self, tb: Testbed, ep: Endpoints) -> tuple[int, int] | None:
         """(packets, bytes incl. the Ethernet header) this tunnel has put on site a's underlay

@@ -18,18 +18,15 @@ records as its overhead is what ESP adds to that packet (`esp_overhead_at`, padd
 
 from __future__ import annotations
 
-import secrets
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from ..capabilities import Missing, kernel_missing, tool_missing, tun_device_missing
-from ..errors import CommandFailed
-from ..testbed import names
 from ..testbed.base import Site, Testbed
-from . import _spread, _xfrm
+from . import _ipsec_up, _spread, _xfrm
 from . import _strongswan as ss
+from ._esp import ESP_HEADER, ESP_ICV, ESP_IV, ESP_TRAILER, esp_mtu
 from .base import (
     IPV4_HEADER,
     IPV6_HEADER,
@@ -42,7 +39,6 @@ from .base import (
     TunnelParams,
 )
 
-ESP_HEADER, ESP_IV, ESP_ICV, ESP_TRAILER, ESP_ALIGN = 8, 8, 16, 2, 4
 # charon's kernel-libipsec reads at most 1400 bytes per packet from its TUN (fixed in 5.9)
 LIBIPSEC_MAX_MTU = 1400
 PLUGIN_DIR = Path("/usr/lib/ipsec/plugins")
@@ -106,23 +102,6 @@ def resolve_impl(p: IpsecParams) -> str:
     return "libipsec"
 
 
-def esp_mtu(underlay_mtu: int, family: int, mode: str, encap: bool) -> int:
-    """Largest inner packet whose ESP packet fits `underlay_mtu` (pure)."""
-    ip_hdr = IPV4_HEADER if family == 4 else IPV6_HEADER
-    fixed = ESP_HEADER + ESP_IV + ESP_ICV + (UDP_HEADER if encap else 0)
-    if mode == "tunnel":
-        room = underlay_mtu - ip_hdr - fixed          # ciphertext: whole inner packet
-        return room - room % ESP_ALIGN - ESP_TRAILER
-    room = underlay_mtu - ip_hdr - fixed              # transport: inner IP header stays clear
-    return room - room % ESP_ALIGN - ESP_TRAILER + ip_hdr
-
-
-def esp_overhead_at(params: IpsecParams, family: int, underlay_mtu: int) -> int:
-    """What ESP adds to the largest inner packet that fits `underlay_mtu` (padding included):
-    the overhead a case records."""
-    return underlay_mtu - esp_mtu(underlay_mtu, family, params.mode, params.use_encap)
-
-
 _IKE = Needs(tools=(Tool("charon", "strongswan-charon", "strongSwan IKE daemon"),
                     Tool("swanctl", "strongswan-swanctl", "strongSwan control")),
              packages=("libstrongswan-standard-plugins",))
@@ -141,6 +120,8 @@ _KERNEL_ESP = Needs(
 
 class Ipsec(TunnelDriver[IpsecParams]):
     kind = "ipsec"
+    fingerprint_tools = ("swanctl",)
+    chain_gateway = "device"
     summary = "IPsec ESP: strongSwan libipsec (userspace), kernel ESP via IKEv2 or static xfrm"
     Params = IpsecParams
     sweep = "tunnels"
@@ -204,7 +185,6 @@ class Ipsec(TunnelDriver[IpsecParams]):
 
     # ---- life cycle ------------------------------------------------------------------
     def up(self, tb: Testbed, params: IpsecParams) -> Endpoints:
-        from . import _ipsec_up
         return _ipsec_up.up(self, tb, params, resolve_impl(params))
 
     def counters(self, tb: Testbed, ep: Endpoints) -> dict[str, dict[str, int]]:
@@ -238,27 +218,6 @@ def sa_counters(site: Site, ep: Endpoints) -> dict[str, int]:
             for k in res:
                 res[k] += int(child[k.removeprefix("sa_")])  # type: ignore[call-overload]
     return res
-
-
-def new_psk() -> str:
-    return secrets.token_hex(32)
-
-
-def wait_device(site: Site, before: set[str], prefix: str, timeout: float = 10.0) -> str:
-    """The device named prefix* that appeared in `site` since `before` (charon's TUN)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        new = sorted(n for n in set(site.links.names()) - before
-                     if n.startswith(prefix))
-        if new:
-            return new[0]
-        time.sleep(0.05)
-    raise CommandFailed(f"charon created no {prefix}* device in site {site.name} within "
-                        f"{timeout:g}s", "see the case's error_log (charon log)")
-
-
-def link_name(tb: Testbed, suffix: str) -> str:
-    return names.link_name(tb.run_id, suffix)
 
 
 DRIVER = Ipsec

@@ -9,6 +9,8 @@ from .base import Endpoints, TunnelDriver, TunnelParams
 class Native(TunnelDriver[TunnelParams]):
     kind = "native"
     summary = "the underlay itself, no encapsulation (baseline)"
+    hub_capable = True            # the hub's baseline: the spokes' underlay paths as they are
+    chain_site_capable = True
 
     @classmethod
     def overhead(cls, params: TunnelParams, family: int = 4) -> int:

@@ -247,6 +247,7 @@ class OvsTunnel(TunnelDriver[OvsParams]):
     impl_param = "datapath"
     carries = ("tcp", "udp", "l2")   # an OVS bridge: Ethernet frames
     userspace = ("netdev",)        # the userspace datapath; system: the kernel module
+    fingerprint_tools = ("ovs-vswitchd",)
 
     @classmethod
     def spec(cls) -> OvsKind:

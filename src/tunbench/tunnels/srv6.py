@@ -61,6 +61,23 @@ def sids(site: str, segments: int) -> tuple[list[str], str, str]:
     return [f"{loc}e{i}" for i in range(1, segments)], f"{loc}d4", f"{loc}d6"
 
 
+def encap_route(prefix: str, segs: list[str], dev: str, verb: str = "add",
+                src: str | None = None) -> list[str]:
+    """`ip` arguments of a route that encapsulates towards `prefix` with an SRH of `segs`
+    (`seg6 mode encap`); the family follows the prefix. One builder for the tunnel's sites
+    and the chain's gateways."""
+    fam = ["-6"] if ":" in prefix else []
+    return [*fam, "route", verb, prefix, "encap", "seg6", "mode", "encap", "segs",
+            ",".join(segs), "dev", dev, *(["src", src] if src else [])]
+
+
+def sid_route(sid: str, action: str, dev: str, *extra: str) -> list[str]:
+    """`ip` arguments of a counted seg6local SID: End, End.DX4 (nh4 ADDR), End.DX6 (nh6 ADDR),
+    End.DT6 (table T)."""
+    return ["-6", "route", "add", f"{sid}/128", "encap", "seg6local", "action", action,
+            *extra, "count", "dev", dev]
+
+
 _ROUTE = re.compile(r"^(?P<dst>\S+)\s+encap seg6local action (?P<action>\S+).*?"
                     r"packets (?P<packets>\d+) bytes (?P<bytes>\d+) errors (?P<errors>\d+)")
 
@@ -79,6 +96,7 @@ def parse_seg6local_counters(text: str) -> dict[str, dict[str, Any]]:
 
 class Srv6(TunnelDriver[Srv6Params]):
     kind = "srv6"
+    chain_gateway = "seg6"        # no device: seg6 routes in the gateways (chain/srv6.py)
     summary = "kernel SRv6 encapsulation (seg6 lwtunnel, End.DX4/End.DT6) over IPv6"
     Params = Srv6Params
     underlay_family = 6
@@ -109,20 +127,14 @@ class Srv6(TunnelDriver[Srv6Params]):
             self._ip(tb, site, ["-6", "route", "add", f"{LOCATOR[peer.name]}/64",
                                 "via", peer.underlay6, "dev", dev])
             ends, dx4, dt6 = sids(peer.name, params.segments)
-            self._ip(tb, site, ["route", "add", f"{peer4}/32", "encap", "seg6", "mode", "encap",
-                                "segs", ",".join([*ends, dx4]), "dev", dev, "src", my4])
-            self._ip(tb, site, ["-6", "route", "add", f"{peer6}/128", "encap", "seg6", "mode",
-                                "encap", "segs", ",".join([*ends, dt6]), "dev", dev,
-                                "src", my6])
+            self._ip(tb, site, encap_route(f"{peer4}/32", [*ends, dx4], dev, src=my4))
+            self._ip(tb, site, encap_route(f"{peer6}/128", [*ends, dt6], dev, src=my6))
             # this site's own SIDs, each counted
             my_ends, my_dx4, my_dt6 = sids(site.name, params.segments)
             for sid in my_ends:
-                self._ip(tb, site, ["-6", "route", "add", f"{sid}/128", "encap", "seg6local",
-                                    "action", "End", "count", "dev", dev])
-            self._ip(tb, site, ["-6", "route", "add", f"{my_dx4}/128", "encap", "seg6local",
-                                "action", "End.DX4", "nh4", my4, "count", "dev", dev])
-            self._ip(tb, site, ["-6", "route", "add", f"{my_dt6}/128", "encap", "seg6local",
-                                "action", "End.DT6", "table", "local", "count", "dev", dev])
+                self._ip(tb, site, sid_route(sid, "End", dev))
+            self._ip(tb, site, sid_route(my_dx4, "End.DX4", dev, "nh4", my4))
+            self._ip(tb, site, sid_route(my_dt6, "End.DT6", dev, "table", "local"))
         return Endpoints(
             a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params),
             info={"segments": params.segments, "underlay": 6, "inner_on": "lo",

@@ -54,6 +54,7 @@ def listening(text: str) -> set[str]:
 
 class SshForward(TunnelDriver[SshForwardParams]):
     kind = "ssh-forward"
+    fingerprint_tools = ("ssh", "sshd")
     summary = "OpenSSH TCP port forward (ssh -L): a stream relay, not a packet tunnel"
     Params = SshForwardParams
     encrypts = True

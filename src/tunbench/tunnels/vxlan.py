@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..params import out_of_range
+from ..tbtun import hub as tbhub
 from ..testbed.base import Site, Testbed
+from ..testbed.hub import Hub
 from ._kernel import link_pair, underlay_index
 from .base import (
     ETH_HEADER,
@@ -41,6 +43,14 @@ class Vxlan(TunnelDriver[VxlanParams]):
     summary = "kernel VXLAN over UDP (RFC 7348)"
     Params = VxlanParams
     needs = {"": Needs(kernel=(KernelOption("CONFIG_VXLAN", "vxlan", "VXLAN tunnels"),))}
+    hub_capable = True            # N kernel VXLAN devices on the hub, one per spoke
+    chain_site_capable = True
+    chain_gateway = "device"
+
+    @classmethod
+    def hub_up(cls, h: Hub, params: VxlanParams, obj: str | None) -> dict[str, Any]:
+        devs = tbhub.kernel_vxlan(h)
+        return {"devices": len(devs), "created_with": "ip -batch (one vxlan device per spoke)"}
 
     @classmethod
     def overhead(cls, params: VxlanParams, family: int = 4) -> int:

@@ -90,6 +90,8 @@ def endpoint(addr: str, port: int) -> str:
 
 class Wireguard(TunnelDriver[WireguardParams]):
     kind = "wireguard"
+    fingerprint_tools = ("wg", "wireguard-go")
+    chain_gateway = "device"
     summary = "WireGuard (kernel module or wireguard-go userspace daemon), impl=kernel|go"
     Params = WireguardParams
     sweep = "tunnels"

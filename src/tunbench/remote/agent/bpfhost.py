@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import shutil
 import socket
 import struct
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from . import bpfsys
 
 Run = Callable[[list[str]], tuple[int, str]]
 KINDS = ("bpffs", "bpfpins", "tbtun-tc")
@@ -115,23 +116,13 @@ def undo_tc(e: dict[str, Any], run: Run) -> None:
 # directory: removing the pin (or the device) detaches it.
 BPF_OBJ_PIN, BPF_OBJ_GET, BPF_PROG_QUERY, BPF_LINK_CREATE = 6, 7, 16, 28
 TCX = {"ingress": 46, "egress": 47}          # enum bpf_attach_type: BPF_TCX_INGRESS/EGRESS
-SYS_BPF = {"x86_64": 321, "aarch64": 280, "armv7l": 386, "riscv64": 280, "ppc64le": 361,
-           "s390x": 351}
 CLONE_NEWNET = 0x40000000
 TCX_MIN_KERNEL = (6, 6)
 
 
 def _bpf(cmd: int, attr: ctypes.Array[ctypes.c_char]) -> int:
     """bpf(cmd, attr): the result, or OSError with the kernel's errno."""
-    nr = SYS_BPF.get(platform.machine())
-    if nr is None:
-        raise OSError(95, f"bpf(2) number unknown on {platform.machine()}")
-    libc = ctypes.CDLL(None, use_errno=True)
-    ret = int(libc.syscall(nr, cmd, ctypes.byref(attr), ctypes.sizeof(attr)))
-    if ret < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-    return ret
+    return bpfsys.bpf(cmd, attr)
 
 
 def _attr(data: bytes) -> ctypes.Array[ctypes.c_char]:

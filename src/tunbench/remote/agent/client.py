@@ -34,8 +34,8 @@ from ..transport import Connection, ConnectionLost
 from . import core, journal
 
 HERE = Path(__file__).parent
-AGENT_FILES = ("__init__.py", "bpfhost.py", "core.py", "journal.py", "nl.py", "privrun.py",
-               "proccpu.py")
+AGENT_FILES = ("__init__.py", "bpfhost.py", "bpfsys.py", "core.py", "journal.py", "nl.py",
+               "privrun.py", "proccpu.py")
 BOOTSTRAP = "\n".join([
     "import os, sys",
     "s = sys.argv[1]",

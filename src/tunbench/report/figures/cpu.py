@@ -8,16 +8,18 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from .. import cores, data
+from ...results.records import CaseRecord
+from .. import cores
 from ..data import Campaign, Scenario
+from ..metrics import end, role
 from .base import CPU_CEILING, Figure, Palette, _label_in_bar, _save, scen_text, slug
 
 # -- 2. CPU bars with min/max whiskers -----------------------------------------------------
 
-def _cpu_ends(docs: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+def _cpu_ends(docs: list[CaseRecord]) -> list[tuple[str, list[dict[str, Any]]]]:
     """(site, each case's CPU record of that end): the sender and the receiver apart when
     every case ran on separate hosts (cpu.sites), else ("", the cases' records)."""
-    cpus = [d["cpu"] for d in docs]
+    cpus = [d.cpu for d in docs]
     if all(cpu.get("shared_by_sites") is False and cpu.get("sites") for cpu in cpus):
         names = sorted(set.intersection(*(set(cpu["sites"]) for cpu in cpus)))
         return [(n, [cpu["sites"][n] for cpu in cpus]) for n in names]
@@ -30,8 +32,8 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         bars: list[tuple[str, Scenario, str, float, float, float]] = []
         for scen in scens:
             for tun in c.tunnels():
-                docs = [d for d in c.ok if data.scenario(d) == scen and data.tunnel(d) == tun
-                        and d.get("cpu")]
+                docs = [r for r in c.ok if r.scenario == scen and r.tunnel.label == tun
+                        and r.cpu]
                 for site, recs in _cpu_ends(docs) if docs else []:
                     avg = sum(r["busy_avg"] for r in recs) / len(recs)
                     # a sample's rounding can land past 0..100%: whiskers show what is possible
@@ -50,11 +52,11 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             _label_in_bar(ax, i, avg, f"{avg:.0f}%")
             labels.append((tun if len(scens) == 1 else f"{tun}\nMTU {scen[1]}"
                            + ("" if scen[2] == "default" else f"\n{scen[2]}"))
-                          + (f"\n{cores.ENDS[site].split()[0]}" if site else ""))
+                          + (f"\n{role(site, c.direction(scen[0]))}" if site else ""))
         ax.set_xticks(range(len(bars)), labels)
         ax.set_ylim(0, 105)
         ax.set_ylabel("CPU busy (% of all cores)")
-        shared = any((d.get("cpu") or {}).get("shared_by_sites") for d in c.ok)
+        shared = any(r.cpu.get("shared_by_sites") for r in c.ok)
         title = f"CPU utilization per tunnel ({wl})"
         ax.set_title(title)
         cap = "Bar: average busy % over the measurement and repeats; whiskers: min and max " \
@@ -62,8 +64,9 @@ def cpu_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         if shared:
             cap += " Both sites share this host's CPUs: this is the cost of both ends."
         if any(b[2] for b in bars):
-            cap += (" The sites are separate hosts: each end's CPU apart, the sender (site a) "
-                    "and the receiver (site b, hatched), each as % of its own host's cores.")
+            way = c.direction(wl)
+            cap += (f" The sites are separate hosts: each end's CPU apart, the {end('a', way)} "
+                    f"and the {end('b', way)} (hatched), each as % of its own host's cores.")
         yield _save(fig, out, slug("cpu", wl), title, cap)
 
 
@@ -145,6 +148,7 @@ def percore_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         if shared:
             cap += " Both sites share this host's cores: the bars are both ends together."
         elif any(p.site for p in ps):
-            cap += (" The sites are separate hosts: each end's cores apart, the sender "
-                    "(site a) and the receiver (site b).")
+            way = ps[0].direction
+            cap += (" The sites are separate hosts: each end's cores apart, the "
+                    f"{end('a', way)} and the {end('b', way)}.")
         yield _save(fig, out, slug("cores", *scen), title, cap)

@@ -17,12 +17,12 @@ def series_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
     for wl, name in data.series_names(c):
         for scen in [s for s in c.scenarios() if s[0] == wl]:
             per: dict[str, list[list[float]]] = {}
-            for d in c.ok:
-                if data.scenario(d) == scen and (d.get("series") or {}).get(name):
-                    per.setdefault(data.tunnel(d), []).append(list(d["series"][name]))
+            for case in c.ok:
+                if case.scenario == scen and case.series.get(name):
+                    per.setdefault(case.tunnel.label, []).append(list(case.series[name]))
             if not per:
                 continue
-            unit = data.metric_unit(c.ok, name)
+            unit = data.metric_unit(c.cases, name)
             fig, axes = _grid(len(per))
             tops = {t: max(max(v) for v in runs) for t, runs in per.items()}
             own = _own_scale(list(tops.values()))   # a shared axis would flatten some

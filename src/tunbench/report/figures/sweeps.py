@@ -23,8 +23,8 @@ def _sweep_color(c: Campaign, pal: Palette, name: str) -> tuple[float, ...]:
     """A tunnel's colour; a tunnel sweep's curve (base label) takes its first value's."""
     if name in pal.colors:
         return pal(name)
-    first = next((data.tunnel(d) for d in c.cases
-                  if (data.tunnel_sweep(d) or ("",))[0] == name), name)
+    first = next((r.tunnel.label for r in c.cases
+                  if (r.tunnel.sweep_point() or ("",))[0] == name), name)
     return pal(first)
 
 

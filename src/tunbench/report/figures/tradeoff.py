@@ -1,6 +1,6 @@
-"""The agg flush-timeout trade-off (report/tradeoff.py): one panel per metric against the
-flush timeout (0 = no aggregation), native and kernel VXLAN of the same run as horizontal
-reference lines."""
+"""An aggregating kind's flush-timeout trade-off (report/tradeoff.py; agg): one panel per
+metric against the flush timeout (0 = no aggregation), native and the kind's baseline (agg:
+kernel VXLAN) of the same run as horizontal reference lines."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ def tradeoff_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         for ax, (key, title, unit) in zip(axes, panels):
             lat = key.startswith("add_")
             load = f"one-way at {t.load_pct:g}%" if t.load_pct is not None else "loaded"
-            second = (t.loaded(key), "--", f"agg, {load}") if lat else \
-                ("dp_cpu", "--", "agg, tbagg only") if key == "cpu" else None
-            for k, style, name in ((key, "-", f"agg, {t.rtt} idle" if lat
-                                    else "agg, host" if key == "cpu" else "agg"),
+            second = (t.loaded(key), "--", f"{t.kind}, {load}") if lat else \
+                ("dp_cpu", "--", f"{t.kind}, {t.daemon} only") if key == "cpu" else None
+            for k, style, name in ((key, "-", f"{t.kind}, {t.rtt} idle" if lat
+                                    else f"{t.kind}, host" if key == "cpu" else t.kind),
                                    *([second] if second else [])):
                 pts = [(v.flush_us or 0, v.values[k]) for v in t.aggs if k in v.values]
                 if pts:
@@ -55,9 +55,10 @@ def tradeoff_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             ax.legend(loc="best", fontsize=6.5)
         where = f"MTU {t.mtu}" + ("" if t.offloads == "default" else f", offloads {t.offloads}")
         what = f"{t.size} B inner UDP, " if t.size else ""
-        title = f"agg flush-timeout trade-off ({what}{where})"
+        title = f"{t.kind} flush-timeout trade-off ({what}{where})"
         fig.suptitle(title)
-        cap = tradeoff.caption(t) + (" Dotted lines: native and vxlan (idle); dashed: the "
+        refs = " and ".join(r.label for r in t.refs) or "none"
+        cap = tradeoff.caption(t) + (f" Dotted lines: {refs} (idle); dashed: the "
                                      "same at the loaded trial; in the CPU panel, dashed: "
-                                     "tbagg's own CPU.")
-        yield _save(fig, out, slug("agg-tradeoff", t.mtu, t.offloads), title, cap)
+                                     f"{t.daemon}'s own CPU.")
+        yield _save(fig, out, slug(f"{t.kind}-tradeoff", t.mtu, t.offloads), title, cap)

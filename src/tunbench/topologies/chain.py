@@ -1,0 +1,58 @@
+"""chain: network functions between the two sites (router, firewall, nat, wan, gateway), each
+in its own namespace (chain/, docs/chains.md); here, or between two hosts across a wan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import chain as functions
+from .. import tunnels
+from ..chain import gateway
+from .base import Topology, TopoNeeds, TopoParam
+
+
+class Chain(Topology):
+    name = "chain"
+    summary = "functions between the sites, each a namespace; gateway pairs terminate a tunnel"
+    chosen_by = "[chain] path = [...]"
+    params = (
+        TopoParam("[chain] path", None, "none",
+                  "the functions from site a to site b, by name or kind ("
+                  + ", ".join(sorted(functions.REGISTRY)) + "); [chain.NAME] tables set "
+                  "their kind and parameters"),
+        TopoParam("[chain] direct", None, "false",
+                  "also run every case without the chain, to set the chain against it"),
+        TopoParam("[sites] a, b", "--site a=TARGET --site b=TARGET", "namespaces here",
+                  "between two hosts: the path needs a wan function (the segment between "
+                  "the hosts)"),
+    )
+
+    @classmethod
+    def needs(cls) -> TopoNeeds:
+        tools = ["ip", *(t for f in functions.REGISTRY.values() for t in f.tools)]
+        return TopoNeeds(tools=tuple(dict.fromkeys(tools)),
+                         kernel=("CONFIG_NET_NS", "CONFIG_VETH"),
+                         hosts="none (namespaces here), or 2 hosts over SSH with a wan "
+                               "between them")
+
+    @classmethod
+    def tunnel_kinds(cls, on_hosts: bool = False) -> tuple[str, ...]:
+        """At the sites; a gateway pair terminates gateway_kinds()."""
+        if on_hosts:
+            return tunnels.chain_site_kinds()
+        return tuple(sorted(tunnels.registry()))
+
+    @classmethod
+    def gateway_kinds(cls) -> tuple[str, ...]:
+        return gateway.built()
+
+    @classmethod
+    def chosen(cls, exp: Any, through_chain: bool = True) -> bool:
+        return exp.hub is None and exp.chain is not None and through_chain
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        return {**super().describe(), "gateway_kinds": list(cls.gateway_kinds())}
+
+
+TOPOLOGY = Chain

@@ -1,0 +1,134 @@
+"""The topology registry (topologies/): pair, hub and chain declare how an experiment picks
+them, their settings, what they need and the tunnel kinds they run; every declaration is
+checked against what the code does (the spec accepts and refuses the kinds a topology says it
+runs; the settings are the keys and flags the parsers take; doctor knows every tool and kernel
+option), and `tunbench list --topologies` shows them, also as JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tunbench import cli, doctor, proc, topologies, tunnels
+from tunbench import spec as exp_spec
+from tunbench.errors import SpecError
+from tunbench.plan import plan
+from tunbench.testbed import hubspec
+
+TB = [sys.executable, "-m", "tunbench"]
+HOSTS = {"a": "root@h1", "b": "root@h2"}
+KINDS = sorted(tunnels.registry())
+
+
+def _accepted(data: dict) -> bool:
+    try:
+        exp_spec.build(data, "e.toml")
+    except SpecError:
+        return False
+    return True
+
+
+def test_the_registry_holds_pair_hub_and_chain_with_whole_declarations() -> None:
+    reg = topologies.registry()
+    assert set(reg) == {"pair", "hub", "chain"}
+    # every tool has its install hint (doctor lists the tunnel kinds' and workloads' tools,
+    # not the chain functions' nft), every kernel option is one doctor checks
+    known_tools, known_kernel = set(proc.TOOL_PACKAGES), set(doctor.kernel_options())
+    for name, topo in reg.items():
+        d = topo.describe()
+        assert topo.name == name and d["summary"] and d["chosen_by"], name
+        assert d["params"] and all(p["key"] and p["default"] and p["help"]
+                                   for p in d["params"]), name
+        assert set(d["needs"]["tools"]) <= known_tools, name
+        assert set(d["needs"]["kernel"]) <= known_kernel, name
+        assert d["tunnel_kinds"]["here"] and set(d["tunnel_kinds"]["here"]) <= set(KINDS)
+        assert json.loads(json.dumps(d)) == d
+    with pytest.raises(SpecError) as exc:
+        topologies.get("ring")
+    assert exc.value.one_line() == ("unknown topology 'ring' (known topologies: chain, hub, "
+                                    "pair; see `tunbench list --topologies`)")
+
+
+def test_the_settings_are_the_keys_and_flags_the_parsers_take() -> None:
+    flags = {o for a in cli.build_parser()._subparsers._group_actions[0]   # type: ignore[union-attr]
+             .choices["run"]._actions for o in a.option_strings}
+    for topo in topologies.registry().values():
+        for p in topo.params:
+            table, _, keys = p.key.partition("] ")
+            for key in keys.split(", "):
+                if table == "[testbed":
+                    assert key in hubspec.KEYS, p.key
+                elif table == "[chain":
+                    assert key in ("path", "direct"), p.key
+                else:
+                    assert table == "[sites", p.key
+            for flag in (p.flag or "").split():
+                if flag.startswith("--"):
+                    assert flag.split("=")[0] in flags, flag
+    hub = topologies.get("hub")
+    assert {f"[testbed] {k}" for k in hubspec.KEYS} <= {p.key for p in hub.params}
+    assert {p.flag for p in hub.params} >= set(hubspec.FLAGS.values())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_topology_runs_the_kinds_it_says(kind: str) -> None:
+    """What tunnel_kinds() declares is what the experiment parser accepts."""
+    hub, chain, pair = (topologies.get(n) for n in ("hub", "chain", "pair"))
+    assert _accepted({"testbed": {"kind": "hub", "spokes": 2}, "tunnel": [{"kind": kind}],
+                      "workload": [{"name": "stream"}]}) == (kind in hub.tunnel_kinds())
+    assert _accepted({"chain": {"path": ["router"]}, "tunnel": [{"kind": kind}]}) == (
+        kind in chain.tunnel_kinds(on_hosts=False))
+    assert _accepted({"sites": HOSTS, "chain": {"path": ["wan"]},
+                      "tunnel": [{"kind": kind}]}) == (kind in chain.tunnel_kinds(True))
+    gw = {"kind": "gateway", "tunnel": kind}
+    gateway_line = None
+    try:
+        exp_spec.build({"chain": {"path": ["gwa", "wan", "gwb"], "gwa": gw,
+                                  "gwb": dict(gw)}}, "e.toml")
+    except SpecError as exc:
+        gateway_line = exc.one_line()
+    cannot = gateway_line is not None and "cannot be a gateway" in gateway_line
+    assert cannot == (kind not in chain.gateway_kinds()), gateway_line
+    assert _accepted({"tunnel": [{"kind": kind}]}) == (kind in pair.tunnel_kinds())
+    assert (kind in pair.tunnel_kinds(on_hosts=True)) == (not tunnels.get(kind).not_on_hosts)
+
+
+def test_exactly_one_topology_takes_each_case() -> None:
+    pair_exp = exp_spec.build({"tunnel": [{"kind": "vxlan"}]}, "e.toml")
+    hub_exp = exp_spec.build({"testbed": {"kind": "hub", "spokes": 2},
+                              "tunnel": [{"kind": "vxlan"}], "workload": [{"name": "stream"}]},
+                             "e.toml")
+    chain_exp = exp_spec.build({"chain": {"path": ["router"], "direct": True},
+                                "tunnel": [{"kind": "vxlan"}],
+                                "workload": [{"name": "stream"}]}, "e.toml")
+    assert topologies.of(pair_exp).name == "pair"
+    assert topologies.of(hub_exp).name == "hub"
+    cases = plan(chain_exp)
+    got = {(c.through_chain, topologies.of(chain_exp, c.through_chain).name) for c in cases}
+    assert got == {(True, "chain"), (False, "pair")}   # direct = true: both in one campaign
+
+
+def test_list_topologies_shows_each_and_its_json_parses() -> None:
+    r = subprocess.run(TB + ["list", "--topologies"], capture_output=True, text=True,
+                       timeout=60, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin",
+                                        "PYTHONPATH": ":".join(sys.path)})
+    assert r.returncode == 0, r.stderr
+    for name in ("pair", "hub", "chain"):
+        assert name in r.stdout
+    assert "[testbed] spokes (--spokes) = 10" in r.stdout
+    assert "gateways: " + ", ".join(topologies.get("chain").gateway_kinds()) in r.stdout
+    r = subprocess.run(TB + ["list", "--topologies", "--json"], capture_output=True,
+                       text=True, timeout=60)
+    doc = json.loads(r.stdout)
+    assert doc["format"] == "tunbench-list" and set(doc["topologies"]) == {"pair", "hub", "chain"}
+    assert doc["topologies"]["hub"]["tunnel_kinds"]["here"] == list(tunnels.hub_kinds())
+    assert doc["topologies"]["hub"]["workloads"] == list(hubspec.HUB_WORKLOADS)
+    r = subprocess.run(TB + ["list", "--topologies", "ring"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        "tunbench: unknown topology 'ring' (known topologies: chain, hub, pair; see "
+        "`tunbench list --topologies`)"]
