@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import hubcase, implchoice, interrupts, proc, tunnels, workloads
+from . import hubcase, implchoice, interrupts, pathmtu, proc, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
 from .caserecord import tunnel_identity, workload_identity
 from .chain import build as chain_build
@@ -403,6 +403,7 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     offloads: dict[str, Any] | None = None
     watch: DatapathWatch | None = None
     hopwatch: chain_hops.HopWatch | None = None
+    path_mtu: dict[str, Any] | None = None     # the DF probes (none for a stream relay)
     case_notes: list[str] = []
     try:
         progress(PhaseEvent(SETUP, f"testbed and {case.tunnel.kind} tunnel"))
@@ -426,6 +427,10 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
             progress(PhaseEvent(SETUP, f"ping through the {case.tunnel.kind} tunnel",
                                 site=tb.a.name, host=tb.a.host))
             wait_reachable(tb, ep, family)
+            # DF probes at the tunnel MTU and a byte above (pathmtu.py), in the same phase
+            path_mtu = pathmtu.probe(tb.a, str(ep.b4 if family == 4 else ep.b6), family,
+                                     ep.mtu)
+            case_notes += [n for n in [pathmtu.note(path_mtu)] if n]
         offloads = {"before": record_offloads(tb, ep)}
         if case.offloads.settings:
             offloads["requested"] = apply_offloads(tb, ep, case.offloads.settings,
@@ -490,6 +495,8 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         error_log=error_log, offloads=offloads)
     if hopwatch is not None:
         doc["chain"] = hopwatch.describe()   # additive: readers without chains ignore it
+    if path_mtu is not None:
+        doc["path_mtu"] = path_mtu           # additive, as `chain`
     return doc
 
 

@@ -16,33 +16,14 @@ import paired_ref
 import pyarrow.parquet as pq
 import pytest
 from PIL import Image
-from scipy import stats as sps
 
+from jumbo_checks import check_jumbo
+from jumbo_checks import overlap as _overlap
+from jumbo_checks import values as _values
 from tunbench.report import build, data, headlines
 from tunbench.results.records import CaseRecord
 
 TB = [sys.executable, "-m", "tunbench"]
-
-
-def _values(root: Path, tunnel: str, metric: str, mtu: int = 1500) -> list[float]:
-    out = []
-    for p in sorted((root / "cases").glob("*.json")):
-        d = json.loads(p.read_text())
-        if (d["status"] == "ok" and d["case"]["tunnel"]["label"] == tunnel
-                and d["case"]["mtu"] == mtu):
-            out.append(float(d["metrics"][metric]["value"]))
-    return out
-
-
-def _ci(v: list[float]) -> tuple[float, float]:
-    m, s = statistics.fmean(v), statistics.stdev(v)
-    h = sps.t.ppf(0.975, len(v) - 1) * s / len(v) ** 0.5
-    return m - h, m + h
-
-
-def _overlap(a: list[float], b: list[float]) -> bool:
-    (la, ha), (lb, hb) = _ci(a), _ci(b)
-    return not (ha < lb or hb < la)
 
 
 def _not_blank(png: bytes) -> None:
@@ -118,21 +99,7 @@ def test_mtu_campaign_draws_mtu_bars_and_jumbo_takeaway(campaign: Callable[[str]
                                                         browser: Callable) -> None:
     root = campaign("mtu")
     rep = build.build(root)
-    names = {f.name for f in rep.figures}
-    assert {"mtu-stream-throughput", "series-throughput-stream-1500",
-            "series-throughput-stream-9000"} <= names
-    jumbo = next(t for t in rep.takeaways if t.topic == "jumbo")
-    for mtu in (1500, 9000):
-        n, v = _values(root, "native", "throughput", mtu), _values(root, "vxlan", "throughput", mtu)
-        assert f"{100 * statistics.fmean(v) / statistics.fmean(n):.1f}% " \
-               f"at MTU {mtu}" in jumbo.text.replace("of native at", "at")
-    a = {m: (_values(root, "native", "throughput", m), _values(root, "vxlan", "throughput", m))
-         for m in (1500, 9000)}
-    flipped = (statistics.fmean(a[1500][0]) > statistics.fmean(a[1500][1])) != \
-              (statistics.fmean(a[9000][0]) > statistics.fmean(a[9000][1]))
-    significant = flipped and not _overlap(*a[1500]) and not _overlap(*a[9000])
-    assert jumbo.facts["change"] == ("significant" if significant else
-                                     "not-significant" if flipped else "none")
+    check_jumbo(root, rep)      # shared with the live jumbo campaign (tests/jumbo_checks.py)
     load = browser(rep.html)
     assert load.console_errors == [] and load.requests == []
     _not_blank(load.screenshot)

@@ -29,6 +29,11 @@ from .base import Context, Metric, Output, Workload, WorkloadParams, relay_probl
 LOG_DIR = "/var/tmp"           # disk-backed by convention (FHS), unlike /run
 PORT_OFFSET = 6000            # sockperf port = ctx.port_base + this
 SOCKPERF_WARMUP = 0.4         # sockperf's own warm-up, already excluded from its full log
+# before that, the client's "Warmup stage (sending a few dummy messages)" and a pause: its
+# test starts ~2 s after it does (captured: a UDP client's first packet 2.0-2.2 s after its
+# start, a TCP client's first logged sample 2.4 s after, its warm-up included), and it ends
+# -t seconds after that; so a ping-pong of -t N holds the wire ~N + 2 s
+SOCKPERF_STARTUP = 2.0
 STATS = (("min", None), ("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99_9", 99.9),
          ("max", None), ("mean", None))
 

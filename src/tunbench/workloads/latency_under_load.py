@@ -70,9 +70,11 @@ def ramp_seconds(warmup: float) -> float:
 
 
 def bulk_seconds(duration: float, warmup: float) -> int:
-    """iperf3's -t: the ramp, then the whole ping-pong (its own warm-up included) and a second
-    of margin, so the streams never stop before the latency window closes."""
-    return math.ceil(ramp_seconds(warmup) + duration + warmup + 0.1) + 1
+    """iperf3's -t: the ramp, then the whole ping-pong (sockperf's start-up and its own
+    warm-up included) and a second of margin, so the streams never stop before the latency
+    window closes (checked after each run: `_loaded`)."""
+    return math.ceil(ramp_seconds(warmup) + latency.SOCKPERF_STARTUP + duration + warmup
+                     + 0.1) + 1
 
 
 def latency_ratio(loaded: float | None, idle: float | None) -> float | None:
@@ -170,6 +172,11 @@ class LatencyUnderLoad(Workload[LatencyUnderLoadParams]):
                                         f"{bulk.log_tail(2)}", argv=bulk.argv)
                 loaded, printed = latency.ping_pong(ctx, params.protocol, params.ping(),
                                                     logdir, cpu, label="-loaded")
+                if bulk.poll() is not None:   # the window's tail would have been idle
+                    raise CommandFailed(
+                        f"the bulk streams (iperf3 -t {secs}) ended before the loaded "
+                        "ping-pong did (sockperf started late on a busy host), so part of its "
+                        "window may have run without load: not recorded", argv=bulk.argv)
                 bulk.wait(timeout=secs + 30)
             parsed = stream.parse_iperf3(bulk.output())
         finally:
