@@ -42,8 +42,10 @@ def bottleneck() -> Iterator[Testbed]:
         assert not errors, errors
 
 
-@pytest.mark.parametrize("protocol", ["udp", "tcp"])
-@pytest.mark.parametrize("kind", ["native", "vxlan"])
+# TCP (issue 32) for native and vxlan; UDP over vxlan only: native's UDP probe runs the same
+# code with one device less, and each case is ~19 s of the live phase's time budget
+@pytest.mark.parametrize(("kind", "protocol"), [("native", "tcp"), ("vxlan", "tcp"),
+                                                ("vxlan", "udp")])
 def test_loaded_latency_next_to_idle(bottleneck: Testbed, kind: str, protocol: str) -> None:
     testbed = bottleneck
     drv = tunnels.get(kind)
