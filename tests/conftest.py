@@ -39,6 +39,7 @@ def _netns_unavailable() -> str | None:
 # running beside them would falsify). A comma list keeps several ("live,remote,vm": make
 # test-repeat). Unset: everything.
 PHASE_ENV = "TUNBENCH_TEST_PHASE"
+PHASE_LIST_ENV = "TUNBENCH_TEST_PHASE_LIST"   # a file: each test's phase written there
 PURE_TIERS = ("unit", "report")
 VM_TIERS = ("vmlab", "vmlab_bridge", "vmlab_sites")   # vmlab: the guest side
 
@@ -112,6 +113,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
     physics.forget({f for i in items for m in i.iter_markers("physics") for f in m.args})
+    listing = os.environ.get(PHASE_LIST_ENV)
+    if listing:   # test_test_phases: every collected test and the phase make test gives it
+        Path(listing).write_text("".join(f"{i.nodeid}\t{phase_of(i)}\n" for i in items))
     phase = os.environ.get(PHASE_ENV)
     if phase:
         wanted = set(phase.split(","))

@@ -81,12 +81,14 @@ def test_a_phase_without_junit_counts_nothing(tmp_path: Path) -> None:
     assert sum(phase.counts.values()) == 0
 
 
-def _collected(phase: str | None, *paths: str) -> set[str]:
-    env = {k: v for k, v in os.environ.items() if k != tp.PHASE_ENV}
+def _collected(phase: str | None, listing: Path | None = None) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k not in (tp.PHASE_ENV, PHASE_LIST_ENV)}
     if phase:
         env[tp.PHASE_ENV] = phase
+    if listing:
+        env[PHASE_LIST_ENV] = str(listing)
     return subprocess.Popen([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
-                             "no:xdist", *(paths or ["tests"])], cwd=tp.ROOT, env=env,
+                             "no:xdist", "tests"], cwd=tp.ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -96,18 +98,24 @@ def _ids(child: subprocess.Popen[str]) -> set[str]:
     return {ln for ln in out.splitlines() if ln.startswith("tests/") and "::" in ln}
 
 
-def test_the_phases_split_the_suite_exactly() -> None:
+PHASE_LIST_ENV = "TUNBENCH_TEST_PHASE_LIST"   # tests/conftest.py's
+
+
+def test_the_phases_split_the_suite_exactly(tmp_path: Path) -> None:
     """Every test runs in exactly one phase (pure, vm, remote, live); serial pure-tier tests go
-    to the live phase, the VM lab tiers to the vm phase. The collections run side by side."""
-    children = {"pure": _collected("pure"), "vm": _collected("vm"),
-                "remote": _collected("remote"), "live": _collected("live"),
-                "all": _collected(None)}
-    got = {k: _ids(c) for k, c in children.items()}
-    pure, vm, remote, live, everything = (got[k] for k in ("pure", "vm", "remote", "live",
-                                                             "all"))
+    to the live phase, the VM lab tiers to the vm phase. Two collections side by side: the
+    whole suite with each test's phase (the conftest's phase_of), and make test's vm phase,
+    which must be exactly the tests given that phase (the filter make test uses)."""
+    listing = tmp_path / "phases.tsv"
+    children = {"all": _collected(None, listing), "vm": _collected("vm")}
+    everything, vm_run = _ids(children["all"]), _ids(children["vm"])
+    phase = dict(ln.split("\t") for ln in listing.read_text().splitlines())
+    assert set(phase) == everything                       # every test has one phase
+    got = {k: {n for n, p in phase.items() if p == k} for k in ("pure", "vm", "remote", "live")}
+    assert set(phase.values()) == set(got)                # and no other
+    pure, vm, remote, live = (got[k] for k in ("pure", "vm", "remote", "live"))
     assert pure and vm and remote and live
-    assert sum(map(len, (pure, vm, remote, live))) == len(everything)   # no test twice
-    assert pure | vm | remote | live == everything
+    assert vm_run == vm
     assert all(n.startswith("tests/remote/") for n in remote)
     assert all(n.startswith(("tests/unit/", "tests/report/")) for n in pure)
     assert all(n.startswith(("tests/vmlab_bridge/", "tests/vmlab_sites/")) for n in vm)
