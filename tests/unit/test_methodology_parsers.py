@@ -135,6 +135,28 @@ def test_common_sum_known_values() -> None:
         mi.common_sum([p0, []], [0.0, 0.0])
 
 
+def test_bidir_aggregate_known_values() -> None:
+    """--bidir: each direction summed apart over one window, the total their sum."""
+    ab0 = [(0.0, 1.0, 100.0), (1.0, 2.0, 100.0), (2.0, 3.0, 100.0)]
+    ba0 = [(0.0, 1.0, 10.0), (1.0, 2.0, 10.0), (2.0, 3.0, 10.0)]
+    ab1 = [(0.0, 1.0, 50.0), (1.0, 2.0, 50.0)]
+    ba1 = [(0.0, 1.0, 5.0), (1.0, 2.5, 5.0)]          # b -> a of process 1 measured longer
+    parsed = [{"bidir": True, "intervals": ab0, "intervals_a_to_b": ab0,
+               "intervals_b_to_a": ba0},
+              {"bidir": True, "intervals": ab1, "intervals_a_to_b": ab1,
+               "intervals_b_to_a": ba1}]
+    res = mi.aggregate(parsed, [0.0, 0.5])
+    assert res["window"] == (0.5, 2.5)             # every process, both directions
+    ways = res["directions"]
+    assert ways["a_to_b"]["sum"] == pytest.approx([150.0, 150.0])
+    assert ways["b_to_a"]["sum"] == pytest.approx([15.0, 15.0])
+    assert res["sum"] == pytest.approx([165.0, 165.0])
+    assert res["mean"] == pytest.approx(ways["a_to_b"]["mean"] + ways["b_to_a"]["mean"])
+    assert res["per_process"][1] == pytest.approx([55.0, 55.0])
+    one_way = mi.aggregate([{**p, "bidir": False} for p in parsed], [0.0, 0.5])
+    assert "directions" not in one_way and one_way["sum"] == pytest.approx([150.0, 150.0])
+
+
 def test_parse_intervals_on_capture(data_dir: Path) -> None:
     res = mi.parse_intervals((data_dir / "iperf3/tcp-4streams-vxlan.json").read_text())
     assert res["streams"] == 4 and len(res["intervals"]) == 2
