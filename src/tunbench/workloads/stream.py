@@ -155,6 +155,7 @@ def parse_iperf3(text: str) -> dict[str, Any]:
             throughput_mbps=ab + ba, throughput_a_to_b_mbps=ab, throughput_b_to_a_mbps=ba,
             sent_mbps=out["sent_mbps"] + back_sent.get("bits_per_second", 0.0) / 1e6,
             bytes_received=out["bytes_received"] + back_recv.get("bytes", 0),
+            bytes_a_to_b=out["bytes_received"], bytes_b_to_a=back_recv.get("bytes", 0),
             retransmits=_retransmits(sent, back_sent),
             series_mbps=[f[2] + r[2] for f, r in zip(intervals, back)],
             series_a_to_b_mbps=[f[2] for f in intervals],
