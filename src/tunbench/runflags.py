@@ -43,6 +43,11 @@ def _check(name: str, table: dict[str, Any], given: set[str]) -> None:
     """The table's parameters as the workload would parse them; a problem is named as the
     flag that set the value."""
     wl = workloads.registry()[name]
+    points = table.get(wl.sweep) if wl.sweep else None
+    if isinstance(points, list):   # a sweep (a preset's streams = [1, ..., 512]): each point
+        for point in points:
+            _check(name, {**table, str(wl.sweep): point}, given)
+        return
     fields = _fields(name)
     try:
         wl.parse_params({k: v for k, v in table.items() if k in fields})

@@ -84,6 +84,16 @@ def test_bidir_and_reverse_reach_parallel_streams_and_every_iperf3_process() -> 
     assert rev.to_dict()["params"]["reverse"] is True      # the case records the direction
 
 
+@pytest.mark.parametrize("flag, key", [("-R", "reverse"), ("--bidir", "bidir")])
+def test_direction_on_a_preset_sweep_sets_every_point(flag: str, key: str) -> None:
+    """The parallel-streams preset gives streams = [1, ..., 512]: -R / --bidir apply to each
+    point (they were refused as "streams must be int" before)."""
+    exp = _exp("--preset", "parallel-streams", flag)
+    pts = [w.params for w in exp.workloads if w.name == "parallel-streams"]
+    assert sorted(p.streams for p in pts) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    assert all(getattr(p, key) for p in pts)
+
+
 def test_flags_set_every_workload_that_takes_them_and_only_those() -> None:
     exp = _exp("--workloads", "stream,latency", "-R")
     by = {w.name: w.params for w in exp.workloads}
