@@ -130,3 +130,15 @@ def test_the_preset_measures_direct_and_through_the_gateways_in_one_round() -> N
         delta = ch["chain"]["counters"]["delta"]
         assert delta["transit"]["function"]["srv6_end_packets"] > 0, delta["transit"]
         assert delta["gwb"]["function"]["srv6_end_dx4_packets"] > 0, delta["gwb"]
+    # the report's chain table and take-away carry seed 004's path figures: RTT and hops
+    from tunbench.report import hops as hops_report
+    from tunbench.results.records import CaseRecord
+    recs = [CaseRecord.from_doc(d) for d in docs]
+    cmp = {(r["workload"], r["metric"]): r for r in hops_report.chain_vs_direct(recs)}
+    rtt, hop = cmp[("ping", "rtt_avg")], cmp[("ping", "hops")]
+    assert (rtt["direct"], rtt["chain"]) == (by["direct", "ping"]["metrics"]["rtt_avg"]["value"],
+                                             by["chain", "ping"]["metrics"]["rtt_avg"]["value"])
+    assert (hop["direct"], hop["chain"], hop["pct"]) == (0, 1, None)
+    said = [t.text for t in hops_report.takeaways(recs) if "RTT" in t.text]
+    assert len(said) == 1 and said[0].startswith("Through the chain, ping's RTT is ")
+    assert said[0].endswith(", +1 hop (from the replies' TTL).")

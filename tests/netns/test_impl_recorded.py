@@ -37,7 +37,7 @@ def test_cases_record_impl_and_the_report_names_it(tmp_path: Path, root_unchange
     assert recorded["wireguard"] | {"params": None} == {
         "kind": "wireguard", "label": "wireguard", "params": None, "impl": impl,
         "encrypts": True, "display": f"wireguard ({impl})", "carries": ["tcp", "udp"],
-        "kernel_datapath": impl == "kernel"}
+        "kernel_datapath": impl == "kernel", "aggregation": None}   # wireguard aggregates none
     assert (recorded["ssh-tun"]["impl"], recorded["ssh-tun"]["encrypts"],
             recorded["ssh-tun"]["display"]) == (None, True, "ssh-tun")
     assert (recorded["native"]["encrypts"], recorded["native"]["display"]) == (False, "native")

@@ -92,6 +92,7 @@ def section_html(cases: list[CaseRecord]) -> str:
 # ---- the chain diagram, chain vs direct, where loss starts ---------------------------------
 # metrics set side by side when a campaign measured the chain and direct (chain direct = true)
 COMPARED = ("throughput", "rfc2544_pps_", "ndr_pps_", "pdr_pps_")
+PATH_FIGURES = ("rtt_avg", "hops")   # seed 004's path figures (ping): the RTT and hops added
 
 
 def _chain_doc(cases: list[CaseRecord]) -> CaseRecord | None:
@@ -198,7 +199,8 @@ def chain_vs_direct(cases: list[CaseRecord]) -> list[dict[str, Any]]:
             continue
         wlabel = case.workload.label
         for name, m in case.metrics.items():
-            if m.value is None or not (name == "throughput" or name.startswith(COMPARED[1:])):
+            if m.value is None or not (name == "throughput" or name in PATH_FIGURES
+                                       or name.startswith(COMPARED[1:])):
                 continue
             slot = acc.setdefault((wlabel, name), {"unit": m.unit, "direct": [],
                                                    "chain": [], "bound": set()})
@@ -250,7 +252,20 @@ def takeaways(cases: list[CaseRecord]) -> list[Any]:
                             f"bottleneck in {start['cases']} of {start['of']} chain case(s), "
                             f"up to {start['lost']:,} packets lost there, counted by "
                             f"{start['how']}.", dict(start)))
-    for r in chain_vs_direct(cases):
+    rows = {(r["workload"], r["metric"]): r for r in chain_vs_direct(cases)}
+    for (wl, metric), r in rows.items():
+        hops = rows.get((wl, "hops"))
+        if metric != "rtt_avg" or r["direct"] is None or r["chain"] is None:
+            continue
+        more = ""
+        if hops and hops["direct"] is not None and hops["chain"] is not None:
+            n = hops["chain"] - hops["direct"]
+            more = f", {n:+.0f} hop{'s' if abs(n) != 1 else ''} (from the replies' TTL)"
+        unit = _named(cases, metric, r["unit"])[1]
+        out.append(Takeaway("chain", f"Through the chain, {wl}'s RTT is {_fmt(r['chain'])} "
+                            f"{unit} against {_fmt(r['direct'])} {unit} direct "
+                            f"({r['chain'] - r['direct']:+,.0f} {unit}){more}.", dict(r)))
+    for r in rows.values():
         if r["pct"] is None or r["metric"] != "throughput" and not r["metric"].startswith(
                 ("rfc2544_pps_", "ndr_pps_")):
             continue
