@@ -648,8 +648,8 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                      "server side (site b) sends to site a; recorded in each case and named "
                      "in the report ('stream reverse')")
     way.add_argument("--bidir", action="store_true", help="both directions at once, as iperf3 "
-                     "--bidir (stream): throughput is their sum, each direction kept as "
-                     "'Throughput, site a → b' and 'b → a'")
+                     "--bidir (stream, parallel-streams): throughput is their sum, each "
+                     "direction kept as 'Throughput, site a → b' and 'b → a'")
     what.add_argument("--experiment", metavar="FILE",
                       help="TOML experiment file (flags override)")
     what.add_argument("--preset", metavar="NAME", help="a shipped experiment (tunbench list "

@@ -6,7 +6,10 @@ workload that takes them, named as the flags when a value is wrong. A list of st
 (`-P 1,4,16`) on a workload that sweeps `streams` (parallel-streams) is its sweep; on one that
 takes a single count (stream) the workload is run once per count, labelled NAME-N, which the
 report reads as one sweep over streams (the recorded workload axes). A flag no chosen
-workload takes is refused, one line, exit 2. Pure: tested without a testbed.
+workload takes is refused, one line, exit 2; so is --bidir when a chosen workload sends one
+way (takes -R) but cannot send both ways at once: it would run one way under a flag that
+says both. Workloads without a direction (latency, ping) are left as they are. Pure: tested
+without a testbed.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ def _check(name: str, table: dict[str, Any], given: set[str]) -> None:
     """The table's parameters as the workload would parse them; a problem is named as the
     flag that set the value."""
     wl = workloads.registry()[name]
+    points = table.get(wl.sweep) if wl.sweep else None
+    if isinstance(points, list):   # a sweep (a preset's streams = [1, ..., 512]): each point
+        for point in points:
+            _check(name, {**table, str(wl.sweep): point}, given)
+        return
     fields = _fields(name)
     try:
         wl.parse_params({k: v for k, v in table.items() if k in fields})
@@ -49,6 +57,18 @@ def _check(name: str, table: dict[str, Any], given: set[str]) -> None:
                     "/".join(FLAG_NAMES[k] for k in sorted(given)))
         raise SpecError(f"{flag}: {problem}", "fix the flag's value; nothing was changed") \
             from None
+
+
+def _one_way_refused(tables: list[Any]) -> None:
+    """--bidir with a workload that has a direction (-R) but no --bidir: refused."""
+    names = [t.get("name") for t in tables if isinstance(t, dict)]
+    one_way = sorted({n for n in names if isinstance(n, str)
+                      and "reverse" in _fields(n) and "bidir" not in _fields(n)})
+    if one_way:
+        both = sorted(n for n in workloads.registry() if "bidir" in _fields(n))
+        raise SpecError(f"--bidir: {', '.join(one_way)} cannot send both ways at once",
+                        f"only {', '.join(both)} can: leave the others out of --workloads "
+                        "or run them without --bidir")
 
 
 def apply(merged: dict[str, Any], streams: list[int] | None, reverse: bool,
@@ -61,6 +81,8 @@ def apply(merged: dict[str, Any], streams: list[int] | None, reverse: bool,
     if not given:
         return
     tables = merged.get("workload") or [{"name": w} for w in spec.DEFAULT_WORKLOADS]
+    if bidir:
+        _one_way_refused(tables)
     out: list[dict[str, Any]] = []
     taken: set[str] = set()
     for table in tables:

@@ -3,6 +3,9 @@ figures make sense and the tunnel device carried the traffic."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -130,6 +133,75 @@ def test_512_streams_aggregate_is_sum_over_common_interval(campaign: dict[str, A
     assert {"cpu_busy", "cpu_busy_min", "cpu_busy_max"} <= set(doc["metrics"])
     m = doc["metrics"]
     assert m["cpu_busy_min"]["value"] <= m["cpu_busy"]["value"] <= m["cpu_busy_max"]["value"]
+
+
+def _run_4_streams(out: Path, way: str) -> dict[str, Any]:
+    """`tunbench run` of parallel-streams, 4 streams in 2 iperf3 processes, native, -t 2,
+    with -R or --bidir as a user types it (the process split from an experiment file)."""
+    exp = out.parent / f"{out.name}.toml"
+    exp.write_text('[[workload]]\nname = "parallel-streams"\nstreams = 4\nper_process = 2\n')
+    r = subprocess.run([sys.executable, "-m", "tunbench", "run", "--experiment", str(exp),
+                        "--tunnels", "native", "-t", "2", "--warmup", "0", "--repeats", "1",
+                        "--no-report", "--quiet", "--out", str(out), way],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    (case,) = sorted((out / "cases").glob("*.json"))
+    doc: dict[str, Any] = json.loads(case.read_text())
+    assert doc["status"] == "ok", doc.get("error")
+    raw = doc["raw"]["iperf3"]
+    assert raw["layout"] == [2, 2] and [p["streams"] for p in raw["processes"]] == [2, 2]
+    # the aggregate is, bin by bin, the sum of the processes over the common interval
+    for j, total in enumerate(raw["aggregate"]["series_mbps"]):
+        assert total == pytest.approx(sum(p["common_series_mbps"][j]
+                                          for p in raw["processes"]))
+    assert doc["metrics"]["throughput"]["value"] == pytest.approx(raw["aggregate"]["mbps"])
+    return doc
+
+
+def test_parallel_streams_reverse_site_b_sends(tmp_path: Path, root_unchanged: None) -> None:
+    doc = _run_4_streams(tmp_path / "rev", "-R")
+    params = doc["case"]["workload"]["params"]
+    assert params["reverse"] is True and params["bidir"] is False
+    procs = doc["raw"]["iperf3"]["processes"]
+    assert all(p["reverse"] and not p["bidir"] for p in procs)     # as iperf3 itself says
+    assert "throughput_a_to_b" not in doc["metrics"]
+    moved = doc["datapath_counters"]["delta"]                      # the underlay veths
+    got = sum(p["bytes_received"] for p in procs)
+    assert got > 0
+    # the bulk arrived at site a (the clients, receivers with -R) and left site b
+    assert moved["a"]["rx_bytes"] >= got and moved["b"]["tx_bytes"] >= got
+    assert moved["b"]["rx_bytes"] < got                            # only ACKs went a -> b
+
+
+def test_parallel_streams_bidir_each_direction_apart(tmp_path: Path,
+                                                     root_unchanged: None) -> None:
+    doc = _run_4_streams(tmp_path / "bidir", "--bidir")
+    assert doc["case"]["workload"]["params"]["bidir"] is True
+    raw = doc["raw"]["iperf3"]
+    procs = raw["processes"]
+    assert all(p["bidir"] and not p["reverse"] for p in procs)
+    m = {k: doc["metrics"][k]["value"] for k in ("throughput", "throughput_a_to_b",
+                                                 "throughput_b_to_a")}
+    assert m["throughput_a_to_b"] > 0 and m["throughput_b_to_a"] > 0
+    assert m["throughput"] == pytest.approx(m["throughput_a_to_b"] + m["throughput_b_to_a"])
+    series = doc["series"]
+    assert len(series["throughput"]) == len(series["throughput_a_to_b"]) \
+        == len(series["throughput_b_to_a"]) >= 1
+    for total, ab, ba in zip(series["throughput"], series["throughput_a_to_b"],
+                             series["throughput_b_to_a"]):
+        assert total == pytest.approx(ab + ba)
+    for way in ("a_to_b", "b_to_a"):   # each direction: the common-interval sum of processes
+        assert m[f"throughput_{way}"] == pytest.approx(raw["aggregate"][f"{way}_mbps"])
+        for j, total in enumerate(series[f"throughput_{way}"]):
+            assert total == pytest.approx(sum(p[f"common_series_{way}_mbps"][j]
+                                              for p in procs))
+    # each direction's bytes went over the underlay that way
+    ab = sum(p["bytes_a_to_b"] for p in procs)
+    ba = sum(p["bytes_b_to_a"] for p in procs)
+    assert ab > 0 and ba > 0
+    moved = doc["datapath_counters"]["delta"]
+    assert moved["a"]["tx_bytes"] >= ab and moved["b"]["rx_bytes"] >= ab
+    assert moved["b"]["tx_bytes"] >= ba and moved["a"]["rx_bytes"] >= ba
 
 
 def test_line_rate_processes(campaign: dict[str, Any]) -> None:

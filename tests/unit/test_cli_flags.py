@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from tunbench import cli, cli_help, spec
+from tunbench.workloads.parallel_streams import ParallelStreamsParams
 from tunbench.workloads.stream import StreamParams, client_argv
 
 TB = [sys.executable, "-m", "tunbench"]
@@ -69,6 +70,30 @@ def test_bidir_reaches_iperf3_as_its_own_flag() -> None:
     assert "-R" in rev and "--bidir" not in rev
 
 
+def test_bidir_and_reverse_reach_parallel_streams_and_every_iperf3_process() -> None:
+    exp = _exp("--workloads", "stream,parallel-streams", "--bidir", "-P", "1,4")
+    by = {w.label: w.params for w in exp.workloads}
+    assert sorted(by) == ["parallel-streams-1", "parallel-streams-4", "stream-1", "stream-4"]
+    assert all(p.bidir and not p.reverse for p in by.values())
+    ps = by["parallel-streams-4"]
+    assert isinstance(ps, ParallelStreamsParams) and ps.streams == 4
+    base = StreamParams(1, ps.reverse, ps.length, ps.congestion, bidir=ps.bidir)
+    assert "--bidir" in client_argv("10.0.0.2", 5201, 2, 0, base)
+    (rev,) = _exp("--workloads", "parallel-streams", "-R", "-P", "4").workloads
+    assert rev.params.reverse and not rev.params.bidir
+    assert rev.to_dict()["params"]["reverse"] is True      # the case records the direction
+
+
+@pytest.mark.parametrize("flag, key", [("-R", "reverse"), ("--bidir", "bidir")])
+def test_direction_on_a_preset_sweep_sets_every_point(flag: str, key: str) -> None:
+    """The parallel-streams preset gives streams = [1, ..., 512]: -R / --bidir apply to each
+    point (they were refused as "streams must be int" before)."""
+    exp = _exp("--preset", "parallel-streams", flag)
+    pts = [w.params for w in exp.workloads if w.name == "parallel-streams"]
+    assert sorted(p.streams for p in pts) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    assert all(getattr(p, key) for p in pts)
+
+
 def test_flags_set_every_workload_that_takes_them_and_only_those() -> None:
     exp = _exp("--workloads", "stream,latency", "-R")
     by = {w.name: w.params for w in exp.workloads}
@@ -83,6 +108,10 @@ def test_flags_set_every_workload_that_takes_them_and_only_those() -> None:
     (["-P", "4,4"], "--streams '4,4' names 4 twice"),
     (["-P", "200"], "-P/--streams: streams 200 out of range (1..128"),
     (["--bidir", "--workloads", "latency"], "--bidir applies to none of the workloads chosen"),
+    (["--bidir", "--workloads", "parallel-streams,udp-rate"],
+     "--bidir: udp-rate cannot send both ways at once"),
+    (["--bidir", "--workloads", "stream,line-rate-processes,latency"],
+     "--bidir: line-rate-processes cannot send both ways at once"),
     (["-t", "nan"], "--duration must be a number"),
 ])
 def test_bad_values_one_line_exit_2(argv: list[str], needle: str) -> None:

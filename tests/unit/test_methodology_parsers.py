@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -133,6 +135,77 @@ def test_common_sum_known_values() -> None:
                                                    200.0])
     with pytest.raises(CommandFailed):
         mi.common_sum([p0, []], [0.0, 0.0])
+
+
+def test_bidir_aggregate_known_values() -> None:
+    """--bidir: each direction summed apart over one window, the total their sum."""
+    ab0 = [(0.0, 1.0, 100.0), (1.0, 2.0, 100.0), (2.0, 3.0, 100.0)]
+    ba0 = [(0.0, 1.0, 10.0), (1.0, 2.0, 10.0), (2.0, 3.0, 10.0)]
+    ab1 = [(0.0, 1.0, 50.0), (1.0, 2.0, 50.0)]
+    ba1 = [(0.0, 1.0, 5.0), (1.0, 2.5, 5.0)]          # b -> a of process 1 measured longer
+    parsed = [{"bidir": True, "intervals": ab0, "intervals_a_to_b": ab0,
+               "intervals_b_to_a": ba0},
+              {"bidir": True, "intervals": ab1, "intervals_a_to_b": ab1,
+               "intervals_b_to_a": ba1}]
+    res = mi.aggregate(parsed, [0.0, 0.5])
+    assert res["window"] == (0.5, 2.5)             # every process, both directions
+    ways = res["directions"]
+    assert ways["a_to_b"]["sum"] == pytest.approx([150.0, 150.0])
+    assert ways["b_to_a"]["sum"] == pytest.approx([15.0, 15.0])
+    assert res["sum"] == pytest.approx([165.0, 165.0])
+    assert res["mean"] == pytest.approx(ways["a_to_b"]["mean"] + ways["b_to_a"]["mean"])
+    assert res["per_process"][1] == pytest.approx([55.0, 55.0])
+    one_way = mi.aggregate([{**p, "bidir": False} for p in parsed], [0.0, 0.5])
+    assert "directions" not in one_way and one_way["sum"] == pytest.approx([150.0, 150.0])
+
+
+def _pairs(data_dir: Path, way: str) -> tuple[list[Any], list[dict[str, Any]], list[float]]:
+    """A capture of 2 iperf3 clients x 2 streams started together between two namespaces
+    (scripts/capture_iperf3_pairs.py): the raw JSON documents, parsed runs, start offsets."""
+    folder = data_dir / f"iperf3/pairs-{way}-native"
+    texts = [(folder / f"client-{i}.json").read_text() for i in range(2)]
+    offsets = json.loads((folder / "starts.json").read_text())["start_offsets_s"]
+    return [json.loads(t) for t in texts], [stream.parse_iperf3(t) for t in texts], offsets
+
+
+def test_bidir_pairs_aggregate_per_direction_on_capture(data_dir: Path) -> None:
+    docs, parsed, offsets = _pairs(data_dir, "bidir")
+    for doc, p in zip(docs, parsed):   # what iperf3 itself says, each direction apart
+        assert p["bidir"] and not p["reverse"] and p["streams"] == 2
+        kept = [iv for iv in doc["intervals"] if not iv["sum"]["omitted"]]
+        assert len(kept) == 2 and len(kept) < len(doc["intervals"])      # -O 1 left out
+        assert [v for _, _, v in p["intervals_a_to_b"]] == pytest.approx(
+            [iv["sum"]["bits_per_second"] / 1e6 for iv in kept])
+        assert [v for _, _, v in p["intervals_b_to_a"]] == pytest.approx(
+            [iv["sum_bidir_reverse"]["bits_per_second"] / 1e6 for iv in kept])
+        assert p["bytes_a_to_b"] == doc["end"]["sum_received"]["bytes"] > 0
+        assert p["bytes_b_to_a"] == doc["end"]["sum_received_bidir_reverse"]["bytes"] > 0
+    agg = mi.aggregate(parsed, offsets)
+    lo = max(o + p[f"intervals_{w}"][0][0] for w in mi.WAYS for o, p in zip(offsets, parsed))
+    hi = min(o + p[f"intervals_{w}"][-1][1] for w in mi.WAYS for o, p in zip(offsets, parsed))
+    assert agg["window"] == pytest.approx((lo, hi)) and len(agg["bins"]) == 2
+    ways = agg["directions"]
+    for way in mi.WAYS:
+        d = ways[way]
+        assert d["sum"] == pytest.approx([sum(col) for col in zip(*d["per_process"])])
+        assert d["mean"] > 0
+        # the start skew is ms against 1 s bins: close to the processes' own interval means
+        own = sum(sum(v for _, _, v in p[f"intervals_{way}"]) / 2 for p in parsed)
+        assert d["mean"] == pytest.approx(own, rel=0.05)
+    assert agg["sum"] == pytest.approx([x + y for x, y in zip(ways["a_to_b"]["sum"],
+                                                              ways["b_to_a"]["sum"])])
+    assert agg["mean"] == pytest.approx(ways["a_to_b"]["mean"] + ways["b_to_a"]["mean"])
+
+
+def test_reverse_pairs_aggregate_on_capture(data_dir: Path) -> None:
+    docs, parsed, offsets = _pairs(data_dir, "reverse")
+    assert all(p["reverse"] and not p["bidir"] for p in parsed)
+    assert all(d["start"]["test_start"]["reverse"] == 1 for d in docs)
+    agg = mi.aggregate(parsed, offsets)
+    assert "directions" not in agg
+    assert agg["sum"] == pytest.approx([sum(col) for col in zip(*agg["per_process"])])
+    own = sum(sum(v for _, _, v in p["intervals"]) / len(p["intervals"]) for p in parsed)
+    assert agg["mean"] == pytest.approx(own, rel=0.05)
 
 
 def test_parse_intervals_on_capture(data_dir: Path) -> None:

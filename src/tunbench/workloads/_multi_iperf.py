@@ -6,7 +6,10 @@ The aggregate is the sum over the *common* measured interval: every process's no
 per-second intervals are placed on one time axis (each process shifted by when it was
 started), the window that all of them cover is cut into ~1 s bins, each process's rate in a bin
 is the time-weighted mean of its intervals there, and the bins are summed across processes.
-The aggregate throughput is the mean of those summed bins. Pure parts are tested on captures.
+The aggregate throughput is the mean of those summed bins. With iperf3 --bidir every process
+measures both directions; each direction is summed apart over one window (the one every process
+measured in both directions, cut into the same bins), and the aggregate is their sum bin by
+bin, so it equals a -> b plus b -> a. Pure parts are tested on captures.
 """
 
 from __future__ import annotations
@@ -71,6 +74,29 @@ def common_sum(procs: list[list[tuple[float, float, float]]], offsets: list[floa
             "mean": sum(total) / len(total)}
 
 
+WAYS = ("a_to_b", "b_to_a")   # iperf3 --bidir: the clients' (site a's) direction, the servers'
+
+
+def aggregate(parsed: list[dict[str, Any]], offsets: list[float],
+              step: float = 1.0) -> dict[str, Any]:
+    """The common-interval sum of several processes' parsed runs (parse_iperf3), each shifted
+    by its start offset. With --bidir also `directions`: per direction its per-process
+    series, per-bin sum and mean over the same window and bins; `sum`, `mean` and
+    `per_process` are then both directions together."""
+    if not all(p.get("bidir") for p in parsed):
+        return common_sum([p["intervals"] for p in parsed], offsets, step)
+    n = len(parsed)
+    both = common_sum([p[f"intervals_{w}"] for w in WAYS for p in parsed], offsets * 2, step)
+    per = both["per_process"]
+    ways = {}
+    for k, way in enumerate(WAYS):
+        mine = per[k * n:(k + 1) * n]
+        total = [sum(col) for col in zip(*mine)]
+        ways[way] = {"per_process": mine, "sum": total, "mean": sum(total) / len(total)}
+    return {**both, "per_process": [[x + y for x, y in zip(per[i], per[n + i])]
+                                     for i in range(n)], "directions": ways}
+
+
 @dataclass
 class PairsResult:
     layout: list[int]
@@ -82,24 +108,35 @@ class PairsResult:
     def throughput(self) -> float:
         return float(self.aggregate["mean"])
 
+    @property
+    def directions(self) -> dict[str, dict[str, Any]]:
+        """With --bidir: 'a_to_b' / 'b_to_a' -> that direction's common-interval figures."""
+        return dict(self.aggregate.get("directions") or {})
+
     def retransmits(self) -> int | None:
         vals = [p["retransmits"] for p in self.processes]
         return None if any(v is None for v in vals) else int(sum(vals))
 
     def raw(self) -> dict[str, Any]:
         agg = self.aggregate
-        return {
+        ways = self.directions
+        out: dict[str, Any] = {
             "layout": self.layout, "start_offsets_s": [round(o, 4) for o in self.start_offsets],
             "aggregate": {"mbps": agg["mean"], "series_mbps": agg["sum"],
                           "window_s": [round(x, 4) for x in agg["window"]],
-                          "bins": len(agg["bins"])},
+                          "bins": len(agg["bins"]),
+                          **{f"{w}_mbps": d["mean"] for w, d in ways.items()},
+                          **{f"series_{w}_mbps": d["sum"] for w, d in ways.items()}},
             "sum_of_process_throughputs_mbps": sum(p["throughput_mbps"]
                                                    for p in self.processes),
-            "processes": [{**{k: v for k, v in p.items() if k != "intervals"},
-                           "intervals": [list(iv) for iv in p["intervals"]],
-                           "common_series_mbps": agg["per_process"][i]}
+            "processes": [{**{k: [list(iv) for iv in v] if k.startswith("intervals") else v
+                              for k, v in p.items()},
+                           "common_series_mbps": agg["per_process"][i],
+                           **{f"common_series_{w}_mbps": d["per_process"][i]
+                              for w, d in ways.items()}}
                           for i, p in enumerate(self.processes)],
         }
+        return out
 
 
 def run_pairs(ctx: Context, layout: list[int], base: StreamParams) -> PairsResult:
@@ -115,8 +152,9 @@ def run_pairs(ctx: Context, layout: list[int], base: StreamParams) -> PairsResul
                                         f"iperf3-server-{i}"))
         for s in servers:
             wait_for_output(s, "Server listening")
+        way = ", reverse" if base.reverse else ", both directions" if base.bidir else ""
         ctx.phase("measuring", f"{sum(layout)} TCP stream{'s' if sum(layout) > 1 else ''} in "
-                  f"{len(layout)} iperf3 process{'es' if len(layout) > 1 else ''}",
+                  f"{len(layout)} iperf3 process{'es' if len(layout) > 1 else ''}{way}",
                   expected_s=ctx.duration + ctx.warmup, warmup_s=ctx.warmup)
         with ctx.measuring() as cpu:
             for i, s in enumerate(servers):
@@ -124,7 +162,7 @@ def run_pairs(ctx: Context, layout: list[int], base: StreamParams) -> PairsResul
             starts = []
             for i, n in enumerate(layout):
                 p = StreamParams(streams=n, reverse=base.reverse, length=base.length,
-                                 congestion=base.congestion)
+                                 congestion=base.congestion, bidir=base.bidir)
                 starts.append(time.monotonic())
                 c = ctx.tb.spawn(ctx.client, client_argv(addr, ctx.port_base + i, ctx.duration,
                                                          ctx.warmup, p),
@@ -138,7 +176,7 @@ def run_pairs(ctx: Context, layout: list[int], base: StreamParams) -> PairsResul
         for s in servers:
             s.stop()
     offsets = [t - starts[0] for t in starts]
-    agg = common_sum([p["intervals"] for p in parsed], offsets)
+    agg = aggregate(parsed, offsets)
     for i, res in enumerate(parsed):
         res["port"] = ctx.port_base + i
     return PairsResult(layout, parsed, agg, offsets)

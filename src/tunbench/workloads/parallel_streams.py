@@ -5,6 +5,10 @@ and each value becomes its own case, labelled parallel-streams-N. Past 128 strea
 limit per process) several iperf3 client/server pairs run together on separate ports, streams
 spread evenly (256 = 2 x 128, 512 = 4 x 128). The aggregate is the sum over the common
 measured interval (see _multi_iperf); each process's own result is kept in raw.processes.
+`reverse` (iperf3 -R, `run -R`): the servers in site b send to site a. `bidir` (iperf3
+--bidir, `run --bidir`): every process carries its streams both ways at once (`streams` each
+way, as iperf3 -P with --bidir); throughput is the sum of both directions, each summed apart
+over the common interval and kept as throughput_a_to_b / throughput_b_to_a (as stream does).
 CPU (min/avg/max of all cores, warm-up excluded) comes from the runner's sampler.
 """
 
@@ -45,9 +49,15 @@ class ParallelStreamsParams(WorkloadParams):
     congestion: str = field(
         default="",
         metadata={"help": "TCP congestion control (iperf3 -C); empty = the system default"})
+    bidir: bool = field(
+        default=False,
+        metadata={"help": "both directions at once, `streams` streams each way (iperf3 "
+                          "--bidir); throughput is their sum, each direction kept apart"})
 
     def validate(self) -> list[str]:
         problems = []
+        if self.reverse and self.bidir:
+            problems.append("reverse and bidir exclude each other (iperf3 -R or --bidir)")
         if not 1 <= self.streams <= 4096:
             problems.append(f"streams {self.streams} out of range (1..4096)")
         if not 1 <= self.per_process <= MAX_PER_PROCESS:
@@ -80,14 +90,16 @@ class ParallelStreams(Workload[ParallelStreamsParams]):
     def run(self, ctx: Context, params: ParallelStreamsParams) -> Output:
         layout = split_streams(params.streams, params.per_process)
         res = run_pairs(ctx, layout, StreamParams(1, params.reverse, params.length,
-                                                  params.congestion))
-        return Output(
-            metrics={"throughput": Metric(res.throughput, "Mbit/s"),
-                     "retransmits": Metric(res.retransmits(), "segments", False),
-                     "processes": Metric(len(layout), "iperf3 pairs")},
-            series={"throughput": res.aggregate["sum"]},
-            raw={"iperf3": res.raw(), "iperf3_version": _version()},
-        )
+                                                  params.congestion, bidir=params.bidir))
+        metrics = {"throughput": Metric(res.throughput, "Mbit/s"),
+                   "retransmits": Metric(res.retransmits(), "segments", False),
+                   "processes": Metric(len(layout), "iperf3 pairs")}
+        series = {"throughput": res.aggregate["sum"]}
+        for way, agg in res.directions.items():   # --bidir: each direction beside their sum
+            metrics[f"throughput_{way}"] = Metric(agg["mean"], "Mbit/s")
+            series[f"throughput_{way}"] = agg["sum"]
+        return Output(metrics=metrics, series=series,
+                      raw={"iperf3": res.raw(), "iperf3_version": _version()})
 
 
 def _version() -> str | None:

@@ -119,7 +119,9 @@ def parse_iperf3(text: str) -> dict[str, Any]:
     With --bidir iperf3 reports the client's sending direction (a -> b) in `sum` / `sum_sent`
     / `sum_received` and the server's (b -> a) in the `*_bidir_reverse` twins: the throughput
     and series are both directions summed, each direction kept as well. With -R the client
-    is the receiver; `sum_received` is still what arrived."""
+    is the receiver; `sum_received` is still what arrived. `intervals` is the client's own
+    `sum` (with --bidir: a -> b); with --bidir `intervals_a_to_b` / `intervals_b_to_a` hold
+    each direction's (start, end, Mbit/s), for an aggregation over several processes."""
     data = iperf3_document(text)
     end = data.get("end") or {}
     test = data.get("start", {}).get("test_start", {})
@@ -153,10 +155,12 @@ def parse_iperf3(text: str) -> dict[str, Any]:
             throughput_mbps=ab + ba, throughput_a_to_b_mbps=ab, throughput_b_to_a_mbps=ba,
             sent_mbps=out["sent_mbps"] + back_sent.get("bits_per_second", 0.0) / 1e6,
             bytes_received=out["bytes_received"] + back_recv.get("bytes", 0),
+            bytes_a_to_b=out["bytes_received"], bytes_b_to_a=back_recv.get("bytes", 0),
             retransmits=_retransmits(sent, back_sent),
             series_mbps=[f[2] + r[2] for f, r in zip(intervals, back)],
             series_a_to_b_mbps=[f[2] for f in intervals],
-            series_b_to_a_mbps=[r[2] for r in back])
+            series_b_to_a_mbps=[r[2] for r in back],
+            intervals_a_to_b=intervals, intervals_b_to_a=back)
     return out
 
 
