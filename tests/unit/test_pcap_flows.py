@@ -77,3 +77,11 @@ def test_probe_argv_sizes_the_ip_packet() -> None:
     assert pathmtu.probe_argv("fd00::2", 6, 1450)[-3:] == ["-s", "1402", "fd00::2"]
     assert pathmtu.probe_argv("10.0.0.2", 4, 9000)[:9] == ["ping", "-4", "-c", "1", "-W", "1",
                                                             "-n", "-M", "do"]
+
+
+def test_the_probe_above_the_mtu_waits_a_few_rtts() -> None:
+    # ping waits its whole -W even after a local "message too long": 1 s a case before
+    assert pathmtu.above_wait(0.08) == pathmtu.ABOVE_WAIT_MIN_S          # a veth: 50 ms
+    assert pathmtu.above_wait(80.0) == pytest.approx(0.4)                 # a WAN: 5 RTTs
+    assert pathmtu.above_wait(900.0) == pathmtu.above_wait(None) == pathmtu.WAIT_S
+    assert pathmtu.probe_argv("10.0.0.2", 4, 1451, 0.05)[4:6] == ["-W", "0.05"]
