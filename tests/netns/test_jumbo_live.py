@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from jumbo_checks import check_jumbo
+from tunbench import pathmtu
 from tunbench.report import build
 
 pytestmark = pytest.mark.correctness
@@ -46,9 +47,12 @@ def test_jumbo_campaign_through_the_whole_path(tmp_path: Path, root_unchanged: N
         # its outer packet filled the underlay MTU), one byte more was refused
         probe = d["path_mtu"]
         assert probe["family"] == 4 and probe["mtu"] == inner and probe["verified"] is True
-        assert probe["at_mtu"] == {"size": inner, "passed": True}
+        at = probe["at_mtu"]
+        assert (at["size"], at["passed"]) == (inner, True) and at["rtt_ms"] > 0
         above = probe["above_mtu"]
         assert above["size"] == inner + 1 and above["passed"] is False
+        # it waited a few of the first probe's RTTs, not ping's whole second
+        assert above["wait_s"] == pathmtu.above_wait(at["rtt_ms"]) < pathmtu.WAIT_S
         assert f"mtu={inner}" in above["reply"].replace(" ", ""), above["reply"]
         assert not [n for n in d["notes"] if "DF packet" in n], d["notes"]
         # the stream's TCP segments follow the tunnel MTU (timestamps take 12 B of options)
