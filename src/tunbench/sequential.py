@@ -108,16 +108,6 @@ def log_ratios(values: Mapping[int, float], native: Mapping[int, float]) -> dict
             if r in native and v > 0 and native[r] > 0}
 
 
-def within(d: decide.Decision, width: float, alpha: float = ALPHA_PER_LOOK) -> bool:
-    """A pair's difference shown smaller than `width` on its decision scale (both one-sided
-    tests at `alpha`: the TOST the equivalence margin uses, at the resolution instead)."""
-    from .report import decide
-    if d.n < 2 or not math.isfinite(width):
-        return False
-    h = decide._t(1 - alpha, d.n - 1) * d.sd / math.sqrt(d.n)
-    return abs(d.mean) + h < width
-
-
 def rank(s: Series, margin: float | None = None, native: str = "native",
          alpha: float = ALPHA_PER_LOOK, resolution: float = RESOLUTION) -> Ranking:
     """The scenario's ranking by the mean log-ratio to native (best first) and its
@@ -138,7 +128,8 @@ def rank(s: Series, margin: float | None = None, native: str = "native",
     pairs = [decide.pair_of_shares(a, b, logs[a], logs[b], margin)
              for a, b in zip(order, order[1:], strict=False)]
     decisions = tuple(decide.decide(pairs, alpha))
-    close = tuple(within(d, decide.log_margin(resolution, _level(logs[d.a], logs[d.b])), alpha)
+    close = tuple(decide.shown_within(
+        d.mean, d.sd, d.n, decide.log_margin(resolution, _level(logs[d.a], logs[d.b])), alpha)
                   for d in decisions)
     return Ranking(s.scenario, s.metric, tuple(order), decisions, native, close)
 

@@ -168,10 +168,18 @@ def holm(ps: Sequence[float]) -> list[float]:
 
 def equivalent(diffs: Sequence[float], margin: float, alpha: float = ALPHA) -> bool:
     """TOST: both one-sided tests reject at α, i.e. the (1 - 2α) CI lies inside (-δ, δ)."""
-    n = len(diffs)
     m, s = mean_sd(diffs)
-    h = _t(1 - alpha, n - 1) * s / math.sqrt(n)
-    return -margin < m - h and m + h < margin
+    return shown_within(m, s, len(diffs), margin, alpha)
+
+
+def shown_within(mean: float, sd: float, n: int, margin: float, alpha: float = ALPHA) -> bool:
+    """The TOST on summary figures: the one-sided (1 - α) bounds of a mean difference of n
+    paired rounds with standard deviation `sd` both lie inside (-margin, margin). False when
+    n < 2 (nothing shown) or the margin is not finite."""
+    if n < 2 or not math.isfinite(margin):
+        return False
+    h = _t(1 - alpha, n - 1) * sd / math.sqrt(n)
+    return -margin < mean - h and mean + h < margin
 
 
 def rounds_needed(mean: float, sd: float, n: int, margin: float, level: float = ALPHA,

@@ -13,7 +13,7 @@ from typing import Any
 BUSY_PCT = 25.0   # % of one core of other work: above it a case counts as measured beside it
 
 
-def other_work(cpu: dict[str, Any]) -> float | None:
+def recorded_other_work(cpu: dict[str, Any]) -> float | None:
     """The figure a case recorded (None for cases recorded before it existed)."""
     v = cpu.get("other_pct_of_one_core")
     return float(v) if isinstance(v, (int, float)) else None
@@ -22,7 +22,7 @@ def other_work(cpu: dict[str, Any]) -> float | None:
 def note(cpus: Iterable[dict[str, Any]]) -> str | None:
     """'other work on this host during 20 of 26 cases (median 98 % of a core) ...' or None
     when no case (or no case that recorded it) ran beside more than BUSY_PCT."""
-    vals = [v for v in map(other_work, cpus) if v is not None]
+    vals = [v for v in map(recorded_other_work, cpus) if v is not None]
     busy = [v for v in vals if v > BUSY_PCT]
     if not busy:
         return None
