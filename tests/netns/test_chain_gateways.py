@@ -217,7 +217,7 @@ def test_a_wireguard_tunnel_of_the_sites_through_wireguard_gateways() -> None:
     """Tunnel in tunnel: the sites' wireguard-go and the gateways' never clash (the gateways'
     interface names carry their own tag), and the site tunnel's MTU is the inner path's
     (1440) minus its own overhead."""
-    exp = exp_spec.build({"experiment": {"repeats": 1, "duration": 3, "warmup": 0},
+    exp = exp_spec.build({"experiment": {"repeats": 1, "duration": 2, "warmup": 0},
                           "tunnel": [{"kind": "wireguard"}], "workload": [{"name": "stream"}],
                           "chain": WG_CHAIN}, "test")
     (doc,) = [run_case(exp, case) for case in plan(exp)]
