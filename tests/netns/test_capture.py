@@ -134,6 +134,12 @@ def test_capture_and_socket_receivers_agree_on_a_shaped_link(shaped: Testbed) ->
                   what="the socket receivers' rate on the same link")
 
 
+# One RFC 2544 trial of 0.5 s at 4,000 pps (the search's upper bound, which passes: a search
+# ends there), for the tests that ask which receiver counted and why, not what rate the path
+# carries (the knee against tbf's formula: test_loss_search.py's physics)
+ONE_TRIAL = {"max_rate_pps": 4000.0, "trial_duration": 0.5}
+
+
 def _run_loss_search(tb: Testbed, ep: tunnels.Endpoints, **params: object):
     p = LossSearchParams(**{"sizes": ("361",), "method": "rfc2544", "trial_duration": 1.0,
                             "resolution_pct": 2.0, "latency_at_pct": (),
@@ -171,9 +177,9 @@ def test_loss_search_uses_sockets_where_nothing_is_received_on_a_device(
     capture_only = LossSearchParams(receiver="capture")
     reason = LossSearch().unsupported(Context(testbed, ep, duration=1.0), capture_only)
     assert reason and "receiver=capture" in reason
-    # which receiver counted is the question, not the rate: a coarse search (fewer trials)
-    coarse = {"resolution_pct": 20.0, "trial_duration": 0.5}
-    out = _run_loss_search(testbed, ep, **coarse)
+    # which receiver counted is the question, not the rate: one short trial at a rate every
+    # path here carries (the search ends when its first trial, at the upper bound, passes)
+    out = _run_loss_search(testbed, ep, **ONE_TRIAL)
     assert out.raw["receiver"]["mode"] == "socket" and "probe_sent" not in out.raw["receiver"]
     # Linux SRv6 encap does not fragment the inner packet: it fragments the outer IPv6 one,
     # which End.DX4 cannot decapsulate. Every packet above the tunnel MTU is lost (the
@@ -184,7 +190,7 @@ def test_loss_search_uses_sockets_where_nothing_is_received_on_a_device(
     assert fits.lost == 0 and fits.received > 200
     assert above.received == 0 and above.lost == above.offered > 200
     wrong = dataclasses.replace(ep, rx_ifnames=(testbed.b.underlay_if,))
-    out = _run_loss_search(testbed, wrong, **coarse)
+    out = _run_loss_search(testbed, wrong, **ONE_TRIAL)
     rx = out.raw["receiver"]
     assert rx["mode"] == "socket" and rx["probe_captured"] == 0 and rx["probe_sent"] > 0
     assert any("loss counted with UDP sockets instead" in n for n in out.notes)
@@ -198,11 +204,11 @@ def test_loss_search_falls_back_when_the_filter_cannot_be_installed(testbed: Tes
     drv = tunnels.get("native")
     ep = dataclasses.replace(drv().up(testbed, drv.parse_params({})),
                              rx_ifnames=("tb-nosuchdev",))
-    out = _run_loss_search(testbed, ep)
+    out = _run_loss_search(testbed, ep, **ONE_TRIAL)
     assert out.raw["receiver"]["mode"] == "socket"
     assert "could not be installed" in out.raw["receiver"]["fallback"]
     assert any("tb-nosuchdev" in n and "UDP sockets instead" in n for n in out.notes)
     assert out.metrics["rfc2544_pps_361"].value > 0
     assert not [e for e in testbed.ledger.entries if e["kind"] == "bpfdrop"]
     with pytest.raises(CommandFailed, match="could not be installed"):
-        _run_loss_search(testbed, ep, receiver="capture")
+        _run_loss_search(testbed, ep, receiver="capture", **ONE_TRIAL)

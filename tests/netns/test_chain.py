@@ -190,7 +190,7 @@ def test_nat_masquerades_towards_site_b() -> None:
 
 
 def campaign_case(tmp_workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    exp = exp_spec.build({"experiment": {"repeats": 1, "duration": 3, "warmup": 0,
+    exp = exp_spec.build({"experiment": {"repeats": 1, "duration": 2, "warmup": 0,
                                          "mtus": [MTU]},
                           "tunnel": [{"kind": "native"}], "workload": tmp_workloads,
                           "chain": STUDY_CHAIN}, "test")
@@ -203,7 +203,7 @@ def test_a_campaign_through_the_chain_carries_stream_and_loss_search() -> None:
         {"name": "stream"},
         {"name": "loss-search", "method": "mlrsearch", "sizes": [str(SIZE)],
          "trial_duration": 1, "latency_at_pct": [], "max_rate_pps": 6000,
-         "resolution_pct": 0.5}])
+         "resolution_pct": 5}])     # coarse: that it finds a rate is the question here
     for doc in docs:
         assert doc["status"] == "ok", doc["error"]
         chain = doc["chain"]
@@ -312,7 +312,7 @@ def test_vxlan_gateways_encapsulate_across_the_wan() -> None:
 
 
 def test_a_stream_through_vxlan_gateways() -> None:
-    exp = exp_spec.build({"experiment": {"repeats": 1, "duration": 3, "warmup": 0},
+    exp = exp_spec.build({"experiment": {"repeats": 1, "duration": 2, "warmup": 0},
                           "tunnel": [{"kind": "native"}], "workload": [{"name": "stream"}],
                           "chain": GATEWAY_CHAIN}, "test")
     (doc,) = [run_case(exp, case) for case in plan(exp)]

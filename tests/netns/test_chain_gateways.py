@@ -184,32 +184,6 @@ def test_the_gateway_is_the_bottleneck_when_the_wan_is_wide() -> None:
     assert psks and not [p for p in psks if p.exists()], psks   # removed at teardown
 
 
-@needs_ipsec
-def test_a_campaign_through_ipsec_gateways_carries_stream_and_loss_search() -> None:
-    exp = exp_spec.build({"experiment": {"repeats": 1, "duration": 3, "warmup": 0},
-                          "tunnel": [{"kind": "native"}],
-                          "workload": [{"name": "stream"},
-                                       {"name": "loss-search", "method": "mlrsearch",
-                                        "sizes": [str(SIZE)], "trial_duration": 1,
-                                        "latency_at_pct": [], "max_rate_pps": 5000,
-                                        "resolution_pct": 0.5}],
-                          "chain": IPSEC_CHAIN}, "test")
-    docs = [run_case(exp, case) for case in plan(exp)]
-    for doc in docs:
-        assert doc["status"] == "ok", doc["error"]
-        assert doc["chain"]["probe"]["routers"] == ROUTED
-        assert doc["testbed"]["chain"]["gateway_tunnel"]["label"] == "ipsec (libipsec)"
-        assert ours(doc["case"]["run_id"]) == [], doc["case"]["run_id"]
-    stream, search = docs
-    # TCP goodput through the gateways and the WAN, and a rate the search found with the
-    # WAN as the place its overloaded trials lost packets (the knee itself:
-    # test_ndr_at_the_wan_knee_and_drops_at_the_wan)
-    assert stream["metrics"]["throughput"]["value"] > 0
-    assert {r["place"]: r for r in stream["chain"]["drops"]}["wan"]["tx_packets"] > 0
-    assert search["metrics"][f"ndr_pps_{SIZE}"]["value"] > 0
-    assert search["chain"]["bottleneck"] == "wan", search["chain"]["drops"]
-
-
 WG_CHAIN: dict[str, Any] = {
     "path": ["router", "gwa", "wan", "gwb", "router"],
     "gwa": {"kind": "gateway", "tunnel": "wireguard"},
@@ -243,7 +217,7 @@ def test_a_wireguard_tunnel_of_the_sites_through_wireguard_gateways() -> None:
     """Tunnel in tunnel: the sites' wireguard-go and the gateways' never clash (the gateways'
     interface names carry their own tag), and the site tunnel's MTU is the inner path's
     (1440) minus its own overhead."""
-    exp = exp_spec.build({"experiment": {"repeats": 1, "duration": 3, "warmup": 0},
+    exp = exp_spec.build({"experiment": {"repeats": 1, "duration": 2, "warmup": 0},
                           "tunnel": [{"kind": "wireguard"}], "workload": [{"name": "stream"}],
                           "chain": WG_CHAIN}, "test")
     (doc,) = [run_case(exp, case) for case in plan(exp)]
@@ -260,10 +234,16 @@ def test_a_wireguard_tunnel_of_the_sites_through_wireguard_gateways() -> None:
 
 @needs_ipsec
 def test_the_sdwan_preset_at_the_smallest_scale_runs_end_to_end(tmp_path) -> None:
-    """`tunbench run --preset sdwan --scale 0.001`: loss search (RFC 2544, 2 s trials, 5 %
-    resolution) and a stream, direct and through router -> fw -> IPsec gw -> WAN -> IPsec gw
-    -> fw -> router, in one run (about 2 min on the shared 2-core host: ~40 trials of 2 s,
-    two chains of nine namespaces and two charons). Its IMIX search found no passing rate in
+    """`tunbench run --preset sdwan --scale 0.001 --sizes imix`: loss search (RFC 2544, 2 s
+    trials, 5 % resolution) and a stream, direct and through router -> fw -> IPsec gw -> WAN
+    -> IPsec gw -> fw -> router, in one run (two chains of nine namespaces and two charons).
+    IMIX only: the preset's second size, 361 B, is the same search code with one size the
+    chain does not fragment (a campaign's loss search through IPsec gateways at one size:
+    test_ndr_at_the_wan_knee_and_drops_at_the_wan's 1300 B; mlrsearch in a chain campaign and
+    its bottleneck: test_chain.py::test_a_campaign_through_the_chain_carries_stream_and_loss_
+    search); the stream and the loss search of a campaign through the IPsec gateways are
+    this test's (the former test_a_campaign_through_ipsec_gateways_carries_stream_and_loss_
+    search, 20 s, ran the same things at 1300 B). Its IMIX search found no passing rate in
     2 of 3 CI runs without the 1 s fragment timeout; reproduced by hand: fwb's conntrack kept
     the incomplete datagrams of overloaded trials (libipsec's ESP socket at gwb drops single
     fragments) for 30 s until its 4 MB of reassembly memory was full, and then refused every
@@ -279,7 +259,8 @@ def test_the_sdwan_preset_at_the_smallest_scale_runs_end_to_end(tmp_path) -> Non
     out = tmp_path / "out"
     env = {**os.environ, "TUNBENCH_STATE_DIR": str(tmp_path / "state")}
     r = subprocess.run([sys.executable, "-m", "tunbench", "run", "--preset", "sdwan",
-                        "--scale", "0.001", "--out", str(out), "--quiet", "--no-report"],
+                        "--scale", "0.001", "--sizes", "imix", "--out", str(out), "--quiet",
+                        "--no-report"],
                        capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     docs = [json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))]
@@ -292,10 +273,17 @@ def test_the_sdwan_preset_at_the_smallest_scale_runs_end_to_end(tmp_path) -> Non
         assert ours(d["case"]["run_id"]) == []
     chain = [d for d in docs if d["case"]["topology"] == "chain"]
     assert all(d["chain"]["probe"]["routers"] == 6 for d in chain)   # 2 routers, 2 fw, 2 gw
+    assert all(d["testbed"]["chain"]["gateway_tunnel"]["label"] == "ipsec (libipsec)"
+               for d in chain)
+    stream = next(d for d in chain if d["case"]["workload"]["name"] == "stream")
+    # TCP goodput through the gateways and the WAN
+    assert {r["place"]: r for r in stream["chain"]["drops"]}["wan"]["tx_packets"] > 0
     cmp = {(r["workload"], r["metric"]): r for r in hops_report.chain_vs_direct(
         data.load(out).cases)}
     tput = cmp[("stream", "throughput")]
     assert tput["chain"] and tput["direct"]
     assert tput["pct"] == pytest.approx(100 * tput["chain"] / tput["direct"], rel=1e-9)
-    for size in ("imix", "361"):
-        assert cmp[("loss-search", f"rfc2544_pps_{size}")]["n_chain"] == 1
+    assert cmp[("loss-search", "rfc2544_pps_imix")]["n_chain"] == 1
+    search = next(d for d in chain if d["case"]["workload"]["name"] == "loss-search")
+    assert search["metrics"]["rfc2544_pps_imix"]["value"] > 0
+    assert "rfc2544_pps_361" not in search["metrics"]     # --sizes replaced the preset's

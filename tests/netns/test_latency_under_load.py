@@ -42,10 +42,13 @@ def bottleneck() -> Iterator[Testbed]:
         assert not errors, errors
 
 
-# TCP (issue 32) for native and vxlan; UDP over vxlan only: native's UDP probe runs the same
-# code with one device less, and each case is ~19 s of the live phase's time budget
-@pytest.mark.parametrize(("kind", "protocol"), [("native", "tcp"), ("vxlan", "tcp"),
-                                                ("vxlan", "udp")])
+# Each protocol once and each kind once (each case is ~19 s of the live phase's time budget):
+# TCP (issue 32) on native, UDP inside VXLAN. The workload's code does not depend on the kind
+# (the tunnel only gives it addresses), and the checks on the wire are the protocol's own
+# (the probe's 5-tuple apart from the load's) plus, over vxlan, that each probe packet is one
+# VXLAN packet, whatever the protocol. TCP over vxlan ran here too until issue 27: the same
+# code paths as these two together.
+@pytest.mark.parametrize(("kind", "protocol"), [("native", "tcp"), ("vxlan", "udp")])
 def test_loaded_latency_next_to_idle(bottleneck: Testbed, kind: str, protocol: str) -> None:
     testbed = bottleneck
     drv = tunnels.get(kind)

@@ -127,7 +127,7 @@ def test_terminal_redraws_in_place_and_leaves_only_finished_lines(tmp_path: Path
                                "installed: pip install -e .[test]")
     cols, rows = 150, 40
     rc, out, raw = read_pty_run(TB + ["run", "--tunnels", "native,vxlan", "--workloads",
-                                      "stream", "--duration", "3", "--warmup", "1",
+                                      "stream", "--duration", "2", "--warmup", "1",
                                       "--repeats", "1", "--json", "--no-report",
                                       "--out", str(tmp_path / "c")], cols, rows, timeout=150)
     assert rc == 0, raw[-2000:]

@@ -100,11 +100,12 @@ def test_overlapping_firing_is_skipped_and_recorded(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def shaped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[Path]]]:
-    """Three real campaigns at --rate 200mbit, then three at 50mbit, recorded by `run` itself
-    into a store (the hook), in that order."""
+    """Two real campaigns at --rate 200mbit, then two at 50mbit, recorded by `run` itself
+    into a store (the hook), in that order (two of each give the trend the run-to-run spread
+    of a setup; a third of each, until issue 27, added ~7 s and no other check)."""
     tmp = tmp_path_factory.mktemp("shaped")
     dirs = []
-    for i, rate in enumerate(["200mbit"] * 3 + ["50mbit"] * 3):
+    for i, rate in enumerate(["200mbit"] * 2 + ["50mbit"] * 2):
         out = tmp / f"c{i}-{rate}"
         subprocess.run([*TB, "run", *SHORT, "--rate", rate, "--out", str(out)],
                        env=_env(tmp), check=True, capture_output=True, timeout=300)
@@ -119,13 +120,14 @@ def test_run_records_each_campaign(shaped: tuple[Path, list[Path]]) -> None:
     assert stored == {str(d.resolve()) for d in dirs}
     rates = [r for (r,) in conn.execute('SELECT rate FROM "case" k JOIN campaign c ON '
                                         "c.id = k.campaign_id ORDER BY c.created")]
-    assert rates == ["200mbit"] * 3 + ["50mbit"] * 3
+    assert rates == ["200mbit"] * 2 + ["50mbit"] * 2
 
 
 def _series(tmp: Path, dirs: list[Path], name: str) -> list[Path]:
     """The real campaigns plus copies (moved in time, values untouched) for a longer series:
-    A A A A' A' A' then B B B B' B' B' (A: 200mbit, B: 50mbit), six hours apart."""
-    order = dirs[:3] + dirs[:3] + dirs[3:] + dirs[3:]
+    A1 A2 A1' A2' A1" A2" then B1 B2 B1' B2' B1" B2" (A: 200mbit, B: 50mbit), six hours
+    apart."""
+    order = dirs[:2] * 3 + dirs[2:] * 3
     t0 = time.time() - 30 * 86400
     return [retimed(src, tmp / name / f"s{i:02d}", t0 + i * 6 * 3600)
             for i, src in enumerate(order)]
@@ -175,14 +177,14 @@ def test_push_to_a_real_pushgateway(testbed: Testbed, shaped: tuple[Path, list[P
     proc.wait_ready(gw, ready_text="Listening on", timeout=30)
     ns = str(testbed.b.netns)
     r = proc.run([*TB, "db", "export", "--db", str(tmp / "results.db"), "--pushgateway", url,
-                  "--campaign", str(dirs[0]), "--campaign", str(dirs[5])], netns=ns,
+                  "--campaign", str(dirs[0]), "--campaign", str(dirs[3])], netns=ns,
                  timeout=120)
     assert "pushed 2 campaign(s)" in r.stdout
     text = proc.run([sys.executable, "-c", "import sys, urllib.request; sys.stdout.write("
                      f"urllib.request.urlopen('{url}/metrics').read().decode())"],
                     netns=ns).stdout
     conn = sqlite3.connect(tmp / "results.db")
-    for d in (dirs[0], dirs[5]):
+    for d in (dirs[0], dirs[3]):
         (value,) = conn.execute('SELECT m.value FROM metric m JOIN "case" k ON k.id = '
                                 "m.case_row JOIN campaign c ON c.id = k.campaign_id WHERE "
                                 "c.path = ? AND m.name = 'throughput'",

@@ -57,13 +57,16 @@ def host_bpf_state(hosts: SshHosts, name: str) -> dict[str, Any]:
 def test_tbtun_kinds_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     runs_here("ebpf-vxlan")
     before = {n: host_bpf_state(hosts, n) for n in hosts.hosts}
+    # the stream only: the tunnel is shipped, loaded, pinned and counted per case whatever
+    # the workload (a latency case over it ran here too until issue 27: the same tbtun path,
+    # 2 cases of ~12 s; latency between hosts is test_sites.py's)
     exp = spec.build({"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
                       "tunnel": [{"kind": "ebpf-vxlan"}, {"kind": "ebpf-geneve"}],
-                      "workload": [{"name": "stream"}, {"name": "latency"}],
+                      "workload": [{"name": "stream"}],
                       "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
                      "test")
     cases = run_campaign(exp, tmp_path / "r").store.read_cases()
-    assert [c["status"] for c in cases] == ["ok"] * 4, [c.get("error") for c in cases]
+    assert [c["status"] for c in cases] == ["ok"] * 2, [c.get("error") for c in cases]
     assert {c["tunnel"]["info"]["encap"] for c in cases} == {"vxlan", "geneve"}
     for c in cases:
         tb = c["testbed"]
@@ -77,7 +80,7 @@ def test_tbtun_kinds_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
         assert delta["b"]["rule0_packets"] > 0 and delta["b"]["decap"] > 0, delta
         assert delta["a"]["rule0_packets"] > 0 and delta["a"]["encap"] > 0, delta
         assert delta["b"]["decap_error"] == 0, delta
-    for stream in (c for c in cases if c["case"]["workload"]["name"] == "stream"):
+    for stream in cases:
         assert stream["metrics"]["throughput"]["value"] > 0
         assert stream["cpu"]["shared_by_sites"] is True   # hosts of one machine
     assert_clean(hosts)
