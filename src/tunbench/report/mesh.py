@@ -1,0 +1,199 @@
+"""The mesh grids of a mesh campaign (testbed/meshspec.py; each case records its pair as
+`mesh.pair` = [sender, receiver]): one N x N grid per workload, MTU and tunnel, each cell the
+share of native of that pair on the workload's headline figure, native measured for the same
+pair in the same round (the geometric mean of the rounds' ratios, as the summary tables do),
+with the tunnel's own value under it, a colour scale, links to the cell's cases, and the worst
+pair named. Rows are the sending site, columns the receiving one; a pair measured one way
+fills one cell. Campaigns without a mesh show nothing."""
+
+from __future__ import annotations
+
+import html
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from matplotlib import colormaps
+from matplotlib.colors import Normalize, to_hex
+
+from ..results.records import CaseRecord
+from .data import Campaign, headline_metric
+
+CMAP = "RdYlGn"
+SCALE = (0.0, 100.0)     # % of native: red at 0, green at 100 and above
+
+
+@dataclass
+class Cell:
+    share: float | None = None       # % of native (geometric mean over rounds)
+    value: float | None = None       # the tunnel's mean headline value
+    rounds: int = 0                  # rounds with both the tunnel and native ok
+    # (label, case file path) of its cases: the tunnel's and native's of each round
+    cases: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)   # ids of its failed or skipped cases
+
+
+@dataclass
+class Grid:
+    workload: str
+    mtu: int
+    tunnel: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    sites: list[str]
+    cells: dict[tuple[str, str], Cell]
+
+    @property
+    def worst(self) -> tuple[tuple[str, str], Cell] | None:
+        """The measured pair with the lowest share of native (None: no share)."""
+        got = [(p, c) for p, c in self.cells.items() if c.share is not None]
+        return min(got, key=lambda pc: pc[1].share or 0.0) if got else None
+
+
+def pair_of(r: CaseRecord) -> tuple[str, str] | None:
+    pair = (r.doc.get("mesh") or {}).get("pair") or (r.doc.get("case") or {}).get("pair")
+    return (str(pair[0]), str(pair[1])) if pair and len(pair) == 2 else None
+
+
+def meshed(c: Campaign) -> list[tuple[CaseRecord, tuple[str, str]]]:
+    return [(r, p) for r in c.cases if (p := pair_of(r)) is not None]
+
+
+def _site_order(name: str) -> tuple[int, str]:
+    return (int(name[1:]), name) if name[1:].isdigit() else (10**6, name)
+
+
+def grids(c: Campaign) -> list[Grid]:
+    cases = meshed(c)
+    if not cases:
+        return []
+    sites = sorted({s for _, p in cases for s in p}, key=_site_order)
+    n_sites = int((cases[0][0].doc.get("mesh") or {}).get("sites") or 0)
+    if n_sites > len(sites):
+        sites = [f"s{i}" for i in range(1, n_sites + 1)]
+    out: list[Grid] = []
+    scen = list(dict.fromkeys((r.workload.name, r.mtu) for r, _ in cases))
+    tuns = list(dict.fromkeys(r.tunnel.label for r, _ in cases if r.tunnel.kind != "native"))
+    for wl, mtu in scen:
+        metric = headline_metric(c, wl)
+        if metric is None:
+            continue
+        mine = [(r, p) for r, p in cases if r.workload.name == wl and r.mtu == mtu]
+        native = {(p, r.repeat): r for r, p in mine if r.tunnel.kind == "native"}
+        unit, hib = "", True
+        for r, _ in mine:
+            if metric in r.metrics:
+                unit, hib = r.metrics[metric].unit, r.metrics[metric].higher_is_better
+                break
+        for tun in tuns:
+            cells: dict[tuple[str, str], Cell] = {}
+            ratios: dict[tuple[str, str], list[float]] = {}
+            values: dict[tuple[str, str], list[float]] = {}
+            for r, p in mine:
+                if r.tunnel.label != tun:
+                    continue
+                cell = cells.setdefault(p, Cell())
+                cell.cases.append((f"{tun} r{r.repeat}", r.path))
+                if r.status != "ok":
+                    cell.failed.append(r.id)
+                    continue
+                v = r.value(metric)
+                base = native.get((p, r.repeat))
+                if base is not None:
+                    cell.cases.append((f"native r{r.repeat}", base.path))
+                if v is None:
+                    continue
+                values.setdefault(p, []).append(v)
+                nv = base.value(metric) if base is not None and base.status == "ok" else None
+                if nv and v > 0:
+                    ratios.setdefault(p, []).append(v / nv if hib else nv / v)
+            for p, cell in cells.items():
+                if values.get(p):
+                    cell.value = statistics.fmean(values[p])
+                if ratios.get(p):
+                    cell.rounds = len(ratios[p])
+                    cell.share = 100 * math.exp(statistics.fmean(math.log(x)
+                                                                 for x in ratios[p]))
+            if cells:
+                out.append(Grid(wl, mtu, tun, metric, unit, hib, sites, cells))
+    return out
+
+
+def title(g: Grid, c: Campaign) -> str:
+    mtu = f", MTU {g.mtu}" if len({r.mtu for r in c.cases}) > 1 or g.mtu != 1500 else ""
+    return f"mesh: {g.tunnel}, {g.workload}{mtu} - % of native {g.metric} per pair"
+
+
+def colour(share: float) -> str:
+    """The cell's background: the figure's colour mixed half with white (dark text stays
+    readable on it)."""
+    r, g, b, _ = colormaps[CMAP](Normalize(*SCALE, clip=True)(share))
+    return to_hex((0.5 + r / 2, 0.5 + g / 2, 0.5 + b / 2))
+
+
+def worst_text(g: Grid) -> str:
+    w = g.worst
+    if w is None:
+        return "no pair has a share of native yet"
+    (a, b), cell = w
+    return (f"worst pair {a} -> {b}: {cell.share:.1f}% of native "
+            f"({cell.value:,.0f} {g.unit}; {cell.rounds} round(s))")
+
+
+def _cell_html(g: Grid, a: str, b: str) -> str:
+    esc = html.escape
+    if a == b:
+        return "<td class=meshself>–</td>"
+    cell = g.cells.get((a, b))
+    if cell is None:
+        return "<td class=meshnone title='not measured'></td>"
+    links = ", ".join(f'<a href="../{esc(p)}">{esc(label)}</a>' for label, p in cell.cases)
+    if cell.share is None:
+        why = f"failed: {', '.join(cell.failed)}" if cell.failed else "no native to compare"
+        return (f"<td class='meshcell bad' title='{esc(why)}'>{'failed' if cell.failed else '–'}"
+                f"<br><small>{links}</small></td>")
+    val = f"{cell.value:,.0f} {g.unit}" if cell.value is not None else ""
+    fail = f" ({len(cell.failed)} failed)" if cell.failed else ""
+    return (f"<td class=meshcell style='background:{colour(cell.share)}' "
+            f"data-pair='{esc(a)}-{esc(b)}'><b>{cell.share:.1f}%</b><br>"
+            f"<small>{esc(val)}{esc(fail)}</small><br><small>{links}</small></td>")
+
+
+def grid_html(g: Grid, c: Campaign) -> str:
+    esc = html.escape
+    head = "<th class=l>from \\ to</th>" + "".join(f"<th>{esc(s)}</th>" for s in g.sites)
+    rows = "".join(f"<tr><th class=l>{esc(a)}</th>"
+                   + "".join(_cell_html(g, a, b) for b in g.sites) + "</tr>"
+                   for a in g.sites)
+    return (f"<h3 id='mesh-{esc(g.tunnel)}-{esc(g.workload)}-{g.mtu}'>{esc(title(g, c))}</h3>"
+            f"<p class=meta>{esc(worst_text(g))}.</p>"
+            f"<table class=meshgrid><tr>{head}</tr>{rows}</table>")
+
+
+def section_html(c: Campaign) -> str:
+    """The report's mesh section ('' for a campaign without a mesh)."""
+    gs = grids(c)
+    if not gs:
+        return ""
+    sched = ""
+    slots = (c.index.get("experiment") or {}).get("testbed") or {}
+    if slots.get("kind") == "mesh":
+        sched = (f" {slots.get('sites')} sites, pairs {esc_pairs(slots.get('pairs'))}, "
+                 f"directions {slots.get('directions')}.")
+    return ("<h2 id=mesh>Mesh: every pair</h2><p>Each cell is the share of native of that "
+            "pair (rows send, columns receive) on the workload's headline figure: the "
+            "geometric mean over rounds of the tunnel's value against native's for the same "
+            "pair in the same round (native / tunnel where lower is better), the tunnel's mean "
+            "value under it; red 0 %, green 100 % and above. The numbers link to the cell's "
+            "cases (tunnel and native). Pairs ran one after another, one measurement at a "
+            f"time on this host.{html.escape(sched)}</p>"
+            "<style>table.meshgrid td.meshcell{text-align:center;min-width:6em}"
+            "table.meshgrid td.meshself{background:#eee;text-align:center}</style>"
+            + "".join(grid_html(g, c) for g in gs))
+
+
+def esc_pairs(pairs: object) -> str:
+    if isinstance(pairs, str):
+        return pairs
+    return ", ".join(str(p) for p in pairs) if isinstance(pairs, list) else ""
