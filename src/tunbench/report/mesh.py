@@ -12,11 +12,13 @@ import html
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 from matplotlib import colormaps
 from matplotlib.colors import Normalize, to_hex
 
 from ..results.records import CaseRecord
+from . import advise, stats
 from .data import Campaign, headline_metric
 
 CMAP = "RdYlGn"
@@ -197,3 +199,81 @@ def esc_pairs(pairs: object) -> str:
     if isinstance(pairs, str):
         return pairs
     return ", ".join(str(p) for p in pairs) if isinstance(pairs, list) else ""
+
+
+# ---- advise per pair and for every pair -------------------------------------------------
+
+def by_pair(c: Campaign) -> dict[tuple[str, str], Campaign]:
+    """A mesh campaign as one campaign per measured pair (its cases only), in schedule
+    order; {} for a campaign without a mesh."""
+    groups: dict[tuple[str, str], list[CaseRecord]] = {}
+    for r, p in meshed(c):
+        groups.setdefault(p, []).append(r)
+    return {p: Campaign(c.root, c.index, rs, stats.rows(rs)) for p, rs in groups.items()}
+
+
+@dataclass
+class PairAdvice:
+    per_pair: dict[tuple[str, str], Any]             # pair -> advise.Advice
+    # methods meeting the constraints on every pair: (label, worst share, its pair), by the
+    # worst pair's share, best first; None share: the ranked figure is not a share
+    every: list[tuple[str, float | None, tuple[str, str] | None]]
+    # methods failing the constraints (or unmeasured) on some pair: label -> those pairs
+    not_every: dict[str, list[tuple[str, str]]]
+
+
+def advise_pairs(c: Campaign, constraints: Any = None) -> PairAdvice | None:
+    """`advise` per pair of a mesh campaign, and the methods that meet the constraints on
+    all of them, ranked by their worst pair (None: not a mesh campaign)."""
+    pairs = by_pair(c)
+    if not pairs:
+        return None
+    per = {p: advise.build([sub], constraints) for p, sub in pairs.items()}
+    labels = list(dict.fromkeys(m.label for a in per.values() for m in a.methods
+                                if not m.reference))
+    every: list[tuple[str, float | None, tuple[str, str] | None]] = []
+    missing: dict[str, list[tuple[str, str]]] = {}
+    for label in labels:
+        worst: tuple[float, tuple[str, str]] | None = None
+        for p, a in per.items():
+            fig = next((f for _, m, f in a.ranked if m.label == label), None)
+            if fig is None:
+                missing.setdefault(label, []).append(p)
+                continue
+            v = fig.est.mean if fig.scale == 100.0 else None
+            if v is not None and (worst is None or v < worst[0]):
+                worst = (v, p)
+        if label not in missing:
+            every.append((label, worst[0] if worst else None, worst[1] if worst else None))
+    every.sort(key=lambda e: -(e[1] if e[1] is not None else -1e9))
+    return PairAdvice(per, every, missing)
+
+
+def pair_advice_lines(pa: PairAdvice) -> list[str]:
+    """The console's per-pair ranking and the 'for every pair' line."""
+    out = ["per pair (each against its own native):"]
+    for (a, b), adv in pa.per_pair.items():
+        ranked = "; ".join(f"{rank}. {m.label} {f.est.mean:.1f}%" if f.scale == 100.0
+                           else f"{rank}. {m.label}" for rank, m, f in adv.ranked)
+        out.append(f"  {a}->{b}: {ranked or 'no method meets the constraints'}")
+    if pa.every:
+        items = ", ".join(f"{label} (worst {a}->{b}: {v:.1f}%)" if v is not None and p
+                          else label for label, v, p in pa.every
+                          for a, b in [p or ("", "")])
+        out.append(f"for every pair: {items}")
+    else:
+        out.append("for every pair: no method meets the constraints on all pairs")
+    for label, ps in pa.not_every.items():
+        out.append(f"  not on every pair: {label} (not ranked on "
+                   + ", ".join(f"{a}->{b}" for a, b in ps) + ")")
+    return out
+
+
+def pair_advice_json(pa: PairAdvice) -> dict[str, Any]:
+    return {"per_pair": {f"{a}-{b}": advise.to_json(adv)
+                         for (a, b), adv in pa.per_pair.items()},
+            "every_pair": [{"method": label, "worst_share": v,
+                            "worst_pair": list(p) if p else None}
+                           for label, v, p in pa.every],
+            "not_every_pair": {label: [list(p) for p in ps]
+                               for label, ps in pa.not_every.items()}}
