@@ -397,8 +397,7 @@ Workloads: {esc(', '.join(wls) or 'none')}.</p>
 <h2 id=tables>Results (mean ± 95% confidence interval over repeats)</h2>
 {summary_tables(c)}
 {hops.chain_html(c.cases)}{hops.section_html(c.cases)}
-{hubs.section_html(c.cases)}
-{mesh.section_html(c)}
+{hubs.section_html(c.cases)}{mesh.section_html(c)}
 {tradeoff.section_html(c)}
 <h2 id=figures>Figures</h2>
 {''.join(figure_html(f) for f in figs) or '<p>No figure: no ok case.</p>'}

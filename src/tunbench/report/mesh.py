@@ -16,6 +16,7 @@ from typing import Any
 
 from matplotlib import colormaps
 from matplotlib.colors import Normalize, to_hex
+from rich.table import Table
 
 from ..results.records import CaseRecord
 from . import advise, stats
@@ -277,3 +278,23 @@ def pair_advice_json(pa: PairAdvice) -> dict[str, Any]:
                            for label, v, p in pa.every],
             "not_every_pair": {label: [list(p) for p in ps]
                                for label, ps in pa.not_every.items()}}
+
+
+def print_grids(console: Any, c: Campaign) -> None:
+    """The grids on the console (`tunbench run` / `report`): share of native per pair, rows
+    sending, the worst pair under each; nothing for a campaign without a mesh."""
+    for g in grids(c):
+        table = Table(title=title(g, c))
+        table.add_column("from \\ to", justify="left")
+        for s in g.sites:
+            table.add_column(s, justify="right")
+        for a in g.sites:
+            row = []
+            for b in g.sites:
+                cell = g.cells.get((a, b))
+                row.append("–" if a == b or cell is None else
+                           f"{cell.share:.1f}%" if cell.share is not None else
+                           "failed" if cell.failed else "?")
+            table.add_row(a, *row)
+        console.print(table)
+        console.print(worst_text(g), highlight=False)
