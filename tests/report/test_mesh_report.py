@@ -103,3 +103,29 @@ def test_advise_ranks_per_pair_and_for_every_pair(campaign: Callable[[str], Path
     doc = json.loads(r.stdout)["mesh"]
     assert set(doc["per_pair"]) == {f"{a}-{b}" for a, b in PAIRS}
     assert doc["every_pair"][0]["worst_pair"] == list(worst)
+
+
+def test_a_failed_pair_is_marked_and_the_others_keep_their_share(
+        campaign: Callable[[str], Path]) -> None:
+    """One pair's vxlan cases failed (as a tunnel that does not come up records them): its
+    cell says failed and links the failed cases, the other pairs keep their shares, the worst
+    pair is named among those measured, and advise leaves it out of 'for every pair'."""
+    root = campaign("mesh")
+    want = _shares(root)
+    for p in (root / "cases").glob("*.json"):
+        d = json.loads(p.read_text())
+        if d["mesh"]["pair"] == ["s1", "s3"] and d["case"]["tunnel"]["kind"] == "vxlan":
+            d.update(status="failed", error="tunnel is up but 10.0.0.2 does not answer ping",
+                     metrics={})
+            p.write_text(json.dumps(d))
+    (g,) = mesh.grids(data.load(root))
+    bad = g.cells[("s1", "s3")]
+    assert bad.share is None and len(bad.failed) == 2
+    assert {round(g.cells[p].share or 0, 6) for p in [("s1", "s2"), ("s2", "s3")]} == {
+        round(want[p], 6) for p in [("s1", "s2"), ("s2", "s3")]}
+    assert g.worst is not None and g.worst[0] != ("s1", "s3")
+    page = build.build(root).html.read_text()
+    cell = page.split("title='failed: ")[1].split("</td>")[0]
+    assert cell.count("href=") == 2 and "vxlan r1" in cell and "vxlan r2" in cell
+    pa = mesh.advise_pairs(data.load(root))
+    assert pa is not None and pa.every == [] and pa.not_every == {"vxlan": [("s1", "s3")]}
