@@ -136,17 +136,19 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
     kinds = available_kinds()
     avail = {k for k, why in kinds.items() if not why}
     flags = set(e) | {k for k in ("tunnel", "workload", "offloads", "testbed") if k in over}
-    flags |= set(over.get("testbed", {}))    # kind / spokes: named as --testbed / --spokes
+    flags |= set(over.get("testbed", {}))    # kind / spokes / sites: named as their flags
     return spec.build(merged, source, available=avail, flags=flags)
 
 
 def _testbed_overrides(args: argparse.Namespace, over: dict[str, Any]) -> None:
-    """--testbed pair|hub and --spokes N, over the file's [testbed] key by key (spec.merge)."""
+    """--testbed pair|hub|mesh, --spokes N and --sites N, over the file's [testbed] key by key (spec.merge)."""
     tb: dict[str, Any] = {}
     if getattr(args, "testbed", None) is not None:
         tb["kind"] = args.testbed
     if getattr(args, "spokes", None) is not None:
         tb["spokes"] = args.spokes
+    if getattr(args, "mesh_sites", None) is not None:
+        tb["sites"] = args.mesh_sites
     if tb:
         over["testbed"] = tb
 
@@ -292,6 +294,14 @@ def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
     if exp.sequential:
         print(f"sequential: then rounds only for the pairs still open, at most "
               f"{exp.max_rounds} rounds and {exp.budget / 60:g} min of measurement")
+    if exp.mesh is not None:   # the schedule, computed up front (testbed/meshspec.py)
+        slots = exp.mesh.schedule()
+        print(f"mesh: {exp.mesh.sites} sites, {len(exp.mesh.pairs)} pair(s), {len(slots)} "
+              "colour(s) of disjoint pairs; on this host one pair at a time")
+        for slot in slots:
+            print(f"  colour {slot['colour']}: "
+                  + ", ".join(f"{a}->{b}" if exp.mesh.directions == "both" else f"{a}-{b}"
+                              for a, b in slot["pairs"]))
     for c in cases:
         print(f"  {c.case_id}")
     return 0
@@ -706,11 +716,16 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
     where.add_argument("--heartbeat", type=float, metavar="S", help="the hosts' agents end the "
                        "run this long after tunbench falls silent (killed, frozen, cut off); "
                        "default 30, 0 = off (docs/remote.md)")
-    where.add_argument("--testbed", metavar="KIND", help="pair (default: two sites) or hub (one "
+    where.add_argument("--testbed", metavar="KIND", help="pair (default: two sites), hub (one "
                        "hub site and --spokes N spoke sites; kinds native, vxlan, ebpf-vxlan; "
-                       "workload stream, to one spoke and to all at once)")
+                       "workload stream, to one spoke and to all at once) or mesh (--sites N "
+                       "namespaces on one bridge, every pair measured in turn; "
+                       "docs/topologies.md)")
     where.add_argument("--spokes", type=int, metavar="N", help="spoke sites of --testbed hub "
                        "(1..1000, default 10; on hosts: the number of --site sN given)")
+    where.add_argument("--sites", dest="mesh_sites", type=int, metavar="N",
+                       help="sites of --testbed mesh (3..32; [testbed] pairs and directions "
+                       "in an experiment file choose the pairs)")
     where.add_argument("--placement", choices=("sites", "processes", "off"),
                        help="per-site CPU placement: each site's processes and receive work on "
                        "its own CPUs (sites), its processes only (processes), or where the "

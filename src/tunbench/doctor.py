@@ -29,6 +29,7 @@ BASE_KERNEL_OPTIONS = (
     "CONFIG_NET_SCH_FQ", "CONFIG_IFB", "CONFIG_NET_ACT_MIRRED", "CONFIG_MODULES",
     # loss-search's capture receiver: AF_PACKET ring + clsact with a bpf drop filter
     "CONFIG_PACKET", "CONFIG_NET_SCH_INGRESS",
+    "CONFIG_BRIDGE",   # the mesh testbed's underlay (testbed/mesh.py)
 )
 # the testbed's and the workloads' tools; the tunnel kinds' come from their declarations
 BASE_TOOLS = ("ip", "tc", "ethtool", "iperf3", "ping", "ss", "sysctl", "sockperf")

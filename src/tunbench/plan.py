@@ -16,6 +16,10 @@ every table shows the chain as a share of direct measured in the same round.
 The sequential design (no fixed repeats) plans its minimum rounds here; the runner adds each
 further round with `next_round`, only the cases the stopping rule keeps (sequential.py), in
 the same order as a full round (native first), numbered on from the cases before it.
+
+A mesh (testbed/meshspec.py) runs each round pair by pair in the order of its schedule (the
+colours of its edge colouring, one after another): every case of a pair, native first, before
+the next pair, so each pair's share of native is measured in the same round.
 """
 
 from __future__ import annotations
@@ -39,12 +43,17 @@ class Case:
     repeat: int
     # "direct" or "chain" when the experiment measures both (chain direct = true); "" else
     topology: str = ""
+    # a mesh case: the (sender, receiver) sites it measures and the colour of the schedule
+    # it runs in (testbed/meshspec.py); None / -1 otherwise
+    pair: tuple[str, str] | None = None
+    colour: int = -1
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "id": self.case_id, "tunnel": self.tunnel.to_dict(),
                 "workload": self.workload.to_dict(), "mtu": self.mtu,
                 "offloads": self.offloads.to_dict(), "repeat": self.repeat,
-                **({"topology": self.topology} if self.topology else {})}
+                **({"topology": self.topology} if self.topology else {}),
+                **({"pair": list(self.pair), "colour": self.colour} if self.pair else {})}
 
     @property
     def through_chain(self) -> bool:
@@ -79,6 +88,17 @@ def _round(exp: Experiment, rep: int, start: int, rng: random.Random,
         rng.shuffle(round_)
         round_.sort(key=lambda c: c[0].kind != "native")  # stable: native first
     cases: list[Case] = []
+    if exp.mesh is not None:   # each pair in schedule order, all its cases together
+        for slot in exp.mesh.schedule():
+            for a, b in slot["pairs"]:
+                for t, w, m, o in round_:
+                    i = start + len(cases)
+                    variant = "" if o.name == "default" else f"-{o.name}"
+                    cid = f"{i:04d}-{a}-{b}-{t.label}-{w.label}-mtu{m}{variant}-r{rep}"
+                    case = Case(i, cid, t, w, m, o, rep, "", (a, b), slot["colour"])
+                    if keep is None or keep(case):
+                        cases.append(case)
+        return cases
     for topo in _topologies(exp):
         for t, w, m, o in round_:
             i = start + len(cases)

@@ -30,7 +30,7 @@ from .results import envinfo, fingerprint
 from .results.model import MetricRecord, case_document
 from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
-from .testbed import local, names, netlink, placement, topology
+from .testbed import local, mesh, names, netlink, placement, topology
 from .testbed.base import Site, Testbed
 from .testbed.hubhosts import HubHosts
 from .testbed.ledger import Ledger
@@ -378,7 +378,8 @@ def _heal(topo: topology.Topology | HubHosts | None, doc: dict[str, Any]
 
 def _case_keys(c: Case) -> dict[str, Any]:
     return {"tunnel": c.tunnel.label, "kind": c.tunnel.kind, "workload": c.workload.name,
-            "workload_label": c.workload.label, "mtu": c.mtu, "offloads": c.offloads.name, "repeat": c.repeat}
+            "workload_label": c.workload.label, "mtu": c.mtu, "offloads": c.offloads.name, "repeat": c.repeat,
+            **({"pair": list(c.pair)} if c.pair else {})}
 
 
 def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
@@ -410,6 +411,9 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         if topo is not None:
             tb = topo.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem,
                             chain=exp.chain if case.through_chain else None)
+        elif exp.mesh is not None:   # N sites on one bridge, the case's pair as a and b
+            assert case.pair is not None
+            tb = mesh.build(run_id, ledger, exp.mesh, case.pair, mtu=case.mtu)
         elif exp.chain is not None and case.through_chain:
             tb = chain_build.build(run_id, ledger, exp.chain, mtu=case.mtu, rate=exp.rate,
                                    netem=exp.netem)
@@ -497,6 +501,9 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         doc["chain"] = hopwatch.describe()   # additive: readers without chains ignore it
     if path_mtu is not None:
         doc["path_mtu"] = path_mtu           # additive, as `chain`
+    if case.pair is not None:                # additive: the mesh pair and its slot
+        doc["mesh"] = {"pair": list(case.pair), "colour": case.colour, "parallel": False,
+                       "sites": exp.mesh.sites if exp.mesh else None}
     return doc
 
 

@@ -51,6 +51,8 @@ them together before anything runs. The same dict shape is used for TOML files a
     [testbed]                     # optional: "pair" (default) or a hub with N spokes
     kind = "hub"                  # (stream; native, vxlan, ebpf-vxlan; docs/tbtun.md)
     spokes = 10                   # on hosts: [sites] hub = "root@h", s1 = ..., sN = ...
+    # or a mesh (testbed/meshspec.py): kind = "mesh", sites = N (>= 3), pairs = "all" or
+    # ["s1-s2", ...], directions = "one" | "both"
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ from typing import Any
 from . import inputs, rates, tunnels, workloads
 from .chain import spec as chain_spec
 from .errors import SpecError
-from .testbed import hubspec
+from .testbed import hubspec, meshspec
 from .testbed.netem import Netem
 from .testbed.topology import SiteSpec, parse_sites
 from .tunnels.base import TunnelParams
@@ -165,6 +167,7 @@ class Experiment:
     heartbeat: float = 30.0           # s without a heartbeat after which agents end (0: off)
     chain: chain_spec.ChainSpec | None = None   # functions between the sites (chain/)
     hub: hubspec.HubSpec | None = None   # a hub and N spokes instead of two sites (hubcase)
+    mesh: meshspec.MeshSpec | None = None   # N sites, every listed pair measured (mesh.py)
     placement: str = "off"            # per-site CPU placement: "sites" or "off" (placement.py)
     budget: float = 900.0             # sequential: seconds of measurement at most
     max_rounds: int = 20              # sequential: rounds at most
@@ -198,6 +201,7 @@ class Experiment:
                if self.sites else {}),
             **({"chain": self.chain.to_dict()} if self.chain else {}),
             **({"testbed": self.hub.to_dict()} if self.hub else {}),
+            **({"testbed": self.mesh.to_dict()} if self.mesh else {}),
             **({"placement": self.placement} if self.placement != "off" else {}),
         }
 
@@ -329,9 +333,18 @@ def build(data: dict[str, Any], source: str = "command line",
     def section(key: str) -> str:
         return FLAG_NAMES[key] if key in flags else where
 
-    hub = hubspec.collect(testbed_raw, where, problems, frozenset(flags & {"kind", "spokes"}),
-                          default=sum(1 for n in sites if n != "hub") or
-                          hubspec.DEFAULT_SPOKES)
+    mesh = None
+    if isinstance(testbed_raw, dict) and meshspec.is_mesh(testbed_raw):   # N sites and their pairs (testbed/meshspec.py)
+        mesh = meshspec.collect(testbed_raw, where, problems,
+                                frozenset(flags & {"kind", "sites"}))
+        if available is not None:   # "all": every mesh-capable kind
+            available = available & set(tunnels.mesh_kinds())
+        hub = None
+    else:
+        hub = hubspec.collect(testbed_raw, where, problems,
+                              frozenset(flags & {"kind", "spokes"}),
+                              default=sum(1 for n in sites if n != "hub") or
+                              hubspec.DEFAULT_SPOKES)
     if hub is not None and available is not None:   # "all": every kind with a hub variant
         available = available & set(tunnels.hub_kinds())
     tunnel_specs = _tunnels(data.get("tunnel", [{"kind": k} for k in DEFAULT_TUNNELS]),
@@ -357,6 +370,13 @@ def build(data: dict[str, Any], source: str = "command line",
                 tunnels.get(t.kind).hub_params, t.params.to_dict(),
                 tunnels.get(t.kind).default_params().to_dict())
                 for t in tunnel_specs if tunnels.get(t.kind).hub_capable})
+    if mesh is not None:
+        problems += meshspec.conflicts(
+            section("testbed"), kinds=[t.kind for t in tunnel_specs],
+            mesh_kinds=tunnels.mesh_kinds(),
+            mtus=list(mtus) + [m for w in workload_specs for m in (w.mtus or ())],
+            shaped=rate is not None or netem.active, chain=chain is not None,
+            sites=bool(sites), offloads=[o.name for o in offloads])
     for w in workload_specs:
         problems += [f"{section('workload')}: workload {w.label}: {p}"
                      for p in w.params.family_problems(family)]
@@ -369,7 +389,7 @@ def build(data: dict[str, Any], source: str = "command line",
                       float(cpu_interval), float(noisy_cv), name, source,
                       netem=netem if netem.active else None, sites=sites,
                       ssh_config=str(ssh_config) if ssh_config else None,
-                      heartbeat=float(heartbeat), chain=chain, hub=hub,
+                      heartbeat=float(heartbeat), chain=chain, hub=hub, mesh=mesh,
                       placement=placement_mode, budget=budget, max_rounds=max_rounds)
 
 

@@ -16,7 +16,7 @@ from tunbench import cli, doctor, proc, topologies, tunnels
 from tunbench import spec as exp_spec
 from tunbench.errors import SpecError
 from tunbench.plan import plan
-from tunbench.testbed import hubspec
+from tunbench.testbed import hubspec, meshspec
 
 TB = [sys.executable, "-m", "tunbench"]
 HOSTS = {"a": "root@h1", "b": "root@h2"}
@@ -33,7 +33,7 @@ def _accepted(data: dict) -> bool:
 
 def test_the_registry_holds_pair_hub_and_chain_with_whole_declarations() -> None:
     reg = topologies.registry()
-    assert set(reg) == {"pair", "hub", "chain"}
+    assert set(reg) == {"pair", "hub", "chain", "mesh"}
     # every tool has its install hint (doctor lists the tunnel kinds' and workloads' tools,
     # not the chain functions' nft), every kernel option is one doctor checks
     known_tools, known_kernel = set(proc.TOOL_PACKAGES), set(doctor.kernel_options())
@@ -49,7 +49,7 @@ def test_the_registry_holds_pair_hub_and_chain_with_whole_declarations() -> None
     with pytest.raises(SpecError) as exc:
         topologies.get("ring")
     assert exc.value.one_line() == ("unknown topology 'ring' (known topologies: chain, hub, "
-                                    "pair; see `tunbench list --topologies`)")
+                                    "mesh, pair; see `tunbench list --topologies`)")
 
 
 def test_the_settings_are_the_keys_and_flags_the_parsers_take() -> None:
@@ -60,7 +60,7 @@ def test_the_settings_are_the_keys_and_flags_the_parsers_take() -> None:
             table, _, keys = p.key.partition("] ")
             for key in keys.split(", "):
                 if table == "[testbed":
-                    assert key in hubspec.KEYS, p.key
+                    assert key in hubspec.KEYS + meshspec.KEYS, p.key
                 elif table == "[chain":
                     assert key in ("path", "direct"), p.key
                 else:
@@ -93,6 +93,9 @@ def test_each_topology_runs_the_kinds_it_says(kind: str) -> None:
     cannot = gateway_line is not None and "cannot be a gateway" in gateway_line
     assert cannot == (kind not in chain.gateway_kinds()), gateway_line
     assert _accepted({"tunnel": [{"kind": kind}]}) == (kind in pair.tunnel_kinds())
+    mesh = topologies.get("mesh")
+    assert _accepted({"testbed": {"kind": "mesh", "sites": 3}, "tunnel": [{"kind": kind}]}) \
+        == (kind in mesh.tunnel_kinds())
     assert (kind in pair.tunnel_kinds(on_hosts=True)) == (not tunnels.get(kind).not_on_hosts)
 
 
@@ -106,6 +109,9 @@ def test_exactly_one_topology_takes_each_case() -> None:
                                 "workload": [{"name": "stream"}]}, "e.toml")
     assert topologies.of(pair_exp).name == "pair"
     assert topologies.of(hub_exp).name == "hub"
+    mesh_exp = exp_spec.build({"testbed": {"kind": "mesh", "sites": 3},
+                               "tunnel": [{"kind": "vxlan"}]}, "e.toml")
+    assert topologies.of(mesh_exp).name == "mesh"
     cases = plan(chain_exp)
     got = {(c.through_chain, topologies.of(chain_exp, c.through_chain).name) for c in cases}
     assert got == {(True, "chain"), (False, "pair")}   # direct = true: both in one campaign
@@ -123,12 +129,13 @@ def test_list_topologies_shows_each_and_its_json_parses() -> None:
     r = subprocess.run(TB + ["list", "--topologies", "--json"], capture_output=True,
                        text=True, timeout=60)
     doc = json.loads(r.stdout)
-    assert doc["format"] == "tunbench-list" and set(doc["topologies"]) == {"pair", "hub", "chain"}
+    assert doc["format"] == "tunbench-list" and set(doc["topologies"]) == {"pair", "hub", "chain",
+                                                                    "mesh"}
     assert doc["topologies"]["hub"]["tunnel_kinds"]["here"] == list(tunnels.hub_kinds())
     assert doc["topologies"]["hub"]["workloads"] == list(hubspec.HUB_WORKLOADS)
     r = subprocess.run(TB + ["list", "--topologies", "ring"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().splitlines() == [
-        "tunbench: unknown topology 'ring' (known topologies: chain, hub, pair; see "
+        "tunbench: unknown topology 'ring' (known topologies: chain, hub, mesh, pair; see "
         "`tunbench list --topologies`)"]

@@ -112,16 +112,23 @@ def cmd_advise(args: argparse.Namespace) -> int:
     if len(set(d.resolve() for d in dirs)) != len(dirs):
         raise SpecError("the same result folder is given twice",
                         "name each campaign once (pooling one with itself doubles its rounds)")
-    from . import advise, console, data
+    from . import advise, console, data, mesh
     camps = [data.load(d) for d in dirs]
     for c in camps:
         console.print_folder_problems(c.folder)
     a = advise.build(camps, constraints)
+    # a mesh campaign: also per pair and "for every pair"
+    pa = mesh.advise_pairs(camps[0], constraints) if len(camps) == 1 else None
     if args.json:
-        print(json.dumps(advise.to_json(a), indent=1))
+        doc = advise.to_json(a)
+        if pa is not None:
+            doc["mesh"] = mesh.pair_advice_json(pa)
+        print(json.dumps(doc, indent=1))
     else:
         from . import advise_view
         advise_view.print_advice(a)
+        if pa is not None:
+            print("\n".join(mesh.pair_advice_lines(pa)))
     return 0
 
 

@@ -99,6 +99,12 @@ Key = tuple[str, str, str, str, str, int, str]
 
 
 def _round(case: CaseRecord, seen: int) -> Any:
+    """The round a case's value is paired by. A mesh case: its round and its pair, so each
+    pair's tunnel meets that pair's native (a mesh's pooled rows take every pair of every
+    round as one paired observation; report/mesh.py has the per-pair grids)."""
+    pair = (case.doc.get("mesh") or {}).get("pair")
+    if pair and case.repeat is not None:
+        return (case.repeat, "-".join(map(str, pair)))
     return case.repeat if case.repeat is not None else seen
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from .hub import MAX_SPOKES
 from .topology import SiteSpec, parse_site
 
-KINDS = ("pair", "hub")
+KINDS = ("pair", "hub", "mesh")   # mesh: testbed/meshspec.py
 KEYS = ("kind", "spokes")
 DEFAULT_SPOKES = 10
 # The tunnel kinds with a hub variant and the parameters each honours are the drivers'

@@ -48,7 +48,7 @@ class Chain(Topology):
 
     @classmethod
     def chosen(cls, exp: Any, through_chain: bool = True) -> bool:
-        return exp.hub is None and exp.chain is not None and through_chain
+        return exp.hub is None and getattr(exp, "mesh", None) is None and exp.chain is not None and through_chain
 
     @classmethod
     def describe(cls) -> dict[str, Any]:

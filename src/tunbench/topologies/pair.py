@@ -34,7 +34,7 @@ class Pair(Topology):
 
     @classmethod
     def chosen(cls, exp: Any, through_chain: bool = True) -> bool:
-        return exp.hub is None and (exp.chain is None or not through_chain)
+        return exp.hub is None and getattr(exp, "mesh", None) is None and (exp.chain is None or not through_chain)
 
 
 TOPOLOGY = Pair

@@ -88,6 +88,11 @@ def hub_kinds() -> tuple[str, ...]:
     return tuple(k for k, drv in sorted(registry().items()) if drv.hub_capable)
 
 
+def mesh_kinds() -> tuple[str, ...]:
+    """The kinds that run between two sites of a mesh (testbed/mesh.py), in registry order."""
+    return tuple(k for k, drv in sorted(registry().items()) if drv.mesh_capable)
+
+
 def chain_site_kinds() -> tuple[str, ...]:
     """The kinds that run at the sites of a chain between hosts (chain/hosts.py)."""
     return tuple(k for k, drv in sorted(registry().items()) if drv.chain_site_capable)

@@ -190,6 +190,9 @@ class TunnelDriver(ABC, Generic[P]):
     hub_capable: ClassVar[bool] = False
     hub_params: ClassVar[tuple[str, ...]] = ()
     chain_site_capable: ClassVar[bool] = False
+    # runs between two sites of a mesh (testbed/mesh.py): its pair bring-up (`up`) works
+    # between two of N namespaces on one underlay bridge; set only where verified live
+    mesh_capable: ClassVar[bool] = False
     chain_gateway: ClassVar[str | None] = None
 
     # ---- declarations -------------------------------------------------------------------

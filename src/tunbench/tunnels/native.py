@@ -11,6 +11,7 @@ class Native(TunnelDriver[TunnelParams]):
     summary = "the underlay itself, no encapsulation (baseline)"
     hub_capable = True            # the hub's baseline: the spokes' underlay paths as they are
     chain_site_capable = True
+    mesh_capable = True           # pair bring-up between two mesh sites (live-tested)
 
     @classmethod
     def overhead(cls, params: TunnelParams, family: int = 4) -> int:

@@ -45,6 +45,7 @@ class Vxlan(TunnelDriver[VxlanParams]):
     needs = {"": Needs(kernel=(KernelOption("CONFIG_VXLAN", "vxlan", "VXLAN tunnels"),))}
     hub_capable = True            # N kernel VXLAN devices on the hub, one per spoke
     chain_site_capable = True
+    mesh_capable = True           # pair bring-up between two mesh sites (live-tested)
     chain_gateway = "device"
 
     @classmethod

@@ -1,0 +1,156 @@
+"""The mesh testbed's spec and schedule without root: `[testbed] kind = "mesh"` and
+`--testbed mesh --sites N` refused in one line naming the fix (exit 2 through the CLI) before
+anything is created; the schedule an edge colouring of the pair graph (every pair exactly
+once, each colour a matching, at most max degree + 1 colours); the plan runs pair by pair,
+native first within each pair; `--dry-run` prints the schedule."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import pytest
+
+from tunbench import spec as exp_spec
+from tunbench.cli import _spec_dict
+from tunbench.errors import SpecError
+from tunbench.plan import plan
+from tunbench.testbed import meshspec
+
+TB = [sys.executable, "-m", "tunbench"]
+
+
+def refused(data: dict) -> str:
+    with pytest.raises(SpecError) as exc:
+        exp_spec.build(data, "e.toml")
+    line = exc.value.one_line()
+    assert "\n" not in line
+    return line
+
+
+def mesh(**tb: object) -> dict:
+    return {"testbed": {"kind": "mesh", **tb}, "tunnel": [{"kind": "native"}, {"kind": "vxlan"}],
+            "workload": [{"name": "stream"}]}
+
+
+def test_a_mesh_is_parsed_recorded_and_rebuilt_on_resume() -> None:
+    exp = exp_spec.build(mesh(sites=4), "e.toml")
+    assert exp.mesh is not None and exp.hub is None
+    assert exp.mesh.pairs == (("s1", "s2"), ("s1", "s3"), ("s1", "s4"), ("s2", "s3"),
+                              ("s2", "s4"), ("s3", "s4"))
+    assert exp.to_dict()["testbed"] == {"kind": "mesh", "sites": 4, "pairs": "all",
+                                        "directions": "one"}
+    assert exp_spec.build(_spec_dict(exp.to_dict()), "e.toml").mesh == exp.mesh
+    listed = exp_spec.build(mesh(sites=3, pairs=["s2-s1", "s2-s3"], directions="both"), "e")
+    assert listed.mesh is not None and listed.mesh.pairs == (("s1", "s2"), ("s2", "s3"))
+    assert listed.to_dict()["testbed"]["pairs"] == ["s1-s2", "s2-s3"]
+    assert exp_spec.build(_spec_dict(listed.to_dict()), "e.toml").mesh == listed.mesh
+
+
+@pytest.mark.parametrize(("tb", "line"), [
+    ({"sites": 2}, "e.toml: testbed.sites must be an integer from 3 to 32, got 2 (a mesh of "
+                   "2 sites is the pair testbed: leave --testbed out) (fix the values named "
+                   "above; nothing was changed)"),
+    ({}, "e.toml: testbed.sites is missing: a mesh needs its number of sites (--sites N or "
+         "[testbed] sites = N, N >= 3) (fix the values named above; nothing was changed)"),
+    ({"sites": 3, "pairs": ["s1-s4"]},
+     "e.toml: testbed.pairs: 's1-s4' names unknown site(s) s4 (this mesh has s1..s3: raise "
+     "--sites or fix the pair) (fix the values named above; nothing was changed)"),
+    ({"sites": 3, "pairs": ["s1-s2", "s2-s1"]},
+     "e.toml: testbed.pairs: 's2-s1' is the same pair as 's1-s2' (list each pair once; "
+     "directions = \"both\" measures both ways) (fix the values named above; nothing was "
+     "changed)"),
+    ({"sites": 3, "pairs": ["s1-s1"]},
+     "e.toml: testbed.pairs: 's1-s1' pairs a site with itself (name two different sites) "
+     "(fix the values named above; nothing was changed)"),
+    ({"sites": 3, "pairs": "some"},
+     "e.toml: testbed.pairs must be \"all\" or a non-empty list like [\"s1-s2\", \"s2-s3\"], "
+     "got 'some' (fix the values named above; nothing was changed)"),
+    ({"sites": 3, "directions": "up"},
+     "e.toml: testbed.directions must be \"one\" or \"both\", got 'up' (fix the values "
+     "named above; nothing was changed)"),
+])
+def test_bad_mesh_input_is_refused_in_one_line(tb: dict, line: str) -> None:
+    assert refused(mesh(**tb)) == line
+
+
+def test_a_kind_the_mesh_cannot_run_is_refused_naming_those_it_can() -> None:
+    data = mesh(sites=3)
+    data["tunnel"] = [{"kind": "native"}, {"kind": "wireguard"}]
+    assert refused(data) == (
+        "e.toml: tunnel kind(s) wireguard are not mesh-capable (the mesh runs native, vxlan; "
+        "leave the others out or use the pair testbed) (fix the values named above; nothing "
+        "was changed)")
+    data = mesh(sites=3)
+    data["sites"] = {"a": "root@h1", "b": "root@h2"}
+    assert "a mesh runs on this host's namespaces only so far" in refused(data)
+
+
+def test_the_cli_refuses_with_exit_2_naming_the_flag_and_changes_nothing() -> None:
+    r = subprocess.run(TB + ["run", "--testbed", "mesh", "--sites", "2", "--tunnels",
+                             "native,vxlan", "--dry-run"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        "tunbench: --sites must be an integer from 3 to 32, got 2 (a mesh of 2 sites is the "
+        "pair testbed: leave --testbed out) (fix the values named above; nothing was changed)"]
+
+
+def _check_colouring(edges: list[tuple[str, str]], colours: list[list[tuple[str, str]]]
+                     ) -> None:
+    flat = [e for c in colours for e in c]
+    assert sorted(flat) == sorted(edges)                           # every pair exactly once
+    for c in colours:                                              # each colour a matching
+        sites = [s for e in c for s in e]
+        assert len(sites) == len(set(sites)), c
+    degree: dict[str, int] = {}
+    for a, b in edges:
+        degree[a], degree[b] = degree.get(a, 0) + 1, degree.get(b, 0) + 1
+    assert len(colours) <= max(degree.values()) + 1
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_the_edge_colouring_of_any_pair_graph(seed: int) -> None:
+    rng = random.Random(seed)
+    names = [f"s{i}" for i in range(1, rng.randint(3, 14) + 1)]
+    every = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    edges = rng.sample(every, rng.randint(1, len(every)))
+    _check_colouring(edges, meshspec.colour_edges(edges))
+
+
+@pytest.mark.parametrize("n", range(3, 12))
+def test_every_pair_takes_the_fewest_colours(n: int) -> None:
+    names = tuple(f"s{i}" for i in range(1, n + 1))
+    every = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    colours = meshspec.round_robin(names)
+    _check_colouring(every, colours)
+    assert len(colours) == (n - 1 if n % 2 == 0 else n)   # the chromatic index of K_n
+
+
+def test_the_plan_runs_pair_by_pair_native_first_in_schedule_order() -> None:
+    exp = exp_spec.build({**mesh(sites=4, directions="both"),
+                          "experiment": {"repeats": 2}}, "e.toml")
+    assert exp.mesh is not None
+    cases = plan(exp)
+    assert len(cases) == 2 * 12 * 2          # rounds x directed pairs x kinds
+    order = [s for slot in exp.mesh.schedule() for s in slot["pairs"]]
+    for rnd in (1, 2):
+        mine = [c for c in cases if c.repeat == rnd]
+        assert [list(c.pair) for c in mine[::2]] == order
+        assert [c.tunnel.kind for c in mine] == ["native", "vxlan"] * 12
+        assert all(c.to_dict()["pair"] == list(c.pair) for c in mine)
+    assert len({c.case_id for c in cases}) == len(cases)
+
+
+def test_dry_run_prints_the_schedule() -> None:
+    r = subprocess.run(TB + ["run", "--testbed", "mesh", "--sites", "4", "--tunnels",
+                             "native,vxlan", "--workloads", "stream", "--repeats", "1",
+                             "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1] == ("mesh: 4 sites, 6 pair(s), 3 colour(s) of disjoint pairs; on this "
+                        "host one pair at a time")
+    assert lines[2:5] == ["  colour 0: s1-s4, s2-s3", "  colour 1: s1-s3, s2-s4",
+                          "  colour 2: s1-s2, s3-s4"]
+    assert "  0000-s1-s4-native-stream-mtu1500-r1" in lines
