@@ -728,8 +728,9 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                        "in an experiment file choose the pairs)")
     where.add_argument("--placement", choices=("sites", "processes", "off"),
                        help="per-site CPU placement: each site's processes and receive work on "
-                       "its own CPUs (sites), its processes only (processes), or where the "
-                       "scheduler puts them (off, the default; docs/methodology.md)")
+                       "its own CPUs (sites), its processes only (processes, the default: it "
+                       "keeps the two ends of a measurement off one CPU), or where the "
+                       "scheduler puts them (off; docs/methodology.md)")
 
     out = r.add_argument_group("output")
     out.add_argument("--out", metavar="DIR", help="result folder (default results/<timestamp>)")

@@ -168,7 +168,7 @@ class Experiment:
     chain: chain_spec.ChainSpec | None = None   # functions between the sites (chain/)
     hub: hubspec.HubSpec | None = None   # a hub and N spokes instead of two sites (hubcase)
     mesh: meshspec.MeshSpec | None = None   # N sites, every listed pair measured (mesh.py)
-    placement: str = "off"            # per-site CPU placement: "sites" or "off" (placement.py)
+    placement: str = "processes"      # per-site CPU placement: "processes", "sites" or "off" (placement.py)
     budget: float = 900.0             # sequential: seconds of measurement at most
     max_rounds: int = 20              # sequential: rounds at most
 
@@ -380,6 +380,9 @@ def build(data: dict[str, Any], source: str = "command line",
     for w in workload_specs:
         problems += [f"{section('workload')}: workload {w.label}: {p}"
                      for p in w.params.family_problems(family)]
+    if "placement" not in exp and placement_mode == "processes" and any(
+            getattr(w.params, "affinity", "") for w in workload_specs):
+        placement_mode = "off"   # a workload pins iperf3 itself (affinity): it chooses the CPUs
     problems = list(dict.fromkeys(problems))   # a swept workload repeats its table's problem
     if problems:
         raise SpecError("\n".join(problems) if len(problems) > 1 else problems[0],
@@ -395,8 +398,9 @@ def build(data: dict[str, Any], source: str = "command line",
 
 def _placement(exp: dict[str, Any], sites: dict[str, Any], spot: Any,
                problems: list[str]) -> str:
-    """experiment.placement ("sites", "processes" or "off"; default off). A site of [sites] that names its
-    cpus asks for placement: "sites" then, unless placement was set to "off" (refused)."""
+    """experiment.placement ("sites", "processes" or "off"; default processes). A site of
+    [sites] that names its cpus asks for placement: "sites" then, unless placement was set to
+    "off" (refused)."""
     from .testbed.placement import DEFAULT_MODE, MODES
     named = [n for n, s in sites.items() if getattr(s, "cpus", "")]
     mode = exp.get("placement", "sites" if named else DEFAULT_MODE)

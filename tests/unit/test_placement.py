@@ -102,8 +102,9 @@ def _exp(exp: dict[str, object], sites: object = None) -> spec.Experiment:
 
 
 def test_placement_setting() -> None:
-    assert _exp({}).placement == "off"                  # the default stays off
-    assert "placement" not in _exp({}).to_dict()        # recorded campaigns read as before
+    assert _exp({}).placement == "processes"   # the default: the ends of a measurement apart
+    assert _exp({}).to_dict()["placement"] == "processes"
+    assert "placement" not in _exp({"placement": "off"}).to_dict()   # read as before it existed
     on = _exp({"placement": "sites"})
     assert on.placement == "sites" and on.to_dict()["placement"] == "sites"
     with pytest.raises(SpecError) as err:
@@ -115,7 +116,7 @@ def test_placement_flag() -> None:
     args = cli.build_parser().parse_args(["run", "--placement", "sites", "--tunnels", "native"])
     assert cli.spec_from_args(args).placement == "sites"
     args = cli.build_parser().parse_args(["run", "--tunnels", "native"])
-    assert cli.spec_from_args(args).placement == "off"
+    assert cli.spec_from_args(args).placement == "processes"
     with pytest.raises(SystemExit) as ex:
         cli.build_parser().parse_args(["run", "--placement", "yes"])
     assert ex.value.code == 2
@@ -128,7 +129,7 @@ def test_site_cpus() -> None:
     assert exp.placement == "sites"          # naming a site's CPUs asks for placement
     assert exp.to_dict()["sites"]["a"]["cpus"] == "2-5"
     plain = _exp({}, {"a": "root@gw1", "b": "root@gw2"})
-    assert plain.placement == "off" and "cpus" not in plain.to_dict()["sites"]["a"]
+    assert plain.placement == "processes" and "cpus" not in plain.to_dict()["sites"]["a"]
 
 
 @pytest.mark.parametrize("exp, sites, msg", [
@@ -147,9 +148,24 @@ def test_bad_site_cpus_are_one_line(exp: dict[str, object], sites: object, msg: 
 
 def test_fingerprint_tells_placement_apart_and_keeps_older_campaigns() -> None:
     from tunbench.results import fingerprint
-    off = fingerprint.derive(_exp({}).to_dict(), {})
+    off = fingerprint.derive(_exp({"placement": "off"}).to_dict(), {})
     assert "placement" not in off      # as every campaign recorded before placement existed
     on = fingerprint.derive(_exp({"placement": "sites"}).to_dict(), {})
     assert on["placement"] == "sites"
     assert fingerprint.differences(off, on) == ["CPU placement: A off, B sites"]
-    assert fingerprint.differences(off, fingerprint.derive(_exp({}).to_dict(), {})) == []
+    default = fingerprint.derive(_exp({}).to_dict(), {})
+    assert default["placement"] == "processes"
+    assert fingerprint.differences(off, default) == ["CPU placement: A off, B processes"]
+    assert fingerprint.differences(off, fingerprint.derive(
+        _exp({"placement": "off"}).to_dict(), {})) == []
+
+
+def test_a_workload_that_pins_iperf3_itself_turns_the_default_placement_off() -> None:
+    """affinity (iperf3 -A) chooses iperf3's CPUs: the default placement steps aside instead
+    of skipping every case; asking for both is still refused at the case."""
+    from tunbench import spec
+    data = {"experiment": {}, "tunnel": [{"kind": "native"}],
+            "workload": [{"name": "stream", "affinity": "0,1"}]}
+    assert spec.build(data, "f.toml").placement == "off"
+    data["experiment"] = {"placement": "processes"}
+    assert spec.build(data, "f.toml").placement == "processes"

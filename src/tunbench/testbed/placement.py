@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import TunbenchError
 
 MODES = ("sites", "processes", "off")
-DEFAULT_MODE = "off"
+DEFAULT_MODE = "processes"   # measured: docs/methodology.md, "CPU placement"
 _RANGE_RE = re.compile(r"^(\d{1,4})(?:-(\d{1,4}))?$")
 
 
