@@ -386,7 +386,8 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
     """The spec dict that rebuilds a recorded experiment (for --resume)."""
     exp: dict[str, Any] = {k: recorded[k] for k in (
         "repeats", "budget", "max_rounds", "duration", "warmup", "mtus", "order", "seed",
-        "family", "name", "cpu_interval", "noisy_cv", "placement") if recorded.get(k) is not None}
+        "family", "name", "cpu_interval", "noisy_cv") if recorded.get(k) is not None}
+    exp["placement"] = recorded.get("placement", "off")   # recorded before it existed: off
     for key in ("rate",) + spec.NETEM_KEYS:
         if recorded.get(key):
             exp[key] = recorded[key]

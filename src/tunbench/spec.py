@@ -202,7 +202,9 @@ class Experiment:
             **({"chain": self.chain.to_dict()} if self.chain else {}),
             **({"testbed": self.hub.to_dict()} if self.hub else {}),
             **({"testbed": self.mesh.to_dict()} if self.mesh else {}),
-            **({"placement": self.placement} if self.placement != "off" else {}),
+            # always written: a campaign recorded before placement existed has none (read as
+            # "off"), and --resume must rebuild an explicit "off" as off, not as the default
+            "placement": self.placement,
         }
 
     def all_mtus(self) -> tuple[int, ...]:

@@ -104,7 +104,12 @@ def _exp(exp: dict[str, object], sites: object = None) -> spec.Experiment:
 def test_placement_setting() -> None:
     assert _exp({}).placement == "processes"   # the default: the ends of a measurement apart
     assert _exp({}).to_dict()["placement"] == "processes"
-    assert "placement" not in _exp({"placement": "off"}).to_dict()   # read as before it existed
+    off = _exp({"placement": "off"})
+    assert off.to_dict()["placement"] == "off"      # --resume rebuilds it as off
+    from tunbench import cli
+    assert spec.build(cli._spec_dict(off.to_dict()), "f.toml").placement == "off"
+    older = {k: v for k, v in _exp({}).to_dict().items() if k != "placement"}
+    assert spec.build(cli._spec_dict(older), "f.toml").placement == "off"   # before it existed
     on = _exp({"placement": "sites"})
     assert on.placement == "sites" and on.to_dict()["placement"] == "sites"
     with pytest.raises(SpecError) as err:
