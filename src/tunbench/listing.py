@@ -171,7 +171,8 @@ def print_topologies(only: str | None = None) -> None:
                  f"hosts: {need['hosts']}"] + (["root here"] if need["root"] else [])
         here, hosts = d["tunnel_kinds"]["here"], d["tunnel_kinds"]["on_hosts"]
         kinds = [f"here: {', '.join(here)}"] + (
-            [f"on hosts: {', '.join(hosts)}"] if hosts != here else ["on hosts: the same"])
+            [f"on hosts: {', '.join(hosts) or 'none (not built on hosts)'}"] if hosts != here
+            else ["on hosts: the same"])
         if "gateway_kinds" in d:
             kinds.append(f"gateways: {', '.join(d['gateway_kinds'])}")
         kinds.append("workloads: " + (", ".join(d["workloads"]) if d["workloads"] is not None
