@@ -181,7 +181,7 @@ def _change(a: data.Campaign, b: data.Campaign, ra: stats.Row, rb: stats.Row) ->
     vb = data.values_by_tunnel(b, scen, ra.metric).get(ra.tunnel, [])
     significant, method, verdict = judge(va, vb, ra.higher_is_better)
     absolute = verdict
-    reference = ra.kind == "native"
+    reference = stats.is_reference(ra)
     share_a = share_b = share_pct = share_verdict = ci_a = ci_b = None
     basis = ABSOLUTE
     if not reference and ra.unit not in COUNT_UNITS:

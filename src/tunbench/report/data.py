@@ -112,6 +112,11 @@ class Campaign:
     def kind_of(self, label: str) -> str:
         return next((r.tunnel.kind for r in self.cases if r.tunnel.label == label), label)
 
+    def is_reference(self, label: str) -> bool:
+        """Whether the tunnel shown as `label` is the campaign's reference (native; not native
+        through a chain, which is measured against it: stats.is_reference)."""
+        return self.kind_of(label) == "native" and not label.endswith(stats.VIA_CHAIN)
+
     def encrypts(self, label: str) -> bool:
         """Whether the tunnel shown as `label` encrypts (as its cases recorded it, or from the
         kind in older files)."""
@@ -127,7 +132,7 @@ class Campaign:
 
     def native_row(self, scen: Scenario, metric: str) -> stats.Row | None:
         wl, mtu, off = scen
-        return next((r for r in self.rows if r.kind == "native" and r.workload == wl
+        return next((r for r in self.rows if stats.is_reference(r) and r.workload == wl
                      and r.mtu == mtu and r.offloads == off and r.metric == metric), None)
 
     def mtus(self, workload: str | None = None) -> list[int]:

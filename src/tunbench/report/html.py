@@ -187,7 +187,7 @@ def _main_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
         trs = {x.metric: x for x in rows if x.tunnel == tun}
         if not trs:
             continue
-        cls = " class=native" if c.kind_of(tun) == "native" else ""
+        cls = " class=native" if c.is_reference(tun) else ""
         n = max(x.stats.n for x in trs.values())
         out.append(f'<tr{cls}><td class="l t">{esc(tun)}</td><td data-label="n">{n}</td>')
         for m in metrics:
@@ -234,7 +234,7 @@ def _metric_rows_table(c: Campaign, rows: list[stats.Row], metrics: list[str],
                    if m in pct_cols and r.pct_of_native is not None
                    and not stats.is_reference(r)
                    else "<br><small>reference</small>" if m in pct_cols
-                   and r.kind == "native" else "")
+                   and stats.is_reference(r) else "")
             out.append(_value_cell(r, pct))
         out.append("</tr>")
     out.append("</tbody></table>")

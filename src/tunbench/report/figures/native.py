@@ -50,7 +50,7 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
                 continue
             for tun in c.tunnels():
                 r = c.row(tun, scen, metric)
-                if r is not None and r.kind == "native":
+                if r is not None and stats.is_reference(r):
                     entries.append((tun, scen, 100.0, 0.0, 0.0))   # the reference
                 elif r is not None and (got := pct_interval(r)) is not None:
                     entries.append((tun, scen, *got))
@@ -67,7 +67,7 @@ def pct_native_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]
         cut = False
         labels = []
         for i, (tun, scen, pct, below, half) in enumerate(entries):
-            if c.kind_of(tun) == "native":   # the reference (100%), not a measurement
+            if c.is_reference(tun):   # the reference (100%), not a measurement
                 ax.barh(i, pct, color="white", edgecolor=pal(tun), hatch="//", height=0.7)
                 ax.text(pct / 2, i, "reference", ha="center", va="center", fontsize=7)
                 _value_label(ax, i, pct, f"{pct:.0f}%")
