@@ -27,9 +27,10 @@ pytestmark = pytest.mark.correctness
 
 WATCHED = ("iperf3", "wireguard-go")    # what each site starts and keeps running
 # short commands drivers and the runner run in a site to configure or probe it (site.run),
-# not confined (docs/methodology.md), and cgjoin itself before it joins
+# not confined (docs/methodology.md); cgjoin itself before it joins (python); pyroute2's
+# namespace helper, a fork of this process (python, pytest)
 CONFIG = {"ip", "ping", "ethtool", "cat", "sysctl", "tc", "wg", "cp", "ls", "python3",
-          "python", "nstat", "ss", "sh", "sleep", "taskset"}
+          "python", "pytest", "nstat", "ss", "sh", "sleep", "taskset"}
 
 
 def _cpuset_of(pid: int) -> str | None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from ...results.records import CORES
 from .. import data, stats
 from ..data import Campaign
-from ...results.records import CORES
 from .base import Figure, Palette, _ceiling, _err, _grid, _own_scale, _save, slug
 
 # -- 6. sweeps: aggregate throughput and CPU vs parallel streams / processes ---------------
