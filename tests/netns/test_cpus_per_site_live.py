@@ -46,6 +46,29 @@ def _cpuset_of(pid: int) -> str | None:
     return v2[0] if v2 else None
 
 
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _state(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def _ppid(pid: str) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ppid = stat.rsplit(")", 1)[1].split()[1]
+        return f"{ppid} {_cmdline(ppid)[:80]}"
+    except (OSError, IndexError):
+        return ""
+
+
 class Watcher:
     """Every 100 ms while a campaign runs: for each process in the namespaces the campaign
     creates, its comm, Cpus_allowed_list and cpuset cgroup, by (run id, site)."""
@@ -53,6 +76,7 @@ class Watcher:
     def __init__(self) -> None:
         self.before = set(netlink.list_netns())
         self.seen: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
+        self.stray: list[tuple[str, ...]] = []    # a watched program outside any site cgroup
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -69,8 +93,15 @@ class Watcher:
                     except OSError:
                         continue
                     cpus, cg = placement.allowed_cpus(int(pid)), _cpuset_of(int(pid))
+                    # an exited process (zombie) reads as the root cgroup on a v1 kernel:
+                    # not a process that runs
+                    if _state(pid) in ("Z", "X", ""):
+                        continue
                     if cpus is not None and cg is not None:
                         self.seen.setdefault((rid, site), set()).add((comm, cpus, cg))
+                        if comm in WATCHED and not cg.startswith(f"/{names.PREFIX}-"):
+                            self.stray.append((rid, site, pid, comm, cg, _cmdline(pid),
+                                               _ppid(pid)))
 
     def __enter__(self) -> Watcher:
         self.thread.start()
@@ -137,7 +168,7 @@ def test_sites_confined_to_their_cores(tmp_path: Path,
                                        "wireguard" else set())
             assert want_comms <= comms, (c["case"]["id"], site, seen)
             assert {cpus for _, cpus in inside} == {want[site]}, (c["case"]["id"], site, seen)
-            assert not (outside & set(WATCHED)), (c["case"]["id"], site, seen)
+            assert not (outside & set(WATCHED)), (c["case"]["id"], site, seen, w.stray)
             assert outside <= CONFIG, (c["case"]["id"], site, outside)
     # nothing of the runs is left: namespaces and cgroups
     assert not [n for n in netlink.list_netns() if n not in w.before and names.is_ours_netns(n)]
