@@ -25,7 +25,8 @@ INTERNAL_ERROR = 70   # sysexits EX_SOFTWARE: a bug in tunbench, not the input o
 
 # Flags whose value is a comma-separated list (split by inputs.split_list; the fuzz test
 # checks every help text saying "comma-separated" is here)
-LIST_FLAGS = ("--tunnels", "--workloads", "--mtu", "--offloads", "--streams")
+LIST_FLAGS = ("--tunnels", "--workloads", "--mtu", "--offloads", "--streams",
+              "--cpus-per-site")
 
 EXIT_CODES = cli_help.EXIT_TABLE   # once, in `tunbench --help`
 
@@ -122,6 +123,13 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
         e["order"] = "shuffled"
     if getattr(args, "placement", None) is not None:
         e["placement"] = args.placement
+    if getattr(args, "cpus_per_site", None) is not None:
+        try:
+            e["cpus_per_site"] = [int(k) for k in inputs.split_list("--cpus-per-site",
+                                                                    args.cpus_per_site)]
+        except ValueError:
+            raise SpecError(f"--cpus-per-site {args.cpus_per_site!r} is not a list of core "
+                            "counts", "e.g. --cpus-per-site 1,2") from None
     if args.tunnels is not None:
         over["tunnel"] = [{"kind": k} for k in inputs.split_list("--tunnels", args.tunnels)]
     if args.workloads is not None:
@@ -302,6 +310,13 @@ def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
             print(f"  colour {slot['colour']}: "
                   + ", ".join(f"{a}->{b}" if exp.mesh.directions == "both" else f"{a}-{b}"
                               for a, b in slot["pairs"]))
+    if exp.cpus_per_site:   # which CPUs each site gets at each count (testbed/sitecores.py)
+        from .testbed import sitecores
+        have = sitecores.host_cpus()
+        print("cores per site: " + "; ".join(
+            f"{k}: a on {(s := sitecores.site_sets(k, have))['a']}, b on {s['b']}"
+            for k in exp.cpus_per_site) + " (a cpuset cgroup per site"
+            + (", RPS on its underlay)" if exp.placement != "processes" else ")"))
     for c in cases:
         print(f"  {c.case_id}")
     return 0
@@ -386,7 +401,8 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
     """The spec dict that rebuilds a recorded experiment (for --resume)."""
     exp: dict[str, Any] = {k: recorded[k] for k in (
         "repeats", "budget", "max_rounds", "duration", "warmup", "mtus", "order", "seed",
-        "family", "name", "cpu_interval", "noisy_cv") if recorded.get(k) is not None}
+        "family", "name", "cpu_interval", "noisy_cv", "cpus_per_site")
+        if recorded.get(k) is not None}
     exp["placement"] = recorded.get("placement", "off")   # recorded before it existed: off
     for key in ("rate",) + spec.NETEM_KEYS:
         if recorded.get(key):
@@ -732,6 +748,11 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                        "its own CPUs (sites), its processes only (processes, the default: it "
                        "keeps the two ends of a measurement off one CPU), or where the "
                        "scheduler puts them (off; docs/methodology.md)")
+    where.add_argument("--cpus-per-site", metavar="K,...", help="site size in cores, "
+                       "comma-separated counts (e.g. 1,2): each a scenario, every method "
+                       "measured with each site confined to K CPUs (a cpuset cgroup per "
+                       "site, RPS on its underlay); local testbed, fixed --repeats "
+                       "(docs/methodology.md)")
 
     out = r.add_argument_group("output")
     out.add_argument("--out", metavar="DIR", help="result folder (default results/<timestamp>)")

@@ -1,4 +1,4 @@
-"""Experiment -> ordered list of cases (tunnel x MTU x offloads x workload x repeat).
+"""Experiment -> ordered list of cases (tunnel x MTU x offloads x workload x cores x repeat).
 
 A workload with its own `mtus` runs only at those underlay MTUs; the others at the
 experiment's. A swept workload (parallel-streams with a list of stream counts) is already one
@@ -16,6 +16,10 @@ every table shows the chain as a share of direct measured in the same round.
 The sequential design (no fixed repeats) plans its minimum rounds here; the runner adds each
 further round with `next_round`, only the cases the stopping rule keeps (sequential.py), in
 the same order as a full round (native first), numbered on from the cases before it.
+
+With `cpus_per_site` (site size in cores, testbed/sitecores.py) each round measures every
+case at each core count in turn (native first at each), so a method at 1 core meets native at
+1 core of the same round.
 
 A mesh (testbed/meshspec.py) runs each round pair by pair in the order of its schedule (the
 colours of its edge colouring, one after another): every case of a pair, native first, before
@@ -47,13 +51,17 @@ class Case:
     # it runs in (testbed/meshspec.py); None / -1 otherwise
     pair: tuple[str, str] | None = None
     colour: int = -1
+    # site size in cores (testbed/sitecores.py): the CPUs each site may use; 0 when the
+    # experiment has no cpus_per_site axis
+    cpus: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "id": self.case_id, "tunnel": self.tunnel.to_dict(),
                 "workload": self.workload.to_dict(), "mtu": self.mtu,
                 "offloads": self.offloads.to_dict(), "repeat": self.repeat,
                 **({"topology": self.topology} if self.topology else {}),
-                **({"pair": list(self.pair), "colour": self.colour} if self.pair else {})}
+                **({"pair": list(self.pair), "colour": self.colour} if self.pair else {}),
+                **({"cpus_per_site": self.cpus} if self.cpus else {})}
 
     @property
     def through_chain(self) -> bool:
@@ -100,17 +108,19 @@ def _round(exp: Experiment, rep: int, start: int, rng: random.Random,
                         cases.append(case)
         return cases
     for topo in _topologies(exp):
-        for t, w, m, o in round_:
-            i = start + len(cases)
-            variant = "" if o.name == "default" else f"-{o.name}"
-            via = f"-{topo}" if topo else ""
-            name = t.label
-            if topo == "chain":
-                t = replace(t, label=t.label + VIA_CHAIN)
-            cid = f"{i:04d}-{name}-{w.label}-mtu{m}{variant}{via}-r{rep}"
-            case = Case(i, cid, t, w, m, o, rep, topo)
-            if keep is None or keep(case):
-                cases.append(case)
+        for k in exp.cpus_per_site or (0,):   # site size in cores: each value in turn
+            for t, w, m, o in round_:
+                i = start + len(cases)
+                variant = "" if o.name == "default" else f"-{o.name}"
+                via = f"-{topo}" if topo else ""
+                cores = f"-cpu{k}" if k else ""
+                name = t.label
+                if topo == "chain":
+                    t = replace(t, label=t.label + VIA_CHAIN)
+                cid = f"{i:04d}-{name}-{w.label}-mtu{m}{variant}{cores}{via}-r{rep}"
+                case = Case(i, cid, t, w, m, o, rep, topo, cpus=k)
+                if keep is None or keep(case):
+                    cases.append(case)
     return cases
 
 

@@ -30,7 +30,7 @@ from .results import envinfo, fingerprint
 from .results.model import MetricRecord, case_document
 from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
-from .testbed import local, mesh, names, netlink, placement, topology
+from .testbed import local, mesh, names, netlink, sitecores, topology
 from .testbed.base import Site, Testbed
 from .testbed.hubhosts import HubHosts
 from .testbed.ledger import Ledger
@@ -92,6 +92,10 @@ def preflight(exp: Experiment) -> None:
     for w in exp.workloads:
         for m in workloads.get(w.name).requirements(w.params):
             missing.append(f"workload {w.name}: {m.one_line()}")
+    if exp.cpus_per_site:   # a cpuset cgroup per site (testbed/sitecores.py)
+        cores_missing = sitecores.missing()
+        if cores_missing:
+            missing.append(cores_missing)
     if exp.netem is not None:
         netem_missing = kernel_missing("CONFIG_NET_SCH_NETEM", "netem WAN emulation (--delay, "
                                        "--jitter, --loss, --netem-rate)", "sch_netem")
@@ -379,7 +383,8 @@ def _heal(topo: topology.Topology | HubHosts | None, doc: dict[str, Any]
 def _case_keys(c: Case) -> dict[str, Any]:
     return {"tunnel": c.tunnel.label, "kind": c.tunnel.kind, "workload": c.workload.name,
             "workload_label": c.workload.label, "mtu": c.mtu, "offloads": c.offloads.name, "repeat": c.repeat,
-            **({"pair": list(c.pair)} if c.pair else {})}
+            **({"pair": list(c.pair)} if c.pair else {}),
+            **({"cpus_per_site": c.cpus} if c.cpus else {})}
 
 
 def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
@@ -419,7 +424,7 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
                                    netem=exp.netem)
         else:
             tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
-        placement.place(tb, exp.placement, {n: s.cpus for n, s in exp.sites.items()})
+        sitecores.place(tb, case.cpus, exp.placement, {n: s.cpus for n, s in exp.sites.items()})
         driver = tunnels.get(case.tunnel.kind)()
         # a kind that carries one inner family only (sit: IPv6) is measured with that one
         family = exp.family if exp.family in driver.inner_families else driver.inner_families[0]

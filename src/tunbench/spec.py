@@ -10,6 +10,7 @@ them together before anything runs. The same dict shape is used for TOML files a
     duration = 10                 # seconds per measurement
     warmup = 1                    # seconds excluded at the start (iperf3 -O)
     mtus = [1500, 9000]           # underlay MTUs; tunnel MTU = underlay MTU - overhead
+    cpus_per_site = [1, 2]        # site size in cores: each value a scenario (sitecores.py)
     rate = "500mbit"              # shape the underlay with tbf
     delay = "25ms"                # netem on both underlay ends: delay, jitter, loss, rate
     jitter = "5ms"
@@ -82,7 +83,7 @@ OFFLOAD_FEATURES = ("tso", "gso", "gro", "lro", "rx", "tx", "sg", "tx-udp_tnl-se
 EXPERIMENT_KEYS = {"repeats", "budget", "max_rounds", "duration", "warmup", "mtus", "rate",
                    "order", "seed", "family",
                    "name", "cpu_interval", "noisy_cv", "delay", "jitter", "loss", "netem_rate",
-                   "placement"}
+                   "placement", "cpus_per_site"}
 NETEM_KEYS = ("delay", "jitter", "loss", "netem_rate")
 WORKLOAD_SPEC_KEYS = ("name", "label", "mtus")   # keys of a [[workload]] table that are not params
 
@@ -169,6 +170,9 @@ class Experiment:
     hub: hubspec.HubSpec | None = None   # a hub and N spokes instead of two sites (hubcase)
     mesh: meshspec.MeshSpec | None = None   # N sites, every listed pair measured (mesh.py)
     placement: str = "processes"      # per-site CPU placement: "processes", "sites" or "off" (placement.py)
+    # site size in cores: each value a scenario, every method measured at each in the same
+    # round (testbed/sitecores.py); () when not on this axis
+    cpus_per_site: tuple[int, ...] = ()
     budget: float = 900.0             # sequential: seconds of measurement at most
     max_rounds: int = 20              # sequential: rounds at most
 
@@ -205,6 +209,7 @@ class Experiment:
             # always written: a campaign recorded before placement existed has none (read as
             # "off"), and --resume must rebuild an explicit "off" as off, not as the default
             "placement": self.placement,
+            **({"cpus_per_site": list(self.cpus_per_site)} if self.cpus_per_site else {}),
         }
 
     def all_mtus(self) -> tuple[int, ...]:
@@ -242,7 +247,8 @@ FLAG_NAMES = {"repeats": "--repeats", "budget": "--budget", "max_rounds": "--max
               "mtus": "--mtu", "rate": "--rate", "seed": "--seed", "noisy_cv": "--noisy-cv",
               "order": "--shuffle", "delay": "--delay", "jitter": "--jitter", "loss": "--loss",
               "netem_rate": "--netem-rate", "tunnel": "--tunnels", "workload": "--workloads",
-              "offloads": "--offloads", "testbed": "--testbed", "placement": "--placement"}
+              "offloads": "--offloads", "testbed": "--testbed", "placement": "--placement",
+              "cpus_per_site": "--cpus-per-site"}
 
 
 def _num(problems: list[str], spot: str, val: Any, lo: float, hi: float,
@@ -385,6 +391,13 @@ def build(data: dict[str, Any], source: str = "command line",
     if "placement" not in exp and placement_mode == "processes" and any(
             getattr(w.params, "affinity", "") for w in workload_specs):
         placement_mode = "off"   # a workload pins iperf3 itself (affinity): it chooses the CPUs
+    cores: tuple[int, ...] = ()
+    if "cpus_per_site" in exp:
+        cores = _cores(exp, spot, problems, sites=bool(sites), hub=hub is not None,
+                       mesh=mesh is not None, chain=chain is not None,
+                       sequential=repeats is None, workloads=workload_specs)
+        if cores and "placement" not in exp:   # the axis steers each site's receive work too
+            placement_mode = "sites"
     problems = list(dict.fromkeys(problems))   # a swept workload repeats its table's problem
     if problems:
         raise SpecError("\n".join(problems) if len(problems) > 1 else problems[0],
@@ -395,7 +408,37 @@ def build(data: dict[str, Any], source: str = "command line",
                       netem=netem if netem.active else None, sites=sites,
                       ssh_config=str(ssh_config) if ssh_config else None,
                       heartbeat=float(heartbeat), chain=chain, hub=hub, mesh=mesh,
-                      placement=placement_mode, budget=budget, max_rounds=max_rounds)
+                      placement=placement_mode, budget=budget, max_rounds=max_rounds,
+                      cpus_per_site=cores)
+
+
+def _cores(exp: dict[str, Any], spot: Any, problems: list[str], *, sites: bool, hub: bool,
+           mesh: bool, chain: bool, sequential: bool,
+           workloads: list[WorkloadSpec]) -> tuple[int, ...]:
+    """experiment.cpus_per_site: the core counts of the site-size axis (sitecores.py), and
+    what it does not combine with, each refused naming the fix."""
+    from .testbed import sitecores
+    where = spot("cpus_per_site")
+    before = len(problems)
+    cores = sitecores.parse_axis(exp["cpus_per_site"], where, len(sitecores.host_cpus()),
+                                 problems)
+    if len(problems) > before:   # a bad value is named alone
+        return ()
+    shape = ("[sites] (hosts)" if sites else "a hub testbed" if hub else
+             "a mesh testbed" if mesh else "a [chain]" if chain else "")
+    if shape:
+        problems.append(f"{where} runs on the local two-site testbed only, not with {shape}: "
+                        "leave out one of them")
+    if exp.get("placement") == "off":
+        problems.append(f"{where} confines each site, but {spot('placement')} is 'off': "
+                        "leave out placement (or give sites or processes)")
+    if sequential:
+        problems.append(f"{where} needs fixed rounds: add repeats (--repeats N)")
+    for w in workloads:
+        if getattr(w.params, "affinity", ""):
+            problems.append(f"{where} and workload {w.label}'s affinity both choose iperf3's "
+                            "CPUs: leave out the affinity")
+    return cores if len(problems) == before else ()
 
 
 def _placement(exp: dict[str, Any], sites: dict[str, Any], spot: Any,

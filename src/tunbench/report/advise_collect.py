@@ -45,9 +45,25 @@ def reference(c: Campaign, want_mtu: int | None = None, want_off: str | None = N
                  REF_OFFLOADS if REF_OFFLOADS in offs else offs[0])
 
 
+def _one_core_count(ok: list[CaseRecord], notes: list[str]) -> list[CaseRecord]:
+    """A campaign on the site-size axis (cpus_per_site): the summary reads the most cores
+    per site (each method at full size; report/sitesize.py tables every count), noted."""
+    from .sitesize import cores_of
+    counts = sorted({k for d in ok if (k := cores_of(d)) is not None})
+    if not counts:
+        return ok
+    if len(counts) > 1:
+        notes.append(f"figures at {counts[-1]} cores per site; measured: "
+                     f"{', '.join(map(str, counts))} (the report's \"Site size in cores\" "
+                     "has each count)")
+    return [d for d in ok if cores_of(d) in (counts[-1], None)]
+
+
 def _streams(case: CaseRecord) -> int:
     wl = case.workload          # the axes the writer recorded (results v2)
     for p in wl.axes:
+        if p == "cpus_per_site":    # the site-size axis, named in by results/records.py
+            continue
         v = wl.params.get(p)
         if isinstance(v, int) and not isinstance(v, bool):
             return v
@@ -138,6 +154,7 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
         return out, ["no case measured: nothing to summarize"]
     mtu, off = ref
     ok = [d for d in c.ok if (d.mtu, d.offloads) == (mtu, off)]
+    ok = _one_core_count(ok, notes)
     offs = sorted({s[2] for s in c.scenarios()})
     if len(c.mtus()) > 1 or len(offs) > 1:
         notes.append(f"figures at underlay MTU {mtu}, offloads {off}; measured: MTU "

@@ -39,7 +39,8 @@ ROOM = 30.0           # points below it another core must stay to call it one-co
 THREAD_FULL = 60.0    # % of one core: a thread this busy is named as the core's user
 _PID = re.compile(r"\[\d+\]$")
 
-WRAPPERS = ("ip", "nsenter", "env")   # a comm read before the wrapper exec'd the tool
+# a comm read before the wrapper exec'd the tool (python: testbed/cgjoin.py, privrun)
+WRAPPERS = ("ip", "nsenter", "env", "python", "python3")
 
 
 @dataclass

@@ -62,6 +62,9 @@ def derive(experiment: dict[str, Any], env: dict[str, Any],
         # recorded before it (and every one with it off) keeps its fingerprint
         **({"placement": experiment["placement"]}
            if experiment.get("placement", "off") != "off" else {}),
+        # site size in cores (testbed/sitecores.py): only on that axis, as placement
+        **({"cpus_per_site": sorted(experiment["cpus_per_site"])}
+           if experiment.get("cpus_per_site") else {}),
     }
 
 
@@ -106,6 +109,10 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     pa, pb = a.get("placement", "off"), b.get("placement", "off")
     if pa != pb:
         out.append(f"CPU placement: A {pa}, B {pb}")
+    ca, cb = a.get("cpus_per_site"), b.get("cpus_per_site")
+    if ca != cb:
+        out.append(f"cores per site: A {_show(ca and ', '.join(map(str, ca)))}, "
+                   f"B {_show(cb and ', '.join(map(str, cb)))}")
     ua, ub = a.get("underlay") or {}, b.get("underlay") or {}
     for key in UNDERLAY_KEYS:
         if ua.get(key) != ub.get(key):

@@ -11,7 +11,9 @@ A case's identity is named the way every table shows it, once, here:
 - the workload by its direction when it ran reversed or both ways ('stream reverse',
   iperf3 -R / --bidir: `name_directions`), never pooled with the forward direction;
 - one value of a workload swept across cases ('stream streams=4') as its own scenario
-  (`split_sweeps`).
+  (`split_sweeps`);
+- one core count of the site-size axis ('stream cpus_per_site=1') as its own scenario
+  (`name_cores`).
 
 These work on the documents before they are typed (an older file is upgraded by the reader
 first); the records keep the named document in `doc` for what has no typed field yet.
@@ -316,11 +318,39 @@ def split_sweeps(cases: list[dict[str, Any]]) -> None:
                                                    "sweep": point}}
 
 
+CORES = "cpus_per_site"   # the site-size axis (testbed/sitecores.py), as the case recorded it
+
+
+def name_cores(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cases measured at a number of cores per site (`case.cpus_per_site`, the site-size
+    axis) are named so ('stream cpus_per_site=1'), in their scenario and label, and carry
+    the count as a parameter on an axis of their workload (base: the workload), so tables
+    and shares of native never pool two core counts (native at the same count, same round)
+    and the report draws each method against cores like a sweep (report/data.sweeps)."""
+    out = []
+    for d in cases:
+        k = d["case"].get(CORES)
+        if not isinstance(k, int) or isinstance(k, bool):
+            out.append(d)
+            continue
+        w = d["case"]["workload"]
+        tag = f"{CORES}={k}"
+        # base: the scenario without the count ('stream', 'stream reverse'), what the
+        # figures and the scaling table group the counts by
+        named = {**w, "name": f"{w['name']} {tag}", "base": w["name"],
+                 "params": {**(w.get("params") or {}), CORES: k},
+                 "axes": [*(a for a in w.get("axes") or () if a != CORES), CORES],
+                 "sweep": {**(w.get("sweep") or {}), CORES: k}}
+        named["label"] = f"{w.get('label') or w['name']} {tag}"
+        out.append({**d, "case": {**d["case"], "workload": named}})
+    return out
+
+
 def named(docs: list[dict[str, Any]], *, sweeps: bool = True) -> list[CaseRecord]:
     """Case documents (as read) named as every table shows them, typed. `sweeps`: split a
     workload swept across cases into one scenario per value (the report, the store); the
     console summary of a run keeps them together and tabulates the sweep."""
-    cases = name_directions(name_tunnels(docs))
+    cases = name_cores(name_directions(name_tunnels(docs)))
     if sweeps:
         split_sweeps(cases)
     return [CaseRecord.from_doc(d) for d in cases]

@@ -20,6 +20,7 @@ from ..remote.agent import bpfhost
 from .ledger import Ledger
 from .netlink import NetnsLinks
 from .placement import confine
+from .sitecores import join_argv
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,10 @@ class Testbed:
     # started on (empty: placement off); and each confined process's label -> its cpulist
     placement: dict[str, str] = field(default_factory=dict)
     placed_processes: dict[str, str] = field(default_factory=dict, repr=False)
+    # site size in cores (testbed/sitecores.py): site name -> its cpuset cgroup, which every
+    # process the site starts joins; and each such process's label -> its site
+    cgroups: dict[str, Path] = field(default_factory=dict)
+    cgroup_processes: dict[str, str] = field(default_factory=dict, repr=False)
 
     def sites(self) -> tuple[Site, Site]:
         return self.a, self.b
@@ -233,6 +238,10 @@ class Testbed:
         if cpus is not None:   # per-site placement: started on the site's CPUs only
             argv = confine(argv, cpus)
             self.placed_processes[label] = cpus
+        cgroup = self.cgroups.get(site.name)
+        if cgroup is not None:   # site size in cores: in the site's cpuset cgroup from exec
+            argv = join_argv(cgroup, argv)
+            self.cgroup_processes[label] = site.name
         p = site.spawn(argv, self.site_dir(site), label, env=env, split_stderr=split_stderr,
                        private=private)
         site.record_process(self.ledger, p, grace)

@@ -9,12 +9,12 @@ test, tests/unit/test_import_layers.py, names any `register_undo` kind missing a
 from __future__ import annotations
 
 from ..tbtun import loader
-from . import bpfdrop, remote
+from . import bpfdrop, remote, sitecores
 from .ledger import replay_journals
 
 # The owners of the kinds the ledger does not know itself: loader (bpffs, bpfpins,
-# tbtun-tc), bpfdrop (bpfdrop), remote (remote, remote_agent).
-OWNERS = (loader, bpfdrop, remote)
+# tbtun-tc), bpfdrop (bpfdrop), remote (remote, remote_agent), sitecores (cgroup).
+OWNERS = (loader, bpfdrop, remote, sitecores)
 
 
 def replay(only: str | None = None) -> list[str]:

@@ -92,6 +92,8 @@ def sweep(run_id: str | None = None) -> list[str]:
             removed.append(f"link {link}")
     from ..tbtun import loader  # tbtun pins of crashed runs (/sys/fs/bpf/tb-<run>)
     removed += loader.sweep(run_id)
+    from . import sitecores  # site cpuset cgroups of crashed runs (tb-<run>-<site>)
+    removed += sitecores.sweep(run_id)
     if run_id is None:          # ssh control files carry a PID, not a run id
         from ..remote import transport
         removed += transport.sweep_control_dir()

@@ -1,10 +1,11 @@
-"""Sweeps: a metric and CPU against streams, processes or N tunnels."""
+"""Sweeps: a metric and CPU against streams, processes, N tunnels or cores per site."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
+from ...results.records import CORES
 from .. import data, stats
 from ..data import Campaign
 from .base import Figure, Palette, _ceiling, _err, _grid, _own_scale, _save, slug
@@ -36,6 +37,8 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         head = data.headline_metric(c, sw.workload)
         if head in sw.points and head not in metrics:   # latency vs N: the median RTT
             metrics.insert(0, head)
+        if sw.param == CORES and "cpu_per_gbit" in sw.points:   # how each method scales
+            metrics.append("cpu_per_gbit")
         fig, axes = _grid(len(metrics), 4.2, 3.0)
         xs_all: set[int] = set()
         logy = False
@@ -57,7 +60,8 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(xs_all), [str(x) for x in sorted(xs_all)])
             ax.minorticks_off()
-            ax.set_xlabel("ECMP tunnels" if sw.over == "tunnel" else f"parallel {sw.param}")
+            ax.set_xlabel("ECMP tunnels" if sw.over == "tunnel" else "cores per site"
+                          if sw.param == CORES else f"parallel {sw.param}")
             unit = sw.units.get(metric, "")
             shown = c.unit_label(metric, unit)
             name = c.display(metric)
@@ -69,7 +73,8 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                 ax.set_ylim(0, max(tops) * 1.08 or None)
             ax.set_title(name)
         axes[0].legend(loc="best")
-        over = "ECMP tunnels" if sw.over == "tunnel" else sw.param
+        over = "ECMP tunnels" if sw.over == "tunnel" else "cores per site" \
+            if sw.param == CORES else sw.param
         title = f"{', '.join(map(c.display, metrics))} vs {over} ({sw.workload}" + \
                 ("" if sw.mtu == 1500 else f", MTU {sw.mtu}") + ")"
         fig.suptitle(title)
@@ -79,6 +84,9 @@ def sweep_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             cap += (" Each point is the tunnel built N times in parallel, flows spread over "
                     "them by an L4-hashed ECMP route (tunnels=N). datapath_cpu: the tunnel's "
                     "daemons (both sites, all N) in % of one core.")
+        if sw.param == CORES:
+            cap += (" Each site confined to that many CPUs by a cpuset cgroup, its receive "
+                    "work steered there by RPS (docs/methodology.md, \"Site size in cores\").")
         if logy:
             cap += " Rates on a log axis: the curves differ by more than 8x."
         yield _save(fig, out, slug("sweep", sw.workload, sw.param, sw.mtu, sw.offloads), title,
