@@ -1,6 +1,6 @@
-"""A case document's tunnel and workload sections as written, for every topology's case runner
-(runner.py for a pair and a chain, hubcase.py for a hub): what a reader must not have to guess,
-taken from the drivers' declarations at write time."""
+"""A case document's tunnel and workload sections as written, for every topology (runner.run_case
+writes every case's document): what a reader must not have to guess, taken from the drivers'
+declarations at write time."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""One case of a campaign on the hub testbed (`--testbed hub --spokes N`): a hub site and N
-spoke sites (testbed/hub.py), the tunnel kind brought up hub <-> every spoke, TCP measured to
-one spoke and to all spokes at once.
+"""What a case on the hub testbed (`--testbed hub --spokes N`) builds, measures and records: a
+hub site and N spoke sites (testbed/hub.py), the tunnel kind brought up hub <-> every spoke,
+TCP measured to one spoke and to all spokes at once. Reached through the hub topology's
+contract (topologies/hub.py: `build`, `measure`, `record`); runner.run_case is the case's
+frame (run id, ledger, failure, teardown, the document), as for every topology.
 
 What a case records (its `hub` section and metrics), the comparison issue 14 asks for:
 - `hub_setup_s`: time to build the hub's side of N tunnels (the kernel: N VXLAN devices with
@@ -29,18 +31,18 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import proc, tunnels
-from .caserecord import tunnel_identity, workload_identity
-from .errors import CommandFailed, Interrupted, TunbenchError
+from .errors import CommandFailed
 from .plan import Case
-from .progress import SETUP, TEARDOWN, PhaseEvent, ProgressSink, ignore
-from .results.model import MetricRecord, case_document
+from .progress import SETUP, PhaseEvent, ProgressSink
+from .results.model import MetricRecord
 from .spec import Experiment
 from .tbtun import hub as tbhub
-from .testbed import hub, local, names, netlink, topology
+from .testbed import hub, local, topology
 from .testbed.base import Site
 from .testbed.hubhosts import HubHosts
 from .testbed.ledger import Ledger
@@ -185,71 +187,71 @@ def log_tails(workdir: Path | None, lines: int = 10, h: hub.Hub | None = None
     return "\n".join(out) or None
 
 
-def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
-             hosts: HubHosts | None = None) -> dict[str, Any]:
-    """One hub case on a fresh hub testbed (namespaces here, or `hosts`' hosts); always torn
-    down; never raises except Interrupted (the runner's contract for run_case)."""
+@dataclass
+class HubBed:
+    """A hub case's testbed (topologies/hub.py `build`) and what its measurement found so
+    far (`measure` fills it as it goes, so a failure keeps what was measured)."""
+
+    hub: hub.Hub
+    workdir: Path
+    testbed: dict[str, Any]              # the case's `testbed` record
+    section: dict[str, Any] = field(default_factory=dict)        # the case's `hub` section
+    metrics: dict[str, MetricRecord] = field(default_factory=dict)
+    raw: Any = field(default_factory=dict)
+    counters: dict[str, Any] | None = None
+
+
+def setup_text(exp: Experiment, hosts: HubHosts | None) -> str:
     assert exp.hub is not None
-    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
-    run_id = names.new_run_id(taken)
-    ledger = Ledger(run_id)
-    started = time.time()
-    status, error, error_log = "ok", None, None
-    workdir: Path | None = None
-    section: dict[str, Any] = {}
-    metrics: dict[str, MetricRecord] = {}
-    raw: Any = {}
-    testbed: dict[str, Any] | None = None
-    ctr: dict[str, Any] | None = None
-    h: hub.Hub | None = None
-    notes: list[str] = []
-    try:
-        where = f"on {len(hosts.specs)} hosts" if hosts is not None else "here"
-        progress(PhaseEvent(SETUP, f"hub testbed with {exp.hub.spokes} spokes {where}"))
-        t0 = time.monotonic()
-        workdir = local.make_workdir(run_id, ledger)
-        if hosts is not None:
-            h = hosts.build(run_id, ledger)
-            testbed = {"kind": "hub", "on": "hosts", "spokes": len(h.spokes),
-                       "sites": hosts.describe(), "underlay_mtu": h.underlay_mtu,
-                       "inner_mtu": h.inner_mtu, "underlay_if": h.underlay_if,
-                       "hub_underlay4": h.underlay4, "hub_inner4": h.inner4,
-                       "spoke_tunnel": "kernel vxlan (VNI = spoke index)",
-                       **hosts.sharing()}
-        else:
-            h = hub.build(run_id, ledger, exp.hub.spokes)
-            testbed = hub.describe(h)
-        testbed["build_s"] = round(time.monotonic() - t0, 3)
-        section, metrics, raw = measure(exp, case, h, workdir, progress)
-        ctr = counters(case.tunnel.kind, section, h)
-    except Interrupted:
-        raise
-    except TunbenchError as exc:
-        status, error, error_log = "failed", exc.one_line(), log_tails(workdir, h=h)
-    except Exception as exc:  # netlink errors and anything unforeseen: record, go on
-        status, error = "failed", f"{type(exc).__name__}: {exc}"
-        error_log = log_tails(workdir, h=h)
-    finally:
-        try:
-            progress(PhaseEvent(TEARDOWN))
-        except Exception:   # a display problem never skips the teardown
-            pass
-        undo = ledger.close()
-        undo += [f"swept leftover {x}" for x in local.sweep(run_id)]
-    notes += [f"teardown: {e}" for e in undo]
-    doc = case_document(
-        case={**case.to_dict(), "tunnel": tunnel_identity(case),
-              "workload": workload_identity(case), "run_id": run_id},
-        status=status, started=started, ended=time.time(), testbed=testbed,
-        tunnel={"kind": case.tunnel.kind,
-                "mtu": (h.inner_mtu if h else hub.INNER_MTU) if case.tunnel.kind != "native"
-                else (h.underlay_mtu if h else 1500),
-                "overhead": 0 if case.tunnel.kind == "native" else hub.OVERHEAD,
-                "info": {k: v for k, v in section.items() if k in (
-                    "devices", "attach_points", "rules", "pins", "decap", "created_with")}},
-        metrics=metrics, series={}, cpu=None,
-        counters={"after": ctr} if ctr else None, raw=raw, notes=notes, error=error,
-        error_log=error_log, offloads=None)
-    if section:
-        doc["hub"] = section   # additive: readers without hub cases ignore it
-    return doc
+    where = f"on {len(hosts.specs)} hosts" if hosts is not None else "here"
+    return f"hub testbed with {exp.hub.spokes} spokes {where}"
+
+
+def build(exp: Experiment, run_id: str, ledger: Ledger, hosts: HubHosts | None) -> HubBed:
+    """The case directory, and the hub with its spokes: namespaces here (testbed/hub.py) or
+    `hosts`' hosts (testbed/hubhosts.py); its record says how long that took (`build_s`)."""
+    assert exp.hub is not None
+    t0 = time.monotonic()
+    workdir = local.make_workdir(run_id, ledger)
+    testbed: dict[str, Any]
+    if hosts is not None:
+        h = hosts.build(run_id, ledger)
+        testbed = {"kind": "hub", "on": "hosts", "spokes": len(h.spokes),
+                   "sites": hosts.describe(), "underlay_mtu": h.underlay_mtu,
+                   "inner_mtu": h.inner_mtu, "underlay_if": h.underlay_if,
+                   "hub_underlay4": h.underlay4, "hub_inner4": h.inner4,
+                   "spoke_tunnel": "kernel vxlan (VNI = spoke index)",
+                   **hosts.sharing()}
+    else:
+        h = hub.build(run_id, ledger, exp.hub.spokes)
+        testbed = hub.describe(h)
+    testbed["build_s"] = round(time.monotonic() - t0, 3)
+    return HubBed(h, workdir, testbed)
+
+
+def measure_case(exp: Experiment, case: Case, bed: HubBed, progress: ProgressSink) -> None:
+    """The kind up on the hub, TCP to one spoke and to all, the hub's counters: into `bed`."""
+    bed.section, bed.metrics, bed.raw = measure(exp, case, bed.hub, bed.workdir, progress)
+    bed.counters = counters(case.tunnel.kind, bed.section, bed.hub)
+
+
+def record(case: Case, bed: HubBed | None) -> dict[str, Any]:
+    """The case document's parts (results.model.case_document's keywords) and, under
+    `sections`, the `hub` section when something was measured; `bed` None: the build
+    failed."""
+    h = bed.hub if bed is not None else None
+    section = bed.section if bed is not None else {}
+    kind = case.tunnel.kind
+    return {
+        "testbed": bed.testbed if bed is not None else None,
+        "tunnel": {"kind": kind,
+                   "mtu": (h.inner_mtu if h else hub.INNER_MTU) if kind != "native"
+                   else (h.underlay_mtu if h else 1500),
+                   "overhead": 0 if kind == "native" else hub.OVERHEAD,
+                   "info": {k: v for k, v in section.items() if k in (
+                       "devices", "attach_points", "rules", "pins", "decap",
+                       "created_with")}},
+        "metrics": dict(bed.metrics) if bed is not None else {}, "series": {}, "cpu": None,
+        "counters": {"after": bed.counters} if bed is not None and bed.counters else None,
+        "raw": bed.raw if bed is not None else {}, "offloads": None,
+        "sections": {"hub": section} if section else {}}

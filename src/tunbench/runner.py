@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import hubcase, implchoice, interrupts, pathmtu, proc, tunnels, workloads
+from . import implchoice, interrupts, pathmtu, proc, topologies, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
 from .caserecord import tunnel_identity, workload_identity
-from .chain import build as chain_build
 from .chain import hops as chain_hops
 from .chain import hosts as chain_hosts
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
@@ -30,7 +29,7 @@ from .results import envinfo, fingerprint
 from .results.model import MetricRecord, case_document
 from .results.store import CampaignStore
 from .spec import OFFLOAD_LONG_NAMES, Experiment
-from .testbed import local, mesh, names, netlink, sitecores, topology
+from .testbed import local, names, netlink, sitecores, topology
 from .testbed.base import Site, Testbed
 from .testbed.hubhosts import HubHosts
 from .testbed.ledger import Ledger
@@ -204,10 +203,10 @@ def _raise_missing(missing: list[str]) -> None:
 def case_plans(exp: Experiment, cases: list[Case]) -> list[CasePlan]:
     """What the estimate starts from: each case's kind, workload and the workload's expected
     seconds (bring-up and teardown are the estimate's to learn)."""
-    # a hub case measures twice (one spoke, then all spokes at once)
-    times = 2 if exp.hub is not None else 1
+    # a hub case measures twice (one spoke, then all spokes at once): its topology says so
     return [CasePlan(c.tunnel.kind, c.workload.name,
-                     times * workloads.get(c.workload.name).expected_seconds(
+                     topologies.of(exp, c.through_chain).measurements(exp)
+                     * workloads.get(c.workload.name).expected_seconds(
                          c.workload.params, exp.duration, exp.warmup))
             for c in cases]
 
@@ -389,17 +388,18 @@ def _case_keys(c: Case) -> dict[str, Any]:
 
 def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
              topo: topology.Topology | HubHosts | None = None) -> dict[str, Any]:
-    """One case on a fresh testbed (two namespaces here, or `topo`'s hosts); always torn
-    down; never raises except Interrupted. `progress` hears each phase as it starts
-    (bring-up, the workload's own, teardown)."""
-    if exp.hub is not None:   # one hub and N spokes: a case of its own shape (hubcase.py)
-        return hubcase.run_case(exp, case, progress,
-                            topo if isinstance(topo, HubHosts) else None)
-    assert not isinstance(topo, HubHosts)
+    """One case on a fresh testbed, built by the one topology the case runs on
+    (topologies.of: two namespaces here or `topo`'s hosts, a chain, a mesh's pair, a hub and
+    its spokes); always torn down; never raises except Interrupted. `progress` hears each
+    phase as it starts (bring-up, the workload's own, teardown). A two-site testbed is
+    measured here (the tunnel driver's `up` between sites a and b, then the workload); a
+    topology that measures itself (the hub) through its own `measure` and `record`."""
+    shape = topologies.of(exp, case.through_chain)
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
     run_id = names.new_run_id(taken)
     ledger = Ledger(run_id)
     started = time.time()
+    built: Any = None
     tb: Testbed | None = None
     ep: Endpoints | None = None
     out = Output()
@@ -412,60 +412,55 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     path_mtu: dict[str, Any] | None = None     # the DF probes (none for a stream relay)
     case_notes: list[str] = []
     try:
-        progress(PhaseEvent(SETUP, f"testbed and {case.tunnel.kind} tunnel"))
-        if topo is not None:
-            tb = topo.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem,
-                            chain=exp.chain if case.through_chain else None)
-        elif exp.mesh is not None:   # N sites on one bridge, the case's pair as a and b
-            assert case.pair is not None
-            tb = mesh.build(run_id, ledger, exp.mesh, case.pair, mtu=case.mtu)
-        elif exp.chain is not None and case.through_chain:
-            tb = chain_build.build(run_id, ledger, exp.chain, mtu=case.mtu, rate=exp.rate,
-                                   netem=exp.netem)
+        progress(PhaseEvent(SETUP, shape.setup_text(exp, case, topo)))
+        built = shape.build(exp, case, run_id, ledger, topo)
+        if shape.measures_itself:
+            shape.measure(exp, case, built, progress)
         else:
-            tb = local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
-        sitecores.place(tb, case.cpus, exp.placement, {n: s.cpus for n, s in exp.sites.items()})
-        driver = tunnels.get(case.tunnel.kind)()
-        # a kind that carries one inner family only (sit: IPv6) is measured with that one
-        family = exp.family if exp.family in driver.inner_families else driver.inner_families[0]
-        if family != exp.family:
-            case_notes.append(f"{case.tunnel.kind} carries only IPv{family} inside: "
-                              f"measured with inner IPv{family}")
-        ep = driver.up(tb, case.tunnel.params)
-        if not ep.relay:
-            progress(PhaseEvent(SETUP, f"ping through the {case.tunnel.kind} tunnel",
-                                site=tb.a.name, host=tb.a.host))
-            wait_reachable(tb, ep, family)
-            # DF probes at the tunnel MTU and a byte above (pathmtu.py), in the same phase
-            path_mtu = pathmtu.probe(tb.a, str(ep.b4 if family == 4 else ep.b6), family,
-                                     ep.mtu)
-            case_notes += [n for n in [pathmtu.note(path_mtu)] if n]
-        offloads = {"before": record_offloads(tb, ep)}
-        if case.offloads.settings:
-            offloads["requested"] = apply_offloads(tb, ep, case.offloads.settings,
-                                                   offloads["before"])
-            offloads["applied"] = record_offloads(tb, ep)
-        before = driver.counters(tb, ep)
-        ctx = Context(tb, ep, exp.duration, exp.warmup, family,  # type: ignore[arg-type]
-                      cpu_interval=exp.cpu_interval, progress=progress,
-                      wire_tx=functools.partial(driver.wire_tx, tb, ep))
-        wl = workloads.get(case.workload.name)()
-        why = wl.unsupported(ctx, case.workload.params)
-        if why:
-            raise CaseSkipped(f"{case.workload.name} over {case.tunnel.kind}: {why}")
-        if "chain" in tb.notes:   # per-hop figures: idle probe, counters around the workload
-            hopwatch = chain_hops.HopWatch(tb)
-            hopwatch.start()
-        watch = DatapathWatch(ep, ledger, {s.name: s for s in tb.sites()})
-        with watch:
-            out = wl.run(ctx, case.workload.params)
-        if hopwatch is not None:
-            hopwatch.stop()
-        if watch.problem:
-            raise CommandFailed(watch.problem, "see the case's error_log (daemon log)")
-        after = driver.counters(tb, ep)
-        counters = {"before": before, "after": after, "delta": _delta(before, after)}
-        offloads["after"] = record_offloads(tb, ep)
+            tb = built
+            sitecores.place(tb, case.cpus, exp.placement,
+                            {n: s.cpus for n, s in exp.sites.items()})
+            driver = tunnels.get(case.tunnel.kind)()
+            # a kind that carries one inner family only (sit: IPv6) is measured with that one
+            family = exp.family if exp.family in driver.inner_families else driver.inner_families[0]
+            if family != exp.family:
+                case_notes.append(f"{case.tunnel.kind} carries only IPv{family} inside: "
+                                  f"measured with inner IPv{family}")
+            ep = driver.up(tb, case.tunnel.params)
+            if not ep.relay:
+                progress(PhaseEvent(SETUP, f"ping through the {case.tunnel.kind} tunnel",
+                                    site=tb.a.name, host=tb.a.host))
+                wait_reachable(tb, ep, family)
+                # DF probes at the tunnel MTU and a byte above (pathmtu.py), in the same phase
+                path_mtu = pathmtu.probe(tb.a, str(ep.b4 if family == 4 else ep.b6), family,
+                                         ep.mtu)
+                case_notes += [n for n in [pathmtu.note(path_mtu)] if n]
+            offloads = {"before": record_offloads(tb, ep)}
+            if case.offloads.settings:
+                offloads["requested"] = apply_offloads(tb, ep, case.offloads.settings,
+                                                       offloads["before"])
+                offloads["applied"] = record_offloads(tb, ep)
+            before = driver.counters(tb, ep)
+            ctx = Context(tb, ep, exp.duration, exp.warmup, family,  # type: ignore[arg-type]
+                          cpu_interval=exp.cpu_interval, progress=progress,
+                          wire_tx=functools.partial(driver.wire_tx, tb, ep))
+            wl = workloads.get(case.workload.name)()
+            why = wl.unsupported(ctx, case.workload.params)
+            if why:
+                raise CaseSkipped(f"{case.workload.name} over {case.tunnel.kind}: {why}")
+            if "chain" in tb.notes:   # per-hop figures: idle probe, counters around the workload
+                hopwatch = chain_hops.HopWatch(tb)
+                hopwatch.start()
+            watch = DatapathWatch(ep, ledger, {s.name: s for s in tb.sites()})
+            with watch:
+                out = wl.run(ctx, case.workload.params)
+            if hopwatch is not None:
+                hopwatch.stop()
+            if watch.problem:
+                raise CommandFailed(watch.problem, "see the case's error_log (daemon log)")
+            after = driver.counters(tb, ep)
+            counters = {"before": before, "after": after, "delta": _delta(before, after)}
+            offloads["after"] = record_offloads(tb, ep)
     except Interrupted:
         raise
     except CaseSkipped as exc:
@@ -475,11 +470,11 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         status, error = "failed", exc.one_line() + _vanished(tb)
         if watch is not None and watch.problem:   # the cause, not the workload's symptom
             error = f"{watch.problem} (see the case's error_log)"
-        error_log = _log_tails(tb, topo)
+        error_log = shape.log_tails(built, topo)
     except Exception as exc:  # netlink errors and anything unforeseen: record, go on
         interrupts.check()
         status, error = "failed", f"{type(exc).__name__}: {exc}"
-        error_log = _log_tails(tb, topo)
+        error_log = shape.log_tails(built, topo)
     finally:
         _announce(progress, PhaseEvent(TEARDOWN))
         undo_errors = ledger.close()
@@ -489,26 +484,29 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     notes = case_notes + list(out.notes)
     if undo_errors:
         notes += [f"teardown: {e}" for e in undo_errors]
-    metrics = {k: metric_record(k, m) for k, m in out.metrics.items()}
-    cpu = None
-    if ctx is not None and ctx.cpu_record is not None:
-        cpu = cpu_summary(ctx.cpu_record, ctx.warmup)
-        metrics.update(_cpu_metrics(cpu, out))
+    if shape.measures_itself:
+        parts = shape.record(exp, case, built)
+    else:
+        metrics = {k: metric_record(k, m) for k, m in out.metrics.items()}
+        cpu = None
+        if ctx is not None and ctx.cpu_record is not None:
+            cpu = cpu_summary(ctx.cpu_record, ctx.warmup)
+            metrics.update(_cpu_metrics(cpu, out))
+        parts = {"testbed": tb.describe() if tb else None,
+                 "tunnel": ep.describe() if ep else None, "metrics": metrics,
+                 "series": out.series, "cpu": cpu, "counters": counters, "raw": out.raw,
+                 "offloads": offloads, "sections": shape.sections(exp, case)}
+    sections = parts.pop("sections")
     doc = case_document(
         case={**case.to_dict(), "tunnel": tunnel_identity(case),
               "workload": workload_identity(case), "run_id": run_id},
-        status=status, started=started,
-        ended=time.time(), testbed=tb.describe() if tb else None,
-        tunnel=ep.describe() if ep else None, metrics=metrics, series=out.series,
-        cpu=cpu, counters=counters, raw=out.raw, notes=notes, error=error,
-        error_log=error_log, offloads=offloads)
+        status=status, started=started, ended=time.time(), notes=notes, error=error,
+        error_log=error_log, **parts)
     if hopwatch is not None:
         doc["chain"] = hopwatch.describe()   # additive: readers without chains ignore it
     if path_mtu is not None:
         doc["path_mtu"] = path_mtu           # additive, as `chain`
-    if case.pair is not None:                # additive: the mesh pair and its slot
-        doc["mesh"] = {"pair": list(case.pair), "colour": case.colour, "parallel": False,
-                       "sites": exp.mesh.sites if exp.mesh else None}
+    doc.update(sections)                     # additive: the mesh's `mesh`, the hub's `hub`
     return doc
 
 
@@ -681,15 +679,6 @@ def apply_offloads(tb: Testbed, ep: Endpoints, settings: tuple[tuple[str, str], 
                 msg = (r.stdout + r.stderr).strip().replace("\n", " ")
                 res[feat] = f"failed: {msg or 'value stayed ' + now}"
     return result
-
-
-def _log_tails(tb: Testbed | None, topo: topology.Topology | None = None,
-               lines: int = 20) -> str | None:
-    if tb is None or not tb.workdir.exists():
-        return None
-    parts = topo.log_tails(tb, lines) if topo is not None else []
-    parts += local.workdir_log_tails(Path(tb.workdir), lines)
-    return "\n".join(parts) or None
 
 
 def missing_for(kind: str, raw: dict[str, Any] | None = None) -> list[Missing]:

@@ -6,9 +6,11 @@ option), and `tunbench list --topologies` shows them, also as JSON."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -139,3 +141,103 @@ def test_list_topologies_shows_each_and_its_json_parses() -> None:
     assert r.stderr.strip().splitlines() == [
         "tunbench: unknown topology 'ring' (known topologies: chain, hub, mesh, pair; see "
         "`tunbench list --topologies`)"]
+
+
+# -- building: runner.run_case dispatches once, through the topology the case runs on -------
+
+def _exp(name: str) -> exp_spec.Experiment:
+    data = {"pair": {"tunnel": [{"kind": "vxlan"}], "workload": [{"name": "stream"}]},
+            "hub": {"testbed": {"kind": "hub", "spokes": 2}, "tunnel": [{"kind": "vxlan"}],
+                    "workload": [{"name": "stream"}]},
+            "chain": {"chain": {"path": ["router"]}, "tunnel": [{"kind": "vxlan"}]},
+            "mesh": {"testbed": {"kind": "mesh", "sites": 3}, "tunnel": [{"kind": "vxlan"}]}}
+    return exp_spec.build(data[name], "e.toml")
+
+
+def test_every_topology_builds_and_what_measures_itself_records() -> None:
+    from tunbench.topologies.base import Topology
+    for name, topo in topologies.registry().items():
+        assert topo.build.__func__ is not Topology.build.__func__, name  # type: ignore[attr-defined]
+        own = (topo.measure.__func__ is not Topology.measure.__func__,  # type: ignore[attr-defined]
+               topo.record.__func__ is not Topology.record.__func__)  # type: ignore[attr-defined]
+        assert own == (topo.measures_itself, topo.measures_itself), name
+    assert [n for n, t in sorted(topologies.registry().items()) if t.measures_itself] == ["hub"]
+
+
+def test_run_case_has_no_branch_on_the_topology() -> None:
+    """runner.run_case asks topologies.of once: no test of exp.hub / exp.chain / exp.mesh /
+    case.pair in it, and the runner imports no topology's own builder or case module."""
+    import ast
+    import inspect
+
+    from tunbench import runner
+    fn = ast.parse(inspect.getsource(runner.run_case))
+    tested = {ast.unparse(n) for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
+    assert not tested & {"exp.hub", "exp.chain", "exp.mesh", "case.pair"}, tested
+    assert "topologies.of(exp, case.through_chain)" in ast.unparse(fn)
+    imported = {ast.unparse(n) for n in ast.walk(ast.parse(inspect.getsource(runner)))
+                if isinstance(n, (ast.Import, ast.ImportFrom))}
+    for mod in ("hubcase", "mesh", "chain import build"):
+        assert not [i for i in imported if mod in i], (mod, imported)
+
+
+@pytest.mark.parametrize(("name", "bad", "line"), [
+    ("pair", lambda e, c: (e, dataclasses.replace(c, mtu=100), None),
+     "underlay MTU 100 is not an MTU from 1280 to 65535 (give --mtu / experiment.mtus "
+     "within that range)"),
+    ("hub", lambda e, c: (dataclasses.replace(e, hub=dataclasses.replace(e.hub, spokes=0)),
+                          c, None),
+     "spokes 0 is not within 1..1000 (give 1..1000 spokes (underlay /30s fit "
+     "198.18.0.0/16))"),
+    ("hub", lambda e, c: (e, c, object()),
+     "the hub's sites were not opened as a hub and its spokes (give [sites] hub, s1..sN: "
+     "runner.open_topology opens them so)"),
+    ("chain", lambda e, c: (dataclasses.replace(e, chain=dataclasses.replace(
+        e.chain, hops=tuple(dataclasses.replace(h, kind="ids") for h in e.chain.hops))),
+        c, None),
+     "chain function kind(s) ids unknown (known: firewall, gateway, nat, router, wan)"),
+    ("mesh", lambda e, c: (e, dataclasses.replace(c, pair=("s1", "s9")), None),
+     "mesh pair s1-s9 is not two sites of s1..s3 (measure the pairs the mesh's schedule "
+     "plans)"),
+    ("mesh", lambda e, c: (e, dataclasses.replace(c, mtu=9000), None),
+     "the mesh's underlay MTU is 1500, not 9000 (leave --mtu / experiment.mtus out)"),
+    ("mesh", lambda e, c: (e, c, object()),
+     "a mesh runs on this host's namespaces only so far (leave [sites] / --site out)"),
+], ids=["pair-mtu", "hub-spokes", "hub-hosts", "chain-kind", "mesh-pair", "mesh-mtu",
+        "mesh-hosts"])
+def test_check_refuses_in_one_line(name: str, bad: Any, line: str) -> None:
+    """What `build` refuses before making anything (pure: check runs first; the live
+    contract test, tests/netns/test_topology_contract.py, shows nothing changes)."""
+    exp = _exp(name)
+    exp, case, hosts = bad(exp, plan(exp)[0])
+    topo = topologies.of(exp, case.through_chain)
+    assert topo.name == name
+    with pytest.raises(SpecError) as exc:
+        topo.check(exp, case, hosts)
+    assert exc.value.one_line() == line
+    good = _exp(name)
+    topo.check(good, plan(good)[0], None)   # the parser's own cases pass
+
+
+def test_what_each_topology_says_and_records_of_a_case() -> None:
+    from tunbench import hubcase, runner
+    hub_exp, mesh_exp, pair_exp = _exp("hub"), _exp("mesh"), _exp("pair")
+    hub_case, mesh_case = plan(hub_exp)[0], plan(mesh_exp)[0]
+    assert topologies.get("hub").setup_text(hub_exp, hub_case) == \
+        "hub testbed with 2 spokes here"
+    assert topologies.get("pair").setup_text(pair_exp, plan(pair_exp)[0]) == \
+        "testbed and vxlan tunnel"
+    # the estimate: a hub case measures twice (one spoke, then all at once)
+    one = runner.case_plans(pair_exp, plan(pair_exp)[:1])[0].workload_s
+    assert runner.case_plans(hub_exp, [hub_case])[0].workload_s == 2 * one
+    assert topologies.get("mesh").sections(mesh_exp, mesh_case) == {
+        "mesh": {"pair": list(mesh_case.pair), "colour": mesh_case.colour,
+                 "parallel": False, "sites": 3}}
+    assert topologies.get("pair").sections(pair_exp, plan(pair_exp)[0]) == {}
+    # a hub case whose build failed: what hubcase.run_case recorded before
+    assert hubcase.record(hub_case, None) == {
+        "testbed": None, "tunnel": {"kind": "vxlan", "mtu": 1450, "overhead": 50, "info": {}},
+        "metrics": {}, "series": {}, "cpu": None, "counters": None, "raw": {},
+        "offloads": None, "sections": {}}
+    assert topologies.get("hub").log_tails(None) is None
+    assert topologies.get("pair").log_tails(None) is None

@@ -14,14 +14,37 @@ A topology declares:
   listed here; `workloads()`: the workloads it runs (None: every one);
 - `chosen(exp, through_chain)`: whether a case of experiment `exp` runs on it (a chain
   campaign with `direct = true` runs some cases on the pair): exactly one topology says yes.
-This first slice of issue 31 declares; building and undoing still go through runner.py and
-hubcase.py.
+
+And it builds (runner.run_case asks `topologies.of(...)` once and goes through these):
+- `check(exp, case, hosts)`: refuses, in one line (SpecError), what it cannot build, before
+  anything is made; `build` calls it first;
+- `build(exp, case, run_id, ledger, hosts)`: the case's testbed, every object in `ledger` the
+  moment it exists, so `ledger.close()` undoes it all (`hosts`: the sites opened over SSH,
+  runner.open_topology, or None for namespaces here). A two-site topology returns a Testbed
+  (testbed/base.py) whose sites a and b the runner's own flow measures: the tunnel driver's
+  `up` between them, then the workload. One that `measures_itself` (the hub) returns what its
+  `measure` and `record` take;
+- `sections(exp, case)`: what a two-site topology adds to the case document (the mesh: its
+  pair and slot); `setup_text(exp, case, hosts)`: what the set-up phase says;
+  `measurements(exp)`: how many times a case runs its workload (the estimate);
+  `log_tails(built, hosts)`: the process logs of a failed case, read before the teardown
+  removes them;
+- with `measures_itself`: `measure(exp, case, built, progress)` and `record(exp, case,
+  built)`, the case document's testbed, tunnel, metrics, ... and its own sections.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from ..errors import SpecError
+from ..progress import ProgressSink
+from ..testbed import local
+from ..testbed.base import Testbed
+from ..testbed.ledger import Ledger
+
+MTU_RANGE = (1280, 65535)   # as the experiment parser takes them (spec._mtus)
 
 
 @dataclass(frozen=True)
@@ -57,6 +80,9 @@ class Topology:
     summary: ClassVar[str]
     chosen_by: ClassVar[str]
     params: ClassVar[tuple[TopoParam, ...]] = ()
+    # False: `build` returns a two-site Testbed and the runner measures it (tunnel up between
+    # a and b, the workload); True: the topology's own `measure` and `record` (the hub)
+    measures_itself: ClassVar[bool] = False
 
     @classmethod
     def needs(cls) -> TopoNeeds:
@@ -86,3 +112,62 @@ class Topology:
                 "tunnel_kinds": {"here": list(cls.tunnel_kinds(False)),
                                  "on_hosts": list(cls.tunnel_kinds(True))},
                 "workloads": None if wl is None else list(wl)}
+
+    # ---- building and undoing (runner.run_case) -------------------------------------------
+    @classmethod
+    def check(cls, exp: Any, case: Any, hosts: Any = None) -> None:
+        """Refuse what this topology cannot build, one line, before anything is made. The
+        default: the case's underlay MTU is one the experiment parser takes."""
+        check_mtu(case.mtu)
+
+    @classmethod
+    def build(cls, exp: Any, case: Any, run_id: str, ledger: Ledger, hosts: Any = None) -> Any:
+        """The case's testbed, every object in `ledger` as it is made (`check` first)."""
+        raise NotImplementedError
+
+    @classmethod
+    def setup_text(cls, exp: Any, case: Any, hosts: Any = None) -> str:
+        """What the set-up phase says while `build` (and the tunnel's bring-up) runs."""
+        return f"testbed and {case.tunnel.kind} tunnel"
+
+    @classmethod
+    def measurements(cls, exp: Any) -> int:
+        """How many times a case runs its workload (what the time estimate starts from)."""
+        return 1
+
+    @classmethod
+    def log_tails(cls, built: Any, hosts: Any = None, lines: int = 20) -> str | None:
+        """The last lines of every process log of a failed case (None: none), before the
+        teardown removes them: on hosts each site's (through its agent), and the case
+        directory here."""
+        if not isinstance(built, Testbed) or not built.workdir.exists():
+            return None
+        parts = hosts.log_tails(built, lines) if hosts is not None else []
+        parts += local.workdir_log_tails(built.workdir, lines)
+        return "\n".join(parts) or None
+
+    @classmethod
+    def sections(cls, exp: Any, case: Any) -> dict[str, Any]:
+        """A two-site topology's own top-level sections of the case document (additive:
+        readers that do not know them ignore them); the mesh's `mesh`."""
+        return {}
+
+    @classmethod
+    def measure(cls, exp: Any, case: Any, built: Any, progress: ProgressSink) -> None:
+        """A topology that `measures_itself`: bring the tunnel up and measure on `built`,
+        keeping what it measured in `built` as it goes (a failure keeps what was there)."""
+        raise NotImplementedError(f"{cls.name} is measured by the runner's two-site flow")
+
+    @classmethod
+    def record(cls, exp: Any, case: Any, built: Any) -> dict[str, Any]:
+        """A topology that `measures_itself`: the case document's testbed, tunnel, metrics,
+        series, cpu, counters, raw and offloads (results.model.case_document's keywords) and
+        under `sections` its own top-level sections; `built` is None when `build` failed."""
+        raise NotImplementedError(f"{cls.name} is recorded by the runner's two-site flow")
+
+
+def check_mtu(mtu: int) -> None:
+    lo, hi = MTU_RANGE
+    if not lo <= mtu <= hi:
+        raise SpecError(f"underlay MTU {mtu} is not an MTU from {lo} to {hi}",
+                        "give --mtu / experiment.mtus within that range")

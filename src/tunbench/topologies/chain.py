@@ -7,8 +7,12 @@ from typing import Any
 
 from .. import chain as functions
 from .. import tunnels
+from ..chain import build as chain_build
 from ..chain import gateway
-from .base import Topology, TopoNeeds, TopoParam
+from ..errors import SpecError
+from ..testbed.base import Testbed
+from ..testbed.ledger import Ledger
+from .base import Topology, TopoNeeds, TopoParam, check_mtu
 
 
 class Chain(Topology):
@@ -53,6 +57,28 @@ class Chain(Topology):
     @classmethod
     def describe(cls) -> dict[str, Any]:
         return {**super().describe(), "gateway_kinds": list(cls.gateway_kinds())}
+
+    @classmethod
+    def check(cls, exp: Any, case: Any, hosts: Any = None) -> None:
+        """The MTU, and every function of the path one this tunbench has."""
+        check_mtu(case.mtu)
+        unknown = [h.kind for h in exp.chain.hops if h.kind not in functions.REGISTRY]
+        if unknown:
+            raise SpecError(f"chain function kind(s) {', '.join(unknown)} unknown",
+                            f"known: {', '.join(sorted(functions.REGISTRY))}")
+
+    @classmethod
+    def build(cls, exp: Any, case: Any, run_id: str, ledger: Ledger,
+              hosts: Any = None) -> Testbed:
+        """Site a, one namespace per function, site b (chain/build.py); between hosts the
+        sites and functions as namespaces there (chain/hosts.py)."""
+        cls.check(exp, case, hosts)
+        if hosts is not None:
+            tb: Testbed = hosts.build(run_id, ledger, mtu=case.mtu, rate=exp.rate,
+                                      netem=exp.netem, chain=exp.chain)
+            return tb
+        return chain_build.build(run_id, ledger, exp.chain, mtu=case.mtu, rate=exp.rate,
+                                 netem=exp.netem)
 
 
 TOPOLOGY = Chain

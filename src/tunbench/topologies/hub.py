@@ -1,20 +1,26 @@
 """hub: one hub site and N spoke sites, the tunnel kind brought up hub <-> every spoke, TCP
-measured to one spoke and to all at once (hubcase.py, testbed/hub.py, testbed/hubhosts.py)."""
+measured to one spoke and to all at once (hubcase.py, testbed/hub.py, testbed/hubhosts.py).
+It measures itself: its case is not a tunnel between two sites."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import tunnels
-from ..testbed import hubspec
+from .. import hubcase, tunnels
+from ..errors import SpecError
+from ..progress import ProgressSink
+from ..testbed import hub, hubspec
 from ..testbed.hub import MAX_SPOKES
-from .base import Topology, TopoNeeds, TopoParam
+from ..testbed.hubhosts import HubHosts
+from ..testbed.ledger import Ledger
+from .base import Topology, TopoNeeds, TopoParam, check_mtu
 
 
 class Hub(Topology):
     name = "hub"
     summary = "one hub and N spokes: the hub's side of N tunnels (setup, memory, TCP)"
     chosen_by = '[testbed] kind = "hub" (--testbed hub)'
+    measures_itself = True   # its case is N tunnels from one hub, not one between a and b
     params = (
         TopoParam("[testbed] kind", "--testbed", "pair", '"hub" for this topology'),
         TopoParam("[testbed] spokes", "--spokes", str(hubspec.DEFAULT_SPOKES),
@@ -41,6 +47,47 @@ class Hub(Topology):
     @classmethod
     def chosen(cls, exp: Any, through_chain: bool = True) -> bool:
         return exp.hub is not None
+
+    @classmethod
+    def check(cls, exp: Any, case: Any, hosts: Any = None) -> None:
+        """The spoke count, the kind a hub variant exists for, hosts opened as a hub's."""
+        check_mtu(case.mtu)
+        hub.check_spokes(exp.hub.spokes)
+        if case.tunnel.kind not in tunnels.hub_kinds():
+            raise SpecError(f"tunnel kind {case.tunnel.kind} has no hub variant",
+                            f"the hub runs {', '.join(tunnels.hub_kinds())}")
+        if hosts is not None and not isinstance(hosts, HubHosts):
+            raise SpecError("the hub's sites were not opened as a hub and its spokes",
+                            "give [sites] hub, s1..sN: runner.open_topology opens them so")
+
+    @classmethod
+    def build(cls, exp: Any, case: Any, run_id: str, ledger: Ledger,
+              hosts: Any = None) -> hubcase.HubBed:
+        cls.check(exp, case, hosts)
+        return hubcase.build(exp, run_id, ledger, hosts)
+
+    @classmethod
+    def setup_text(cls, exp: Any, case: Any, hosts: Any = None) -> str:
+        return hubcase.setup_text(exp, hosts)
+
+    @classmethod
+    def measurements(cls, exp: Any) -> int:
+        return 2   # one spoke, then every spoke at once
+
+    @classmethod
+    def log_tails(cls, built: Any, hosts: Any = None, lines: int = 10) -> str | None:
+        """The case directory's logs and, on hosts, every site's."""
+        if not isinstance(built, hubcase.HubBed):
+            return None
+        return hubcase.log_tails(built.workdir, lines, built.hub)
+
+    @classmethod
+    def measure(cls, exp: Any, case: Any, built: Any, progress: ProgressSink) -> None:
+        hubcase.measure_case(exp, case, built, progress)
+
+    @classmethod
+    def record(cls, exp: Any, case: Any, built: Any) -> dict[str, Any]:
+        return hubcase.record(case, built)
 
 
 TOPOLOGY = Hub

@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import tunnels
-from ..testbed import meshspec
+from ..errors import SpecError
+from ..testbed import mesh, meshspec
+from ..testbed.base import Testbed
+from ..testbed.ledger import Ledger
 from .base import Topology, TopoNeeds, TopoParam
 
 
@@ -40,6 +43,41 @@ class Mesh(Topology):
     @classmethod
     def chosen(cls, exp: Any, through_chain: bool = True) -> bool:
         return getattr(exp, "mesh", None) is not None
+
+    @classmethod
+    def check(cls, exp: Any, case: Any, hosts: Any = None) -> None:
+        """N within 3..MAX_SITES, the case's pair two of its sites, MTU 1500, no hosts."""
+        spec = exp.mesh
+        if not 3 <= spec.sites <= meshspec.MAX_SITES:
+            raise SpecError(f"a mesh of {spec.sites} sites cannot be built",
+                            f"give --sites 3..{meshspec.MAX_SITES}")
+        names = spec.site_names()
+        pair = tuple(case.pair or ())
+        if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(names):
+            raise SpecError(f"mesh pair {'-'.join(map(str, pair)) or 'none'} is not two "
+                            f"sites of s1..s{spec.sites}",
+                            "measure the pairs the mesh's schedule plans")
+        if case.mtu != mesh.MTU:
+            raise SpecError(f"the mesh's underlay MTU is {mesh.MTU}, not {case.mtu}",
+                            "leave --mtu / experiment.mtus out")
+        if hosts is not None:
+            raise SpecError("a mesh runs on this host's namespaces only so far",
+                            "leave [sites] / --site out")
+
+    @classmethod
+    def sections(cls, exp: Any, case: Any) -> dict[str, Any]:
+        """The case's pair and its slot in the schedule."""
+        if case.pair is None:
+            return {}
+        return {"mesh": {"pair": list(case.pair), "colour": case.colour, "parallel": False,
+                         "sites": exp.mesh.sites}}
+
+    @classmethod
+    def build(cls, exp: Any, case: Any, run_id: str, ledger: Ledger,
+              hosts: Any = None) -> Testbed:
+        """The whole mesh (bridge + every site), the case's pair as sites a and b."""
+        cls.check(exp, case, hosts)
+        return mesh.build(run_id, ledger, exp.mesh, case.pair, mtu=case.mtu)
 
 
 TOPOLOGY = Mesh

@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import tunnels
+from ..testbed import local
+from ..testbed.base import Testbed
+from ..testbed.ledger import Ledger
 from ..testbed.topology import BASE_TOOLS, SITE_KEYS
 from .base import Topology, TopoNeeds, TopoParam
 
@@ -35,6 +38,18 @@ class Pair(Topology):
     @classmethod
     def chosen(cls, exp: Any, through_chain: bool = True) -> bool:
         return exp.hub is None and getattr(exp, "mesh", None) is None and (exp.chain is None or not through_chain)
+
+    @classmethod
+    def build(cls, exp: Any, case: Any, run_id: str, ledger: Ledger,
+              hosts: Any = None) -> Testbed:
+        """Two namespaces on one veth here (testbed/local.py), or the two hosts' own
+        underlay (testbed/topology.py), shaped as the experiment says."""
+        cls.check(exp, case, hosts)
+        if hosts is not None:
+            tb: Testbed = hosts.build(run_id, ledger, mtu=case.mtu, rate=exp.rate,
+                                      netem=exp.netem, chain=None)
+            return tb
+        return local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
 
 
 TOPOLOGY = Pair
