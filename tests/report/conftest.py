@@ -190,6 +190,46 @@ def load_page(path: Path, width: int = 1280, mobile: bool = False,
             cdp.close()
 
 
+# reports built once per test process (the `built` fixture): never rewritten, so a page of
+# theirs loaded at a width is the same load for every test that asks for it
+_SHARED: set[Path] = set()
+_LOADS: dict[tuple[Path, int, bool, str | None], PageLoad] = {}
+
+
+def _load_once(path: Path, width: int = 1280, mobile: bool = False,
+               probe: str | None = None) -> PageLoad:
+    path = path.resolve()
+    if not any(path.is_relative_to(root) for root in _SHARED):
+        return load_page(path, width, mobile, probe)
+    key = (path, width, mobile, probe)
+    if key not in _LOADS:
+        _LOADS[key] = load_page(path, width, mobile, probe)
+    return _LOADS[key]
+
+
 @pytest.fixture
 def browser() -> Callable[..., PageLoad]:
-    return load_page
+    """load_page; the page of a shared report (`built`) is loaded once per width."""
+    return _load_once
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Any]:
+    """report.build of a recorded campaign, built once per test process (xdist worker) into
+    its own copy and shared by the tests that only read the report, its files or the copied
+    campaign. A test that changes the campaign or the report builds its own (`campaign`)."""
+    from tunbench.report import build
+
+    cache: dict[str, Any] = {}
+
+    def get(name: str) -> Any:
+        if name not in cache:
+            src = CAMPAIGNS / name
+            if not (src / "index.json").exists():
+                pytest.skip(f"recorded campaign {src} is missing")
+            dst = tmp_path_factory.mktemp("built") / name
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("report"))
+            cache[name] = build.build(dst)
+            _SHARED.add(dst.resolve())
+        return cache[name]
+    return get

@@ -28,9 +28,9 @@ def _records(name: str) -> list[CaseRecord]:
     return reader.read_records(CAMPAIGNS / name).cases
 
 
-def test_chain_section_in_the_html_report(campaign: Callable[[str], Path], browser: Callable) -> None:
-    root = campaign("chain")
-    rep = build.build(root)
+def test_chain_section_in_the_html_report(built: Callable[[str], build.Report],
+                                          browser: Callable) -> None:
+    rep = built("chain")
     page = rep.html.read_text()
     assert "<h2 id=chain>Chain: per-hop figures</h2>" in page
     cases = _cases("chain")
@@ -67,12 +67,11 @@ def test_no_chain_no_section() -> None:
 
 
 def test_sdwan_report_draws_the_chain_and_sets_it_against_direct(
-        campaign: Callable[[str], Path], browser: Callable) -> None:
+        built: Callable[[str], build.Report], browser: Callable) -> None:
     """The sdwan preset's campaign (--scale 0.01, tests/data/campaigns/sdwan): the chain
     diagram with each hop's namespace and the gateways' tunnel, chain vs direct, and the
     take-away naming the hop where loss starts, in a page that renders offline."""
-    root = campaign("sdwan")
-    rep = build.build(root)
+    rep = built("sdwan")
     page = rep.html.read_text()
     assert "<h2 id=chain-diagram>Chain</h2>" in page
     cases = _cases("sdwan")

@@ -240,8 +240,8 @@ def test_campaign_cut_short_is_labelled_with_its_resume_command(
 
 @pytest.mark.parametrize("name", ["idle", "loss"])
 def test_report_has_no_sideways_scroll_at_1400_and_390(
-        campaign: Callable[[str], Path], browser: Callable, name: str) -> None:
-    rep = build.build(campaign(name))
+        built: Callable[[str], build.Report], browser: Callable, name: str) -> None:
+    rep = built(name)
     for width, mobile in ((1400, False), (390, True)):
         load = browser(rep.html, width=width, mobile=mobile)
         assert load.console_errors == [] and load.requests == []

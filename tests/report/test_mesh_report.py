@@ -39,8 +39,9 @@ def _shares(root: Path) -> dict[tuple[str, str], float]:
 
 
 def test_the_grid_is_each_pairs_share_of_its_own_native(
-        campaign: Callable[[str], Path], browser: Callable) -> None:
-    root = campaign("mesh")
+        built: Callable[[str], build.Report], browser: Callable) -> None:
+    rep = built("mesh")
+    root = rep.html.parent.parent
     docs = _docs(root)
     assert len(docs) == 12 and all(d["status"] == "ok" for d in docs)
     (g,) = mesh.grids(data.load(root))
@@ -54,7 +55,6 @@ def test_the_grid_is_each_pairs_share_of_its_own_native(
     worst = min(want, key=lambda p: want[p])
     assert g.worst is not None and g.worst[0] == worst
 
-    rep = build.build(root)
     page = rep.html.read_text()
     assert "<h2 id=mesh>Mesh: every pair</h2>" in page
     assert f"worst pair {worst[0]} -&gt; {worst[1]}: {want[worst]:.1f}% of native" in page

@@ -44,10 +44,11 @@ def _apart(a: list[float], b: list[float]) -> bool:
     return ha < lb or hb < la
 
 
-def test_offload_variant_against_default(campaign: Callable[[str], Path]) -> None:
-    root = campaign("offloads")
+def test_offload_variant_against_default(built: Callable[[str], build.Report]) -> None:
+    rep = built("offloads")
+    root = rep.html.parent.parent
     vals = _values(root, "throughput")
-    take = next(t for t in build.build(root).takeaways if t.topic == "offloads")
+    take = next(t for t in rep.takeaways if t.topic == "offloads")
     assert take.facts["scenario"] == ("stream", 1500, "no-tso-gro")
     for tun in ("native", "vxlan"):
         base, var = vals[(tun, "default", 1)], vals[(tun, "no-tso-gro", 1)]
@@ -58,10 +59,11 @@ def test_offload_variant_against_default(campaign: Callable[[str], Path]) -> Non
         assert f"{tun} {change:+.1f}%" in take.text
 
 
-def test_ovs_against_linux_tunnels_in_cpu_per_gbit(campaign: Callable[[str], Path]) -> None:
-    root = campaign("kinds")
+def test_ovs_against_linux_tunnels_in_cpu_per_gbit(built: Callable[[str], build.Report]) -> None:
+    rep = built("kinds")
+    root = rep.html.parent.parent
     vals = _values(root, "cpu_per_gbit")
-    take = next(t for t in build.build(root).takeaways if t.topic == "ovs-vs-linux")
+    take = next(t for t in rep.takeaways if t.topic == "ovs-vs-linux")
     # only the unencrypted ones are compared: OVS against kernel VXLAN
     assert set(take.facts["ratios"]) == {"ovs-vxlan (netdev)/vxlan"}
     ratio, sig = take.facts["ratios"]["ovs-vxlan (netdev)/vxlan"]
@@ -71,10 +73,11 @@ def test_ovs_against_linux_tunnels_in_cpu_per_gbit(campaign: Callable[[str], Pat
     assert f"ovs-vxlan (netdev) needs {ratio:.2f}× the CPU per Gbit/s of vxlan" in take.text
 
 
-def test_encrypting_tunnels_by_stream_count(campaign: Callable[[str], Path]) -> None:
-    root = campaign("encrypted-streams")
+def test_encrypting_tunnels_by_stream_count(built: Callable[[str], build.Report]) -> None:
+    rep = built("encrypted-streams")
+    root = rep.html.parent.parent
     vals = _values(root, "throughput")
-    take = next(t for t in build.build(root).takeaways if t.topic == "encrypted-by-streams")
+    take = next(t for t in rep.takeaways if t.topic == "encrypted-by-streams")
     leaders: dict[int, Any] = take.facts["leaders"]
     assert sorted(leaders) == [1, 4, 16]
     for n, (lead, sig) in leaders.items():

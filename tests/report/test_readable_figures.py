@@ -32,9 +32,9 @@ def _texts(svg: str) -> list[tuple[float, float, float, str]]:
 
 
 @pytest.mark.parametrize("name", RECORDED)
-def test_no_figure_has_overlapping_tick_labels(name: str, campaign: Callable[[str], Path],
+def test_no_figure_has_overlapping_tick_labels(name: str, built: Callable[[str], build.Report],
                                                browser: Callable) -> None:
-    rep = build.build(campaign(name))
+    rep = built(name)
     assert rep.figures
     crowded = {f.name: f.overlaps for f in rep.figures if f.overlaps}
     assert crowded == {}
@@ -58,12 +58,12 @@ def _shares(root: Path) -> dict[str, float]:
 
 
 def test_share_of_native_bars_sorted_horizontal_and_labelled(
-        campaign: Callable[[str], Path]) -> None:
+        built: Callable[[str], build.Report]) -> None:
     """wireguard-go and libipsec keep 2-6% of native here: their bars must still say so."""
-    root = campaign("encrypted")
+    rep = built("encrypted")
+    root = rep.html.parent.parent
     shares = _shares(root)
     assert min(shares.values()) < 10     # the case this is about
-    rep = build.build(root)
     texts = _texts((rep.html.parent / "pct-native-stream-throughput.svg").read_text())
     ticks = {t: (x, y) for _, x, y, t in texts if t in shares}
     assert set(ticks) == set(shares)
@@ -80,15 +80,15 @@ def test_share_of_native_bars_sorted_horizontal_and_labelled(
 
 
 def test_series_get_their_own_scale_only_when_a_shared_one_flattens(
-        campaign: Callable[[str], Path]) -> None:
-    ecmp = {f.name: f for f in build.build(campaign("ecmp")).figures}
+        built: Callable[[str], build.Report]) -> None:
+    ecmp = {f.name: f for f in built("ecmp").figures}
     assert "own y scale" in ecmp["series-throughput-stream-1500"].caption
-    basic = {f.name: f for f in build.build(campaign("basic")).figures}   # native vs vxlan
+    basic = {f.name: f for f in built("basic").figures}   # native vs vxlan
     assert "own y scale" not in basic["series-throughput-stream-1500"].caption
 
 
-def test_ndr_panels_never_mix_units(campaign: Callable[[str], Path]) -> None:
-    rep = build.build(campaign("loss"))
+def test_ndr_panels_never_mix_units(built: Callable[[str], build.Report]) -> None:
+    rep = built("loss")
     titles = [t for _, _, _, t in _texts((rep.html.parent / "ndr-loss-search-1500.svg")
                                          .read_text()) if " rate, " in t]
     assert sorted(titles) == sorted(f"{k}: {w} rate, {u}" for k, w in

@@ -33,10 +33,10 @@ def _not_blank(png: bytes) -> None:
     assert colours is None or len(colours) > 50, "screenshot is (nearly) one colour"
 
 
-def test_basic_report_figures_html_and_exports(campaign: Callable[[str], Path],
+def test_basic_report_figures_html_and_exports(built: Callable[[str], build.Report],
                                                browser: Callable) -> None:
-    root = campaign("basic")
-    rep = build.build(root)
+    rep = built("basic")
+    root = rep.html.parent.parent
     names = {f.name for f in rep.figures}
     # what the data holds is drawn; what it does not hold (latency, sweeps, NDR, MTUs) is not
     assert {"pct-native-stream-throughput", "series-throughput-stream-1500", "cpu-stream",
@@ -78,9 +78,9 @@ def test_basic_report_figures_html_and_exports(campaign: Callable[[str], Path],
     assert sorted(r["value"] for r in tput) == sorted(_values(root, "vxlan", "throughput"))
 
 
-def test_takeaways_match_the_numbers(campaign: Callable[[str], Path]) -> None:
-    root = campaign("basic")
-    rep = build.build(root)
+def test_takeaways_match_the_numbers(built: Callable[[str], build.Report]) -> None:
+    rep = built("basic")
+    root = rep.html.parent.parent
     texts = {t.topic: t.text for t in rep.takeaways}
     # the paired per-round share, as the tables, the summary and the figure show it
     pct, lo, hi = paired_ref.of(root, "vxlan", "throughput")
@@ -95,10 +95,10 @@ def test_takeaways_match_the_numbers(campaign: Callable[[str], Path]) -> None:
     assert f"vxlan needs {x:.2f}× native's CPU" in texts["cpu-per-gbit"]
 
 
-def test_mtu_campaign_draws_mtu_bars_and_jumbo_takeaway(campaign: Callable[[str], Path],
+def test_mtu_campaign_draws_mtu_bars_and_jumbo_takeaway(built: Callable[[str], build.Report],
                                                         browser: Callable) -> None:
-    root = campaign("mtu")
-    rep = build.build(root)
+    rep = built("mtu")
+    root = rep.html.parent.parent
     check_jumbo(root, rep)      # shared with the live jumbo campaign (tests/jumbo_checks.py)
     load = browser(rep.html)
     assert load.console_errors == [] and load.requests == []
@@ -152,11 +152,11 @@ def test_jumpavg_on_per_second_series() -> None:
     assert compare.judge(a, a, True) == (False, "jumpavg", compare.SAME)
 
 
-def test_streams_sweep_figure_and_scaling_takeaway(campaign: Callable[[str], Path]) -> None:
+def test_streams_sweep_figure_and_scaling_takeaway(built: Callable[[str], build.Report]) -> None:
     """tests/data/campaigns/sweep: the stream workload at 1, 4 and 16 streams (a real run of
     tests/data/experiments/streams-sweep.toml)."""
-    root = campaign("sweep")
-    rep = build.build(root)
+    rep = built("sweep")
+    root = rep.html.parent.parent
     assert "sweep-stream-streams-1500" in {f.name for f in rep.figures}
     by: dict[tuple[str, int], list[float]] = {}
     for p in (root / "cases").glob("*.json"):
@@ -181,15 +181,15 @@ def test_streams_sweep_figure_and_scaling_takeaway(campaign: Callable[[str], Pat
         assert f"stream streams={n} — underlay MTU 1500" in page
 
 
-def test_loss_search_report_marks_lower_bounds(campaign: Callable[[str], Path],
+def test_loss_search_report_marks_lower_bounds(built: Callable[[str], build.Report],
                                                browser: Callable) -> None:
     """tests/data/campaigns/loss: `tunbench run --tunnels native,vxlan,srv6 --workloads
     loss-search --duration 2 --repeats 1`. Searches that reached the generator's top rate (or
     stopped because the sender could not offer more) recorded their figures as lower bounds:
     the table prints them with ≥ and the take-away says what the ratio then means; dozens of
     metrics make a table with one row per metric; the case notes are listed."""
-    root = campaign("loss")
-    rep = build.build(root)
+    rep = built("loss")
+    root = rep.html.parent.parent
     assert "ndr-loss-search-1500" in {f.name for f in rep.figures}
     docs = {d["case"]["tunnel"]["label"]: d for d in
             (json.loads(p.read_text()) for p in (root / "cases").glob("*.json"))}
@@ -236,12 +236,12 @@ def test_loss_search_report_marks_lower_bounds(campaign: Callable[[str], Path],
     _not_blank(load.screenshot)
 
 
-def test_a_sweep_gets_one_sentence_per_topic(campaign: Callable[[str], Path]) -> None:
+def test_a_sweep_gets_one_sentence_per_topic(built: Callable[[str], build.Report]) -> None:
     """Share of native and CPU per Gbit/s over 1, 4 and 16 streams: one sentence each for the
     whole sweep (not one per stream count), with every count's winner and every tunnel's
     range of CPU multiples taken from the recorded numbers."""
-    root = campaign("sweep")
-    rep = build.build(root)
+    rep = built("sweep")
+    root = rep.html.parent.parent
     share = [t for t in rep.takeaways if t.topic == "share-of-native"]
     cpu = [t for t in rep.takeaways if t.topic == "cpu-per-gbit"]
     assert len(share) == 1 and len(cpu) == 1
