@@ -253,6 +253,11 @@ def _range_values(want: Any) -> list[Any]:
 @example(case=({"experiment": {"duration": 2, "repeats": 1},
                 "tunnel": [{"kind": "agg"}, {"kind": "ssh-forward", "cipher": "\n"}],
                 "workload": [{"name": "latency"}]}, ["cipher"], frozenset({2, 3})), scale=[])
+# found by this test in clean-clone run ciG: --scale made `repeats = true` one round (a bool
+# is an int in Python); presets.scale now leaves it for the spec to refuse
+@example(case=({"experiment": {"duration": 2, "repeats": True}, "tunnel": [{"kind": "agg"}],
+                "workload": [{"name": "latency"}]}, ["repeats"], frozenset({2})),
+         scale=["--scale", "0.5"])
 def test_experiment_fault(place: Path, case: tuple[dict[str, Any], list[str],
                                                    frozenset[int]], scale: list[str]) -> None:
     """`--scale` rewrites durations and repeats: it must never turn a bad value into a good

@@ -212,3 +212,16 @@ def test_cpu_summary_excludes_warmup_samples() -> None:
     assert len(s["samples"]) == 4                      # every sample is kept in the record
     short = cpu_summary(CpuRecord(1.0, [tick(1.0, 10.0)]), warmup=1.0)
     assert short["warmup_excluded_samples"] == 0 and short["busy_avg"] == 10.0
+
+
+def test_scale_leaves_a_boolean_repeats_for_the_spec_to_refuse() -> None:
+    """`repeats = true` is not a count: --scale must not turn it into 1 round (True is an
+    int in Python; found by the input fuzz test, test_experiment_fault, in a clean-clone run)."""
+    from tunbench import presets
+    from tunbench.errors import SpecError
+    data = {"experiment": {"duration": 2, "repeats": True}, "tunnel": [{"kind": "native"}],
+            "workload": [{"name": "latency"}]}
+    scaled = presets.scale(data, 0.5)
+    assert scaled["experiment"]["repeats"] is True
+    with pytest.raises(SpecError, match="repeats must be an integer"):
+        spec.build(scaled, "f.toml")

@@ -55,7 +55,8 @@ def scale(data: dict[str, Any], factor: float) -> dict[str, Any]:
         return out   # spec.build names the problem
     dur, reps, warm = (exp.get("duration", 10.0), exp.get("repeats", 3),
                        exp.get("warmup", 1.0))
-    if not (_finite(dur) and _finite(warm) and isinstance(reps, int) and dur > 0
+    if not (_finite(dur) and _finite(warm) and isinstance(reps, int)
+            and not isinstance(reps, bool) and dur > 0
             and reps >= 1 and warm >= 0):
         return out   # invalid: left as written for spec.build to name, never clamped valid
     exp["duration"] = max(MIN_DURATION, round(float(dur) * factor, 1))
