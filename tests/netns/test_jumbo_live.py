@@ -52,7 +52,7 @@ def test_jumbo_campaign_through_the_whole_path(tmp_path: Path, root_unchanged: N
         above = probe["above_mtu"]
         assert above["size"] == inner + 1 and above["passed"] is False
         # it waited a few of the first probe's RTTs, not ping's whole second
-        assert above["wait_s"] == pathmtu.above_wait(at["rtt_ms"]) < pathmtu.WAIT_S
+        assert above["wait_s"] == pathmtu.above_wait(at["rtt_ms"])   # the wait follows the RTT (no latency bound)
         assert f"mtu={inner}" in above["reply"].replace(" ", ""), above["reply"]
         assert not [n for n in d["notes"] if "DF packet" in n], d["notes"]
         # the stream's TCP segments follow the tunnel MTU (timestamps take 12 B of options)
