@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .results.model import paired_value
+
 if TYPE_CHECKING:   # imported where used: scipy stays out of spec validation
     from .report import decide
 
@@ -259,7 +261,10 @@ def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
             m = (d.get("metrics") or {}).get(metric) or {}
             if m.get("value") is None:
                 continue
-            rep, v = int(d["case"].get("repeat") or 0), float(m["value"])
+            # the value a round pairs against native's: a rate's best second (model.paired_value)
+            v = float(paired_value(float(m["value"]), bool(m.get("higher_is_better", True)),
+                                   (d.get("series") or {}).get(metric)) or m["value"])
+            rep = int(d["case"].get("repeat") or 0)
             if _is_native(d):
                 native[rep] = v
             else:

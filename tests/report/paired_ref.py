@@ -1,6 +1,8 @@
 """The reference computation of a share of native, straight from the case files and
-independent of report/decide.py: per round, ln(method / native in that round); the geometric
-mean and the back-transformed Student-t 95% interval (docs/methodology.md)."""
+independent of report/decide.py: per round, ln(method / native in that round) of the value a
+round pairs (a rate recorded with its per-second series: its best second; otherwise the
+metric's value); the geometric mean and the back-transformed Student-t 95% interval
+(docs/methodology.md, "Estimator")."""
 
 from __future__ import annotations
 
@@ -21,17 +23,25 @@ def _streams(d: dict[str, Any]) -> int:
     return int((d["case"]["workload"].get("params") or {}).get("streams", 1))
 
 
+def paired(d: dict[str, Any], metric: str) -> float:
+    """The value a case's round pairs against native's, from the case file alone."""
+    m = d["metrics"][metric]
+    series = (d.get("series") or {}).get(metric) or []
+    if m.get("higher_is_better", True) and len(series) >= 4:
+        return float(max(series))
+    return float(m["value"])
+
+
 def log_ratios(root: Path, label: str, metric: str, mtu: int = 1500,
                streams: int | None = None) -> dict[int, float]:
     """Round (repeat) -> ln(value / native's value in that round), for the cases of the
     recorded tunnel `label`."""
     ok = [d for d in docs(root) if d["status"] == "ok" and d["case"]["mtu"] == mtu
           and metric in d["metrics"] and (streams is None or _streams(d) == streams)]
-    nat = {d["case"]["repeat"]: d["metrics"][metric]["value"] for d in ok
+    nat = {d["case"]["repeat"]: paired(d, metric) for d in ok
            if d["case"]["tunnel"]["kind"] == "native"
            and not d["case"]["tunnel"]["label"].endswith(" via chain")}
-    return {d["case"]["repeat"]: math.log(d["metrics"][metric]["value"]
-                                          / nat[d["case"]["repeat"]])
+    return {d["case"]["repeat"]: math.log(paired(d, metric) / nat[d["case"]["repeat"]])
             for d in ok if d["case"]["tunnel"]["label"] == label
             and d["case"]["repeat"] in nat}
 

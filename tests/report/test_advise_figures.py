@@ -183,9 +183,9 @@ def test_a_measured_mtu_or_offload_variant_is_ranked(name: str, variant: dict) -
     assert a.variant == (mtu, off)
     docs = [d for d in _docs(name) if d["case"]["mtu"] == mtu
             and d["case"]["offloads"]["name"] == off]
-    nat = {d["case"]["repeat"]: d["metrics"]["throughput"]["value"] for d in docs
+    nat = {d["case"]["repeat"]: paired_ref.paired(d, "throughput") for d in docs
            if d["case"]["tunnel"]["kind"] == "native"}
-    logs = [math.log(d["metrics"]["throughput"]["value"] / nat[d["case"]["repeat"]])
+    logs = [math.log(paired_ref.paired(d, "throughput") / nat[d["case"]["repeat"]])
             for d in docs if d["case"]["tunnel"]["kind"] == "vxlan"]
     vx = _method(a, "vxlan")
     assert (vx.share[1].est.mean, vx.share[1].est.ci_low, vx.share[1].est.ci_high) == \

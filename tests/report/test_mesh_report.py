@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import paired_ref
+
 from tunbench.report import advise, build, data, mesh
 
 TB = [sys.executable, "-m", "tunbench"]
@@ -30,7 +32,7 @@ def _shares(root: Path) -> dict[tuple[str, str], float]:
     for d in _docs(root):
         a, b = d["mesh"]["pair"]
         val[(a, b, d["case"]["repeat"], d["case"]["tunnel"]["kind"])] = \
-            d["metrics"]["throughput"]["value"]
+            paired_ref.paired(d, "throughput")
     out = {}
     for a, b in PAIRS:
         logs = [math.log(val[(a, b, r, "vxlan")] / val[(a, b, r, "native")]) for r in (1, 2)]

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import html
 import io
+import math
 import re
 import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+import paired_ref
 import pytest
 from PIL import Image
 
@@ -47,14 +49,17 @@ def test_no_figure_has_overlapping_tick_labels(name: str, built: Callable[[str],
 
 
 def _shares(root: Path) -> dict[str, float]:
-    vals: dict[str, list[float]] = {}
+    """Each tunnel's share of native from the case files: the geometric mean over the rounds
+    of the paired values' ratios (paired_ref)."""
+    vals: dict[str, dict[int, float]] = {}
     for p in (root / "cases").glob("*.json"):
         d = reader.read_json(p, CASE_FORMAT)
         if d["status"] == "ok":
-            vals.setdefault(records.identity(d["case"]["tunnel"])["display"], []).append(
-                d["metrics"]["throughput"]["value"])
-    nat = statistics.fmean(vals["native"])
-    return {t: 100 * statistics.fmean(v) / nat for t, v in vals.items()}
+            vals.setdefault(records.identity(d["case"]["tunnel"])["display"], {})[
+                d["case"]["repeat"]] = paired_ref.paired(d, "throughput")
+    nat = vals["native"]
+    return {t: 100 * math.exp(statistics.fmean(math.log(x / nat[r]) for r, x in v.items()))
+            for t, v in vals.items()}
 
 
 def test_share_of_native_bars_sorted_horizontal_and_labelled(

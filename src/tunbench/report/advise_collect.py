@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from ..errors import SpecError
+from ..results.model import BEST_OF_SECONDS
 from ..results.records import CaseRecord
 from . import data, stats
 from .advise_figures import declared, loss_metrics
@@ -93,7 +94,7 @@ def _paired(docs: list[CaseRecord], native: dict[tuple[Any, ...], float], key: A
     in the same round; a round without native (or a non-positive ratio side) is left out."""
     out = []
     for d in docs:
-        v = d.value(metric)
+        v = d.paired(metric)
         r = d.repeat
         ref = native.get((key, r))
         if v is None or ref is None:
@@ -109,7 +110,7 @@ def _native_values(ok: list[CaseRecord], keyf: Any, metric: str
                    ) -> dict[tuple[Any, ...], float]:
     by_round: dict[tuple[Any, ...], float] = {}
     for d in ok:
-        v = d.value(metric)
+        v = d.paired(metric)
         if _is_reference(d) and v is not None:
             by_round[(keyf(d), d.repeat)] = v
     return by_round
@@ -180,6 +181,9 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
                 m["cpu_abs"].setdefault(n, []).append((d.repeat, math.log(v)))
         if not nat:
             notes.append(f"no native baseline in {base}: shares of native cannot be computed")
+        elif any(len(d.series.get(THROUGHPUT) or ()) >= BEST_OF_SECONDS for d in tdocs):
+            notes.append("share of native: each round's best 1-s interval against native's in "
+                         "the same round (the Mbit/s columns are means; docs/methodology.md)")
     lat = _latency_metric(c, ok)
     if lat is not None:
         wl, metric = lat

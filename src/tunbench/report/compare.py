@@ -133,7 +133,7 @@ def _by_repeat(c: data.Campaign, tun: str, scen: data.Scenario,
     out: dict[int, float] = {}
     for r in c.ok:
         if r.tunnel.label == tun and r.scenario == scen:
-            v = r.value(metric)
+            v = r.paired(metric)   # the value a round pairs against native's
             if v is not None:
                 out[r.repeat if r.repeat is not None else len(out) + 1] = v
     return out

@@ -108,9 +108,10 @@ def grids(c: Campaign) -> list[Grid]:
                 if v is None:
                     continue
                 values.setdefault(p, []).append(v)
-                nv = base.value(metric) if base is not None and base.status == "ok" else None
-                if nv and v > 0:
-                    ratios.setdefault(p, []).append(v / nv if hib else nv / v)
+                nv = base.paired(metric) if base is not None and base.status == "ok" else None
+                pv = r.paired(metric) or v
+                if nv and pv > 0:
+                    ratios.setdefault(p, []).append(pv / nv if hib else nv / pv)
             for p, cell in cells.items():
                 if values.get(p):
                     cell.value = statistics.fmean(values[p])

@@ -85,7 +85,7 @@ def scalings(c: Campaign) -> list[Scaling]:
             v = r.value(metric)
             if v is not None:
                 m.head.setdefault(k, []).append(v)
-                m.by_round.setdefault(r.repeat, {})[k] = v
+                m.by_round.setdefault(r.repeat, {})[k] = r.paired(metric) or v
             cpu = r.value(CPU)
             if cpu is not None:
                 m.cpu.setdefault(k, []).append(cpu)

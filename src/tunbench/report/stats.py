@@ -109,10 +109,13 @@ def _round(case: CaseRecord, seen: int) -> Any:
 
 
 def _group(cases: list[CaseRecord]) -> tuple[dict[Key, dict[Any, float]], dict[
-        Key, tuple[str, bool, Any]], dict[Key, str], dict[Key, str], list[str]]:
+        Key, tuple[str, bool, Any]], dict[Key, str], dict[Key, str], list[str],
+        dict[Key, dict[Any, float]]]:
     """Per row key: value by round (repeat), (unit, higher is better, sweep), shaped rate,
-    bound; and the tunnels in campaign order."""
+    bound; the tunnels in campaign order; and per row key the value each round pairs against
+    native (CaseRecord.paired: a rate's best second)."""
     groups: dict[Key, dict[Any, float]] = {}
+    paired: dict[Key, dict[Any, float]] = {}
     meta: dict[Key, tuple[str, bool, Any]] = {}
     rates: dict[Key, str] = {}
     bounds: dict[Key, str] = {}
@@ -130,13 +133,15 @@ def _group(cases: list[CaseRecord]) -> tuple[dict[Key, dict[Any, float]], dict[
             key = (label, kind, wl.name, wl.label, name, case.mtu, case.offloads)
             vals = groups.setdefault(key, {})
             r = _round(case, len(vals))
-            vals[r if r not in vals else (r, len(vals))] = m.value   # none lost
+            r = r if r not in vals else (r, len(vals))   # none lost
+            vals[r] = m.value
+            paired.setdefault(key, {})[r] = case.paired(name) or m.value
             meta[key] = (m.unit, m.higher_is_better, wl.sweep_value)
             if rate:
                 rates[key] = rate
             if m.bound:
                 bounds[key] = m.bound
-    return groups, meta, rates, bounds, order
+    return groups, meta, rates, bounds, order, paired
 
 
 def _ref_key(key: Key, groups: dict[Key, dict[Any, float]]) -> Key | None:
@@ -167,8 +172,8 @@ def _shares(groups: dict[Key, dict[Any, float]]
 
 def rows(cases: list[CaseRecord], noisy_cv: float = NOISY_CV) -> list[Row]:
     """Aggregate the ok cases of a campaign into rows, in the campaign's tunnel order."""
-    groups, meta, rates, bounds, order = _group(cases)
-    shares, ratios = _shares(groups)
+    groups, meta, rates, bounds, order, paired = _group(cases)
+    shares, ratios = _shares(paired)
     out = []
     for key, vals in groups.items():
         s = summarize(list(vals.values()))

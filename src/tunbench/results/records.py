@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .model import MetricRecord, metric_records
+from .model import MetricRecord, metric_records, paired_value
 
 Scenario = tuple[str, int, str]   # workload name, underlay MTU, offload variant
 
@@ -140,6 +140,14 @@ class CaseRecord:
     def value(self, metric: str) -> float | None:
         m = self.metrics.get(metric)
         return None if m is None else m.value
+
+    def paired(self, metric: str) -> float | None:
+        """The value this case's round pairs against native's (model.paired_value: the best
+        second of a rate recorded with its per-second series, else the value)."""
+        m = self.metrics.get(metric)
+        if m is None:
+            return None
+        return paired_value(m.value, m.higher_is_better, self.series.get(metric))
 
     @property
     def rate(self) -> str | None:
