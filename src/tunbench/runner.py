@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from . import implchoice, interrupts, pathmtu, proc, topologies, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
 from .caserecord import tunnel_identity, workload_identity
+from .chain import hops as chain_hops
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
 from .metrics.cpu import CpuRecord
 from .plan import Case, next_round, plan
