@@ -288,6 +288,7 @@ def _advice(out: Path) -> Any:
 def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
     """The plan of a validated, preflighted experiment: nothing on the system is changed,
     no folder is written."""
+    from . import topologies
     from .plan import plan
     from .progress import Estimate
     from .runner import case_plans
@@ -302,14 +303,8 @@ def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
     if exp.sequential:
         print(f"sequential: then rounds only for the pairs still open, at most "
               f"{exp.max_rounds} rounds and {exp.budget / 60:g} min of measurement")
-    if exp.mesh is not None:   # the schedule, computed up front (testbed/meshspec.py)
-        slots = exp.mesh.schedule()
-        print(f"mesh: {exp.mesh.sites} sites, {len(exp.mesh.pairs)} pair(s), {len(slots)} "
-              "colour(s) of disjoint pairs; on this host one pair at a time")
-        for slot in slots:
-            print(f"  colour {slot['colour']}: "
-                  + ", ".join(f"{a}->{b}" if exp.mesh.directions == "both" else f"{a}-{b}"
-                              for a, b in slot["pairs"]))
+    for line in topologies.of(exp).plan_text(exp):   # e.g. the mesh's schedule
+        print(line)
     if exp.cpus_per_site:   # which CPUs each site gets at each count (testbed/sitecores.py)
         from .testbed import sitecores
         have = sitecores.host_cpus()

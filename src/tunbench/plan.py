@@ -8,10 +8,16 @@ Repeats are the outer loop, so every tunnel is measured once per round and slow 
 host affects all tunnels alike; within a round the native baseline comes first. With
 order = "shuffled" each round is shuffled with the seed (native still first).
 
-A chain with `direct = true` (the sdwan preset) runs every case twice per round: first direct
-(topology "direct": the plain two-site testbed, tunnels under their own labels, native the
-baseline), then through the chain (topology "chain", tunnel labels "<label> via chain"), so
-every table shows the chain as a share of direct measured in the same round.
+The experiment's topology divides each round into its slots (topologies/base.py `slots`),
+planned one after another, every case of the round in each: one for a pair or a hub; a chain
+with `direct = true` (the sdwan preset) runs every case twice per round, first direct (topology
+"direct": the plain two-site testbed, tunnels under their own labels, native the baseline),
+then through the chain (topology "chain", tunnel labels "<label> via chain"), so every table
+shows the chain as a share of direct measured in the same round; a mesh
+(testbed/meshspec.py) runs each round pair by pair in the order of its schedule (the colours
+of its edge colouring, one after another): every case of a pair, native first, before the next
+pair, so each pair's share of native is measured in the same round. The plan itself tests no
+topology.
 
 The sequential design (no fixed repeats) plans its minimum rounds here; the runner adds each
 further round with `next_round`, only the cases the stopping rule keeps (sequential.py), in
@@ -20,10 +26,6 @@ the same order as a full round (native first), numbered on from the cases before
 With `cpus_per_site` (site size in cores, testbed/sitecores.py) each round measures every
 case at each core count in turn (native first at each), so a method at 1 core meets native at
 1 core of the same round.
-
-A mesh (testbed/meshspec.py) runs each round pair by pair in the order of its schedule (the
-colours of its edge colouring, one after another): every case of a pair, native first, before
-the next pair, so each pair's share of native is measured in the same round.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from . import topologies
 from .spec import Experiment, OffloadVariant, TunnelSpec, WorkloadSpec
 
 
@@ -69,9 +72,6 @@ class Case:
         return self.topology != "direct"
 
 
-VIA_CHAIN = " via chain"   # report.stats.VIA_CHAIN reads it (the report imports no planner)
-
-
 def plan(exp: Experiment) -> list[Case]:
     rng = random.Random(exp.seed)
     cases: list[Case] = []
@@ -96,35 +96,19 @@ def _round(exp: Experiment, rep: int, start: int, rng: random.Random,
         rng.shuffle(round_)
         round_.sort(key=lambda c: c[0].kind != "native")  # stable: native first
     cases: list[Case] = []
-    if exp.mesh is not None:   # each pair in schedule order, all its cases together
-        for slot in exp.mesh.schedule():
-            for a, b in slot["pairs"]:
-                for t, w, m, o in round_:
-                    i = start + len(cases)
-                    variant = "" if o.name == "default" else f"-{o.name}"
-                    cid = f"{i:04d}-{a}-{b}-{t.label}-{w.label}-mtu{m}{variant}-r{rep}"
-                    case = Case(i, cid, t, w, m, o, rep, "", (a, b), slot["colour"])
-                    if keep is None or keep(case):
-                        cases.append(case)
-        return cases
-    for topo in _topologies(exp):
+    for slot in topologies.of(exp).slots(exp):   # the topology's parts of a round, in order
         for k in exp.cpus_per_site or (0,):   # site size in cores: each value in turn
             for t, w, m, o in round_:
                 i = start + len(cases)
                 variant = "" if o.name == "default" else f"-{o.name}"
-                via = f"-{topo}" if topo else ""
+                pair = f"{slot.pair[0]}-{slot.pair[1]}-" if slot.pair else ""
+                via = f"-{slot.topology}" if slot.topology else ""
                 cores = f"-cpu{k}" if k else ""
-                name = t.label
-                if topo == "chain":
-                    t = replace(t, label=t.label + VIA_CHAIN)
-                cid = f"{i:04d}-{name}-{w.label}-mtu{m}{variant}{cores}{via}-r{rep}"
-                case = Case(i, cid, t, w, m, o, rep, topo, cpus=k)
+                cid = f"{i:04d}-{pair}{t.label}-{w.label}-mtu{m}{variant}{cores}{via}-r{rep}"
+                if slot.label_suffix:
+                    t = replace(t, label=t.label + slot.label_suffix)
+                case = Case(i, cid, t, w, m, o, rep, slot.topology, slot.pair, slot.colour,
+                            cpus=k)
                 if keep is None or keep(case):
                     cases.append(case)
     return cases
-
-
-def _topologies(exp: Experiment) -> tuple[str, ...]:
-    if exp.chain is not None and exp.chain.direct:
-        return ("direct", "chain")
-    return ("",)

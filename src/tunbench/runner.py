@@ -20,7 +20,6 @@ from . import implchoice, interrupts, pathmtu, proc, topologies, tunnels, worklo
 from .capabilities import Missing, kernel_missing, root_missing
 from .caserecord import tunnel_identity, workload_identity
 from .chain import hops as chain_hops
-from .chain import hosts as chain_hosts
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
 from .metrics.cpu import CpuRecord
 from .plan import Case, next_round, plan
@@ -65,8 +64,9 @@ class SilentReporter:
 
 def preflight(exp: Experiment) -> None:
     """Everything this experiment needs that the host lacks, all at once, before any change.
-    With sites on real hosts, what each host needs is checked there once connected
-    (topology.Topology.open); here only what this host itself does."""
+    With sites on real hosts, what each host needs is checked there once connected (the
+    topology's `open`, open_topology); here only what this host itself does, the topology's
+    own `requirements` included."""
     missing: list[str] = []
     root = root_missing()
     if root:
@@ -104,8 +104,7 @@ def preflight(exp: Experiment) -> None:
         if not proc.which(tool):
             missing.append(f"tool {tool}: not installed (apt-get install "
                            f"{proc.package_for(tool)})")
-    if exp.chain is not None and not exp.sites:   # on hosts: asked of them (open_topology)
-        missing += chain_hops.requirements([h.kind for h in exp.chain.hops])
+    missing += topologies.of(exp).requirements(exp)   # on hosts: asked of them (its open)
     _inner_mtu_problems(exp, missing)
     _raise_missing(missing)
 
@@ -119,75 +118,14 @@ def _inner_mtu_problems(exp: Experiment, missing: list[str]) -> None:
                                "inside the tunnel (raise the MTU)")
 
 
-def site_tools(exp: Experiment, impls: dict[str, implchoice.Choice] | None = None
-               ) -> dict[str, list[str]]:
-    """Tools every site must have for this experiment: tool -> what needs it (`impls`: the
-    implementations chosen from the sites themselves, for tunnels left on auto)."""
-    out: dict[str, list[str]] = {}
-    for t in exp.tunnels:
-        t = implchoice.apply(t, impls or {})
-        drv = tunnels.get(t.kind)
-        for tool in drv.declared(drv.resolve_impl(t.params)).tools:
-            out.setdefault(tool.name, []).append(f"tunnel {t.kind}")
-    for w in exp.workloads:
-        for name in workloads.get(w.name).tools:
-            out.setdefault(name, []).append(f"workload {w.name}")
-    if exp.rate or exp.netem:
-        out.setdefault("tc", []).append("underlay shaping")
-    return out
-
-
-def site_kernel(exp: Experiment, impls: dict[str, implchoice.Choice] | None = None
-                ) -> dict[str, list[str]]:
-    """Kernel options every site must have: option -> the tunnels that need it."""
-    out: dict[str, list[str]] = {}
-    for t in exp.tunnels:
-        t = implchoice.apply(t, impls or {})
-        drv = tunnels.get(t.kind)
-        for k in drv.declared(drv.resolve_impl(t.params)).kernel:
-            out.setdefault(k.option, []).append(drv.display(t.params, t.label))
-    return out
-
-
 def open_topology(exp: Experiment) -> topology.Topology | HubHosts | None:
     """Connect to the experiment's sites (None: the local testbed) and check them, before
-    anything is changed on any host."""
+    anything is changed on any host: the experiment's topology opens them (its `open`)."""
     if not exp.sites:
         return None
     cfg = Path(os.path.expanduser(exp.ssh_config)) if exp.ssh_config else None
-    if exp.hub is not None:     # the hub and its spokes on hosts (testbed/hubhosts.py)
-        hosts = HubHosts(exp.sites, topology.SshOptions(config_file=cfg,
-                                                        heartbeat=exp.heartbeat))
-        hosts.open([t.kind for t in exp.tunnels])
-        return hosts
-    topo = topology.Topology(exp.sites, topology.SshOptions(config_file=cfg,
+    return topologies.of(exp).open(exp, topology.SshOptions(config_file=cfg,
                                                             heartbeat=exp.heartbeat))
-    moving = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
-              if tunnels.get(t.kind).moves_underlay(t.params)]
-    ipv6 = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels
-            if tunnels.get(t.kind).family(t.params) == 6]
-
-    chained = exp.chain is not None and bool(exp.chain.hops)
-
-    def plan(t: topology.Topology) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-        t.impls = implchoice.choose(exp, {n: t.view(n) for n in ("a", "b")})
-        tools, kernel = site_tools(exp, t.impls), site_kernel(exp, t.impls)
-        if chained:   # the chain's functions and its carrier between the hosts
-            assert exp.chain is not None
-            for tool, what in chain_hosts.tools(exp.chain).items():
-                tools.setdefault(tool, []).extend(what)
-            for option, what in chain_hosts.kernel(exp.chain).items():
-                kernel.setdefault(option, []).extend(what)
-        return tools, kernel
-
-    changing = [o.name for o in exp.offloads if o.settings]
-    # a chain between hosts never changes a host's own links (its segments are namespaces);
-    # its direct reference (chain direct = true) is the plain hosts testbed, which may
-    direct = not chained or (exp.chain is not None and exp.chain.direct)
-    topo.open(mtus=exp.all_mtus() if direct else (), shaping=bool(exp.rate or exp.netem),
-              takes_underlay=", ".join(moving), needs_ipv6=", ".join(ipv6), plan=plan,
-              offloads=", ".join(changing))
-    return topo
 
 
 def _raise_missing(missing: list[str]) -> None:

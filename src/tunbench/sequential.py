@@ -50,7 +50,8 @@ RESOLUTION = 0.10
 DEFAULT_BUDGET_S = 900.0     # 15 min of measurement
 DEFAULT_MAX_ROUNDS = 20
 SETTLED, BUDGET, MAX_ROUNDS = "settled", "budget", "max-rounds"
-VIA_CHAIN = " via chain"     # plan.VIA_CHAIN: a chain's native is a method, not the reference
+# topologies.chain.VIA_CHAIN: a chain's native is a method, not the reference
+VIA_CHAIN = " via chain"
 
 Scenario = tuple[str, int, str]   # workload label, underlay MTU, offload variant
 Key = tuple[str, Scenario]        # (tunnel label, scenario): one case of a round

@@ -6,6 +6,7 @@ option), and `tunbench list --topologies` shows them, also as JSON."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import subprocess
@@ -179,6 +180,111 @@ def test_run_case_has_no_branch_on_the_topology() -> None:
                 if isinstance(n, (ast.Import, ast.ImportFrom))}
     for mod in ("hubcase", "mesh", "chain import build"):
         assert not [i for i in imported if mod in i], (mod, imported)
+
+
+# the modules around the cases: which topology an experiment has is asked of topologies.of
+# only (preflight, opening the hosts, the plan, the dry run)
+SETTERS = {"spec.py",      # the parser that sets exp.hub / exp.chain / exp.mesh
+           "hubcase.py"}   # the hub's own measurement, reached only through topologies/hub.py
+
+
+def _reads_the_shape(tree: ast.AST) -> list[str]:
+    """Every `exp.hub` / `exp.chain` / `exp.mesh` (or getattr(exp, "mesh", ...)) in `tree`."""
+    out = []
+    for n in ast.walk(tree):
+        attr = (isinstance(n, ast.Attribute) and n.attr in SHAPES
+                and isinstance(n.value, ast.Name) and n.value.id in ("exp", "experiment"))
+        call = (isinstance(n, ast.Call) and ast.unparse(n.func) == "getattr" and len(n.args) > 1
+                and isinstance(n.args[1], ast.Constant) and n.args[1].value in SHAPES)
+        if attr or call:
+            out.append(f"{n.lineno}: {ast.unparse(n)}")
+    return out
+
+
+SHAPES = ("hub", "chain", "mesh")
+
+
+def test_no_module_outside_topologies_tests_which_topology_an_experiment_has() -> None:
+    """runner (preflight, open_topology, run_case), plan and cli (the dry run) go through the
+    experiment's topology: its requirements, open, slots and plan_text; no module outside
+    topologies/ reads exp.hub / exp.chain / exp.mesh, and runner and plan import no
+    topology's own modules."""
+    import inspect
+    from pathlib import Path
+
+    from tunbench import plan as plan_mod
+    from tunbench import runner
+    src = Path(inspect.getfile(topologies)).parents[1]
+    found = {}
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src)
+        if rel.parts[0] == "topologies" or rel.name in SETTERS and len(rel.parts) == 1:
+            continue
+        hits = _reads_the_shape(ast.parse(path.read_text()))
+        if hits:
+            found[str(rel)] = hits
+    assert not found, found
+    assert "topologies.of(exp).requirements(exp)" in ast.unparse(
+        ast.parse(inspect.getsource(runner.preflight)))
+    assert "topologies.of(exp).open(exp" in ast.unparse(
+        ast.parse(inspect.getsource(runner.open_topology)))
+    assert "topologies.of(exp).slots(exp)" in inspect.getsource(plan_mod._round)
+    assert "topologies.of(exp).plan_text(exp)" in inspect.getsource(cli._dry_run)
+    # the runner keeps chain.hops (the per-hop figures of a testbed whose notes have a chain)
+    for mod, own in ((runner, ("hubcase", "mesh", "hubspec", "chain import build",
+                               "chain import hosts")),
+                     (plan_mod, ("hubcase", "mesh", "hubspec", "chain"))):
+        imported = {ast.unparse(n) for n in ast.walk(ast.parse(inspect.getsource(mod)))
+                    if isinstance(n, (ast.Import, ast.ImportFrom))}
+        for name in own:
+            assert not [i for i in imported if name in i], (mod.__name__, name, imported)
+    # the checker sees what it looks for
+    assert sorted(_reads_the_shape(ast.parse("if exp.chain is not None and getattr(exp, "
+                                             "'mesh'): pass"))) == [
+        "1: exp.chain", "1: getattr(exp, 'mesh')"]
+
+
+def test_each_topology_shapes_its_campaign() -> None:
+    """The hooks around the cases, on parsed experiments: what preflight adds, how a round is
+    divided (and so the case ids and labels), what the dry run prints, and the default open
+    refusing hosts in one line."""
+    from tunbench.chain import hops as chain_hops
+    from tunbench.topologies.base import Slot
+    pair, hub, chain, mesh = (topologies.get(n) for n in ("pair", "hub", "chain", "mesh"))
+    chain_exp = _exp("chain")
+    assert chain.requirements(chain_exp) == chain_hops.requirements(["router"])
+    assert pair.requirements(_exp("pair")) == hub.requirements(_exp("hub")) == []
+    assert pair.slots(_exp("pair")) == hub.slots(_exp("hub")) == chain.slots(chain_exp) \
+        == (Slot(),)
+    direct = dataclasses.replace(chain_exp, chain=dataclasses.replace(chain_exp.chain,
+                                                                      direct=True))
+    assert chain.slots(direct) == (Slot("direct"), Slot("chain", label_suffix=" via chain"))
+    # each round: every case direct, then every case through the chain (round 1 here)
+    once = [c for c in plan(chain_exp) if c.repeat == 1]
+    both = [c for c in plan(direct) if c.repeat == 1]
+    assert len(both) == 2 * len(once) and once
+    for c, d, x in zip(once, both[:len(once)], both[len(once):], strict=True):
+        base = c.case_id[5:].removesuffix(f"-r{c.repeat}")
+        assert (d.topology, d.tunnel.label, d.case_id) == (
+            "direct", c.tunnel.label, f"{d.index:04d}-{base}-direct-r{c.repeat}")
+        assert (x.topology, x.tunnel.label, x.case_id) == (
+            "chain", c.tunnel.label + " via chain", f"{x.index:04d}-{base}-chain-r{c.repeat}")
+    mesh_exp = _exp("mesh")
+    slots = mesh.slots(mesh_exp)
+    assert [s.pair for s in slots] == [tuple(p) for sl in mesh_exp.mesh.schedule()
+                                       for p in sl["pairs"]]
+    assert {s.pair for s in slots} == {("s1", "s2"), ("s1", "s3"), ("s2", "s3")}
+    cases = [c for c in plan(mesh_exp) if c.repeat == 1]
+    assert [c.pair for c in cases] == [s.pair for s in slots for _ in range(len(cases) // 3)]
+    assert all(c.case_id.split("-")[1:3] == list(c.pair) for c in cases)
+    assert mesh.plan_text(mesh_exp)[0] == ("mesh: 3 sites, 3 pair(s), 3 colour(s) of disjoint "
+                                           "pairs; on this host one pair at a time")
+    assert len(mesh.plan_text(mesh_exp)) == 1 + 3
+    assert pair.plan_text(_exp("pair")) == chain.plan_text(chain_exp) == []
+    with pytest.raises(SpecError) as exc:
+        mesh.open(mesh_exp, None)   # type: ignore[arg-type]
+    assert exc.value.one_line() == ("the mesh topology runs on this host's namespaces only so "
+                                    "far (leave [sites] / --site out)")
 
 
 @pytest.mark.parametrize(("name", "bad", "line"), [

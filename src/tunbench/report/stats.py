@@ -203,8 +203,9 @@ def natural(text: str) -> tuple[Any, ...]:
     return tuple(int(p) if i % 2 else p for i, p in enumerate(re.split(r"(\d+)", text)))
 
 
-# the label suffix of cases measured through a chain next to direct ones (plan.VIA_CHAIN): a
-# native through the chain is measured against native direct, not the reference itself
+# the label suffix of cases measured through a chain next to direct ones
+# (topologies.chain.VIA_CHAIN): a native through the chain is measured against native direct,
+# not the reference itself
 VIA_CHAIN = " via chain"
 
 

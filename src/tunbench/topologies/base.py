@@ -31,6 +31,18 @@ And it builds (runner.run_case asks `topologies.of(...)` once and goes through t
   removes them;
 - with `measures_itself`: `measure(exp, case, built, progress)` and `record(exp, case,
   built)`, the case document's testbed, tunnel, metrics, ... and its own sections.
+
+And it owns the campaign's shape around the cases (the experiment's topology,
+`topologies.of(exp)`, answers for the whole campaign; a chain with `direct = true` too, though
+its direct cases build on the pair):
+- `requirements(exp)`: what it needs of this host for a campaign here, one line each
+  (runner.preflight; on hosts each host is asked once connected, in `open`);
+- `open(exp, ssh)`: connect to the experiment's sites over SSH and check them, before
+  anything is changed on any host; what `build` then takes as `hosts` (runner.open_topology);
+- `slots(exp)`: the parts of a round (plan.py), each a `Slot`: every case of the round runs
+  once in each, slot after slot (the chain's direct and through-chain halves, the mesh's
+  pairs in the order of its schedule);
+- `plan_text(exp)`: what `--dry-run` prints about it before the cases (the mesh's schedule).
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ from typing import Any, ClassVar
 
 from ..errors import SpecError
 from ..progress import ProgressSink
+from ..remote.transport import SshOptions
 from ..testbed import local
 from ..testbed.base import Testbed
 from ..testbed.ledger import Ledger
@@ -59,6 +72,22 @@ class TopoParam:
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "flag": self.flag, "default": self.default, "help": self.help}
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One part of a round (plan.py): every (tunnel, workload, MTU, offloads, cores) case of
+    the round is planned once in each slot, slot after slot.
+
+    `topology`: Case.topology, "direct" or "chain" when a chain campaign measures both ("" else;
+    it also ends the case id); `pair` and `colour`: a mesh case's sites (sender, receiver), which
+    begin the case id, and its colour of the schedule; `label_suffix`: added to the tunnel's
+    label (" via chain")."""
+
+    topology: str = ""
+    pair: tuple[str, str] | None = None
+    colour: int = -1
+    label_suffix: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,6 +141,32 @@ class Topology:
                 "tunnel_kinds": {"here": list(cls.tunnel_kinds(False)),
                                  "on_hosts": list(cls.tunnel_kinds(True))},
                 "workloads": None if wl is None else list(wl)}
+
+    # ---- the campaign around the cases (preflight, open, plan, dry run) -----------------------
+    @classmethod
+    def requirements(cls, exp: Any) -> list[str]:
+        """What this topology needs of this host for a campaign with its sites here, one line
+        each (runner.preflight adds them to the tunnels' and workloads'). The default: nothing
+        beyond what the runner checks for every campaign."""
+        return []
+
+    @classmethod
+    def open(cls, exp: Any, ssh: SshOptions) -> Any:
+        """Connect to the experiment's sites (`exp.sites`) over SSH and check them, before
+        anything is changed on any host; `build` takes what it returns as `hosts`. The default:
+        this topology is not built on hosts."""
+        raise SpecError(f"the {cls.name} topology runs on this host's namespaces only so far",
+                        "leave [sites] / --site out")
+
+    @classmethod
+    def slots(cls, exp: Any) -> tuple[Slot, ...]:
+        """The parts of a round, in order (plan.py). The default: one, the round itself."""
+        return (Slot(),)
+
+    @classmethod
+    def plan_text(cls, exp: Any) -> list[str]:
+        """Lines `tunbench run --dry-run` prints about this topology before the cases."""
+        return []
 
     # ---- building and undoing (runner.run_case) -------------------------------------------
     @classmethod

@@ -9,10 +9,20 @@ from .. import chain as functions
 from .. import tunnels
 from ..chain import build as chain_build
 from ..chain import gateway
+from ..chain import hops as chain_hops
+from ..chain import hosts as chain_hosts
 from ..errors import SpecError
+from ..remote.transport import SshOptions
+from ..testbed import topology
 from ..testbed.base import Testbed
 from ..testbed.ledger import Ledger
-from .base import Topology, TopoNeeds, TopoParam, check_mtu
+from .base import Slot, Topology, TopoNeeds, TopoParam, check_mtu
+from .pair import open_sites
+
+# the label suffix of the cases measured through the chain when a campaign also measures them
+# direct (report.stats.VIA_CHAIN and sequential.VIA_CHAIN read it: the report imports no
+# topology)
+VIA_CHAIN = " via chain"
 
 
 class Chain(Topology):
@@ -57,6 +67,32 @@ class Chain(Topology):
     @classmethod
     def describe(cls) -> dict[str, Any]:
         return {**super().describe(), "gateway_kinds": list(cls.gateway_kinds())}
+
+    @classmethod
+    def requirements(cls, exp: Any) -> list[str]:
+        """The tools of the path's functions, here (on hosts: asked of them in `open`)."""
+        return chain_hops.requirements([h.kind for h in exp.chain.hops])
+
+    @classmethod
+    def open(cls, exp: Any, ssh: SshOptions) -> topology.Topology:
+        """Sites a and b over SSH as the pair opens them, each also checked for the chain's
+        functions and its carrier between the hosts. A chain between hosts never changes a
+        host's own links (its segments are namespaces); its direct reference (`direct =
+        true`) is the plain hosts testbed, which may."""
+        if not exp.chain.hops:
+            return open_sites(exp, ssh)
+        return open_sites(exp, ssh, tools=chain_hosts.tools(exp.chain),
+                          kernel=chain_hosts.kernel(exp.chain), own_links=exp.chain.direct)
+
+    @classmethod
+    def slots(cls, exp: Any) -> tuple[Slot, ...]:
+        """With `direct = true` each round twice: first direct (the plain two-site testbed,
+        the pair's; tunnels under their own labels), then through the chain (labels
+        "<label> via chain"), so every table shows the chain as a share of direct measured in
+        the same round."""
+        if exp.chain.direct:
+            return (Slot("direct"), Slot("chain", label_suffix=VIA_CHAIN))
+        return (Slot(),)
 
     @classmethod
     def check(cls, exp: Any, case: Any, hosts: Any = None) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from .. import hubcase, tunnels
 from ..errors import SpecError
 from ..progress import ProgressSink
+from ..remote.transport import SshOptions
 from ..testbed import hub, hubspec
 from ..testbed.hub import MAX_SPOKES
 from ..testbed.hubhosts import HubHosts
@@ -59,6 +60,14 @@ class Hub(Topology):
         if hosts is not None and not isinstance(hosts, HubHosts):
             raise SpecError("the hub's sites were not opened as a hub and its spokes",
                             "give [sites] hub, s1..sN: runner.open_topology opens them so")
+
+    @classmethod
+    def open(cls, exp: Any, ssh: SshOptions) -> HubHosts:
+        """The hub and its spokes on hosts (testbed/hubhosts.py), each checked for the kinds'
+        hub variants."""
+        hosts = HubHosts(exp.sites, ssh)
+        hosts.open([t.kind for t in exp.tunnels])
+        return hosts
 
     @classmethod
     def build(cls, exp: Any, case: Any, run_id: str, ledger: Ledger,

@@ -11,7 +11,7 @@ from ..errors import SpecError
 from ..testbed import mesh, meshspec
 from ..testbed.base import Testbed
 from ..testbed.ledger import Ledger
-from .base import Topology, TopoNeeds, TopoParam
+from .base import Slot, Topology, TopoNeeds, TopoParam
 
 
 class Mesh(Topology):
@@ -43,6 +43,26 @@ class Mesh(Topology):
     @classmethod
     def chosen(cls, exp: Any, through_chain: bool = True) -> bool:
         return getattr(exp, "mesh", None) is not None
+
+    @classmethod
+    def slots(cls, exp: Any) -> tuple[Slot, ...]:
+        """Each pair in the order of the schedule (the colours of its edge colouring, one
+        after another): every case of a pair, native first, before the next pair, so each
+        pair's share of native is measured in the same round."""
+        return tuple(Slot(pair=(a, b), colour=slot["colour"])
+                     for slot in exp.mesh.schedule() for a, b in slot["pairs"])
+
+    @classmethod
+    def plan_text(cls, exp: Any) -> list[str]:
+        """The schedule, computed up front (testbed/meshspec.py)."""
+        spec = exp.mesh
+        slots = spec.schedule()
+        return [f"mesh: {spec.sites} sites, {len(spec.pairs)} pair(s), {len(slots)} "
+                "colour(s) of disjoint pairs; on this host one pair at a time"] + [
+            f"  colour {slot['colour']}: "
+            + ", ".join(f"{a}->{b}" if spec.directions == "both" else f"{a}-{b}"
+                        for a, b in slot["pairs"])
+            for slot in slots]
 
     @classmethod
     def check(cls, exp: Any, case: Any, hosts: Any = None) -> None:
