@@ -294,8 +294,9 @@ def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
     cases = plan(exp)
     if resume:
         from .results.store import CampaignStore
-        done = {c["id"] for c in CampaignStore(out).read_index()["cases"]
-                if c["status"] in ("ok", "failed", "skipped")}
+        from .runner import recorded_cases, resume_done
+        store = CampaignStore(out)
+        done = resume_done(exp, cases, recorded_cases(store.read_index()["cases"], store))
         cases = [c for c in cases if c.case_id not in done]
     eta = Estimate(case_plans(exp, cases)).total()
     print(f"plan: {len(cases)} case(s), about {eta / 60:.1f} min; results would go to {out}")

@@ -6,16 +6,18 @@ native first within each pair; `--dry-run` prints the schedule."""
 
 from __future__ import annotations
 
+import functools
 import random
 import subprocess
 import sys
 
 import pytest
 
+from tunbench import runner, sequential
 from tunbench import spec as exp_spec
 from tunbench.cli import _spec_dict
 from tunbench.errors import SpecError
-from tunbench.plan import plan
+from tunbench.plan import Case, next_round, plan
 from tunbench.testbed import meshspec
 
 TB = [sys.executable, "-m", "tunbench"]
@@ -154,3 +156,66 @@ def test_dry_run_prints_the_schedule() -> None:
     assert lines[2:5] == ["  colour 0: s1-s4, s2-s3", "  colour 1: s1-s3, s2-s4",
                           "  colour 2: s1-s2, s3-s4"]
     assert "  0000-s1-s4-native-stream-mtu1500-r1" in lines
+
+
+def _mesh_doc(case: Case, value: float) -> dict:
+    """A case document as the runner writes it, the fields the sequential rule reads."""
+    return {"case": {**case.to_dict(), "workload": {**case.to_dict()["workload"],
+                                                     "headline": ["throughput"]}},
+            "status": "ok", "started": 0.0, "ended": 3.0,
+            "metrics": {"throughput": {"value": value, "higher_is_better": True}}}
+
+
+def test_a_sequential_mesh_ranks_each_pair_and_adds_rounds_for_the_open_pair_only() -> None:
+    """Without --repeats, each pair is its own ranking against its own native, and the round
+    the rule adds measures the pairs still open, not every pair of an open method: on s1-s2
+    and s2-s3 vxlan is clearly half of native after the two minimum rounds; on s1-s3 it is
+    0.9 then 1.1 of native, undecided. The round added is s1-s3's native and vxlan only."""
+    exp = exp_spec.build(mesh(sites=3), "e.toml")
+    assert exp.sequential and exp.mesh is not None
+    cases = plan(exp)
+    assert len(cases) == sequential.MIN_ROUNDS * 3 * 2
+    share = {("s1", "s2"): (0.50, 0.51), ("s2", "s3"): (0.49, 0.50),
+             ("s1", "s3"): (0.90, 1.10)}
+    docs = [_mesh_doc(c, 1000.0 if c.tunnel.kind == "native"
+                      else 1000.0 * share[c.pair][c.repeat - 1]) for c in cases]
+    obs = sequential.series_from_docs(docs)
+    assert sorted(s.scenario for s in obs.series) == [
+        ("stream", 1500, "default", "s1-s2"), ("stream", 1500, "default", "s1-s3"),
+        ("stream", 1500, "default", "s2-s3")]
+    assert all(dict(s.native) == {1: 1000.0, 2: 1000.0} for s in obs.series)
+    rankings = [sequential.rank(s) for s in obs.series]
+    step = sequential.next_step(rankings, obs.rounds, obs.measured_s, obs.case_s(),
+                                min_rounds=exp.planned_rounds, max_rounds=exp.max_rounds,
+                                budget_s=exp.budget)
+    assert step.stop is None and step.keep is not None
+    added = next_round(exp, 3, len(cases), functools.partial(runner._kept, step.keep))
+    assert [(c.pair, c.tunnel.kind) for c in added] == [(("s1", "s3"), "native"),
+                                                        (("s1", "s3"), "vxlan")]
+    open_ = sequential.unsettled(rankings)
+    assert [p["pair"] for p in open_] == ["s1-s3"]
+    # vxlan's mean share on s1-s3 is just under native's: native ranks first
+    assert sequential.pair_text(open_[0]).startswith(
+        "native vs vxlan (stream, MTU 1500, pair s1-s3): undecided, ")
+    assert sequential.open_text(rankings) == "1 pair(s) open: native~vxlan (stream, s1-s3)"
+    # a case outside a mesh keeps its three-part scenario (and its recorded form)
+    assert sequential.case_key({"case": plan(exp_spec.build(
+        {"tunnel": [{"kind": "native"}], "workload": [{"name": "stream"}]}, "e"))[0]
+        .to_dict()}) == ("native", ("stream", 1500, "default"))
+
+
+def test_resume_reruns_a_mesh_s_failed_cases_and_keeps_the_others_failures() -> None:
+    """What --resume keeps (runner.resume_done): on a mesh a failed case runs again with the
+    missing ones; on the pair testbed a recorded failure stays as it is."""
+    exp = exp_spec.build({**mesh(sites=3), "experiment": {"repeats": 1}}, "e.toml")
+    cases = plan(exp)
+    recorded = {c.case_id: "failed" if c.pair == ("s1", "s3") else "ok" for c in cases[:-1]}
+    done = runner.resume_done(exp, cases, recorded)
+    assert sorted(set(c.case_id for c in cases) - set(done)) == sorted(
+        [c.case_id for c in cases if c.pair == ("s1", "s3")] + [cases[-1].case_id])
+    pair = exp_spec.build({"tunnel": [{"kind": "native"}, {"kind": "vxlan"}],
+                           "workload": [{"name": "stream"}], "experiment": {"repeats": 1}},
+                          "e.toml")
+    pcases = plan(pair)
+    recorded = {pcases[0].case_id: "ok", pcases[1].case_id: "failed"}
+    assert runner.resume_done(pair, pcases, recorded) == recorded

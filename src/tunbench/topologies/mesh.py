@@ -18,6 +18,7 @@ class Mesh(Topology):
     name = "mesh"
     summary = "N sites, every pair measured one at a time; one N x N grid per figure"
     chosen_by = '[testbed] kind = "mesh" (--testbed mesh --sites N)'
+    resume_reruns_failed = True   # a failed pair is a hole in the grid: --resume fills it
     params = (
         TopoParam("[testbed] kind", "--testbed", "pair", '"mesh" for this topology'),
         TopoParam("[testbed] sites", "--sites", "none (required)",
