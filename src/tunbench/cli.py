@@ -198,15 +198,16 @@ def _site_overrides(args: argparse.Namespace, data: dict[str, Any],
         sites[name] = target
     if getattr(args, "ssh_config", None):
         sites = sites or dict(data.get("sites") or {})
-        if not any(k in sites for k in ("a", "b", "hub")):
+        if not any(k in sites for k in ("a", "b", "hub", "s1")):
             raise SpecError(f"--ssh-config {args.ssh_config} is only used to reach remote sites",
                             "add --site a=USER@HOST --site b=USER@HOST (a hub testbed: "
-                            "--site hub=... --site s1=...), or leave it out")
+                            "--site hub=... --site s1=...; a mesh: --site s1=... --site "
+                            "s2=... --site s3=...), or leave it out")
         inputs.read_text(Path(os.path.expanduser(args.ssh_config)), "--ssh-config")
         sites["ssh_config"] = args.ssh_config
     if getattr(args, "heartbeat", None) is not None:
         sites = sites or dict(data.get("sites") or {})
-        if not any(k in sites for k in ("a", "b", "hub")):
+        if not any(k in sites for k in ("a", "b", "hub", "s1")):
             raise SpecError("--heartbeat applies to remote sites only",
                             "add --site a=USER@HOST --site b=USER@HOST, or leave it out")
         sites["heartbeat"] = args.heartbeat
@@ -306,7 +307,8 @@ def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
     if exp.mesh is not None:   # the schedule, computed up front (testbed/meshspec.py)
         slots = exp.mesh.schedule()
         print(f"mesh: {exp.mesh.sites} sites, {len(exp.mesh.pairs)} pair(s), {len(slots)} "
-              "colour(s) of disjoint pairs; on this host one pair at a time")
+              "colour(s) of disjoint pairs; "
+              + ("on hosts" if exp.sites else "on this host") + " one pair at a time")
         for slot in slots:
             print(f"  colour {slot['colour']}: "
                   + ", ".join(f"{a}->{b}" if exp.mesh.directions == "both" else f"{a}-{b}"

@@ -34,6 +34,7 @@ from .testbed import local, names, netlink, sitecores, topology
 from .testbed.base import Site, Testbed
 from .testbed.hubhosts import HubHosts
 from .testbed.ledger import Ledger
+from .topologies.pair import site_kernel, site_tools
 from .tunnels.base import Endpoints
 from .watch import DatapathWatch
 from .workloads.base import Context, Metric, Output
@@ -123,36 +124,6 @@ def _inner_mtu_problems(exp: Experiment, missing: list[str]) -> None:
                                "inside the tunnel (raise the MTU)")
 
 
-def site_tools(exp: Experiment, impls: dict[str, implchoice.Choice] | None = None
-               ) -> dict[str, list[str]]:
-    """Tools every site must have for this experiment: tool -> what needs it (`impls`: the
-    implementations chosen from the sites themselves, for tunnels left on auto)."""
-    out: dict[str, list[str]] = {}
-    for t in exp.tunnels:
-        t = implchoice.apply(t, impls or {})
-        drv = tunnels.get(t.kind)
-        for tool in drv.declared(drv.resolve_impl(t.params)).tools:
-            out.setdefault(tool.name, []).append(f"tunnel {t.kind}")
-    for w in exp.workloads:
-        for name in workloads.get(w.name).tools:
-            out.setdefault(name, []).append(f"workload {w.name}")
-    if exp.rate or exp.netem:
-        out.setdefault("tc", []).append("underlay shaping")
-    return out
-
-
-def site_kernel(exp: Experiment, impls: dict[str, implchoice.Choice] | None = None
-                ) -> dict[str, list[str]]:
-    """Kernel options every site must have: option -> the tunnels that need it."""
-    out: dict[str, list[str]] = {}
-    for t in exp.tunnels:
-        t = implchoice.apply(t, impls or {})
-        drv = tunnels.get(t.kind)
-        for k in drv.declared(drv.resolve_impl(t.params)).kernel:
-            out.setdefault(k.option, []).append(drv.display(t.params, t.label))
-    return out
-
-
 def open_topology(exp: Experiment) -> topology.Topology | HubHosts | None:
     """Connect to the experiment's sites (None: the local testbed) and check them, before
     anything is changed on any host."""
@@ -164,6 +135,10 @@ def open_topology(exp: Experiment) -> topology.Topology | HubHosts | None:
                                                         heartbeat=exp.heartbeat))
         hosts.open([t.kind for t in exp.tunnels])
         return hosts
+    if exp.mesh is not None:    # s1..sN on hosts: the mesh opens them (topologies/mesh.py)
+        opened: topology.Topology | None = topologies.of(exp).open(
+            exp, topology.SshOptions(config_file=cfg, heartbeat=exp.heartbeat))
+        return opened
     topo = topology.Topology(exp.sites, topology.SshOptions(config_file=cfg,
                                                             heartbeat=exp.heartbeat))
     moving = [tunnels.get(t.kind).display(t.params, t.label) for t in exp.tunnels

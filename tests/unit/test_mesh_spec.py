@@ -10,6 +10,7 @@ import functools
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -84,9 +85,40 @@ def test_a_kind_the_mesh_cannot_run_is_refused_naming_those_it_can() -> None:
         "e.toml: tunnel kind(s) wireguard are not mesh-capable (the mesh runs native, vxlan; "
         "leave the others out or use the pair testbed) (fix the values named above; nothing "
         "was changed)")
-    data = mesh(sites=3)
-    data["sites"] = {"a": "root@h1", "b": "root@h2"}
-    assert "a mesh runs on this host's namespaces only so far" in refused(data)
+
+
+@pytest.mark.parametrize(("tb", "sites", "line"), [
+    ({"sites": 3}, {"a": "root@h1", "b": "root@h2"},
+     "e.toml: site(s) a, b are not mesh sites (name them s1..sN, one host each: --site "
+     "s1=USER@HOST --site s2=USER@HOST ...)"),
+    ({}, {"s1": "root@h1", "s2": "root@h2", "s4": "root@h4"},
+     "e.toml: mesh sites must be s1..sN without gaps: s3 is missing (given: s1, s2, s4)"),
+    ({}, {"s1": "root@h1", "s2": "local", "s3": "root@h3"},
+     "e.toml: sites.s2 is 'local': a mesh on hosts puts every site on a host of its own "
+     "(leave [sites] / --site out for the mesh on this host's namespaces)"),
+    ({"sites": 4}, {"s1": "root@h1", "s2": "root@h2", "s3": "root@h3"},
+     "e.toml: testbed.sites is 4 but [sites] gives 3 host(s) (s1..s3): give one host per "
+     "site, or leave testbed.sites out"),
+    ({}, {"s1": "root@h1", "s2": "root@h2"},
+     "e.toml: testbed.sites must be an integer from 3 to 32, got 2 (a mesh of 2 sites is "
+     "the pair testbed: leave --testbed out)"),
+])
+def test_bad_mesh_sites_on_hosts_are_refused_in_one_line(tb: dict, sites: dict,
+                                                        line: str) -> None:
+    assert refused({**mesh(**tb), "sites": sites}) == (
+        line + " (fix the values named above; nothing was changed)")
+
+
+def test_a_mesh_on_hosts_takes_its_sites_from_sites_and_is_rebuilt_on_resume() -> None:
+    hosts = {f"s{i}": f"root@h{i}" for i in range(1, 5)}
+    exp = exp_spec.build({**mesh(), "sites": hosts}, "e.toml")
+    assert exp.mesh is not None and exp.mesh.sites == 4 and len(exp.mesh.pairs) == 6
+    assert {n: s.target for n, s in exp.sites.items()} == hosts
+    again = exp_spec.build(_spec_dict(exp.to_dict()), "e.toml")
+    assert again.mesh == exp.mesh and again.sites == exp.sites
+    data = {**mesh(), "sites": hosts}
+    data["tunnel"] = [{"kind": "native"}, {"kind": "wireguard"}]
+    assert "wireguard are not mesh-capable" in refused(data)
 
 
 def test_the_cli_refuses_with_exit_2_naming_the_flag_and_changes_nothing() -> None:
@@ -219,3 +251,21 @@ def test_resume_reruns_a_mesh_s_failed_cases_and_keeps_the_others_failures() -> 
     pcases = plan(pair)
     recorded = {pcases[0].case_id: "ok", pcases[1].case_id: "failed"}
     assert runner.resume_done(pair, pcases, recorded) == recorded
+
+
+def test_dry_run_of_a_mesh_on_hosts_prints_its_schedule_and_opens_nothing(
+        tmp_path: Path) -> None:
+    """--site s1=... --site s4=... with --ssh-config: parsed as a mesh of 4 hosts (no
+    --sites needed), the schedule printed; a dry run connects to nothing."""
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host h*\n  User root\n")
+    sites = [x for i in range(1, 5) for x in ("--site", f"s{i}=h{i}")]
+    r = subprocess.run(TB + ["run", "--testbed", "mesh", *sites, "--ssh-config", str(cfg),
+                             "--tunnels", "native,vxlan", "--workloads", "stream",
+                             "--repeats", "1", "--dry-run"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1] == ("mesh: 4 sites, 6 pair(s), 3 colour(s) of disjoint pairs; on hosts "
+                        "one pair at a time")
+    assert len([ln for ln in lines if ln.startswith("  0")]) == 12

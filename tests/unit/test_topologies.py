@@ -98,6 +98,9 @@ def test_each_topology_runs_the_kinds_it_says(kind: str) -> None:
     mesh = topologies.get("mesh")
     assert _accepted({"testbed": {"kind": "mesh", "sites": 3}, "tunnel": [{"kind": kind}]}) \
         == (kind in mesh.tunnel_kinds())
+    assert _accepted({"testbed": {"kind": "mesh"}, "tunnel": [{"kind": kind}],
+                      "sites": {"s1": "root@h1", "s2": "root@h2", "s3": "root@h3"}}) \
+        == (kind in mesh.tunnel_kinds(on_hosts=True))
     assert (kind in pair.tunnel_kinds(on_hosts=True)) == (not tunnels.get(kind).not_on_hosts)
 
 
@@ -202,7 +205,8 @@ def test_run_case_has_no_branch_on_the_topology() -> None:
     ("mesh", lambda e, c: (e, dataclasses.replace(c, mtu=9000), None),
      "the mesh's underlay MTU is 1500, not 9000 (leave --mtu / experiment.mtus out)"),
     ("mesh", lambda e, c: (e, c, object()),
-     "a mesh runs on this host's namespaces only so far (leave [sites] / --site out)"),
+     "a mesh on this host's namespaces takes no hosts opened over SSH (give [sites] s1..sN "
+     "to put its sites on hosts)"),
 ], ids=["pair-mtu", "hub-spokes", "hub-hosts", "chain-kind", "mesh-pair", "mesh-mtu",
         "mesh-hosts"])
 def test_check_refuses_in_one_line(name: str, bad: Any, line: str) -> None:

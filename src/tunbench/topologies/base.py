@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 
 from ..errors import SpecError
 from ..progress import ProgressSink
+from ..remote.transport import SshOptions
 from ..testbed import local
 from ..testbed.base import Testbed
 from ..testbed.ledger import Ledger
@@ -118,6 +119,16 @@ class Topology:
                 "tunnel_kinds": {"here": list(cls.tunnel_kinds(False)),
                                  "on_hosts": list(cls.tunnel_kinds(True))},
                 "workloads": None if wl is None else list(wl)}
+
+    # ---- the campaign around the cases -----------------------------------------------------
+    @classmethod
+    def open(cls, exp: Any, ssh: SshOptions) -> Any:
+        """Connect to the experiment's sites (`exp.sites`) over SSH and check them, before
+        anything is changed on any host; `build` takes what it returns as `hosts`. The default:
+        this topology is not built on hosts (runner.open_topology opens the pair's, the
+        chain's and the hub's itself so far; the mesh's through this)."""
+        raise SpecError(f"the {cls.name} topology runs on this host's namespaces only so far",
+                        "leave [sites] / --site out")
 
     # ---- building and undoing (runner.run_case) -------------------------------------------
     @classmethod

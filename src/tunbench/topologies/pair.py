@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import tunnels
+from .. import implchoice, tunnels, workloads
 from ..testbed import local
 from ..testbed.base import Testbed
 from ..testbed.ledger import Ledger
 from ..testbed.topology import BASE_TOOLS, SITE_KEYS
 from .base import Topology, TopoNeeds, TopoParam
+
+Needed = dict[str, list[str]]   # tool or kernel option -> what needs it
 
 SITE_HELP = ("'local' (a namespace here) or USER@HOST, or a table of "
              + ", ".join(SITE_KEYS))
@@ -50,6 +52,34 @@ class Pair(Topology):
                                       netem=exp.netem, chain=None)
             return tb
         return local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
+
+
+def site_tools(exp: Any, impls: dict[str, implchoice.Choice] | None = None) -> Needed:
+    """Tools every site must have for this experiment: tool -> what needs it (`impls`: the
+    implementations chosen from the sites themselves, for tunnels left on auto)."""
+    out: Needed = {}
+    for t in exp.tunnels:
+        t = implchoice.apply(t, impls or {})
+        drv = tunnels.get(t.kind)
+        for tool in drv.declared(drv.resolve_impl(t.params)).tools:
+            out.setdefault(tool.name, []).append(f"tunnel {t.kind}")
+    for w in exp.workloads:
+        for name in workloads.get(w.name).tools:
+            out.setdefault(name, []).append(f"workload {w.name}")
+    if exp.rate or exp.netem:
+        out.setdefault("tc", []).append("underlay shaping")
+    return out
+
+
+def site_kernel(exp: Any, impls: dict[str, implchoice.Choice] | None = None) -> Needed:
+    """Kernel options every site must have: option -> the tunnels that need it."""
+    out: Needed = {}
+    for t in exp.tunnels:
+        t = implchoice.apply(t, impls or {})
+        drv = tunnels.get(t.kind)
+        for k in drv.declared(drv.resolve_impl(t.params)).kernel:
+            out.setdefault(k.option, []).append(drv.display(t.params, t.label))
+    return out
 
 
 TOPOLOGY = Pair
