@@ -70,6 +70,13 @@ def test_a_mesh_is_parsed_recorded_and_rebuilt_on_resume() -> None:
     ({"sites": 3, "pairs": "some"},
      "e.toml: testbed.pairs must be \"all\" or a non-empty list like [\"s1-s2\", \"s2-s3\"], "
      "got 'some' (fix the values named above; nothing was changed)"),
+    ({"sites": 3, "parallel": True},
+     "e.toml: testbed.parallel = true is not built yet: the mesh runs its pairs one after "
+     "another (leave parallel out, or false) (fix the values named above; nothing was "
+     "changed)"),
+    ({"sites": 3, "parallel": "yes"},
+     "e.toml: testbed.parallel must be true or false, got 'yes' (fix the values named "
+     "above; nothing was changed)"),
     ({"sites": 3, "directions": "up"},
      "e.toml: testbed.directions must be \"one\" or \"both\", got 'up' (fix the values "
      "named above; nothing was changed)"),

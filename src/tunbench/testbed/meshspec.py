@@ -8,6 +8,7 @@ one line, before anything is created.
                                  # (or [sites] s1 = "root@h1", ..., sN: one host each over SSH)
     pairs = "all"                # N(N-1)/2 pairs, or a list like ["s1-s2", "s2-s3"]
     directions = "one"           # "both": each pair measured s1 -> s2 and s2 -> s1
+    parallel = false             # true (disjoint pairs on different hosts at once): not built
 
 The schedule is computed up front: an edge colouring of the pair graph (every pair: the
 round-robin's N-1 or N colours; a list: Misra and Gries, at most max degree + 1 colours), each colour a set of disjoint pairs. Disjoint pairs could run at
@@ -24,7 +25,7 @@ from typing import Any
 
 from .topology import SiteSpec, parse_site
 
-KEYS = ("kind", "sites", "pairs", "directions")
+KEYS = ("kind", "sites", "pairs", "directions", "parallel")
 FLAGS = {"kind": "--testbed", "sites": "--sites"}
 MAX_SITES = 32          # underlay 198.18.0.0/24, one /32 per site; N(N-1)/2 pairs
 DIRECTIONS = ("one", "both")
@@ -149,6 +150,12 @@ def collect(raw: dict[str, Any], where: str, problems: list[str],
         problems.append(f"{spot('sites')} must be an integer from 3 to {MAX_SITES}, got "
                         f"{n!r} (a mesh of 2 sites is the pair testbed: leave --testbed out)")
         return None
+    parallel = raw.get("parallel", False)
+    if not isinstance(parallel, bool):
+        problems.append(f"{spot('parallel')} must be true or false, got {parallel!r}")
+    elif parallel:
+        problems.append(f"{spot('parallel')} = true is not built yet: the mesh runs its pairs "
+                        "one after another (leave parallel out, or false)")
     directions = raw.get("directions", "one")
     if directions not in DIRECTIONS:
         problems.append(f"{spot('directions')} must be \"one\" or \"both\", got "

@@ -31,6 +31,9 @@ class Mesh(Topology):
                   '"all" (N(N-1)/2 pairs) or a list like ["s1-s2", "s2-s3"]'),
         TopoParam("[testbed] directions", None, "one",
                   '"both": each pair also measured from its second site to its first'),
+        TopoParam("[testbed] parallel", None, "false",
+                  "true (disjoint pairs on different hosts at the same time) is not built "
+                  "yet: pairs run one after another"),
         TopoParam("[sites] s1..sN", "--site s1=TARGET --site s2=TARGET ...", "namespaces here",
                   "each site on a host of its own, over SSH (testbed.sites defaults to N)"),
     )
