@@ -25,7 +25,7 @@ class Mesh(Topology):
     resume_reruns_failed = True   # a failed pair is a hole in the grid: --resume fills it
     params = (
         TopoParam("[testbed] kind", "--testbed", "pair", '"mesh" for this topology'),
-        TopoParam("[testbed] sites", "--sites", "none (required)",
+        TopoParam("[testbed] sites", "--sites", "none (required here; on hosts: the sN given)",
                   f"sites s1..sN, 3..{meshspec.MAX_SITES}: namespaces here on one bridge"),
         TopoParam("[testbed] pairs", None, "all",
                   '"all" (N(N-1)/2 pairs) or a list like ["s1-s2", "s2-s3"]'),
