@@ -198,15 +198,16 @@ def _site_overrides(args: argparse.Namespace, data: dict[str, Any],
         sites[name] = target
     if getattr(args, "ssh_config", None):
         sites = sites or dict(data.get("sites") or {})
-        if not any(k in sites for k in ("a", "b", "hub")):
+        if not any(k in sites for k in ("a", "b", "hub", "s1")):
             raise SpecError(f"--ssh-config {args.ssh_config} is only used to reach remote sites",
                             "add --site a=USER@HOST --site b=USER@HOST (a hub testbed: "
-                            "--site hub=... --site s1=...), or leave it out")
+                            "--site hub=... --site s1=...; a mesh: --site s1=... --site "
+                            "s2=... --site s3=...), or leave it out")
         inputs.read_text(Path(os.path.expanduser(args.ssh_config)), "--ssh-config")
         sites["ssh_config"] = args.ssh_config
     if getattr(args, "heartbeat", None) is not None:
         sites = sites or dict(data.get("sites") or {})
-        if not any(k in sites for k in ("a", "b", "hub")):
+        if not any(k in sites for k in ("a", "b", "hub", "s1")):
             raise SpecError("--heartbeat applies to remote sites only",
                             "add --site a=USER@HOST --site b=USER@HOST, or leave it out")
         sites["heartbeat"] = args.heartbeat
@@ -295,8 +296,9 @@ def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
     cases = plan(exp)
     if resume:
         from .results.store import CampaignStore
-        done = {c["id"] for c in CampaignStore(out).read_index()["cases"]
-                if c["status"] in ("ok", "failed", "skipped")}
+        from .runner import recorded_cases, resume_done
+        store = CampaignStore(out)
+        done = resume_done(exp, cases, recorded_cases(store.read_index()["cases"], store))
         cases = [c for c in cases if c.case_id not in done]
     eta = Estimate(case_plans(exp, cases)).total()
     print(f"plan: {len(cases)} case(s), about {eta / 60:.1f} min; results would go to {out}")

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import implchoice, interrupts, pathmtu, proc, topologies, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
@@ -35,6 +36,9 @@ from .testbed.ledger import Ledger
 from .tunnels.base import Endpoints
 from .watch import DatapathWatch
 from .workloads.base import Context, Metric, Output
+
+if TYPE_CHECKING:
+    from .sequential import Key as SeqKey
 
 
 class CaseSkipped(Exception):
@@ -171,16 +175,15 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
         if recorded.get("experiment") != exp.to_dict():
             raise SpecError(f"{out_dir} was recorded with a different experiment",
                             "resume with the same options, or start a new --out folder")
-        # a case whose file is gone (deleted, or removed because it was damaged) runs again
-        done = {c["id"]: c["status"] for c in recorded["cases"]
-                if c["status"] in ("ok", "failed", "skipped")
-                and store.case_path(c["id"]).exists()}
+        kept = recorded_cases(recorded["cases"], store)
+        done = resume_done(exp, cases, kept)
+        retried = {cid: _earlier_error(store, cid) for cid in kept if cid not in done}
         # sequential: the rounds it added after the planned ones, as far as they were
         # recorded (the rest of a round cut short is left; the next round starts fresh)
-        added = [c for c in recorded["cases"][len(cases):] if c["id"] in done] \
+        added = [c for c in recorded["cases"][len(cases):] if c["id"] in kept] \
             if exp.sequential else []
     else:
-        added = []
+        added, retried = [], {}
     if not resume and store.index_path.exists():
         raise SpecError(f"{out_dir} already holds a campaign",
                         "use --resume to continue it, or choose another --out folder")
@@ -199,20 +202,48 @@ def run_campaign(exp: Experiment, out_dir: Path, reporter: Reporter | None = Non
     todo = [c for c in cases if c.case_id not in done]
     topo = open_topology(exp)
     try:
-        return _run_cases(exp, store, index, todo, done, reporter, topo)
+        return _run_cases(exp, store, index, todo, done, reporter, topo, retried)
     finally:
         if topo is not None:
             topo.close()
 
 
+def recorded_cases(cases: list[dict[str, Any]], store: CampaignStore) -> dict[str, str]:
+    """The cases of a campaign's index that ran to an end (ok, failed, skipped) and whose
+    file is there: id -> status. A case whose file is gone (deleted, or removed because it
+    was damaged) is not among them: it runs again."""
+    return {c["id"]: c["status"] for c in cases
+            if c["status"] in ("ok", "failed", "skipped") and store.case_path(c["id"]).exists()}
+
+
+def resume_done(exp: Experiment, cases: list[Case], recorded: dict[str, str]
+                ) -> dict[str, str]:
+    """What `--resume` keeps of the recorded cases: all of them, except a failed case of a
+    topology whose failures are rerun (`resume_reruns_failed`: the mesh, where a failed pair
+    is a hole in its grid), which runs again with the missing ones."""
+    rerun = {c.case_id for c in cases if recorded.get(c.case_id) == "failed"
+             and topologies.of(exp, c.through_chain).resume_reruns_failed}
+    return {cid: st for cid, st in recorded.items() if cid not in rerun}
+
+
+def _earlier_error(store: CampaignStore, case_id: str) -> str:
+    try:
+        doc = json.loads(store.case_path(case_id).read_text(encoding="utf-8"))
+        return str(doc.get("error") or "no reason recorded")
+    except Exception as exc:   # a damaged file: the case runs again all the same
+        return f"its file could not be read ({type(exc).__name__})"
+
+
 def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], todo: list[Case],
                done: dict[str, str], reporter: Reporter,
-               topo: topology.Topology | HubHosts | None) -> CampaignOutcome:
+               topo: topology.Topology | HubHosts | None,
+               retried: dict[str, str] | None = None) -> CampaignOutcome:
     reporter.campaign_start(todo, case_plans(exp, todo))
     outcome = CampaignOutcome(store, dict(done))
     try:
         for case in todo:
-            _run_one(exp, store, index, case, outcome, reporter, topo)
+            _run_one(exp, store, index, case, outcome, reporter, topo,
+                     (retried or {}).get(case.case_id))
         if exp.sequential:
             _more_rounds(exp, store, index, outcome, reporter, topo)
     except Interrupted:
@@ -228,11 +259,14 @@ def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], tod
 
 def _run_one(exp: Experiment, store: CampaignStore, index: dict[str, Any], case: Case,
              outcome: CampaignOutcome, reporter: Reporter,
-             topo: topology.Topology | HubHosts | None) -> None:
+             topo: topology.Topology | HubHosts | None,
+             earlier: str | None = None) -> None:
     if topo is not None and topo.impls:   # impl=auto as the sites decided
         case = dataclasses.replace(case, tunnel=implchoice.apply(case.tunnel, topo.impls))
     reporter.case_start(case)
     doc = run_case(exp, case, reporter.phase, topo)
+    if earlier is not None:   # a failed case run again by --resume: its first reason stays
+        doc.setdefault("notes", []).append(f"run again by --resume; it had failed: {earlier}")
     unreachable = _heal(topo, doc)
     interrupts.check()   # a signal whose exception a library swallowed: not recorded
     store.write_case(case.case_id, doc)
@@ -293,7 +327,7 @@ def _more_rounds(exp: Experiment, store: CampaignStore, index: dict[str, Any],
             _run_one(exp, store, index, case, outcome, reporter, topo)
 
 
-def _kept(keep: frozenset[tuple[str, tuple[str, int, str]]] | None, case: Case) -> bool:
+def _kept(keep: frozenset[SeqKey] | None, case: Case) -> bool:
     """Whether the sequential rule keeps this case for the next round (None: all)."""
     from .sequential import case_key
     return keep is None or case_key({"case": case.to_dict()}) in keep

@@ -6,7 +6,8 @@ when every neighbouring pair of every ranking is settled, or when the budget is 
 (`--budget`, wall time of measurement; `--max-rounds`). docs/methodology.md, "Sequential
 design".
 
-One ranking per scenario (workload label x underlay MTU x offload variant), by the
+One ranking per scenario (workload label x underlay MTU x offload variant; on a mesh also
+x pair of sites, so each pair is ranked against its own native), by the
 workload's headline figure: the first metric of the workload's declared `headline` that the
 scenario recorded (throughput for stream, tcp_rtt_p50 for latency, ...; the one the report
 judges a workload by, report/data.headline_metric). Each method's figure is taken round by
@@ -53,7 +54,10 @@ SETTLED, BUDGET, MAX_ROUNDS = "settled", "budget", "max-rounds"
 # topologies.chain.VIA_CHAIN: a chain's native is a method, not the reference
 VIA_CHAIN = " via chain"
 
-Scenario = tuple[str, int, str]   # workload label, underlay MTU, offload variant
+# workload label, underlay MTU, offload variant; a mesh case's also its (directed) pair of
+# sites, "s1-s2": each pair is ranked against its own native, and a round added for an open
+# pair measures that pair only
+Scenario = tuple[str, int, str] | tuple[str, int, str, str]
 Key = tuple[str, Scenario]        # (tunnel label, scenario): one case of a round
 
 
@@ -97,8 +101,7 @@ class Ranking:
                 for x in (d.a, d.b)} - {self.native}
 
     def to_json(self) -> dict[str, Any]:
-        wl, mtu, off = self.scenario
-        return {"workload": wl, "mtu": mtu, "offloads": off, "metric": self.metric,
+        return {**_where(self.scenario), "metric": self.metric,
                 "order": list(self.order),
                 "pairs": [{**d.to_json(), "close": c} for d, c in zip(
                     self.decisions, self.close or (False,) * len(self.decisions),
@@ -207,10 +210,20 @@ class Observed:
 
 
 def case_key(doc: Mapping[str, Any]) -> Key:
+    """(tunnel label, scenario) of a case document (or of plan.Case.to_dict() under "case");
+    a mesh case's scenario carries its pair."""
     c = doc["case"]
-    return (str(c["tunnel"]["label"]),
-            (str(c["workload"].get("label") or c["workload"]["name"]), int(c["mtu"]),
-             str(c["offloads"]["name"])))
+    wl, mtu, off = (str(c["workload"].get("label") or c["workload"]["name"]), int(c["mtu"]),
+                    str(c["offloads"]["name"]))
+    pair = c.get("pair")
+    scen: Scenario = (wl, mtu, off, "-".join(map(str, pair))) if pair else (wl, mtu, off)
+    return str(c["tunnel"]["label"]), scen
+
+
+def _where(scen: Scenario) -> dict[str, Any]:
+    """A scenario as the record names it: workload, mtu, offloads (and a mesh's pair)."""
+    return {"workload": scen[0], "mtu": scen[1], "offloads": scen[2],
+            **({"pair": scen[3]} if len(scen) > 3 else {})}
 
 
 def _is_native(doc: Mapping[str, Any]) -> bool:
@@ -280,10 +293,9 @@ def unsettled(rankings: Iterable[Ranking]) -> list[dict[str, Any]]:
     """Each open pair with its scenario and the rounds it still needs (numbers)."""
     out = []
     for rk in rankings:
-        wl, mtu, off = rk.scenario
         wide = {id(d) for d in rk.wide}
         for d in rk.open:
-            out.append({"workload": wl, "mtu": mtu, "offloads": off, "metric": rk.metric,
+            out.append({**_where(rk.scenario), "metric": rk.metric,
                         "a": d.a, "b": d.b, "decision": d.verdict, "n": d.n,
                         "rounds_needed": d.rounds_needed, "close": id(d) not in wide})
     return out
@@ -307,7 +319,8 @@ def _margin() -> float:
 def pair_text(p: Mapping[str, Any]) -> str:
     """'vxlan vs ebpf-vxlan (stream, MTU 1500): undecided, about 4 more rounds'."""
     where = f"{p['workload']}, MTU {p['mtu']}" + (
-        f", {p['offloads']}" if p["offloads"] != "default" else "")
+        f", {p['offloads']}" if p["offloads"] != "default" else "") + (
+        f", pair {p['pair']}" if p.get("pair") else "")
     from .report import decide
     need = p.get("rounds_needed")
     if need is None:
@@ -343,7 +356,8 @@ def summary_lines(seq: Mapping[str, Any]) -> list[str]:
 
 def open_text(rankings: Iterable[Ranking], limit: int = 4) -> str:
     """For the progress line: 'open: vxlan~ebpf-vxlan (stream), ...' or 'all settled'."""
-    pairs = [f"{d.a}~{d.b} ({rk.scenario[0]})" for rk in rankings for d in rk.open]
+    pairs = [f"{d.a}~{d.b} ({', '.join(map(str, rk.scenario[:1] + rk.scenario[3:]))})"
+             for rk in rankings for d in rk.open]
     if not pairs:
         return "all pairs settled"
     more = f", +{len(pairs) - limit} more" if len(pairs) > limit else ""

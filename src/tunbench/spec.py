@@ -292,6 +292,8 @@ def build(data: dict[str, Any], source: str = "command line",
         # the hub's sites: hub, s1..sN (testbed/hubspec.py)
         sites = hubspec.parse_sites(raw_sites, where, problems, testbed_raw.get("spokes"),
                                     "spokes" in flags)
+    elif isinstance(testbed_raw, dict) and meshspec.is_mesh(testbed_raw):
+        sites = meshspec.parse_sites(raw_sites, where, problems)   # s1..sN on hosts
     else:
         sites = parse_sites(raw_sites, where, problems)
     chain = chain_spec.collect(data.get("chain"), where, problems, here=not sites)
@@ -344,9 +346,10 @@ def build(data: dict[str, Any], source: str = "command line",
     mesh = None
     if isinstance(testbed_raw, dict) and meshspec.is_mesh(testbed_raw):   # N sites and their pairs (testbed/meshspec.py)
         mesh = meshspec.collect(testbed_raw, where, problems,
-                                frozenset(flags & {"kind", "sites"}))
+                                frozenset(flags & {"kind", "sites"}), hosts=len(sites),
+                                hosts_refused=bool(raw_sites) and not sites)
         if available is not None:   # "all": every mesh-capable kind
-            available = available & set(tunnels.mesh_kinds())
+            available = available & set(tunnels.mesh_kinds(on_hosts=bool(sites)))
         hub = None
     else:
         hub = hubspec.collect(testbed_raw, where, problems,
@@ -381,10 +384,10 @@ def build(data: dict[str, Any], source: str = "command line",
     if mesh is not None:
         problems += meshspec.conflicts(
             section("testbed"), kinds=[t.kind for t in tunnel_specs],
-            mesh_kinds=tunnels.mesh_kinds(),
+            mesh_kinds=tunnels.mesh_kinds(on_hosts=bool(sites)),
             mtus=list(mtus) + [m for w in workload_specs for m in (w.mtus or ())],
             shaped=rate is not None or netem.active, chain=chain is not None,
-            sites=bool(sites), offloads=[o.name for o in offloads])
+            offloads=[o.name for o in offloads])
     for w in workload_specs:
         problems += [f"{section('workload')}: workload {w.label}: {p}"
                      for p in w.params.family_problems(family)]

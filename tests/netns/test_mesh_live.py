@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tunbench import proc
+from tunbench import spec as exp_spec
 from tunbench.capabilities import root_missing
+from tunbench.plan import Case
+from tunbench.progress import PhaseEvent
+from tunbench.report import build
+from tunbench.runner import SilentReporter, run_campaign
 from tunbench.testbed import names, netlink
 from tunbench.testbed.ledger import STATE_DIR
 
@@ -79,5 +85,90 @@ def test_a_three_site_mesh_measures_every_pair_once_in_turn(
     # nothing left: namespaces and root links of this project, state folders
     assert ours() == before
     for d in docs:
+        rid = d["case"]["run_id"]
+        assert not (STATE_DIR / rid).exists() and not (STATE_DIR / f"{rid}.jsonl").exists()
+
+
+class DownAtPing(SilentReporter):
+    """Listens to the campaign; when a case of pair `pair` reaches the ping through its
+    tunnel, sets the underlay link of the pair's second site down in that case's namespace
+    (`ip link set tb<rid>mu<i> down`): the site is cut off for that pair only (every case
+    builds its own mesh)."""
+
+    def __init__(self, pair: tuple[str, str], before: set[str]) -> None:
+        self.pair, self.before = pair, before
+        self.case: Case | None = None
+        self.downed: list[str] = []
+
+    def case_start(self, case: Case) -> None:
+        self.case = case
+
+    def phase(self, event: PhaseEvent) -> None:
+        if self.case is None or self.case.pair != self.pair \
+                or not event.detail.startswith("ping through"):
+            return
+        site = self.pair[1]
+        (ns,) = [n for n in netlink.list_netns() if names.is_ours_netns(n)
+                 and n not in self.before and n.endswith(f"-{site}")]
+        link = names.link_name(ns.split("-")[1], f"mu{site[1:]}")
+        proc.run(["ip", "link", "set", link, "down"], netns=ns, timeout=10)
+        self.downed.append(self.case.case_id)
+
+
+@pytest.mark.skipif(root_missing() is not None, reason="needs root")
+def test_a_failed_pair_is_marked_the_others_complete_and_resume_reruns_only_it(
+        tmp_path: Path, root_unchanged: None) -> None:
+    before = ours()
+    out = tmp_path / "mesh"
+    exp = exp_spec.build({"testbed": {"kind": "mesh", "sites": 3},
+                          "tunnel": [{"kind": "native"}, {"kind": "vxlan"}],
+                          "workload": [{"name": "stream"}],
+                          "experiment": {"duration": 2, "warmup": 0, "repeats": 1}},
+                         "mesh-fail.toml")
+    cut = DownAtPing(("s1", "s3"), before[0])
+    outcome = run_campaign(exp, out, cut)
+    docs = {p.stem: json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))}
+    assert len(docs) == 6
+    failed = {k for k, d in docs.items() if d["status"] == "failed"}
+    assert failed == set(cut.downed) == set(outcome.failed)
+    assert sorted(docs[k]["case"]["tunnel"]["kind"] for k in failed) == ["native", "vxlan"]
+    for k in failed:   # the system's reason: the far end does not answer through the tunnel
+        assert docs[k]["mesh"]["pair"] == ["s1", "s3"]
+        assert "does not answer ping through it" in docs[k]["error"], docs[k]["error"]
+    for k, d in docs.items():   # the campaign went on: the other pairs measured
+        if k not in failed:
+            assert d["status"] == "ok" and d["mesh"]["pair"] != ["s1", "s3"], d["error"]
+            assert d["raw"]["iperf3"]["bytes_received"] > 0
+    index = json.loads((out / "index.json").read_text())
+    assert index["state"] == "complete"
+    page = build.build(out).html.read_text()
+    cell = page.split("title='failed: ")[1].split("</td>")[0]
+    assert cell.startswith(next(k for k in failed if "vxlan" in k))
+    assert page.count("<td class=meshcell style=") == 2      # s1-s2 and s2-s3 have a share
+    assert ours() == before
+    kept = {k: (out / "cases" / f"{k}.json").read_bytes() for k in docs if k not in failed}
+
+    # resume: the failed pair's cases run again (nothing cuts them now), nothing else does
+    r = subprocess.run(TB + ["run", "--resume", str(out), "--db", "off", "--no-report"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    again = {p.stem: json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))}
+    assert set(again) == set(docs)
+    for k in kept:   # byte for byte as the first run wrote them
+        assert (out / "cases" / f"{k}.json").read_bytes() == kept[k], k
+    for k in failed:
+        d = again[k]
+        assert d["status"] == "ok", d["error"]
+        assert d["started"] > max(x["ended"] for x in docs.values())
+        assert d["raw"]["iperf3"]["bytes_received"] > 0
+        assert any(n.startswith("run again by --resume; it had failed: tunnel is up but")
+                   for n in d["notes"]), d["notes"]
+    index = json.loads((out / "index.json").read_text())
+    assert index["state"] == "complete" and {c["status"] for c in index["cases"]} == {"ok"}
+    page = build.build(out).html.read_text()
+    assert "title='failed: " not in page and page.count("<td class=meshcell style=") == 3
+    assert "data-pair='s1-s3'" in page
+    assert ours() == before
+    for d in list(docs.values()) + list(again.values()):
         rid = d["case"]["run_id"]
         assert not (STATE_DIR / rid).exists() and not (STATE_DIR / f"{rid}.jsonl").exists()

@@ -6,16 +6,19 @@ native first within each pair; `--dry-run` prints the schedule."""
 
 from __future__ import annotations
 
+import functools
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from tunbench import runner, sequential
 from tunbench import spec as exp_spec
 from tunbench.cli import _spec_dict
 from tunbench.errors import SpecError
-from tunbench.plan import plan
+from tunbench.plan import Case, next_round, plan
 from tunbench.testbed import meshspec
 
 TB = [sys.executable, "-m", "tunbench"]
@@ -67,6 +70,13 @@ def test_a_mesh_is_parsed_recorded_and_rebuilt_on_resume() -> None:
     ({"sites": 3, "pairs": "some"},
      "e.toml: testbed.pairs must be \"all\" or a non-empty list like [\"s1-s2\", \"s2-s3\"], "
      "got 'some' (fix the values named above; nothing was changed)"),
+    ({"sites": 3, "parallel": True},
+     "e.toml: testbed.parallel = true is not built yet: the mesh runs its pairs one after "
+     "another (leave parallel out, or false) (fix the values named above; nothing was "
+     "changed)"),
+    ({"sites": 3, "parallel": "yes"},
+     "e.toml: testbed.parallel must be true or false, got 'yes' (fix the values named "
+     "above; nothing was changed)"),
     ({"sites": 3, "directions": "up"},
      "e.toml: testbed.directions must be \"one\" or \"both\", got 'up' (fix the values "
      "named above; nothing was changed)"),
@@ -82,9 +92,40 @@ def test_a_kind_the_mesh_cannot_run_is_refused_naming_those_it_can() -> None:
         "e.toml: tunnel kind(s) wireguard are not mesh-capable (the mesh runs native, vxlan; "
         "leave the others out or use the pair testbed) (fix the values named above; nothing "
         "was changed)")
-    data = mesh(sites=3)
-    data["sites"] = {"a": "root@h1", "b": "root@h2"}
-    assert "a mesh runs on this host's namespaces only so far" in refused(data)
+
+
+@pytest.mark.parametrize(("tb", "sites", "line"), [
+    ({"sites": 3}, {"a": "root@h1", "b": "root@h2"},
+     "e.toml: site(s) a, b are not mesh sites (name them s1..sN, one host each: --site "
+     "s1=USER@HOST --site s2=USER@HOST ...)"),
+    ({}, {"s1": "root@h1", "s2": "root@h2", "s4": "root@h4"},
+     "e.toml: mesh sites must be s1..sN without gaps: s3 is missing (given: s1, s2, s4)"),
+    ({}, {"s1": "root@h1", "s2": "local", "s3": "root@h3"},
+     "e.toml: sites.s2 is 'local': a mesh on hosts puts every site on a host of its own "
+     "(leave [sites] / --site out for the mesh on this host's namespaces)"),
+    ({"sites": 4}, {"s1": "root@h1", "s2": "root@h2", "s3": "root@h3"},
+     "e.toml: testbed.sites is 4 but [sites] gives 3 host(s) (s1..s3): give one host per "
+     "site, or leave testbed.sites out"),
+    ({}, {"s1": "root@h1", "s2": "root@h2"},
+     "e.toml: testbed.sites must be an integer from 3 to 32, got 2 (a mesh of 2 sites is "
+     "the pair testbed: leave --testbed out)"),
+])
+def test_bad_mesh_sites_on_hosts_are_refused_in_one_line(tb: dict, sites: dict,
+                                                        line: str) -> None:
+    assert refused({**mesh(**tb), "sites": sites}) == (
+        line + " (fix the values named above; nothing was changed)")
+
+
+def test_a_mesh_on_hosts_takes_its_sites_from_sites_and_is_rebuilt_on_resume() -> None:
+    hosts = {f"s{i}": f"root@h{i}" for i in range(1, 5)}
+    exp = exp_spec.build({**mesh(), "sites": hosts}, "e.toml")
+    assert exp.mesh is not None and exp.mesh.sites == 4 and len(exp.mesh.pairs) == 6
+    assert {n: s.target for n, s in exp.sites.items()} == hosts
+    again = exp_spec.build(_spec_dict(exp.to_dict()), "e.toml")
+    assert again.mesh == exp.mesh and again.sites == exp.sites
+    data = {**mesh(), "sites": hosts}
+    data["tunnel"] = [{"kind": "native"}, {"kind": "wireguard"}]
+    assert "wireguard are not mesh-capable" in refused(data)
 
 
 def test_the_cli_refuses_with_exit_2_naming_the_flag_and_changes_nothing() -> None:
@@ -154,3 +195,84 @@ def test_dry_run_prints_the_schedule() -> None:
     assert lines[2:5] == ["  colour 0: s1-s4, s2-s3", "  colour 1: s1-s3, s2-s4",
                           "  colour 2: s1-s2, s3-s4"]
     assert "  0000-s1-s4-native-stream-mtu1500-r1" in lines
+
+
+def _mesh_doc(case: Case, value: float) -> dict:
+    """A case document as the runner writes it, the fields the sequential rule reads."""
+    return {"case": {**case.to_dict(), "workload": {**case.to_dict()["workload"],
+                                                     "headline": ["throughput"]}},
+            "status": "ok", "started": 0.0, "ended": 3.0,
+            "metrics": {"throughput": {"value": value, "higher_is_better": True}}}
+
+
+def test_a_sequential_mesh_ranks_each_pair_and_adds_rounds_for_the_open_pair_only() -> None:
+    """Without --repeats, each pair is its own ranking against its own native, and the round
+    the rule adds measures the pairs still open, not every pair of an open method: on s1-s2
+    and s2-s3 vxlan is clearly half of native after the two minimum rounds; on s1-s3 it is
+    0.9 then 1.1 of native, undecided. The round added is s1-s3's native and vxlan only."""
+    exp = exp_spec.build(mesh(sites=3), "e.toml")
+    assert exp.sequential and exp.mesh is not None
+    cases = plan(exp)
+    assert len(cases) == sequential.MIN_ROUNDS * 3 * 2
+    share = {("s1", "s2"): (0.50, 0.51), ("s2", "s3"): (0.49, 0.50),
+             ("s1", "s3"): (0.90, 1.10)}
+    docs = [_mesh_doc(c, 1000.0 if c.tunnel.kind == "native"
+                      else 1000.0 * share[c.pair][c.repeat - 1]) for c in cases]
+    obs = sequential.series_from_docs(docs)
+    assert sorted(s.scenario for s in obs.series) == [
+        ("stream", 1500, "default", "s1-s2"), ("stream", 1500, "default", "s1-s3"),
+        ("stream", 1500, "default", "s2-s3")]
+    assert all(dict(s.native) == {1: 1000.0, 2: 1000.0} for s in obs.series)
+    rankings = [sequential.rank(s) for s in obs.series]
+    step = sequential.next_step(rankings, obs.rounds, obs.measured_s, obs.case_s(),
+                                min_rounds=exp.planned_rounds, max_rounds=exp.max_rounds,
+                                budget_s=exp.budget)
+    assert step.stop is None and step.keep is not None
+    added = next_round(exp, 3, len(cases), functools.partial(runner._kept, step.keep))
+    assert [(c.pair, c.tunnel.kind) for c in added] == [(("s1", "s3"), "native"),
+                                                        (("s1", "s3"), "vxlan")]
+    open_ = sequential.unsettled(rankings)
+    assert [p["pair"] for p in open_] == ["s1-s3"]
+    # vxlan's mean share on s1-s3 is just under native's: native ranks first
+    assert sequential.pair_text(open_[0]).startswith(
+        "native vs vxlan (stream, MTU 1500, pair s1-s3): undecided, ")
+    assert sequential.open_text(rankings) == "1 pair(s) open: native~vxlan (stream, s1-s3)"
+    # a case outside a mesh keeps its three-part scenario (and its recorded form)
+    assert sequential.case_key({"case": plan(exp_spec.build(
+        {"tunnel": [{"kind": "native"}], "workload": [{"name": "stream"}]}, "e"))[0]
+        .to_dict()}) == ("native", ("stream", 1500, "default"))
+
+
+def test_resume_reruns_a_mesh_s_failed_cases_and_keeps_the_others_failures() -> None:
+    """What --resume keeps (runner.resume_done): on a mesh a failed case runs again with the
+    missing ones; on the pair testbed a recorded failure stays as it is."""
+    exp = exp_spec.build({**mesh(sites=3), "experiment": {"repeats": 1}}, "e.toml")
+    cases = plan(exp)
+    recorded = {c.case_id: "failed" if c.pair == ("s1", "s3") else "ok" for c in cases[:-1]}
+    done = runner.resume_done(exp, cases, recorded)
+    assert sorted(set(c.case_id for c in cases) - set(done)) == sorted(
+        [c.case_id for c in cases if c.pair == ("s1", "s3")] + [cases[-1].case_id])
+    pair = exp_spec.build({"tunnel": [{"kind": "native"}, {"kind": "vxlan"}],
+                           "workload": [{"name": "stream"}], "experiment": {"repeats": 1}},
+                          "e.toml")
+    pcases = plan(pair)
+    recorded = {pcases[0].case_id: "ok", pcases[1].case_id: "failed"}
+    assert runner.resume_done(pair, pcases, recorded) == recorded
+
+
+def test_dry_run_of_a_mesh_on_hosts_prints_its_schedule_and_opens_nothing(
+        tmp_path: Path) -> None:
+    """--site s1=... --site s4=... with --ssh-config: parsed as a mesh of 4 hosts (no
+    --sites needed), the schedule printed; a dry run connects to nothing."""
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host h*\n  User root\n")
+    sites = [x for i in range(1, 5) for x in ("--site", f"s{i}=h{i}")]
+    r = subprocess.run(TB + ["run", "--testbed", "mesh", *sites, "--ssh-config", str(cfg),
+                             "--tunnels", "native,vxlan", "--workloads", "stream",
+                             "--repeats", "1", "--dry-run"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1] == ("mesh: 4 sites, 6 pair(s), 3 colour(s) of disjoint pairs; on hosts "
+                        "one pair at a time")
+    assert len([ln for ln in lines if ln.startswith("  0")]) == 12

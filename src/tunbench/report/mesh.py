@@ -182,6 +182,8 @@ def section_html(c: Campaign) -> str:
         return ""
     sched = ""
     slots = (c.index.get("experiment") or {}).get("testbed") or {}
+    where = "with each site on a host of its own" if (c.index.get("experiment") or {}).get(
+        "sites") else "on this host"
     if slots.get("kind") == "mesh":
         sched = (f" {slots.get('sites')} sites, pairs {esc_pairs(slots.get('pairs'))}, "
                  f"directions {slots.get('directions')}.")
@@ -191,7 +193,7 @@ def section_html(c: Campaign) -> str:
             "pair in the same round (native / tunnel where lower is better), the tunnel's mean "
             "value under it; red 0 %, green 100 % and above. The numbers link to the cell's "
             "cases (tunnel and native). Pairs ran one after another, one measurement at a "
-            f"time on this host.{html.escape(sched)}</p>"
+            f"time {where}.{html.escape(sched)}</p>"
             "<style>table.meshgrid td.meshcell{text-align:center;min-width:6em}"
             "table.meshgrid td.meshself{background:#eee;text-align:center}</style>"
             + "".join(grid_html(g, c) for g in gs))

@@ -5,8 +5,10 @@ one line, before anything is created.
     [testbed]
     kind = "mesh"
     sites = 4                    # N >= 3 sites s1..sN: namespaces here on one underlay bridge
+                                 # (or [sites] s1 = "root@h1", ..., sN: one host each over SSH)
     pairs = "all"                # N(N-1)/2 pairs, or a list like ["s1-s2", "s2-s3"]
     directions = "one"           # "both": each pair measured s1 -> s2 and s2 -> s1
+    parallel = false             # true (disjoint pairs on different hosts at once): not built
 
 The schedule is computed up front: an edge colouring of the pair graph (every pair: the
 round-robin's N-1 or N colours; a list: Misra and Gries, at most max degree + 1 colours), each colour a set of disjoint pairs. Disjoint pairs could run at
@@ -21,7 +23,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-KEYS = ("kind", "sites", "pairs", "directions")
+from .topology import SiteSpec, parse_site
+
+KEYS = ("kind", "sites", "pairs", "directions", "parallel")
 FLAGS = {"kind": "--testbed", "sites": "--sites"}
 MAX_SITES = 32          # underlay 198.18.0.0/24, one /32 per site; N(N-1)/2 pairs
 DIRECTIONS = ("one", "both")
@@ -73,10 +77,56 @@ def _index(name: str) -> int:
     return int(name[1:])
 
 
+def parse_sites(raw: Any, where: str, problems: list[str]) -> dict[str, SiteSpec]:
+    """`[sites]` of a mesh on hosts: s1..sN, each a host of its own over SSH (targets and
+    tables as docs/remote.md; IPv4 underlay). Empty when none is given or when refused."""
+    if raw in (None, {}):
+        return {}
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: [sites] must be a table like {{ s1 = \"root@h1\", "
+                        "s2 = \"root@h2\", s3 = \"root@h3\" }")
+        return {}
+    count = len(problems)
+    odd = sorted(str(n) for n in raw if not SITE_RE.fullmatch(str(n)))
+    if odd:
+        problems.append(f"{where}: site(s) {', '.join(odd)} are not mesh sites (name them "
+                        "s1..sN, one host each: --site s1=USER@HOST --site s2=USER@HOST ...)")
+        return {}
+    out: dict[str, SiteSpec] = {}
+    for name in sorted(raw, key=_index):
+        site = parse_site(name, raw[name], where, problems)
+        if site is None:
+            continue
+        if site.local:
+            problems.append(f"{where}: sites.{name} is 'local': a mesh on hosts puts every "
+                            "site on a host of its own (leave [sites] / --site out for the "
+                            "mesh on this host's namespaces)")
+        elif site.underlay6:
+            problems.append(f"{where}: sites.{name}.underlay6: the mesh on hosts runs over "
+                            "an IPv4 underlay only (leave underlay6 out)")
+        elif site.cpus:
+            problems.append(f"{where}: sites.{name}.cpus: the mesh on hosts does not place "
+                            "a site's processes on CPUs yet (leave cpus out)")
+        else:
+            out[name] = site
+    if len(problems) > count:
+        return {}
+    indexes = sorted(_index(n) for n in out)
+    if indexes != list(range(1, len(indexes) + 1)):
+        gap = min(set(range(1, indexes[-1] + 1)) - set(indexes))
+        problems.append(f"{where}: mesh sites must be s1..sN without gaps: s{gap} is missing "
+                        f"(given: {', '.join(f's{i}' for i in indexes)})")
+        return {}
+    return out
+
+
 def collect(raw: dict[str, Any], where: str, problems: list[str],
-            flags: frozenset[str] = frozenset()) -> MeshSpec | None:
+            flags: frozenset[str] = frozenset(), hosts: int = 0,
+            hosts_refused: bool = False) -> MeshSpec | None:
     """The `[testbed]` table of a mesh (is_mesh(raw)); None (and problems) when it is bad.
-    `flags`: the keys set by command-line flags, named as those flags."""
+    `flags`: the keys set by command-line flags, named as those flags; `hosts`: the number
+    of sites given on hosts ([sites] s1..sN), which `sites` then defaults to and must be;
+    `hosts_refused`: [sites] was given but refused (its problem named: no second one here)."""
     def spot(key: str) -> str:
         return FLAGS[key] if key in flags else f"{where}: testbed.{key}"
 
@@ -85,7 +135,13 @@ def collect(raw: dict[str, Any], where: str, problems: list[str],
         hint = " (--spokes is the hub's; a mesh has --sites N)" if key == "spokes" else ""
         problems.append(f"{where}: unknown field testbed.{key} for a mesh (known: "
                         f"{', '.join(KEYS)}){hint}")
-    n = raw.get("sites")
+    n = raw.get("sites", hosts or None)
+    if hosts and n != hosts and not isinstance(n, bool) and isinstance(n, int):
+        problems.append(f"{spot('sites')} is {n} but [sites] gives {hosts} host(s) "
+                        f"(s1..s{hosts}): give one host per site, or leave testbed.sites out")
+        return None
+    if n is None and hosts_refused:
+        return None
     if n is None:
         problems.append(f"{spot('sites')} is missing: a mesh needs its number of sites "
                         "(--sites N or [testbed] sites = N, N >= 3)")
@@ -94,6 +150,12 @@ def collect(raw: dict[str, Any], where: str, problems: list[str],
         problems.append(f"{spot('sites')} must be an integer from 3 to {MAX_SITES}, got "
                         f"{n!r} (a mesh of 2 sites is the pair testbed: leave --testbed out)")
         return None
+    parallel = raw.get("parallel", False)
+    if not isinstance(parallel, bool):
+        problems.append(f"{spot('parallel')} must be true or false, got {parallel!r}")
+    elif parallel:
+        problems.append(f"{spot('parallel')} = true is not built yet: the mesh runs its pairs "
+                        "one after another (leave parallel out, or false)")
     directions = raw.get("directions", "one")
     if directions not in DIRECTIONS:
         problems.append(f"{spot('directions')} must be \"one\" or \"both\", got "
@@ -138,10 +200,9 @@ def collect(raw: dict[str, Any], where: str, problems: list[str],
 
 
 def conflicts(where: str, *, kinds: list[str], mesh_kinds: tuple[str, ...],
-              mtus: list[int], shaped: bool, chain: bool, sites: bool,
-              offloads: list[str]) -> list[str]:
+              mtus: list[int], shaped: bool, chain: bool, offloads: list[str]) -> list[str]:
     """What a mesh cannot run, one line each. `mesh_kinds`: the kinds whose drivers declare
-    `mesh_capable` (tunnels.mesh_kinds())."""
+    `mesh_capable` (tunnels.mesh_kinds(); on hosts without those that cannot run there)."""
     out = []
     bad = [k for k in kinds if k not in mesh_kinds]
     if bad:
@@ -156,9 +217,6 @@ def conflicts(where: str, *, kinds: list[str], mesh_kinds: tuple[str, ...],
                    "--delay, --jitter, --loss, --netem-rate out)")
     if chain:
         out.append(f"{where}: the mesh has no [chain] (leave it out)")
-    if sites:
-        out.append(f"{where}: a mesh runs on this host's namespaces only so far (leave "
-                   "[sites] / --site out)")
     if any(o != "default" for o in offloads):
         out.append(f"{where}: the mesh runs the default offloads only (leave --offloads / "
                    "[[offloads]] out)")

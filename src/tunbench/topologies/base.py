@@ -13,7 +13,9 @@ A topology declares:
   drivers' declarations (hub_capable, chain_site_capable, not_on_hosts; tunnels/base.py), never
   listed here; `workloads()`: the workloads it runs (None: every one);
 - `chosen(exp, through_chain)`: whether a case of experiment `exp` runs on it (a chain
-  campaign with `direct = true` runs some cases on the pair): exactly one topology says yes.
+  campaign with `direct = true` runs some cases on the pair): exactly one topology says yes;
+- `resume_reruns_failed`: whether `--resume` runs its failed cases again (the mesh) or keeps
+  them as recorded (the others).
 
 And it builds (runner.run_case asks `topologies.of(...)` once and goes through these):
 - `check(exp, case, hosts)`: refuses, in one line (SpecError), what it cannot build, before
@@ -112,6 +114,10 @@ class Topology:
     # False: `build` returns a two-site Testbed and the runner measures it (tunnel up between
     # a and b, the workload); True: the topology's own `measure` and `record` (the hub)
     measures_itself: ClassVar[bool] = False
+    # True: `--resume` runs its failed cases again with the missing ones (the mesh: a failed
+    # pair is a hole in its grid, usually a site that was down); False: a recorded failure
+    # is kept as it is (runner.resume_done)
+    resume_reruns_failed: ClassVar[bool] = False
 
     @classmethod
     def needs(cls) -> TopoNeeds:

@@ -1,6 +1,7 @@
-"""mesh: N sites (namespaces here on one underlay bridge), every listed pair measured in turn,
-each pair with every tunnel kind and workload and its own native (testbed/meshspec.py for the
-spec and the schedule, testbed/mesh.py for the testbed; docs/topologies.md)."""
+"""mesh: N sites (namespaces here on one underlay bridge, or hosts over SSH), every listed
+pair measured in turn, each pair with every tunnel kind and workload and its own native
+(testbed/meshspec.py for the spec and the schedule, testbed/mesh.py for the testbed here,
+testbed/meshhosts.py on hosts; docs/topologies.md)."""
 
 from __future__ import annotations
 
@@ -8,37 +9,46 @@ from typing import Any
 
 from .. import tunnels
 from ..errors import SpecError
+from ..remote.transport import SshOptions
 from ..testbed import mesh, meshspec
 from ..testbed.base import Testbed
 from ..testbed.ledger import Ledger
+from ..testbed.meshhosts import MeshHosts
 from .base import Slot, Topology, TopoNeeds, TopoParam
+from .pair import site_kernel, site_tools  # what each site of a pair needs: a mesh's too
 
 
 class Mesh(Topology):
     name = "mesh"
     summary = "N sites, every pair measured one at a time; one N x N grid per figure"
     chosen_by = '[testbed] kind = "mesh" (--testbed mesh --sites N)'
+    resume_reruns_failed = True   # a failed pair is a hole in the grid: --resume fills it
     params = (
         TopoParam("[testbed] kind", "--testbed", "pair", '"mesh" for this topology'),
-        TopoParam("[testbed] sites", "--sites", "none (required)",
+        TopoParam("[testbed] sites", "--sites", "none (required here; on hosts: the sN given)",
                   f"sites s1..sN, 3..{meshspec.MAX_SITES}: namespaces here on one bridge"),
         TopoParam("[testbed] pairs", None, "all",
                   '"all" (N(N-1)/2 pairs) or a list like ["s1-s2", "s2-s3"]'),
         TopoParam("[testbed] directions", None, "one",
                   '"both": each pair also measured from its second site to its first'),
+        TopoParam("[testbed] parallel", None, "false",
+                  "true (disjoint pairs on different hosts at the same time) is not built "
+                  "yet: pairs run one after another"),
+        TopoParam("[sites] s1..sN", "--site s1=TARGET --site s2=TARGET ...", "namespaces here",
+                  "each site on a host of its own, over SSH (testbed.sites defaults to N)"),
     )
 
     @classmethod
     def needs(cls) -> TopoNeeds:
         return TopoNeeds(tools=("ip", "ping", "sysctl"),
                          kernel=("CONFIG_NET_NS", "CONFIG_VETH", "CONFIG_BRIDGE"),
-                         hosts="none (N namespaces and a bridge namespace here); sites on "
-                               "hosts over SSH are not built yet")
+                         hosts="none (N namespaces and a bridge namespace here), or N hosts "
+                               "over SSH (pairs one after another)")
 
     @classmethod
     def tunnel_kinds(cls, on_hosts: bool = False) -> tuple[str, ...]:
-        """The kinds whose drivers declare mesh_capable (none on hosts yet)."""
-        return () if on_hosts else tunnels.mesh_kinds()
+        """The kinds whose drivers declare mesh_capable (on hosts: not not_on_hosts)."""
+        return tunnels.mesh_kinds(on_hosts)
 
     @classmethod
     def chosen(cls, exp: Any, through_chain: bool = True) -> bool:
@@ -58,15 +68,26 @@ class Mesh(Topology):
         spec = exp.mesh
         slots = spec.schedule()
         return [f"mesh: {spec.sites} sites, {len(spec.pairs)} pair(s), {len(slots)} "
-                "colour(s) of disjoint pairs; on this host one pair at a time"] + [
+                "colour(s) of disjoint pairs; "
+                + ("on hosts" if exp.sites else "on this host") + " one pair at a time"] + [
             f"  colour {slot['colour']}: "
             + ", ".join(f"{a}->{b}" if spec.directions == "both" else f"{a}-{b}"
                         for a, b in slot["pairs"])
             for slot in slots]
 
     @classmethod
+    def open(cls, exp: Any, ssh: SshOptions) -> MeshHosts:
+        """s1..sN on hosts: every host and every pair of the schedule checked before any
+        change (testbed/meshhosts.py)."""
+        hosts = MeshHosts(exp.sites, ssh)
+        hosts.open([(a, b) for slot in exp.mesh.schedule() for a, b in slot["pairs"]],
+                   mtus=exp.all_mtus(), tools=site_tools(exp), kernel=site_kernel(exp))
+        return hosts
+
+    @classmethod
     def check(cls, exp: Any, case: Any, hosts: Any = None) -> None:
-        """N within 3..MAX_SITES, the case's pair two of its sites, MTU 1500, no hosts."""
+        """N within 3..MAX_SITES, the case's pair two of its sites, MTU 1500, and the hosts
+        opened as a mesh's when its sites are on hosts (none when they are here)."""
         spec = exp.mesh
         if not 3 <= spec.sites <= meshspec.MAX_SITES:
             raise SpecError(f"a mesh of {spec.sites} sites cannot be built",
@@ -80,9 +101,12 @@ class Mesh(Topology):
         if case.mtu != mesh.MTU:
             raise SpecError(f"the mesh's underlay MTU is {mesh.MTU}, not {case.mtu}",
                             "leave --mtu / experiment.mtus out")
-        if hosts is not None:
-            raise SpecError("a mesh runs on this host's namespaces only so far",
-                            "leave [sites] / --site out")
+        if exp.sites and not isinstance(hosts, MeshHosts):
+            raise SpecError("the mesh's sites were not opened as a mesh's hosts",
+                            "give [sites] s1..sN: runner.open_topology opens them so")
+        if not exp.sites and hosts is not None:
+            raise SpecError("a mesh on this host's namespaces takes no hosts opened over SSH",
+                            "give [sites] s1..sN to put its sites on hosts")
 
     @classmethod
     def sections(cls, exp: Any, case: Any) -> dict[str, Any]:
@@ -95,8 +119,12 @@ class Mesh(Topology):
     @classmethod
     def build(cls, exp: Any, case: Any, run_id: str, ledger: Ledger,
               hosts: Any = None) -> Testbed:
-        """The whole mesh (bridge + every site), the case's pair as sites a and b."""
+        """Here: the whole mesh (bridge + every site), the case's pair as sites a and b. On
+        hosts: the pair testbed between the pair's two hosts (testbed/meshhosts.py)."""
         cls.check(exp, case, hosts)
+        if hosts is not None:
+            built: Testbed = hosts.build(run_id, ledger, case.pair, mtu=case.mtu)
+            return built
         return mesh.build(run_id, ledger, exp.mesh, case.pair, mtu=case.mtu)
 
 

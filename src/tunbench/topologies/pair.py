@@ -13,6 +13,8 @@ from ..testbed.ledger import Ledger
 from ..testbed.topology import BASE_TOOLS, SITE_KEYS
 from .base import Topology, TopoNeeds, TopoParam
 
+Needed = dict[str, list[str]]   # tool or kernel option -> what needs it
+
 SITE_HELP = ("'local' (a namespace here) or USER@HOST, or a table of "
              + ", ".join(SITE_KEYS))
 
@@ -57,9 +59,6 @@ class Pair(Topology):
                                       netem=exp.netem, chain=None)
             return tb
         return local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
-
-
-Needed = dict[str, list[str]]   # tool or kernel option -> what needs it
 
 
 def open_sites(exp: Any, ssh: SshOptions, *, tools: Needed | None = None,

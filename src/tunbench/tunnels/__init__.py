@@ -88,9 +88,12 @@ def hub_kinds() -> tuple[str, ...]:
     return tuple(k for k, drv in sorted(registry().items()) if drv.hub_capable)
 
 
-def mesh_kinds() -> tuple[str, ...]:
-    """The kinds that run between two sites of a mesh (testbed/mesh.py), in registry order."""
-    return tuple(k for k, drv in sorted(registry().items()) if drv.mesh_capable)
+def mesh_kinds(on_hosts: bool = False) -> tuple[str, ...]:
+    """The kinds that run between two sites of a mesh (testbed/mesh.py), in registry order;
+    `on_hosts`: of a mesh on hosts (testbed/meshhosts.py), without the kinds that cannot run
+    between hosts (not_on_hosts)."""
+    return tuple(k for k, drv in sorted(registry().items())
+                 if drv.mesh_capable and not (on_hosts and drv.not_on_hosts))
 
 
 def chain_site_kinds() -> tuple[str, ...]:

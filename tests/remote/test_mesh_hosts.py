@@ -1,0 +1,160 @@
+"""The mesh on hosts over SSH: four sshd "hosts" (sshhosts.py), h1..h4 the sites s1..s4
+(`[sites] s1 = "h1", ...`), driven only over SSH. native and vxlan, stream 2 s: all 6 pairs
+measured, each case between its pair's two hosts, no site in two measurements at once (from
+the recorded start and end: the pairs run one after another), the grid in the HTML report
+(its text: not looked at in Chromium here), nothing left on any host.
+
+And one host made unreachable: its sshd (started by this test's fixture) is stopped as the
+campaign begins, once every host was opened and checked; the cases of its three pairs fail
+with its connect error, the other three pairs complete, and after its sshd is started again
+`tunbench run --resume` runs exactly those cases, which complete."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sshhosts import SshHosts, build
+from test_remote_kinds import runs_here
+from test_sites import assert_clean
+
+from tunbench import proc, spec
+from tunbench.plan import Case
+from tunbench.runner import SilentReporter, run_campaign
+from tunbench.testbed import netlink
+
+pytestmark = [pytest.mark.netns, pytest.mark.correctness]
+TB = [sys.executable, "-m", "tunbench"]
+SITES = {"s1": "h1", "s2": "h2", "s3": "h3", "s4": "h4"}
+PAIRS = [["s1", "s2"], ["s1", "s3"], ["s1", "s4"], ["s2", "s3"], ["s2", "s4"], ["s3", "s4"]]
+
+
+@pytest.fixture(scope="module")
+def hosts4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
+    for tool in ("ssh", "sshd", "ssh-keygen", "ping", "iperf3"):
+        if proc.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (apt-get install {proc.package_for(tool)})")
+    h = build(Path(tmp_path_factory.mktemp("sshhosts4")) / "h", count=4)
+    rid = h.run_id
+    try:
+        yield h
+    finally:
+        errors = h.close()
+        left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
+        assert not errors, errors
+        assert not left, f"namespaces left behind: {left}"
+
+
+def experiment(hosts: SshHosts) -> dict[str, Any]:
+    return {"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
+            "testbed": {"kind": "mesh"},
+            "tunnel": [{"kind": "native"}, {"kind": "vxlan"}],
+            "workload": [{"name": "stream"}],
+            "sites": {"ssh_config": str(hosts.ssh_config), **SITES}}
+
+
+def docs_of(out: Path) -> dict[str, dict[str, Any]]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))}
+
+
+def test_every_pair_of_four_hosts_one_after_another(hosts4: SshHosts, tmp_path: Path) -> None:
+    runs_here("vxlan")
+    out = tmp_path / "r"
+    sites = [x for n, h in SITES.items() for x in ("--site", f"{n}={h}")]
+    r = subprocess.run(TB + ["run", "--testbed", "mesh", *sites, "--ssh-config",
+                             str(hosts4.ssh_config), "--tunnels", "native,vxlan",
+                             "--workloads", "stream", "--duration", "2", "--warmup", "0",
+                             "--repeats", "1", "--out", str(out), "--db", "off"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    docs = list(docs_of(out).values())
+    assert len(docs) == 12
+    for d in docs:
+        assert d["status"] == "ok", (d["case"]["id"], d["error"], d.get("error_log"))
+        a, b = d["mesh"]["pair"]
+        assert d["case"]["pair"] == [a, b] and d["mesh"]["parallel"] is False
+        tb = d["testbed"]
+        assert tb["kind"] == "hosts" and tb["mesh"]["pair"] == [a, b]
+        # the pair's own hosts were sites a and b, at their real addresses
+        assert tb["hosts"]["a"]["target"] == SITES[a] and tb["hosts"]["b"]["target"] == SITES[b]
+        assert tb["sites"]["a"]["underlay4"] == hosts4.hosts[SITES[a]].addr
+        assert tb["sites"]["b"]["underlay4"] == hosts4.hosts[SITES[b]].addr
+        assert d["raw"]["iperf3"]["bytes_received"] > 0
+    for kind in ("native", "vxlan"):
+        got = sorted(d["mesh"]["pair"] for d in docs if d["case"]["tunnel"]["kind"] == kind)
+        assert got == PAIRS, kind
+    # no site in two measurements at once: each case ended before the next one started
+    spans = sorted((d["started"], d["ended"], d["mesh"]["pair"]) for d in docs)
+    for (s0, e0, p0), (s1, e1, p1) in zip(spans, spans[1:], strict=False):
+        assert s0 < e0 <= s1 < e1, (p0, p1)
+    # the report's grid: a share of native in every pair's cell, each linking its cases
+    page = (out / "report" / "index.html").read_text()
+    assert "<table class=meshgrid>" in page and "worst pair s" in page
+    for d in docs:
+        if d["case"]["tunnel"]["kind"] == "vxlan":
+            a, b = d["mesh"]["pair"]
+            assert f"data-pair='{a}-{b}'" in page
+            assert f'href="../cases/{d["case"]["id"]}.json"' in page
+    assert_clean(hosts4)
+
+
+class StopHost(SilentReporter):
+    """Stops host `name`'s sshd (and so every session to it, the campaign's agent's too)
+    when the campaign begins: after every host was opened and checked, before any case."""
+
+    def __init__(self, hosts: SshHosts, name: str) -> None:
+        self.hosts, self.name = hosts, name
+
+    def campaign_start(self, cases: list[Case], plans: list[Any]) -> None:
+        self.hosts.hosts[self.name].stop_sshd()
+
+
+def test_an_unreachable_host_fails_its_pairs_and_resume_runs_them(
+        hosts4: SshHosts, tmp_path: Path) -> None:
+    runs_here("vxlan")
+    exp = spec.build(experiment(hosts4), "mesh.toml")
+    out = tmp_path / "r"
+    try:
+        outcome = run_campaign(exp, out, StopHost(hosts4, "h4"))
+    finally:
+        hosts4.hosts["h4"].start_sshd(hosts4.authorized_keys)
+    docs = docs_of(out)
+    assert len(docs) == 12
+    failed = {k for k, d in docs.items() if d["status"] == "failed"}
+    assert failed == set(outcome.failed)
+    assert {tuple(docs[k]["mesh"]["pair"]) for k in failed} == {
+        ("s1", "s4"), ("s2", "s4"), ("s3", "s4")}
+    assert len(failed) == 6
+    # the first of them may be the one that noticed the lost connection; from then on s4 is
+    # down and each of its cases fails at once with the host's connect error
+    first, *later = sorted(failed, key=lambda k: docs[k]["case"]["index"])
+    assert "h4" in docs[first]["error"], docs[first]["error"]
+    for k in later:
+        assert docs[k]["error"].startswith("site s4 (h4) is unreachable: "), docs[k]["error"]
+        assert docs[k]["ended"] - docs[k]["started"] < 10, "a down site's case fails at once"
+    for k, d in docs.items():
+        if k not in failed:
+            assert d["status"] == "ok", (k, d["error"])
+            assert d["raw"]["iperf3"]["bytes_received"] > 0
+    assert json.loads((out / "index.json").read_text())["state"] == "complete"
+    kept = {k: (out / "cases" / f"{k}.json").read_bytes() for k in docs if k not in failed}
+
+    r = subprocess.run(TB + ["run", "--resume", str(out), "--db", "off", "--no-report"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    again = docs_of(out)
+    for k in kept:
+        assert (out / "cases" / f"{k}.json").read_bytes() == kept[k], k
+    for k in failed:
+        assert again[k]["status"] == "ok", (k, again[k]["error"])
+        assert again[k]["raw"]["iperf3"]["bytes_received"] > 0
+        assert any(n.startswith("run again by --resume; it had failed: ")
+                   and "h4" in n for n in again[k]["notes"]), again[k]["notes"]
+    index = json.loads((out / "index.json").read_text())
+    assert index["state"] == "complete" and {c["status"] for c in index["cases"]} == {"ok"}
+    assert_clean(hosts4)
