@@ -19,7 +19,9 @@ the same order as a full round (native first), numbered on from the cases before
 
 With `cpus_per_site` (site size in cores, testbed/sitecores.py) each round measures every
 case at each core count in turn (native first at each), so a method at 1 core meets native at
-1 core of the same round.
+1 core of the same round. The RTT and loss axes (testbed/wanaxis.py) the same way: every case
+at each (RTT, loss) scenario in turn, native first at each; the case carries its values
+(`rtt`, `loss`) and the runner sets the netem of each case's underlay from them.
 
 A mesh (testbed/meshspec.py) runs each round pair by pair in the order of its schedule (the
 colours of its edge colouring, one after another): every case of a pair, native first, before
@@ -34,6 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .spec import Experiment, OffloadVariant, TunnelSpec, WorkloadSpec
+from .testbed import wanaxis
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,10 @@ class Case:
     # site size in cores (testbed/sitecores.py): the CPUs each site may use; 0 when the
     # experiment has no cpus_per_site axis
     cpus: int = 0
+    # the RTT and loss axes (testbed/wanaxis.py): this case's values as given ('20ms',
+    # '0.1%'); '' when the experiment has no such axis
+    rtt: str = ""
+    loss: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "id": self.case_id, "tunnel": self.tunnel.to_dict(),
@@ -61,7 +68,9 @@ class Case:
                 "offloads": self.offloads.to_dict(), "repeat": self.repeat,
                 **({"topology": self.topology} if self.topology else {}),
                 **({"pair": list(self.pair), "colour": self.colour} if self.pair else {}),
-                **({"cpus_per_site": self.cpus} if self.cpus else {})}
+                **({"cpus_per_site": self.cpus} if self.cpus else {}),
+                **({"rtt": self.rtt} if self.rtt else {}),
+                **({"loss": self.loss} if self.loss else {})}
 
     @property
     def through_chain(self) -> bool:
@@ -95,6 +104,8 @@ def _round(exp: Experiment, rep: int, start: int, rng: random.Random,
     if exp.order == "shuffled":
         rng.shuffle(round_)
         round_.sort(key=lambda c: c[0].kind != "native")  # stable: native first
+    elif exp.rtts or exp.losses:   # each scenario's baseline before its methods, as listed
+        round_.sort(key=lambda c: c[0].kind != "native")
     cases: list[Case] = []
     if exp.mesh is not None:   # each pair in schedule order, all its cases together
         for slot in exp.mesh.schedule():
@@ -107,8 +118,12 @@ def _round(exp: Experiment, rep: int, start: int, rng: random.Random,
                     if keep is None or keep(case):
                         cases.append(case)
         return cases
+    # the scenarios of the axes (site size in cores; RTT x loss): each in turn, all of a
+    # round's cases (native first) at one before the next
+    axes = [(k, rtt, loss) for k in exp.cpus_per_site or (0,) for rtt in exp.rtts or ("",)
+            for loss in exp.losses or ("",)]
     for topo in _topologies(exp):
-        for k in exp.cpus_per_site or (0,):   # site size in cores: each value in turn
+        for k, rtt, loss in axes:
             for t, w, m, o in round_:
                 i = start + len(cases)
                 variant = "" if o.name == "default" else f"-{o.name}"
@@ -117,8 +132,9 @@ def _round(exp: Experiment, rep: int, start: int, rng: random.Random,
                 name = t.label
                 if topo == "chain":
                     t = replace(t, label=t.label + VIA_CHAIN)
-                cid = f"{i:04d}-{name}-{w.label}-mtu{m}{variant}{cores}{via}-r{rep}"
-                case = Case(i, cid, t, w, m, o, rep, topo, cpus=k)
+                cid = (f"{i:04d}-{name}-{w.label}-mtu{m}{variant}{cores}"
+                       f"{wanaxis.case_tag(rtt, loss)}{via}-r{rep}")
+                case = Case(i, cid, t, w, m, o, rep, topo, cpus=k, rtt=rtt, loss=loss)
                 if keep is None or keep(case):
                     cases.append(case)
     return cases

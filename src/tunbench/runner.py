@@ -100,7 +100,7 @@ def preflight(exp: Experiment) -> None:
                                        "--jitter, --loss, --netem-rate)", "sch_netem")
         if netem_missing:
             missing.append(netem_missing.one_line())
-    for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.rate or exp.netem else ()):
+    for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.shaped else ()):
         if not proc.which(tool):
             missing.append(f"tool {tool}: not installed (apt-get install "
                            f"{proc.package_for(tool)})")
@@ -132,7 +132,7 @@ def site_tools(exp: Experiment, impls: dict[str, implchoice.Choice] | None = Non
     for w in exp.workloads:
         for name in workloads.get(w.name).tools:
             out.setdefault(name, []).append(f"workload {w.name}")
-    if exp.rate or exp.netem:
+    if exp.shaped:
         out.setdefault("tc", []).append("underlay shaping")
     return out
 
@@ -184,7 +184,7 @@ def open_topology(exp: Experiment) -> topology.Topology | HubHosts | None:
     # a chain between hosts never changes a host's own links (its segments are namespaces);
     # its direct reference (chain direct = true) is the plain hosts testbed, which may
     direct = not chained or (exp.chain is not None and exp.chain.direct)
-    topo.open(mtus=exp.all_mtus() if direct else (), shaping=bool(exp.rate or exp.netem),
+    topo.open(mtus=exp.all_mtus() if direct else (), shaping=exp.shaped,
               takes_underlay=", ".join(moving), needs_ipv6=", ".join(ipv6), plan=plan,
               offloads=", ".join(changing))
     return topo
@@ -383,7 +383,8 @@ def _case_keys(c: Case) -> dict[str, Any]:
     return {"tunnel": c.tunnel.label, "kind": c.tunnel.kind, "workload": c.workload.name,
             "workload_label": c.workload.label, "mtu": c.mtu, "offloads": c.offloads.name, "repeat": c.repeat,
             **({"pair": list(c.pair)} if c.pair else {}),
-            **({"cpus_per_site": c.cpus} if c.cpus else {})}
+            **({"cpus_per_site": c.cpus} if c.cpus else {}),
+            **({"rtt": c.rtt} if c.rtt else {}), **({"loss": c.loss} if c.loss else {})}
 
 
 def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,

@@ -47,9 +47,9 @@ class Pair(Topology):
         cls.check(exp, case, hosts)
         if hosts is not None:
             tb: Testbed = hosts.build(run_id, ledger, mtu=case.mtu, rate=exp.rate,
-                                      netem=exp.netem, chain=None)
+                                      netem=exp.case_netem(case.rtt, case.loss), chain=None)
             return tb
-        return local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
+        return local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.case_netem(case.rtt, case.loss))
 
 
 TOPOLOGY = Pair
