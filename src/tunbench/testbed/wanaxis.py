@@ -88,8 +88,8 @@ def parse(exp: dict[str, Any], named: Any, problems: list[str], *, hub: bool, me
         return FLAGS.get(key, where) if where.startswith("--") else where
 
     before = len(problems)
-    rtts = _parse(exp[RTT], spot(RTT), RTT, problems) if RTT in exp else ()
-    losses = _parse(exp[LOSS], spot(LOSS), LOSS, problems) \
+    rtts = _parse(exp[RTT], RTT, spot(RTT), problems) if RTT in exp else ()
+    losses = _parse(exp[LOSS], LOSS, spot(LOSS), problems) \
         if is_axis(exp.get(LOSS)) else ()
     if len(problems) > before:   # a bad value is named alone
         return (), ()

@@ -40,8 +40,8 @@ def distance_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                     if sh:
                         share.plot(*zip(*sh, strict=True), marker="o", color=pal(m.tunnel),
                                    label=m.tunnel)
-                model = [(x, v) for x, p in zip(xv, pts, strict=True)
-                         if s.methods and (v := s.model(s.methods[0], p, fixed_loss))]
+                model = [(x, y) for x, p in zip(xv, pts, strict=True)
+                         if s.methods and (y := s.model(s.methods[0], p, fixed_loss))]
                 if model:
                     modelled = True
                     top = max((y for m in s.methods for p in pts
