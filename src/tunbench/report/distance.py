@@ -58,6 +58,16 @@ def axis_values(r: CaseRecord) -> tuple[str | None, str | None]:
             loss if isinstance(loss, str) and loss else None)
 
 
+def rtt_key(v: str | None) -> float:
+    """An RTT value as given ('20ms') in ms, for ordering (none: 0)."""
+    return (_time_ms(v) or 0.0) if v else 0.0
+
+
+def loss_key(v: str | None) -> float:
+    """A loss value as given ('0.1%') in %, for ordering (none: 0)."""
+    return (_pct(v) or 0.0) if v else 0.0
+
+
 def mathis(mss: int, rtt_ms: float, loss_pct: float) -> float | None:
     """The Mathis model's rate in bit/s (None where it has no value: RTT or loss 0)."""
     if rtt_ms <= 0 or loss_pct <= 0:
@@ -155,8 +165,8 @@ def sweeps(c: Campaign) -> list[Sweep]:
         scen = [(a or "", b or "") for r in cases for a, b in [axis_values(r)]]
         rtts = list(dict.fromkeys(s[0] for s in scen))
         losses = list(dict.fromkeys(s[1] for s in scen))
-        rtts.sort(key=lambda v: _time_ms(v) or 0.0)
-        losses.sort(key=lambda v: _pct(v) or 0.0)
+        rtts.sort(key=rtt_key)
+        losses.sort(key=loss_key)
         if len(rtts) * len(losses) < 2:
             continue
         metric = headline_metric(c, cases[0].workload.name) or "throughput"

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+
 from .. import distance
 from ..data import Campaign
-from .base import Figure, Palette, _grid, _save, slug
+from .base import Figure, Palette, _save, slug
 
-MAX_LINES = 4   # panels per figure: one pair (metric, share) for each value of the other axis
+MAX_LINES = 4   # rows per figure: one (figure, share of native) for each value of the other axis
 
 
 def distance_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
@@ -22,8 +24,11 @@ def distance_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             if len(xs_all) < 2:
                 continue
             others = others[:MAX_LINES]
-            fig, axes = _grid(2 * len(others), 3.8, 2.8)
-            modelled = False
+            # one row per value of the other axis: its figure, then its share of native
+            fig, grid = plt.subplots(len(others), 2, figsize=(9.0, 2.9 * len(others) + 0.6),
+                                     squeeze=False, layout="constrained")
+            axes = [ax for row in grid for ax in row]
+            modelled = logy = False
             for i, other in enumerate(others):
                 pts = [((x, other) if along == "rtt" else (other, x)) for x in xs_all]
                 xv = [s.rtt_ms(p[0]) if along == "rtt" else s.loss_pct(p[1], fixed_loss)
@@ -44,13 +49,15 @@ def distance_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                          if s.methods and (y := s.model(s.methods[0], p, fixed_loss))]
                 if model:
                     modelled = True
-                    top = max((y for m in s.methods for p in pts
-                               if (y := m.mean(p)) is not None), default=0.0)
-                    head.plot(*zip(*model, strict=True), ls="--", color="0.3",
+                    head.plot(*zip(*model, strict=True), ls="--", marker="x", color="0.3",
                               label="Mathis model")
-                    head.set_ylim(0, top * 1.15 or None)
+                shown = [y for line in head.get_lines() for y in line.get_ydata() if y > 0]
+                if shown and max(shown) > 8 * min(shown):   # loss: rates differ by 10-100x
+                    head.set_yscale("log")
+                    logy = True
                 else:
                     head.set_ylim(bottom=0)
+                head.legend(loc="best", fontsize=7)
                 unit = c.unit_label(s.metric, s.unit)
                 what = ("loss " + other if other else "") if along == "rtt" else \
                     ("RTT " + other if other else "")
@@ -62,9 +69,6 @@ def distance_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
                 share.set_xlabel(xlabel)
                 share.set_ylim(bottom=0)
                 share.axhline(100, color="0.6", lw=0.8)
-            axes[0].legend(loc="best", fontsize=8)
-            if len(axes) > 1 and axes[1].get_legend_handles_labels()[0]:
-                axes[1].legend(loc="best", fontsize=8)
             over = "RTT" if along == "rtt" else "loss"
             title = (f"{c.display(s.metric)} and share of native vs {over} ({s.workload}"
                      + ("" if s.mtu == 1500 else f", MTU {s.mtu}") + ")")
@@ -74,5 +78,7 @@ def distance_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
             if modelled:
                 cap += (" Dashed: the Mathis model MSS/RTT × √(3/2)/√p for one TCP flow, a "
                         "reference, not a bound (report section \"Distance and loss\").")
+            if logy:
+                cap += " Rates on a log axis where they differ by more than 8x."
             yield _save(fig, out, slug("distance", s.workload, over, s.mtu, s.offloads),
                         title, cap)
