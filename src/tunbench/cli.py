@@ -26,7 +26,7 @@ INTERNAL_ERROR = 70   # sysexits EX_SOFTWARE: a bug in tunbench, not the input o
 # Flags whose value is a comma-separated list (split by inputs.split_list; the fuzz test
 # checks every help text saying "comma-separated" is here)
 LIST_FLAGS = ("--tunnels", "--workloads", "--mtu", "--offloads", "--streams",
-              "--cpus-per-site")
+              "--cpus-per-site", "--rtts", "--losses")
 
 EXIT_CODES = cli_help.EXIT_TABLE   # once, in `tunbench --help`
 
@@ -130,6 +130,13 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
         except ValueError:
             raise SpecError(f"--cpus-per-site {args.cpus_per_site!r} is not a list of core "
                             "counts", "e.g. --cpus-per-site 1,2") from None
+    if getattr(args, "rtts", None) is not None:   # the RTT and loss axes (testbed/wanaxis.py)
+        e["rtt"] = inputs.split_list("--rtts", args.rtts)
+    if getattr(args, "losses", None) is not None:
+        if args.loss is not None:
+            raise SpecError("--loss and --losses both set the loss",
+                            "give one: --loss for every case, --losses for an axis")
+        e["loss"] = inputs.split_list("--losses", args.losses)
     if args.tunnels is not None:
         over["tunnel"] = [{"kind": k} for k in inputs.split_list("--tunnels", args.tunnels)]
     if args.workloads is not None:
@@ -314,6 +321,12 @@ def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
             f"{k}: a on {(s := sitecores.site_sets(k, have))['a']}, b on {s['b']}"
             for k in exp.cpus_per_site) + " (a cpuset cgroup per site"
             + (", RPS on its underlay)" if exp.placement != "processes" else ")"))
+    if exp.rtts or exp.losses:   # the netem of each scenario (testbed/wanaxis.py)
+        from .testbed import wanaxis
+        print("scenarios (netem on each underlay end): " + "; ".join(
+            f"{wanaxis.scenario_tag(r, lo)}: "
+            + ("netem " + " ".join(n.args()) if (n := exp.case_netem(r, lo)) else "none")
+            for r in exp.rtts or ("",) for lo in exp.losses or ("",)))
     for c in cases:
         print(f"  {c.case_id}")
     return 0
@@ -398,7 +411,7 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
     """The spec dict that rebuilds a recorded experiment (for --resume)."""
     exp: dict[str, Any] = {k: recorded[k] for k in (
         "repeats", "budget", "max_rounds", "duration", "warmup", "mtus", "order", "seed",
-        "family", "name", "cpu_interval", "noisy_cv", "cpus_per_site")
+        "family", "name", "cpu_interval", "noisy_cv", "cpus_per_site", "rtt")
         if recorded.get(k) is not None}
     exp["placement"] = recorded.get("placement", "off")   # recorded before it existed: off
     for key in ("rate",) + spec.NETEM_KEYS:
@@ -750,6 +763,14 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                        "measured with each site confined to K CPUs (a cpuset cgroup per "
                        "site, RPS on its underlay); local testbed, fixed --repeats "
                        "(docs/methodology.md)")
+    where.add_argument("--rtts", metavar="RTT,...", help="RTT axis, comma-separated (e.g. "
+                       "0ms,20ms,80ms): each a scenario, every method measured at each in the "
+                       "same round, native first; netem delay of half of it on each underlay "
+                       "end (0ms: none). Needs netem (CONFIG_NET_SCH_NETEM): the VM lab or "
+                       "real hosts; fixed --repeats (docs/methodology.md)")
+    where.add_argument("--losses", metavar="LOSS,...", help="loss axis, comma-separated (e.g. "
+                       "0%%,0.1%%): netem random loss on each underlay end, each a scenario as "
+                       "--rtts (with both: every pair); needs netem")
 
     out = r.add_argument_group("output")
     out.add_argument("--out", metavar="DIR", help="result folder (default results/<timestamp>)")

@@ -25,7 +25,9 @@ the same order as a full round (native first), numbered on from the cases before
 
 With `cpus_per_site` (site size in cores, testbed/sitecores.py) each round measures every
 case at each core count in turn (native first at each), so a method at 1 core meets native at
-1 core of the same round.
+1 core of the same round. The RTT and loss axes (testbed/wanaxis.py) the same way: every case
+at each (RTT, loss) scenario in turn, native first at each; the case carries its values
+(`rtt`, `loss`) and the runner sets the netem of each case's underlay from them.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 
 from . import topologies
 from .spec import Experiment, OffloadVariant, TunnelSpec, WorkloadSpec
+from .testbed import wanaxis
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,10 @@ class Case:
     # site size in cores (testbed/sitecores.py): the CPUs each site may use; 0 when the
     # experiment has no cpus_per_site axis
     cpus: int = 0
+    # the RTT and loss axes (testbed/wanaxis.py): this case's values as given ('20ms',
+    # '0.1%'); '' when the experiment has no such axis
+    rtt: str = ""
+    loss: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "id": self.case_id, "tunnel": self.tunnel.to_dict(),
@@ -64,7 +71,9 @@ class Case:
                 "offloads": self.offloads.to_dict(), "repeat": self.repeat,
                 **({"topology": self.topology} if self.topology else {}),
                 **({"pair": list(self.pair), "colour": self.colour} if self.pair else {}),
-                **({"cpus_per_site": self.cpus} if self.cpus else {})}
+                **({"cpus_per_site": self.cpus} if self.cpus else {}),
+                **({"rtt": self.rtt} if self.rtt else {}),
+                **({"loss": self.loss} if self.loss else {})}
 
     @property
     def through_chain(self) -> bool:
@@ -95,20 +104,27 @@ def _round(exp: Experiment, rep: int, start: int, rng: random.Random,
     if exp.order == "shuffled":
         rng.shuffle(round_)
         round_.sort(key=lambda c: c[0].kind != "native")  # stable: native first
+    elif exp.rtts or exp.losses:   # each scenario's baseline before its methods, as listed
+        round_.sort(key=lambda c: c[0].kind != "native")
     cases: list[Case] = []
+    # the scenarios of the axes (site size in cores; RTT x loss): each in turn, all of a
+    # round's cases (native first) at one before the next
+    axes = [(k, rtt, loss) for k in exp.cpus_per_site or (0,) for rtt in exp.rtts or ("",)
+            for loss in exp.losses or ("",)]
     for slot in topologies.of(exp).slots(exp):   # the topology's parts of a round, in order
-        for k in exp.cpus_per_site or (0,):   # site size in cores: each value in turn
+        for k, rtt, loss in axes:
             for t, w, m, o in round_:
                 i = start + len(cases)
                 variant = "" if o.name == "default" else f"-{o.name}"
                 pair = f"{slot.pair[0]}-{slot.pair[1]}-" if slot.pair else ""
                 via = f"-{slot.topology}" if slot.topology else ""
                 cores = f"-cpu{k}" if k else ""
-                cid = f"{i:04d}-{pair}{t.label}-{w.label}-mtu{m}{variant}{cores}{via}-r{rep}"
+                cid = (f"{i:04d}-{pair}{t.label}-{w.label}-mtu{m}{variant}{cores}"
+                       f"{wanaxis.case_tag(rtt, loss)}{via}-r{rep}")
                 if slot.label_suffix:
                     t = replace(t, label=t.label + slot.label_suffix)
                 case = Case(i, cid, t, w, m, o, rep, slot.topology, slot.pair, slot.colour,
-                            cpus=k)
+                            cpus=k, rtt=rtt, loss=loss)
                 if keep is None or keep(case):
                     cases.append(case)
     return cases

@@ -104,7 +104,7 @@ def preflight(exp: Experiment) -> None:
                                        "--jitter, --loss, --netem-rate)", "sch_netem")
         if netem_missing:
             missing.append(netem_missing.one_line())
-    for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.rate or exp.netem else ()):
+    for tool in ("ip", "ping", "ethtool", "sysctl") + (("tc",) if exp.shaped else ()):
         if not proc.which(tool):
             missing.append(f"tool {tool}: not installed (apt-get install "
                            f"{proc.package_for(tool)})")
@@ -355,7 +355,8 @@ def _case_keys(c: Case) -> dict[str, Any]:
     return {"tunnel": c.tunnel.label, "kind": c.tunnel.kind, "workload": c.workload.name,
             "workload_label": c.workload.label, "mtu": c.mtu, "offloads": c.offloads.name, "repeat": c.repeat,
             **({"pair": list(c.pair)} if c.pair else {}),
-            **({"cpus_per_site": c.cpus} if c.cpus else {})}
+            **({"cpus_per_site": c.cpus} if c.cpus else {}),
+            **({"rtt": c.rtt} if c.rtt else {}), **({"loss": c.loss} if c.loss else {})}
 
 
 def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,

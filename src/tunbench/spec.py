@@ -11,6 +11,8 @@ them together before anything runs. The same dict shape is used for TOML files a
     warmup = 1                    # seconds excluded at the start (iperf3 -O)
     mtus = [1500, 9000]           # underlay MTUs; tunnel MTU = underlay MTU - overhead
     cpus_per_site = [1, 2]        # site size in cores: each value a scenario (sitecores.py)
+    rtt = ["0ms", "20ms", "80ms"] # RTT axis: netem delay of half of each on both ends (wanaxis.py)
+    # loss = ["0%", "0.1%"]       # loss axis (a list; a string is one loss for every case)
     rate = "500mbit"              # shape the underlay with tbf
     delay = "25ms"                # netem on both underlay ends: delay, jitter, loss, rate
     jitter = "5ms"
@@ -67,7 +69,7 @@ from typing import Any
 from . import inputs, rates, tunnels, workloads
 from .chain import spec as chain_spec
 from .errors import SpecError
-from .testbed import hubspec, meshspec
+from .testbed import hubspec, meshspec, wanaxis
 from .testbed.netem import Netem
 from .testbed.topology import SiteSpec, parse_sites
 from .tunnels.base import TunnelParams
@@ -83,7 +85,7 @@ OFFLOAD_FEATURES = ("tso", "gso", "gro", "lro", "rx", "tx", "sg", "tx-udp_tnl-se
 EXPERIMENT_KEYS = {"repeats", "budget", "max_rounds", "duration", "warmup", "mtus", "rate",
                    "order", "seed", "family",
                    "name", "cpu_interval", "noisy_cv", "delay", "jitter", "loss", "netem_rate",
-                   "placement", "cpus_per_site"}
+                   "placement", "cpus_per_site", "rtt"}
 NETEM_KEYS = ("delay", "jitter", "loss", "netem_rate")
 WORKLOAD_SPEC_KEYS = ("name", "label", "mtus")   # keys of a [[workload]] table that are not params
 
@@ -173,6 +175,10 @@ class Experiment:
     # site size in cores: each value a scenario, every method measured at each in the same
     # round (testbed/sitecores.py); () when not on this axis
     cpus_per_site: tuple[int, ...] = ()
+    # RTT and loss axes: each value (each pair with both) a scenario, set by netem per case
+    # (testbed/wanaxis.py); () when not on that axis
+    rtts: tuple[str, ...] = ()
+    losses: tuple[str, ...] = ()
     budget: float = 900.0             # sequential: seconds of measurement at most
     max_rounds: int = 20              # sequential: rounds at most
 
@@ -210,7 +216,20 @@ class Experiment:
             # "off"), and --resume must rebuild an explicit "off" as off, not as the default
             "placement": self.placement,
             **({"cpus_per_site": list(self.cpus_per_site)} if self.cpus_per_site else {}),
+            # the axes (a list under "loss" is the loss axis, as in the file)
+            **({"rtt": list(self.rtts)} if self.rtts else {}),
+            **({"loss": list(self.losses)} if self.losses else {}),
         }
+
+    def case_netem(self, rtt: str = "", loss: str = "") -> Netem | None:
+        """The netem of a case at this RTT and loss of the axes (wanaxis.py): the campaign's
+        own with the case's values; the campaign's own for a case off the axes."""
+        return wanaxis.case_netem(self.netem, rtt, loss)
+
+    @property
+    def shaped(self) -> bool:
+        """Whether the underlay gets a qdisc (tbf, netem, or the netem of an axis)."""
+        return bool(self.rate or self.netem or self.rtts or self.losses)
 
     def all_mtus(self) -> tuple[int, ...]:
         """Every underlay MTU some workload runs at, in first-seen order."""
@@ -248,7 +267,7 @@ FLAG_NAMES = {"repeats": "--repeats", "budget": "--budget", "max_rounds": "--max
               "order": "--shuffle", "delay": "--delay", "jitter": "--jitter", "loss": "--loss",
               "netem_rate": "--netem-rate", "tunnel": "--tunnels", "workload": "--workloads",
               "offloads": "--offloads", "testbed": "--testbed", "placement": "--placement",
-              "cpus_per_site": "--cpus-per-site"}
+              "cpus_per_site": "--cpus-per-site", "rtt": "--rtts"}
 
 
 def _num(problems: list[str], spot: str, val: Any, lo: float, hi: float,
@@ -337,7 +356,8 @@ def build(data: dict[str, Any], source: str = "command line",
     if not isinstance(name, str) or not NAME_RE.match(name):
         problems.append(f"{spot('name')} must be 1-80 printable characters, got {name!r}")
         name = "campaign"
-    netem = Netem(exp.get("delay"), exp.get("jitter"), exp.get("loss"), exp.get("netem_rate"))
+    fixed_loss = None if wanaxis.is_axis(exp.get("loss")) else exp.get("loss")
+    netem = Netem(exp.get("delay"), exp.get("jitter"), fixed_loss, exp.get("netem_rate"))
     problems += netem.validate(names={k: spot(k) for k in NETEM_KEYS})
 
     def section(key: str) -> str:
@@ -367,7 +387,7 @@ def build(data: dict[str, Any], source: str = "command line",
         from .chain import hosts as chain_hosts
         problems += [f"{where}: {p}" for p in chain_hosts.problems(
             chain, [t.kind for t in tunnel_specs],
-            shaped=rate is not None or netem.active,
+            shaped=rate is not None or netem.active or wanaxis.asked(exp),
             local_sites=[n for n, s in sites.items() if s.local])]
     if hub is not None:
         problems += hubspec.conflicts(
@@ -401,6 +421,10 @@ def build(data: dict[str, Any], source: str = "command line",
                        sequential=repeats is None, workloads=workload_specs)
         if cores and "placement" not in exp:   # the axis steers each site's receive work too
             placement_mode = "sites"
+    rtts, losses = wanaxis.parse(exp, spot, problems, hub=hub is not None,
+                                 mesh=mesh is not None, cores="cpus_per_site" in exp,
+                                 sequential=repeats is None,
+                                 local=not sites or any(s.local for s in sites.values()))
     problems = list(dict.fromkeys(problems))   # a swept workload repeats its table's problem
     if problems:
         raise SpecError("\n".join(problems) if len(problems) > 1 else problems[0],
@@ -412,7 +436,7 @@ def build(data: dict[str, Any], source: str = "command line",
                       ssh_config=str(ssh_config) if ssh_config else None,
                       heartbeat=float(heartbeat), chain=chain, hub=hub, mesh=mesh,
                       placement=placement_mode, budget=budget, max_rounds=max_rounds,
-                      cpus_per_site=cores)
+                      cpus_per_site=cores, rtts=rtts, losses=losses)
 
 
 def _cores(exp: dict[str, Any], spot: Any, problems: list[str], *, sites: bool, hub: bool,

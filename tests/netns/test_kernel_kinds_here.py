@@ -69,3 +69,24 @@ def test_capture_sees_vxlan_encapsulation_and_exact_overhead(testbed: Testbed) -
     assert max(p.length for p in vx) == ep.mtu + ep.overhead == 1500
     assert not [p for p in cap.packets if p.src.startswith("198.19.")]
     assert not cap.path.exists() or cap.path.parent == testbed.workdir
+
+
+@pytest.mark.parametrize("axis", [["--rtts", "0ms,20ms,80ms"], ["--losses", "0%,0.1%"],
+                                  ["--rtts", "0ms,20ms", "--losses", "0%,0.1%"]])
+def test_rtt_loss_axes_refused_at_the_spec(axis: list[str], tmp_path: Path,
+                                           root_unchanged: None) -> None:
+    """An RTT or loss axis needs netem for its values above 0: refused at the spec (exit 2,
+    as the chain's WAN delay), one line naming the option and where to run it instead."""
+    if not lacks("CONFIG_NET_SCH_NETEM"):
+        pytest.skip("this kernel has CONFIG_NET_SCH_NETEM (or its configuration is unreadable)")
+    out = tmp_path / "never"
+    r = subprocess.run(TB + ["run", "--tunnels", "native,vxlan", *axis, "--duration", "1",
+                             "--repeats", "1", "--out", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "needs netem, which this kernel lacks (CONFIG_NET_SCH_NETEM): run this campaign " \
+        "in the VM lab (docs/vmlab.md) or between real hosts" in lines[0], lines[0]
+    assert lines[0].startswith("tunbench: " + "/".join(a for a in axis if a.startswith("--")))
+    assert not out.exists()

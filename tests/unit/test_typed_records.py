@@ -29,7 +29,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "results.md"
 def test_records_say_what_the_documents_say(root: Path) -> None:
     camp = reader.read_records(root)
     folder = reader.read_campaign(root)
-    docs = records.name_directions(records.name_tunnels(folder.cases))
+    docs = records.name_wan(records.name_cores(
+        records.name_directions(records.name_tunnels(folder.cases))))
     records.split_sweeps(docs)
     assert len(camp.cases) == len(docs) > 0
     assert camp.fingerprint == fingerprint.of_index(folder.index)

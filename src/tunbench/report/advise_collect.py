@@ -60,6 +60,23 @@ def _one_core_count(ok: list[CaseRecord], notes: list[str]) -> list[CaseRecord]:
     return [d for d in ok if cores_of(d) in (counts[-1], None)]
 
 
+def _one_wan_scenario(ok: list[CaseRecord], notes: list[str]) -> list[CaseRecord]:
+    """A campaign on the RTT / loss axes (testbed/wanaxis.py): the summary reads the scenario
+    of the lowest RTT and loss (the methods' own datapaths, least of the emulated path;
+    report/distance.py tables every scenario), noted. Pooling the scenarios would mix a
+    method's figure at 0 ms with its figure at 80 ms."""
+    from .distance import axis_values, loss_key, rtt_key
+    seen = {axis_values(d) for d in ok} - {(None, None)}
+    if not seen:
+        return ok
+    first = min(seen, key=lambda s: (rtt_key(s[0]), loss_key(s[1])))
+    if len(seen) > 1:
+        tag = " ".join(f"{k}={v}" for k, v in zip(("rtt", "loss"), first, strict=True) if v)
+        notes.append(f"figures at {tag}; measured {len(seen)} RTT/loss scenarios (the "
+                     "report's \"Distance and loss\" has each)")
+    return [d for d in ok if axis_values(d) in (first, (None, None))]
+
+
 def _streams(case: CaseRecord) -> int:
     wl = case.workload          # the axes the writer recorded (results v2)
     for p in wl.axes:
@@ -156,6 +173,7 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
     mtu, off = ref
     ok = [d for d in c.ok if (d.mtu, d.offloads) == (mtu, off)]
     ok = _one_core_count(ok, notes)
+    ok = _one_wan_scenario(ok, notes)
     offs = sorted({s[2] for s in c.scenarios()})
     if len(c.mtus()) > 1 or len(offs) > 1:
         notes.append(f"figures at underlay MTU {mtu}, offloads {off}; measured: MTU "

@@ -65,6 +65,8 @@ def derive(experiment: dict[str, Any], env: dict[str, Any],
         # site size in cores (testbed/sitecores.py): only on that axis, as placement
         **({"cpus_per_site": sorted(experiment["cpus_per_site"])}
            if experiment.get("cpus_per_site") else {}),
+        # the RTT axis (testbed/wanaxis.py; the loss axis is the underlay's loss, a list)
+        **({"rtt": list(experiment["rtt"])} if experiment.get("rtt") else {}),
     }
 
 
@@ -113,6 +115,9 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     if ca != cb:
         out.append(f"cores per site: A {_show(ca and ', '.join(map(str, ca)))}, "
                    f"B {_show(cb and ', '.join(map(str, cb)))}")
+    ra, rb = a.get("rtt"), b.get("rtt")
+    if ra != rb:
+        out.append(f"RTT axis: A {_show(ra and ', '.join(ra))}, B {_show(rb and ', '.join(rb))}")
     ua, ub = a.get("underlay") or {}, b.get("underlay") or {}
     for key in UNDERLAY_KEYS:
         if ua.get(key) != ub.get(key):

@@ -13,7 +13,9 @@ A case's identity is named the way every table shows it, once, here:
 - one value of a workload swept across cases ('stream streams=4') as its own scenario
   (`split_sweeps`);
 - one core count of the site-size axis ('stream cpus_per_site=1') as its own scenario
-  (`name_cores`).
+  (`name_cores`);
+- one value of the RTT / loss axes ('stream rtt=20ms loss=0.1%') as its own scenario
+  (`name_wan`).
 
 These work on the documents before they are typed (an older file is upgraded by the reader
 first); the records keep the named document in `doc` for what has no typed field yet.
@@ -354,11 +356,34 @@ def name_cores(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+WAN_AXES = ("rtt", "loss")   # the RTT and loss axes (testbed/wanaxis.py), as the case recorded them
+
+
+def name_wan(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cases measured at a value of the RTT or loss axis (`case.rtt`, `case.loss`) are named
+    so ('stream rtt=20ms loss=0.1%'), in their scenario and label (base: the workload), so
+    tables and shares of native never pool two scenarios (native at the same RTT and loss,
+    same round); report/distance.py draws each method against them. The values stay in the
+    case (not a workload axis: 0ms is no point of a swept log axis)."""
+    out = []
+    for d in cases:
+        vals = [(k, v) for k in WAN_AXES if isinstance(v := d["case"].get(k), str) and v]
+        if not vals:
+            out.append(d)
+            continue
+        w = d["case"]["workload"]
+        tag = " ".join(f"{k}={v}" for k, v in vals)
+        named = {**w, "name": f"{w['name']} {tag}", "base": w["name"],
+                 "label": f"{w.get('label') or w['name']} {tag}"}
+        out.append({**d, "case": {**d["case"], "workload": named}})
+    return out
+
+
 def named(docs: list[dict[str, Any]], *, sweeps: bool = True) -> list[CaseRecord]:
     """Case documents (as read) named as every table shows them, typed. `sweeps`: split a
     workload swept across cases into one scenario per value (the report, the store); the
     console summary of a run keeps them together and tabulates the sweep."""
-    cases = name_cores(name_directions(name_tunnels(docs)))
+    cases = name_wan(name_cores(name_directions(name_tunnels(docs))))
     if sweeps:
         split_sweeps(cases)
     return [CaseRecord.from_doc(d) for d in cases]

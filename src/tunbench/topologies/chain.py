@@ -111,10 +111,10 @@ class Chain(Topology):
         cls.check(exp, case, hosts)
         if hosts is not None:
             tb: Testbed = hosts.build(run_id, ledger, mtu=case.mtu, rate=exp.rate,
-                                      netem=exp.netem, chain=exp.chain)
+                                      netem=exp.case_netem(case.rtt, case.loss), chain=exp.chain)
             return tb
         return chain_build.build(run_id, ledger, exp.chain, mtu=case.mtu, rate=exp.rate,
-                                 netem=exp.netem)
+                                 netem=exp.case_netem(case.rtt, case.loss))
 
 
 TOPOLOGY = Chain

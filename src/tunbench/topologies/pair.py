@@ -56,9 +56,9 @@ class Pair(Topology):
         cls.check(exp, case, hosts)
         if hosts is not None:
             tb: Testbed = hosts.build(run_id, ledger, mtu=case.mtu, rate=exp.rate,
-                                      netem=exp.netem, chain=None)
+                                      netem=exp.case_netem(case.rtt, case.loss), chain=None)
             return tb
-        return local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.netem)
+        return local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.case_netem(case.rtt, case.loss))
 
 
 def open_sites(exp: Any, ssh: SshOptions, *, tools: Needed | None = None,
@@ -84,7 +84,7 @@ def open_sites(exp: Any, ssh: SshOptions, *, tools: Needed | None = None,
         return need_tools, need_kernel
 
     changing = [o.name for o in exp.offloads if o.settings]
-    topo.open(mtus=exp.all_mtus() if own_links else (), shaping=bool(exp.rate or exp.netem),
+    topo.open(mtus=exp.all_mtus() if own_links else (), shaping=exp.shaped,
               takes_underlay=", ".join(moving), needs_ipv6=", ".join(ipv6), plan=plan,
               offloads=", ".join(changing))
     return topo
@@ -102,7 +102,7 @@ def site_tools(exp: Any, impls: dict[str, implchoice.Choice] | None = None) -> N
     for w in exp.workloads:
         for name in workloads.get(w.name).tools:
             out.setdefault(name, []).append(f"workload {w.name}")
-    if exp.rate or exp.netem:
+    if exp.shaped:
         out.setdefault("tc", []).append("underlay shaping")
     return out
 

@@ -30,6 +30,7 @@ from .base import (  # noqa: E402
 )
 from .cdf import cdf_figures  # noqa: E402
 from .cpu import cpu_figures, percore_figures  # noqa: E402
+from .distance import distance_figures  # noqa: E402
 from .mesh import mesh_figures  # noqa: E402
 from .mtu import mtu_figures  # noqa: E402
 from .native import pct_interval, pct_native_figures  # noqa: E402
@@ -40,7 +41,7 @@ from .tradeoff import tradeoff_figures  # noqa: E402
 FIGURES: tuple[Callable[[Campaign, Path, Palette], Iterator[Figure]], ...] = (
     pct_native_figures, series_figures, cpu_figures, percore_figures, mtu_figures, cdf_figures,
     sweep_figures, tradeoff_figures, line_rate_figures, ndr_figures, other_metric_figures,
-    mesh_figures)
+    mesh_figures, distance_figures)
 
 
 def render(c: Campaign, out: Path) -> list[Figure]:
@@ -61,6 +62,7 @@ __all__ = [
     "_err",
     "cdf_figures",
     "cpu_figures",
+    "distance_figures",
     "line_rate_figures",
     "mtu_figures",
     "ndr_figures",
