@@ -373,7 +373,7 @@ def build(data: dict[str, Any], source: str = "command line",
         hub = None
     else:
         hub = hubspec.collect(testbed_raw, where, problems,
-                              frozenset(flags & {"kind", "spokes"}),
+                              frozenset(flags & {"kind", "spokes", *hubspec.MESH_FLAGS}),
                               default=sum(1 for n in sites if n != "hub") or
                               hubspec.DEFAULT_SPOKES)
     if hub is not None and available is not None:   # "all": every kind with a hub variant

@@ -56,6 +56,7 @@ class HubSpec:
 
 
 FLAGS = {"kind": "--testbed", "spokes": "--spokes"}
+MESH_FLAGS = {"sites": "--sites"}   # testbed/meshspec.py reads them with --testbed mesh
 
 
 def is_hub(raw: Any) -> bool:
@@ -144,6 +145,10 @@ def collect(raw: Any, where: str, problems: list[str],
                         "spokes = 10 }")
         return None
     for key in sorted(set(raw) - set(KEYS)):
+        if key in MESH_FLAGS and key in flags:   # a mesh's flag without --testbed mesh
+            problems.append(f"{MESH_FLAGS[key]} needs the mesh testbed (--testbed mesh "
+                            f"{MESH_FLAGS[key]} N)")
+            continue
         problems.append(f"{where}: unknown field testbed.{key} (known: {', '.join(KEYS)})")
     kind = raw.get("kind", "pair")
     if kind not in KINDS:
