@@ -22,7 +22,8 @@ matplotlib.rcParams.update({
     "svg.fonttype": "none", "svg.hashsalt": "tunbench", "font.size": 9,
     "axes.titlesize": 10, "figure.titlesize": 11, "axes.grid": True, "grid.alpha": 0.3,
     "axes.spines.top": False, "axes.spines.right": False, "legend.fontsize": 8,
-    "figure.dpi": 100, "savefig.dpi": 110, "savefig.bbox": "tight",
+    # the figure's dpi is the saved one: _save lays a figure out once, at the size it is saved
+    "figure.dpi": 110, "savefig.dpi": 110, "savefig.bbox": "tight",
 })
 MAX_PANELS = 12
 
@@ -88,8 +89,9 @@ def _collisions(labels: list[Text], renderer: Any) -> list[str]:
 def overlapping_ticks(fig: MplFigure, fix: bool = False) -> tuple[str, ...]:
     """Tick labels of the drawn figure that run into a neighbour ('a|b' pairs): the check
     behind "no overlapping tick labels". With fix, an axis whose x labels collide gets them
-    slanted (right-aligned on their tick), and y labels a smaller font, before checking."""
-    fig.canvas.draw()
+    slanted (right-aligned on their tick), and y labels a smaller font, before checking.
+    The figure is laid out and its text measured, not rasterized (draw_without_rendering)."""
+    fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()   # type: ignore[attr-defined]
     if fix:
         changed = False
@@ -104,7 +106,7 @@ def overlapping_ticks(fig: MplFigure, fix: bool = False) -> tuple[str, ...]:
                 ax.tick_params(axis="y", labelsize=6.5)
                 changed = True
         if changed:
-            fig.canvas.draw()
+            fig.draw_without_rendering()
     found: list[str] = []
     for ax in fig.axes:
         if ax.get_visible():
@@ -117,8 +119,14 @@ def _save(fig: MplFigure, out: Path, name: str, title: str, caption: str) -> Fig
     out.mkdir(parents=True, exist_ok=True)
     png, svg = out / f"{name}.png", out / f"{name}.svg"
     overlaps = overlapping_ticks(fig, fix=True)
-    fig.savefig(png)
-    fig.savefig(svg, metadata={"Date": None})
+    # the check laid the figure out (constrained layout) and measured it: both files keep that
+    # layout and its tight box (savefig would lay it out and measure it again for each file,
+    # twice the work of the check)
+    renderer = fig.canvas.get_renderer()   # type: ignore[attr-defined]
+    box = fig.get_tightbbox(renderer).padded(matplotlib.rcParams["savefig.pad_inches"])
+    fig.set_layout_engine(None)   # None, not "none": savefig draws a figure with an engine twice
+    fig.savefig(png, bbox_inches=box)
+    fig.savefig(svg, bbox_inches=box, metadata={"Date": None})
     plt.close(fig)
     return Figure(name, title, caption, png, svg, overlaps)
 
