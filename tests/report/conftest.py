@@ -106,15 +106,20 @@ class Cdp:
                 return dict(m.get("result", {}))
             self.events.append(m)
 
-    def wait_event(self, method: str, timeout: float = 30.0) -> dict[str, Any]:
+    def wait_event(self, method: str, session: str | None = None,
+                   timeout: float = 30.0) -> dict[str, Any]:
+        """The first event `method` (of the page attached as `session`, if given)."""
+        def match(ev: dict[str, Any]) -> bool:
+            return ev.get("method") == method and (session is None
+                                                   or ev.get("sessionId") == session)
         for ev in self.events:
-            if ev.get("method") == method:
+            if match(ev):
                 return ev
         deadline = time.monotonic() + timeout
         while True:
             m = self._read_message(deadline)
             self.events.append(m)
-            if m.get("method") == method:
+            if match(m):
                 return m
 
     def close(self) -> None:
@@ -131,63 +136,103 @@ class Cdp:
         os.close(self._r)
 
 
+class _Chromium:
+    """One headless Chromium per test process (xdist worker), started at its first page load
+    and closed at the end of the session (`_chromium_closed`); each page is loaded in a fresh
+    browser context (its own cache, cookies and storage, like a new profile) that is disposed
+    of after the load. Starting Chromium costs ~0.4 CPU s, a page load ~0.3-0.9."""
+
+    def __init__(self) -> None:
+        self.cdp: Cdp | None = None
+        self.profile: tempfile.TemporaryDirectory[str] | None = None
+
+    def get(self) -> Cdp:
+        if self.cdp is not None and self.cdp.proc.poll() is not None:
+            self.close()   # it died: start another
+        if self.cdp is None:
+            chromium = shutil.which("chromium")
+            if not chromium:
+                pytest.skip("chromium is not installed (apt-get install chromium; "
+                            "deps/apt-report.txt)")
+            self.profile = tempfile.TemporaryDirectory(prefix="tb-chromium-")
+            self.cdp = Cdp(chromium, Path(self.profile.name))
+        return self.cdp
+
+    def close(self) -> None:
+        if self.cdp is not None:
+            self.cdp.close()
+            self.cdp = None
+        if self.profile is not None:
+            self.profile.cleanup()
+            self.profile = None
+
+
+_CHROMIUM = _Chromium()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _chromium_closed() -> Any:
+    yield
+    _CHROMIUM.close()
+
+
 def load_page(path: Path, width: int = 1280, mobile: bool = False,
               probe: str | None = None) -> PageLoad:
     """`probe`: a JavaScript expression evaluated once the page has loaded, whose value
     (JSON-serializable) lands in PageLoad.probe (e.g. where an element sits on the page)."""
-    chromium = shutil.which("chromium")
-    if not chromium:
-        pytest.skip("chromium is not installed (apt-get install chromium; deps/apt-report.txt)")
-    with tempfile.TemporaryDirectory(prefix="tb-chromium-") as profile:
-        cdp = Cdp(chromium, Path(profile))
-        try:
-            targets = cdp.call("Target.getTargets")["targetInfos"]
-            page = next(t for t in targets if t["type"] == "page")
-            sid = cdp.call("Target.attachToTarget", {"targetId": page["targetId"],
-                                                     "flatten": True})["sessionId"]
-            for domain in ("Page", "Runtime", "Log", "Network"):
-                cdp.call(f"{domain}.enable", session=sid)
-            cdp.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900,
-                     "deviceScaleFactor": 1, "mobile": mobile}, session=sid)
-            cdp.events.clear()
-            cdp.call("Page.navigate", {"url": path.resolve().as_uri()}, session=sid)
-            cdp.wait_event("Page.loadEventFired")
-            time.sleep(0.3)   # let late console/log events arrive
-            cdp.call("Runtime.evaluate", {"expression": "1"}, session=sid)
-            info = cdp.call("Runtime.evaluate", {"expression": "JSON.stringify([document.title,"
-                            " document.body.innerText])", "returnByValue": True}, session=sid)
-            title, text = json.loads(info["result"]["value"])
-            dims = cdp.call("Runtime.evaluate", {"expression": "JSON.stringify(["
-                            "document.documentElement.scrollWidth, "
-                            "document.documentElement.clientWidth])", "returnByValue": True},
-                            session=sid)
-            scroll_width, client_width = json.loads(dims["result"]["value"])
-            probed = None
-            if probe is not None:
-                res = cdp.call("Runtime.evaluate", {"expression": f"JSON.stringify({probe})",
-                               "returnByValue": True}, session=sid)
-                probed = json.loads(res["result"]["value"])
-            shot = cdp.call("Page.captureScreenshot", {"format": "png",
-                            "captureBeyondViewport": True}, session=sid, timeout=60)
-            load = PageLoad(base64.b64decode(shot["data"]), title=title, text=text,
-                            scroll_width=scroll_width, client_width=client_width,
-                            probe=probed)
-            page_url = path.resolve().as_uri()
-            for ev in cdp.events:
-                m, p = ev.get("method"), ev.get("params", {})
-                if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-                    load.console_errors.append(json.dumps(p.get("args")))
-                elif m == "Runtime.exceptionThrown":
-                    load.console_errors.append(json.dumps(p.get("exceptionDetails")))
-                elif m == "Log.entryAdded" and p["entry"]["level"] in ("error", "warning"):
-                    load.console_errors.append(p["entry"].get("text", ""))
-                elif m == "Network.requestWillBeSent":
-                    url = p["request"]["url"]
-                    if url != page_url and not url.startswith("data:"):
-                        load.requests.append(url)
-            return load
-        finally:
-            cdp.close()
+    cdp = _CHROMIUM.get()
+    context = cdp.call("Target.createBrowserContext")["browserContextId"]
+    try:
+        target = cdp.call("Target.createTarget", {"url": "about:blank",
+                                                  "browserContextId": context})["targetId"]
+        sid = cdp.call("Target.attachToTarget", {"targetId": target,
+                                                 "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            cdp.call(f"{domain}.enable", session=sid)
+        cdp.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900,
+                 "deviceScaleFactor": 1, "mobile": mobile}, session=sid)
+        cdp.events.clear()
+        cdp.call("Page.navigate", {"url": path.resolve().as_uri()}, session=sid)
+        cdp.wait_event("Page.loadEventFired", session=sid)
+        time.sleep(0.3)   # let late console/log events arrive
+        cdp.call("Runtime.evaluate", {"expression": "1"}, session=sid)
+        info = cdp.call("Runtime.evaluate", {"expression": "JSON.stringify([document.title,"
+                        " document.body.innerText])", "returnByValue": True}, session=sid)
+        title, text = json.loads(info["result"]["value"])
+        dims = cdp.call("Runtime.evaluate", {"expression": "JSON.stringify(["
+                        "document.documentElement.scrollWidth, "
+                        "document.documentElement.clientWidth])", "returnByValue": True},
+                        session=sid)
+        scroll_width, client_width = json.loads(dims["result"]["value"])
+        probed = None
+        if probe is not None:
+            res = cdp.call("Runtime.evaluate", {"expression": f"JSON.stringify({probe})",
+                           "returnByValue": True}, session=sid)
+            probed = json.loads(res["result"]["value"])
+        shot = cdp.call("Page.captureScreenshot", {"format": "png",
+                        "captureBeyondViewport": True}, session=sid, timeout=60)
+        load = PageLoad(base64.b64decode(shot["data"]), title=title, text=text,
+                        scroll_width=scroll_width, client_width=client_width,
+                        probe=probed)
+        page_url = path.resolve().as_uri()
+        for ev in cdp.events:
+            m, p = ev.get("method"), ev.get("params", {})
+            if ev.get("sessionId") != sid:
+                continue
+            if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+                load.console_errors.append(json.dumps(p.get("args")))
+            elif m == "Runtime.exceptionThrown":
+                load.console_errors.append(json.dumps(p.get("exceptionDetails")))
+            elif m == "Log.entryAdded" and p["entry"]["level"] in ("error", "warning"):
+                load.console_errors.append(p["entry"].get("text", ""))
+            elif m == "Network.requestWillBeSent":
+                url = p["request"]["url"]
+                if url != page_url and not url.startswith("data:"):
+                    load.requests.append(url)
+        return load
+    finally:
+        cdp.events.clear()
+        cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
 
 
 # reports built once per test process (the `built` fixture): never rewritten, so a page of

@@ -11,23 +11,23 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import cli_inproc
 import paired_ref
 import pytest
 
 from tunbench.report import build, data
 from tunbench.results import fingerprint
 
-TB = [sys.executable, "-m", "tunbench"]
 CAMPAIGNS = Path(__file__).parent.parent / "data" / "campaigns"
 
 
 def tb(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(TB + [str(a) for a in args], capture_output=True, text=True,
-                          timeout=120)
+    """`tunbench ARGS` in this process (cli_inproc): what it prints and returns;
+    test_report.py's test_compare_exit_code_on_a_real_regression runs the real CLI."""
+    return cli_inproc.tunbench(*args)
 
 
 def _copy(tmp_path: Path, name: str, as_name: str) -> Path:

@@ -1,0 +1,45 @@
+"""`tunbench ARGS` run in the test's own process: the entry function `python -m tunbench`
+runs (cli.main: parsing, the command, every error turned into one line and its exit code),
+with stdout and stderr captured, as a subprocess.CompletedProcess.
+
+For tests that check what a command prints and returns, not the process around it: a
+`python -m tunbench` child spends ~0.5-1 CPU s importing before it starts (scipy, matplotlib,
+pyroute2), which the test process has already paid. Tests of what only a real process shows
+(a closed pipe's SIGPIPE, what a shell sees, `--debug` tracebacks at exit) keep the real CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+from tunbench import cli
+
+
+@contextlib.contextmanager
+def _env(extra: dict[str, str] | None) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in extra or {}}
+    os.environ.update(extra or {})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def tunbench(*args: str | Path, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    """cli.main(args) with its output captured; `env`: variables set while it runs."""
+    argv = [str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    with _env(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    return subprocess.CompletedProcess(["tunbench", *argv], code, out.getvalue(),
+                                       err.getvalue())
