@@ -14,6 +14,7 @@ import contextlib
 import io
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +41,11 @@ def tunbench(*args: str | Path, env: dict[str, str] | None = None
     argv = [str(a) for a in args]
     out, err = io.StringIO(), io.StringIO()
     with _env(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(argv)
+        try:
+            code = cli.main(argv)
+        except SystemExit as exc:   # argparse's usage errors (2), --help (0): as the process
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
     return subprocess.CompletedProcess(["tunbench", *argv], code, out.getvalue(),
                                        err.getvalue())

@@ -8,10 +8,10 @@ import json
 import math
 import statistics
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import cli_inproc
 import paired_ref
 import pytest
 from scipy import stats as sps
@@ -21,7 +21,6 @@ from tunbench.report import advise, build, data, headlines, takeaways
 from tunbench.report.advise import Constraints
 
 CAMPAIGNS = Path(__file__).parent.parent / "data" / "campaigns"
-TB = [sys.executable, "-m", "tunbench"]
 
 
 def _docs(name: str) -> list[dict]:
@@ -210,7 +209,9 @@ def test_campaigns_pool_round_by_round() -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TB, *args], capture_output=True, text=True, timeout=300)
+    """`tunbench ARGS` in this process (cli_inproc); test_advise_figures.py's refusals run
+    the real command line."""
+    return cli_inproc.tunbench(*args)
 
 
 def test_cli_json_and_one_line_refusals(tmp_path: Path) -> None:

@@ -6,16 +6,14 @@ cases are marked as iperf3 -R would have recorded them."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import cli_inproc
 
 from tunbench.report import console, data
 from tunbench.results import reader
 
-TB = [sys.executable, "-m", "tunbench"]
 
 
 def _mark(root: Path, key: str, only_repeat: int | None = None) -> Path:
@@ -35,8 +33,7 @@ def test_reverse_is_named_in_scenarios_console_and_compare(
     console.print_summary(reader.read_campaign(a).cases, str(a))
     out = capsys.readouterr().out
     assert "stream reverse - underlay MTU 1500" in out
-    r = subprocess.run([*TB, "compare", str(a), str(a)], capture_output=True, text=True,
-                       timeout=120, env={**os.environ, "COLUMNS": "80"})
+    r = cli_inproc.tunbench("compare", a, a, env={"COLUMNS": "80"})
     assert r.returncode == 0, r.stderr
     assert "stream reverse, MTU 1500" in r.stdout
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import cli_inproc
 
 from tunbench.report import build, data, distance
 
@@ -111,8 +111,7 @@ def test_advise_reads_the_scenario_of_the_lowest_rtt_and_loss(
     val = _values(root)
     ratios = [val[("vxlan", "0ms", "0%", r)] / val[("native", "0ms", "0%", r)] for r in (1, 2)]
     want = 100 * math.exp(statistics.fmean(math.log(x) for x in ratios))
-    r = subprocess.run([sys.executable, "-m", "tunbench", "advise", str(root)],
-                       capture_output=True, text=True, timeout=120)
+    r = cli_inproc.tunbench("advise", root)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert ("note: figures at rtt=0ms loss=0%; measured 6 RTT/loss scenarios (the report's "

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import cli_inproc
 import paired_ref
 
 from tunbench.report import advise, build, data, mesh
 
-TB = [sys.executable, "-m", "tunbench"]
 PAIRS = [("s1", "s2"), ("s1", "s3"), ("s2", "s3")]
 
 
@@ -92,7 +90,7 @@ def test_advise_ranks_per_pair_and_for_every_pair(campaign: Callable[[str], Path
     enc = mesh.advise_pairs(data.load(root), advise.Constraints(need_encryption=True))
     assert enc is not None and enc.every == [] and list(enc.not_every) == ["vxlan"]
     assert sorted(enc.not_every["vxlan"]) == PAIRS
-    r = subprocess.run(TB + ["advise", str(root)], capture_output=True, text=True, timeout=120)
+    r = cli_inproc.tunbench("advise", root)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert "per pair (each against its own native):" in lines
@@ -100,8 +98,7 @@ def test_advise_ranks_per_pair_and_for_every_pair(campaign: Callable[[str], Path
         assert f"  {a}->{b}: 1. vxlan {want[(a, b)]:.1f}%" in lines
     assert (f"for every pair: vxlan (worst {worst[0]}->{worst[1]}: {want[worst]:.1f}%)"
             in lines)
-    r = subprocess.run(TB + ["advise", str(root), "--json"], capture_output=True, text=True,
-                       timeout=120)
+    r = cli_inproc.tunbench("advise", root, "--json")
     doc = json.loads(r.stdout)["mesh"]
     assert set(doc["per_pair"]) == {f"{a}-{b}" for a, b in PAIRS}
     assert doc["every_pair"][0]["worst_pair"] == list(worst)

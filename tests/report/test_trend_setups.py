@@ -11,10 +11,10 @@ import io
 import itertools
 import json
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
+import cli_inproc
 import pytest
 
 from tunbench.results import fingerprint
@@ -24,7 +24,13 @@ from tunbench.trend import analysis
 ROOT = Path(__file__).parent.parent.parent
 CAMPAIGNS = ROOT / "tests" / "data" / "campaigns"
 DIRS = sorted(p for p in CAMPAIGNS.iterdir() if (p / "index.json").exists())
-TB = [sys.executable, "-m", "tunbench"]
+
+
+def _tb(*args: str | Path, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """`tunbench ARGS` in this process (cli_inproc): what it prints and returns."""
+    r = cli_inproc.tunbench(*args)
+    assert not check or r.returncode == 0, (args, r.returncode, r.stderr)
+    return r
 
 
 def _fp(path: str | Path) -> dict:
@@ -42,8 +48,7 @@ def store() -> tuple[list[dict], dict]:
 
 
 def test_trend_over_every_recorded_campaign_flags_no_setup_change() -> None:
-    r = subprocess.run([*TB, "trend", "--json", *map(str, DIRS)], capture_output=True,
-                       text=True, check=True)
+    r = _tb("trend", "--json", *DIRS, check=True)
     doc = json.loads(r.stdout)
     assert doc["campaigns"] == len(DIRS)
     series = {(s["tunnel"], s["workload"], s["metric"], s["setup"]): s["points"]
@@ -81,8 +86,7 @@ def test_the_setup_changes_of_the_issue_start_new_series(store: tuple[list[dict]
     assert "rate 200mbit" in t.setups[next(iter(by_camp["shaped"]))].label
     # and compare refuses both pairs, naming the setup change
     for a, b, why in (("mtu", "shaped", "underlay rate"), ("chain", "sdwan", "")):
-        r = subprocess.run([*TB, "compare", str(CAMPAIGNS / a), str(CAMPAIGNS / b)],
-                           capture_output=True, text=True)
+        r = _tb("compare", CAMPAIGNS / a, CAMPAIGNS / b)
         assert r.returncode == 2 and why in r.stderr, r.stderr
 
 
@@ -129,36 +133,32 @@ def _readme_columns(text: str, start: str) -> list[str]:
 
 def test_parquet_and_csv_have_the_documented_columns(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
-    from tunbench.report import build, export
+    from tunbench.report import export
     camp = tmp_path / "idle"
     import shutil
     shutil.copytree(CAMPAIGNS / "idle", camp, ignore=shutil.ignore_patterns("report"))
-    rep = build.build(camp)
-    header = next(csv.reader(io.StringIO(rep.csv.read_text())))
-    table = pq.read_table(rep.parquet)
+    r = _tb("report", camp, check=True)   # the report's exports: CSV and Parquet
+    header = next(csv.reader(io.StringIO((camp / "report" / "results.csv").read_text())))
+    table = pq.read_table(camp / "report" / "results.parquet")
     assert table.column_names == header == list(export.COLUMNS)
     assert {"metric_base", "dims"} <= set(header)
     doc = (ROOT / "docs" / "report.md").read_text()
     assert _readme_columns(doc, "per case × metric") == list(export.COLUMNS)
-    r = subprocess.run([*TB, "report", str(camp)], capture_output=True, text=True, check=True)
     assert f"({len(table.column_names)} columns)" in r.stdout
     # tunbench export: the same columns behind the folder, CSV and Parquet alike
-    r = subprocess.run([*TB, "export", str(camp)], capture_output=True, text=True, check=True)
+    r = _tb("export", camp, check=True)
     exp_header = next(csv.reader(io.StringIO(r.stdout)))
     assert exp_header == ["campaign", *export.COLUMNS]
     out = tmp_path / "x.parquet"
-    subprocess.run([*TB, "export", str(camp), "--format", "parquet", "--out", str(out)],
-                   check=True, capture_output=True)
+    _tb("export", camp, "--format", "parquet", "--out", out, check=True)
     assert pq.read_table(out).column_names == exp_header
     assert pq.read_table(out).num_rows == len(r.stdout.splitlines()) - 1
 
 
 def test_db_query_names_campaigns_and_gives_iso_times(tmp_path: Path) -> None:
     store = tmp_path / "r.db"
-    subprocess.run([*TB, "db", "import", "--db", str(store), str(CAMPAIGNS / "idle"),
-                    str(CAMPAIGNS / "chain")], check=True, capture_output=True)
-    r = subprocess.run([*TB, "db", "query", "--db", str(store), "--metric", "throughput"],
-                       capture_output=True, text=True, check=True)
+    _tb("db", "import", "--db", store, CAMPAIGNS / "idle", CAMPAIGNS / "chain", check=True)
+    r = _tb("db", "query", "--db", store, "--metric", "throughput", check=True)
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     names = {Path(x["campaign"]).name: x["campaign_name"] for x in rows}
     # idle kept the default experiment name: its folder's; chain named itself
@@ -169,7 +169,6 @@ def test_db_query_names_campaigns_and_gives_iso_times(tmp_path: Path) -> None:
             assert when.tzinfo is not None
     # an ISO time printed is one --since takes, and it selects from that case on
     first = min(rows, key=lambda x: datetime.fromisoformat(x["started"]))
-    later = subprocess.run([*TB, "db", "query", "--db", str(store), "--metric", "throughput",
-                            "--since", first["started"]], capture_output=True, text=True,
-                           check=True)
+    later = _tb("db", "query", "--db", store, "--metric", "throughput",
+                "--since", first["started"], check=True)
     assert len(later.stdout.splitlines()) - 1 == len(rows)
