@@ -35,9 +35,10 @@ def _env(extra: dict[str, str] | None) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def tunbench(*args: str | Path, env: dict[str, str] | None = None
+def tunbench(*args: str | Path, env: dict[str, str] | None = None, check: bool = False
              ) -> subprocess.CompletedProcess[str]:
-    """cli.main(args) with its output captured; `env`: variables set while it runs."""
+    """cli.main(args) with its output captured; `env`: variables set while it runs; `check`:
+    fail the test unless it exits 0 (subprocess.run's check=True)."""
     argv = [str(a) for a in args]
     out, err = io.StringIO(), io.StringIO()
     with _env(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -47,5 +48,7 @@ def tunbench(*args: str | Path, env: dict[str, str] | None = None
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             if isinstance(exc.code, str):
                 print(exc.code, file=sys.stderr)
-    return subprocess.CompletedProcess(["tunbench", *argv], code, out.getvalue(),
+    done = subprocess.CompletedProcess(["tunbench", *argv], code, out.getvalue(),
                                        err.getvalue())
+    assert not check or code == 0, (argv, code, done.stderr)
+    return done

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
-import sys
 
 import pytest
 
+import cli_inproc
 from tunbench import cli, cli_help, spec
 from tunbench.workloads.parallel_streams import ParallelStreamsParams
 from tunbench.workloads.stream import StreamParams, client_argv
-
-TB = [sys.executable, "-m", "tunbench"]
 
 
 def _exp(*argv: str) -> spec.Experiment:
@@ -26,8 +23,7 @@ def _exp(*argv: str) -> spec.Experiment:
 
 def _refused(*argv: str) -> str:
     """`tunbench run --dry-run ARGV`: one line on stderr, exit 2; the line."""
-    r = subprocess.run([*TB, "run", "--dry-run", "--tunnels", "native", *argv],
-                       capture_output=True, text=True, timeout=60)
+    r = cli_inproc.tunbench("run", "--dry-run", "--tunnels", "native", *argv)
     assert r.returncode == 2, (argv, r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tunbench: ") and r.stdout == ""

@@ -5,12 +5,11 @@ experiment so `--resume` rebuilds it, and the report's hub table from case docum
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import cli_inproc
 from tunbench import cli
 from tunbench import spec as exp_spec
 from tunbench.cli import _spec_dict
@@ -18,8 +17,6 @@ from tunbench.errors import SpecError
 from tunbench.report import hubs
 from tunbench.results.records import CaseRecord
 from tunbench.testbed import hubspec
-
-TB = [sys.executable, "-m", "tunbench"]
 
 
 def refused(data: dict) -> list[str]:
@@ -90,8 +87,7 @@ def test_the_flags_are_named_and_merge_over_the_file(tmp_path: Path) -> None:
 
 
 def test_the_cli_exits_2_with_one_line_before_anything() -> None:
-    r = subprocess.run(TB + ["run", "--testbed", "hub", "--spokes", "1001", "--dry-run"],
-                       capture_output=True, text=True, timeout=60)
+    r = cli_inproc.tunbench("run", "--testbed", "hub", "--spokes", "1001", "--dry-run")
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
     assert "--spokes must be an integer from 1 to 1000, got 1001" in r.stderr
 
@@ -193,8 +189,7 @@ def test_hosts_keep_their_own_mtu_and_the_cli_names_hub_sites(tmp_path: Path) ->
     assert exc.value.one_line().startswith(
         "--spokes is 3 but 1 spoke site(s) are given (s1): one host per spoke (name s1..s3, "
         "or leave --spokes out)"), exc.value.one_line()
-    r = subprocess.run(TB + ["run", "--testbed", "hub", "--site", "hub=root@hub1", "--site",
-                             "s2=root@edge2", "--dry-run"],
-                       capture_output=True, text=True, timeout=60)
+    r = cli_inproc.tunbench("run", "--testbed", "hub", "--site", "hub=root@hub1", "--site",
+                            "s2=root@edge2", "--dry-run")
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
     assert "s1 is missing" in r.stderr

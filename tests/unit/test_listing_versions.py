@@ -6,21 +6,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
+import cli_inproc
 from tunbench import proc, spec, tunnels, workloads
 from tunbench.results import envinfo
 
-TB = [sys.executable, "-m", "tunbench"]
 VERSIONS = Path(__file__).parent.parent / "data" / "versions"
 
 
 def tb(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(TB + list(args), capture_output=True, text=True, timeout=60)
+    """`tunbench ARGS` in this process (cli_inproc): what it prints and returns."""
+    return cli_inproc.tunbench(*args)
 
 
 def test_list_params_is_toml_an_experiment_file_accepts() -> None:

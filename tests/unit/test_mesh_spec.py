@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import functools
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import cli_inproc
 from tunbench import runner, sequential
 from tunbench import spec as exp_spec
 from tunbench.cli import _spec_dict
 from tunbench.errors import SpecError
 from tunbench.plan import Case, next_round, plan
 from tunbench.testbed import meshspec
-
-TB = [sys.executable, "-m", "tunbench"]
 
 
 def refused(data: dict) -> str:
@@ -129,9 +126,8 @@ def test_a_mesh_on_hosts_takes_its_sites_from_sites_and_is_rebuilt_on_resume() -
 
 
 def test_the_cli_refuses_with_exit_2_naming_the_flag_and_changes_nothing() -> None:
-    r = subprocess.run(TB + ["run", "--testbed", "mesh", "--sites", "2", "--tunnels",
-                             "native,vxlan", "--dry-run"], capture_output=True, text=True,
-                       timeout=60)
+    r = cli_inproc.tunbench("run", "--testbed", "mesh", "--sites", "2", "--tunnels", "native,vxlan",
+                            "--dry-run")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().splitlines() == [
         "tunbench: --sites must be an integer from 3 to 32, got 2 (a mesh of 2 sites is the "
@@ -185,9 +181,8 @@ def test_the_plan_runs_pair_by_pair_native_first_in_schedule_order() -> None:
 
 
 def test_dry_run_prints_the_schedule() -> None:
-    r = subprocess.run(TB + ["run", "--testbed", "mesh", "--sites", "4", "--tunnels",
-                             "native,vxlan", "--workloads", "stream", "--repeats", "1",
-                             "--dry-run"], capture_output=True, text=True, timeout=60)
+    r = cli_inproc.tunbench("run", "--testbed", "mesh", "--sites", "4", "--tunnels", "native,vxlan",
+                            "--workloads", "stream", "--repeats", "1", "--dry-run")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[1] == ("mesh: 4 sites, 6 pair(s), 3 colour(s) of disjoint pairs; on this "
@@ -267,10 +262,9 @@ def test_dry_run_of_a_mesh_on_hosts_prints_its_schedule_and_opens_nothing(
     cfg = tmp_path / "ssh_config"
     cfg.write_text("Host h*\n  User root\n")
     sites = [x for i in range(1, 5) for x in ("--site", f"s{i}=h{i}")]
-    r = subprocess.run(TB + ["run", "--testbed", "mesh", *sites, "--ssh-config", str(cfg),
-                             "--tunnels", "native,vxlan", "--workloads", "stream",
-                             "--repeats", "1", "--dry-run"], capture_output=True, text=True,
-                       timeout=60)
+    r = cli_inproc.tunbench("run", "--testbed", "mesh", *sites, "--ssh-config", str(cfg),
+                            "--tunnels", "native,vxlan", "--workloads", "stream", "--repeats", "1",
+                            "--dry-run")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[1] == ("mesh: 4 sites, 6 pair(s), 3 colour(s) of disjoint pairs; on hosts "

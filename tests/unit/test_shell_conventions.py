@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import cli_inproc
 from tunbench import cli, shell
 
 CAMPAIGNS = Path(__file__).parent.parent / "data" / "campaigns"
@@ -91,7 +92,9 @@ def _one_line(r: subprocess.CompletedProcess[str], *words: str) -> None:
 
 
 def _tb(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TB, *argv], capture_output=True, text=True)
+    """`tunbench ARGV` in this process (cli_inproc): its one-line refusals and exit codes
+    are cli.main's; the pipe tests above and the --debug traceback below run the real CLI."""
+    return cli_inproc.tunbench(*argv)
 
 
 def test_output_paths_are_checked_before_any_work(tmp_path: Path) -> None:
@@ -179,6 +182,7 @@ def test_debug_is_accepted_after_every_command_and_action() -> None:
 
 
 def test_debug_after_an_action_shows_the_traceback(tmp_path: Path) -> None:
-    r = _tb("db", "query", "--db", str(tmp_path / "none.db"), "--debug")
+    r = subprocess.run([*TB, "db", "query", "--db", str(tmp_path / "none.db"), "--debug"],
+                       capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("tunbench: no results store")

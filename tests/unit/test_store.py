@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import cli_inproc
 from tunbench.errors import SpecError
 from tunbench.store import db, pushgw, query
 from tunbench.store.copies import retimed
@@ -83,23 +84,21 @@ def test_query_filters_and_formats(tmp_path: Path) -> None:
     conn.close()
     db_path = str(tmp_path / "r.db")
     pq = tmp_path / "t.parquet"
-    subprocess.run([*TB, "db", "query", "--db", db_path, "--tunnel", "vxlan", "--metric",
-                    "throughput", "--format", "parquet", "-o", str(pq)], check=True)
+    cli_inproc.tunbench("db", "query", "--db", db_path, "--tunnel", "vxlan", "--metric",
+                        "throughput", "--format", "parquet", "-o", str(pq), check=True)
     import pyarrow.parquet as papq
     table = papq.read_table(pq).to_pylist()
     assert [r["value"] for r in table] == [r["value"] for r in rows]
-    out = subprocess.run([*TB, "db", "query", "--db", db_path, "--metric", "throughput",
-                          "--format", "json"], check=True, capture_output=True, text=True)
+    out = cli_inproc.tunbench("db", "query", "--db", db_path, "--metric", "throughput", "--format",
+                              "json", check=True)
     lines = [json.loads(x) for x in out.stdout.splitlines()]
     assert lines and all(x["metric"] == "throughput" for x in lines)
-    bad = subprocess.run([*TB, "db", "query", "--db", db_path, "--since", "yesterday"],
-                         capture_output=True, text=True)
+    bad = cli_inproc.tunbench("db", "query", "--db", db_path, "--since", "yesterday")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--since" in bad.stderr
 
 
 def test_query_of_missing_store_is_one_line(tmp_path: Path) -> None:
-    r = subprocess.run([*TB, "db", "query", "--db", str(tmp_path / "none.db")],
-                       capture_output=True, text=True)
+    r = cli_inproc.tunbench("db", "query", "--db", str(tmp_path / "none.db"))
     assert r.returncode == 2 and "no results store" in r.stderr
     assert not (tmp_path / "none.db").exists()
     with pytest.raises(SpecError):
@@ -200,8 +199,8 @@ def test_trend_of_noise_has_no_change_points(tmp_path: Path) -> None:
         keep = {f"{2 * (r - 1):04d}-native-stream-mtu1500-r{r}",
                 f"{2 * (r - 1) + 1:04d}-vxlan-stream-mtu1500-r{r}"}
         dirs.append(retimed(BASIC, tmp_path / f"c{i}", start + i * 3 * 3600, keep=keep))
-    r = subprocess.run([*TB, "trend", "--json", "--metric", "throughput,cpu_busy",
-                        *map(str, dirs)], capture_output=True, text=True, check=True)
+    r = cli_inproc.tunbench("trend", "--json", "--metric", "throughput,cpu_busy", *map(str, dirs),
+                            check=True)
     doc = json.loads(r.stdout)
     assert doc["campaigns"] == 12 and doc["changes"] == []
 
@@ -248,6 +247,5 @@ def test_recording_failure_is_one_warning_line(tmp_path: Path,
 
 
 def test_import_of_a_non_result_folder_is_one_line(tmp_path: Path) -> None:
-    r = subprocess.run([*TB, "db", "import", "--db", str(tmp_path / "r.db"), str(tmp_path)],
-                       capture_output=True, text=True)
+    r = cli_inproc.tunbench("db", "import", "--db", str(tmp_path / "r.db"), str(tmp_path))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no tunbench result" in r.stderr

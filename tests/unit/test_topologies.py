@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import cli_inproc
 from tunbench import cli, doctor, proc, topologies, tunnels
 from tunbench import spec as exp_spec
 from tunbench.errors import SpecError
@@ -132,15 +133,13 @@ def test_list_topologies_shows_each_and_its_json_parses() -> None:
         assert name in r.stdout
     assert "[testbed] spokes (--spokes) = 10" in r.stdout
     assert "gateways: " + ", ".join(topologies.get("chain").gateway_kinds()) in r.stdout
-    r = subprocess.run(TB + ["list", "--topologies", "--json"], capture_output=True,
-                       text=True, timeout=60)
+    r = cli_inproc.tunbench("list", "--topologies", "--json")
     doc = json.loads(r.stdout)
     assert doc["format"] == "tunbench-list" and set(doc["topologies"]) == {"pair", "hub", "chain",
                                                                     "mesh"}
     assert doc["topologies"]["hub"]["tunnel_kinds"]["here"] == list(tunnels.hub_kinds())
     assert doc["topologies"]["hub"]["workloads"] == list(hubspec.HUB_WORKLOADS)
-    r = subprocess.run(TB + ["list", "--topologies", "ring"], capture_output=True, text=True,
-                       timeout=60)
+    r = cli_inproc.tunbench("list", "--topologies", "ring")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().splitlines() == [
         "tunbench: unknown topology 'ring' (known topologies: chain, hub, mesh, pair; see "

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import cli_inproc
 from tunbench.errors import SpecError
 from tunbench.workloads import traffic
 from tunbench.workloads.loss_search import LossSearch
@@ -78,8 +77,7 @@ def test_flow_sets() -> None:
     (["--workloads", "stream", "--mix", "64:1"], "--mix applies to none of the workloads"),
 ])
 def test_traffic_flags_refused_in_one_line(argv: list[str], words: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "tunbench", "run", "--tunnels", "native",
-                        *argv, "--dry-run"], capture_output=True, text=True, timeout=60)
+    r = cli_inproc.tunbench("run", "--tunnels", "native", *argv, "--dry-run")
     assert r.returncode == 2 and words in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
 
@@ -89,8 +87,7 @@ def test_experiment_family_6_refuses_small_packets_before_running(tmp_path: Path
     exp.write_text('[experiment]\nfamily = 6\n[[tunnel]]\nkind = "native"\n'
                    '[[workload]]\nname = "loss-search"\nsizes = ["imix"]\n'
                    'mix = "48:7,576:4,1438:1"\n')
-    r = subprocess.run([sys.executable, "-m", "tunbench", "run", "--experiment", str(exp),
-                        "--dry-run"], capture_output=True, text=True, timeout=60)
+    r = cli_inproc.tunbench("run", "--experiment", str(exp), "--dry-run")
     assert r.returncode == 2, r.stderr
     assert "size 48 B (mix) is below the smallest IPv6 packet" in r.stderr
     assert "imix" not in r.stderr.split("(mix)")[0].lower()   # the IPv6 IMIX itself is fine
@@ -98,9 +95,8 @@ def test_experiment_family_6_refuses_small_packets_before_running(tmp_path: Path
 
 def test_traffic_flags_are_checked_together() -> None:
     """--sizes naming "mix" is fine once --mix gives it (the flags are one set)."""
-    r = subprocess.run([sys.executable, "-m", "tunbench", "run", "--tunnels", "native",
-                        "--workloads", "loss-search", "--sizes", "343,mix", "--mix",
-                        "64:7,570:4,1518:1", "--flows", "5x5x100x100", "--dry-run"],
-                       capture_output=True, text=True, timeout=60)
+    r = cli_inproc.tunbench("run", "--tunnels", "native", "--workloads", "loss-search", "--sizes",
+                            "343,mix", "--mix", "64:7,570:4,1518:1", "--flows", "5x5x100x100",
+                            "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "native-loss-search" in r.stdout

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import cli_inproc
 from tunbench import presets, spec
 from tunbench.errors import CommandFailed, SpecError
 from tunbench.workloads import udp_rate as u
@@ -120,9 +119,7 @@ def test_rate_sweep_one_case_per_rate() -> None:
 def test_cli_refuses_bad_rate_in_one_line(tmp_path: Path) -> None:
     exp = tmp_path / "bad.toml"
     exp.write_text('[[workload]]\nname = "udp-rate"\nrate = "lots"\n')
-    r = subprocess.run([sys.executable, "-m", "tunbench", "run", "--experiment", str(exp),
-                        "--out", str(tmp_path / "out")], capture_output=True, text=True,
-                       timeout=60)
+    r = cli_inproc.tunbench("run", "--experiment", str(exp), "--out", str(tmp_path / "out"))
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "rate 'lots' is not a rate" in r.stderr
     assert not (tmp_path / "out").exists()
