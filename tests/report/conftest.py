@@ -10,6 +10,7 @@ import base64
 import fcntl
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import tempfile
@@ -235,7 +236,7 @@ def load_page(path: Path, width: int = 1280, mobile: bool = False,
         cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
 
 
-# reports built once per test process (the `built` fixture): never rewritten, so a page of
+# reports built once per test session (the `built` fixture): never rewritten, so a page of
 # theirs loaded at a width is the same load for every test that asks for it
 _SHARED: set[Path] = set()
 _LOADS: dict[tuple[Path, int, bool, str | None], PageLoad] = {}
@@ -260,21 +261,47 @@ def browser() -> Callable[..., PageLoad]:
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Any]:
-    """report.build of a recorded campaign, built once per test process (xdist worker) into
-    its own copy and shared by the tests that only read the report, its files or the copied
-    campaign. A test that changes the campaign or the report builds its own (`campaign`)."""
+    """report.build of a recorded campaign, built once per test session into its own copy and
+    shared by the tests that only read the report, its files or the copied campaign. A test
+    that changes the campaign or the report builds its own (`campaign`).
+
+    Under pytest-xdist the workers of one run share it too: the first worker to ask builds it
+    into the run's common temporary folder under a lock (the others wait) and pickles the
+    Report beside it; the others load that."""
     from tunbench.report import build
 
     cache: dict[str, Any] = {}
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")   # the same in every worker of one run
+    # xdist gives each worker basetemp/popen-gwN: the parent is the run's own folder
+    common = tmp_path_factory.getbasetemp().parent / f"built-{run}" if run else None
+
+    def make(name: str, dst: Path) -> Any:
+        shutil.copytree(CAMPAIGNS / name, dst, ignore=shutil.ignore_patterns("report"))
+        return build.build(dst)
+
+    def shared(name: str) -> Any:
+        assert common is not None
+        common.mkdir(exist_ok=True)
+        done = common / f"{name}.pickle"
+        with open(common / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes
+            if not done.exists():
+                rep = make(name, common / name)
+                tmp = done.with_suffix(".part")
+                tmp.write_bytes(pickle.dumps(rep))
+                tmp.rename(done)
+                return rep
+        return pickle.loads(done.read_bytes())
 
     def get(name: str) -> Any:
         if name not in cache:
             src = CAMPAIGNS / name
             if not (src / "index.json").exists():
                 pytest.skip(f"recorded campaign {src} is missing")
-            dst = tmp_path_factory.mktemp("built") / name
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("report"))
-            cache[name] = build.build(dst)
-            _SHARED.add(dst.resolve())
+            if common is not None:
+                cache[name] = shared(name)
+            else:
+                cache[name] = make(name, tmp_path_factory.mktemp("built") / name)
+            _SHARED.add(cache[name].html.parent.parent.resolve())
         return cache[name]
     return get

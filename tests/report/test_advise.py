@@ -11,11 +11,11 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import cli_inproc
 import paired_ref
 import pytest
 from scipy import stats as sps
 
+import cli_inproc
 from tunbench.errors import SpecError
 from tunbench.report import advise, build, data, headlines, takeaways
 from tunbench.report.advise import Constraints

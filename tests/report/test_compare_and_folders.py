@@ -14,10 +14,10 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import cli_inproc
 import paired_ref
 import pytest
 
+import cli_inproc
 from tunbench.report import build, data
 from tunbench.results import fingerprint
 

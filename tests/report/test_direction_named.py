@@ -10,10 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import cli_inproc
-
 from tunbench.report import console, data
 from tunbench.results import reader
-
 
 
 def _mark(root: Path, key: str, only_repeat: int | None = None) -> Path:

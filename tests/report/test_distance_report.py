@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import cli_inproc
-
 from tunbench.report import build, data, distance
 
 NAME = "rtt-loss"

@@ -11,9 +11,9 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-import cli_inproc
 import paired_ref
 
+import cli_inproc
 from tunbench.report import advise, build, data, mesh
 
 PAIRS = [("s1", "s2"), ("s1", "s3"), ("s2", "s3")]

@@ -14,9 +14,9 @@ import subprocess
 from datetime import datetime
 from pathlib import Path
 
-import cli_inproc
 import pytest
 
+import cli_inproc
 from tunbench.results import fingerprint
 from tunbench.store import db, query
 from tunbench.trend import analysis
