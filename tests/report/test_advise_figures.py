@@ -4,7 +4,8 @@ stream count, NDR/PDR/RFC 2544 packets/s per frame size, latency added p99, at a
 offload variant measured, and chains (their gateways count); the constraints --need
 encryption, --carries, --max-added-p99, --kernel-only, read from the tunnel drivers'
 declarations; a figure or constraint the campaign did not measure refused in one line naming
-what to run (exit 2, through the real CLI). Figures recomputed from the case files."""
+what to run (exit 2, through cli.main; one ranking through the real CLI). Figures recomputed
+from the case files."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 import paired_ref
 import pytest
 
+import cli_inproc
 from tunbench import tunnels
 from tunbench.errors import SpecError
 from tunbench.report import advise, advise_view, data
@@ -290,9 +292,14 @@ def test_drivers_declare_what_they_carry_and_report_keeps_no_list() -> None:
         assert not (consts & (kinds - {"native"})), (src.name, consts & kinds)
 
 
-# -- refusals through the real command line ------------------------------------------------------
+# -- refusals through the command line (cli.main in this process: cli_inproc), and one ranking
+# -- through the real `python -m tunbench advise` -------------------------------------------------
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return cli_inproc.tunbench("advise", *args)
+
+
+def _real_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*TB, "advise", *args], capture_output=True, text=True, timeout=300)
 
 
@@ -321,7 +328,7 @@ def test_unmeasured_figure_or_constraint_is_one_line_exit_2(name: str, args: lis
 
 
 def test_cli_ranks_a_loss_search_in_json() -> None:
-    res = _cli(str(CAMPAIGNS / "loss"), "--by", "pdr", "--frame-size", "imix", "--carries",
+    res = _real_cli(str(CAMPAIGNS / "loss"), "--by", "pdr", "--frame-size", "imix", "--carries",
                "udp", "--kernel-only", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
