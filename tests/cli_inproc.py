@@ -22,9 +22,13 @@ from tunbench import cli
 
 
 @contextlib.contextmanager
-def _env(extra: dict[str, str] | None) -> Iterator[None]:
+def _env(extra: dict[str, str | None] | None) -> Iterator[None]:
     old = {k: os.environ.get(k) for k in extra or {}}
-    os.environ.update(extra or {})
+    for k, v in (extra or {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     try:
         yield
     finally:
@@ -35,10 +39,10 @@ def _env(extra: dict[str, str] | None) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def tunbench(*args: str | Path, env: dict[str, str] | None = None, check: bool = False
-             ) -> subprocess.CompletedProcess[str]:
-    """cli.main(args) with its output captured; `env`: variables set while it runs; `check`:
-    fail the test unless it exits 0 (subprocess.run's check=True)."""
+def tunbench(*args: str | Path, env: dict[str, str | None] | None = None,
+             check: bool = False) -> subprocess.CompletedProcess[str]:
+    """cli.main(args) with its output captured; `env`: variables set (None: unset) while it
+    runs; `check`: fail the test unless it exits 0 (subprocess.run's check=True)."""
     argv = [str(a) for a in args]
     out, err = io.StringIO(), io.StringIO()
     with _env(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from rich.cells import cell_len
 
+import cli_inproc
 from tunbench.report import compare, compare_view
 
 TB = [sys.executable, "-m", "tunbench"]
@@ -57,10 +58,9 @@ def in_pty(argv: list[str], cols: int = 80) -> tuple[int, list[str]]:
 
 
 def piped(argv: list[str], columns: str | None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    if columns is not None:
-        env["COLUMNS"] = columns
-    return subprocess.run([*TB, *argv], capture_output=True, text=True, timeout=120, env=env)
+    """compare's output to a pipe (not a terminal) with COLUMNS set or unset: cli.main in this
+    process (cli_inproc); in_pty runs the real CLI on a terminal."""
+    return cli_inproc.tunbench(*argv, env={"COLUMNS": columns})
 
 
 def _fits(lines: list[str], cols: int) -> None:
