@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +27,8 @@ CAMPAIGNS = Path(__file__).parent.parent / "data" / "campaigns"
 
 def tb(*args: str | Path) -> subprocess.CompletedProcess[str]:
     """`tunbench ARGS` in this process (cli_inproc): what it prints and returns;
-    test_report.py's test_compare_exit_code_on_a_real_regression runs the real CLI."""
+    test_report.py's test_compare_exit_code_on_a_real_regression runs the real compare,
+    test_missing_case_file_is_reported_not_dropped the real report."""
     return cli_inproc.tunbench(*args)
 
 
@@ -199,7 +201,8 @@ def test_missing_case_file_is_reported_not_dropped(campaign: Callable[[str], Pat
     root = campaign("basic")
     gone = sorted((root / "cases").glob("*.json"))[3]
     gone.unlink()
-    r = tb("report", root)
+    r = subprocess.run([sys.executable, "-m", "tunbench", "report", str(root)],
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert f"case {gone.stem} is listed" in r.stderr and "missing" in r.stderr
     assert data.load(root).missing == [gone.stem]
