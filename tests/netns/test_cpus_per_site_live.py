@@ -53,11 +53,21 @@ def _cmdline(pid: str) -> str:
         return ""
 
 
+PF_EXITING = 0x4   # include/linux/sched.h: set as do_exit() begins, before cgroup_exit()
+
+
 def _state(pid: str) -> str:
+    """The process's state letter, "X" while it exits: on the v1 hierarchy cgroup_exit() moves
+    an exiting task to the root cgroup before it is a zombie (seen in a flake-finder run: an
+    iperf3 client ending its case read as "/" with its cmdline already gone). PF_EXITING is set
+    before that move, so reading the flags after the cgroup tells the two apart exactly."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return ""
+    if len(fields) > 6 and int(fields[6]) & PF_EXITING:
+        return "X"
+    return fields[0]
 
 
 def _ppid(pid: str) -> str:
@@ -93,8 +103,8 @@ class Watcher:
                     except OSError:
                         continue
                     cpus, cg = placement.allowed_cpus(int(pid)), _cpuset_of(int(pid))
-                    # an exited process (zombie) reads as the root cgroup on a v1 kernel:
-                    # not a process that runs
+                    # an exiting or exited process reads as the root cgroup on a v1
+                    # kernel: not a process that runs (its state is read after its cgroup)
                     if _state(pid) in ("Z", "X", ""):
                         continue
                     if cpus is not None and cg is not None:
