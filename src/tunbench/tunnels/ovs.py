@@ -31,9 +31,11 @@ the underlay port is polled before INNER in a pass; with INNER at 4, after it. A
 reply that the local endpoint writes to INNER while ovs-vswitchd is handing it the request
 (received on the underlay port) is then found only in the next pass, a whole main-loop
 iteration later (about 30 us of this host's CPU per site): TCP RTT p50 about 130 us or
-about 195 us per bring-up, stable within a case. Replaying this numbering from the link
-names of 32 recorded cases predicted every one whose order is decided by the names (docs/
-ovs.md, "Port order and latency"). "fixed" adds one bridge or port per transaction, so the
+about 195 us per bring-up, stable within a case. Replayed from the link names recorded in
+`make run` campaigns mr1-mr9 (bench/bench_ovs_port_order.py), the 24 cases with INNER
+predicted at 3 measured 128-183 us and the 25 with INNER at 4 186-248 us (docs/ovs.md,
+"Port order and latency"; the same-pass detail is inferred from the order and the extra
+CPU per round trip, not yet traced live). "fixed" adds one bridge or port per transaction, so the
 numbers are PHY 1, underlay 2, INNER 3, tunnel 4 at every bring-up, and INNER is polled
 after the underlay port; "hashed" keeps the old single transactions (for comparisons).
 The case records the numbers (tunnel.info.dp_ports).
