@@ -83,6 +83,16 @@ def test_ovs_tunnel_carries_iperf3_through_the_datapath(testbed: Testbed, kind: 
         assert Path(f"/proc/{pid}/comm").read_text().strip() == "ovs-vswitchd"
         assert pid not in others
     assert netlink.link_mtu(testbed.a.netns, str(ep.a_ifname)) == ep.mtu
+    # port_order "fixed" (the default): the same datapath port numbers at every bring-up,
+    # whatever the run id in the names, so INNER (3) is polled after the underlay (2)
+    # (tunnels/ovs.py, "Port order"); read back from the datapath, per site
+    assert ep.info["port_order"] == "fixed"
+    for site in (testbed.a, testbed.b):
+        ports = ep.info["dp_ports"][site.name]
+        assert ports["ovs-netdev"] == 0, ports
+        assert (ports[ep.info["phy_bridge"]], ports[site.underlay_if],
+                ports[ep.info["bridge"]]) == (1, 2, 3), ports
+        assert sorted(ports.values()) == [0, 1, 2, 3, 4], ports   # + the tunnel's backer
 
     # exact tunnel MTU: the largest DF packet passes, one byte more does not
     assert _ping(testbed, ep.b4, ep.mtu - 28)

@@ -64,6 +64,7 @@ def test_overheads() -> None:
 @pytest.mark.parametrize("raw, needle", [
     ({"datapath": "kernel"}, "parameter 'datapath' must be one of 'auto', 'netdev', 'system'"),
     ({"vni": 0}, "vni 0 out of range"),
+    ({"port_order": "random"}, "parameter 'port_order' must be one of 'fixed', 'hashed'"),
     ({"bogus": 1}, "unknown parameter 'bogus'"),
 ])
 def test_bad_params_one_line(raw: dict[str, object], needle: str) -> None:

@@ -18,6 +18,27 @@ underlay is left alone and only INNER + TUN exist.
 
 The thin modules ovs_vxlan.py etc. each define DRIVER = make_driver(<kind>), so the registry
 (one DRIVER per module) needs no change.
+
+Port order (netdev datapath; `port_order`, default "fixed"). ovs-vswitchd's main thread
+polls the userspace datapath's ports once per main-loop pass, in the order of its port
+hash map (dpif_netdev_run: HMAP_FOR_EACH over dp->ports, hashed by datapath port number),
+and a datapath numbers ports 0 (ovs-netdev), 1, 2, ... as they are created. When one
+ovs-vsctl transaction adds a bridge and a port, ovs-vswitchd creates the two in the hash
+order of their names (bridge.c: SHASH_FOR_EACH over the wanted ports), and the names carry
+the run id, so which of INNER and the tunnel's datapath port got number 3 changed from one
+bring-up to the next. Numbers 0..4 are polled in the order 0, 4, 1, 2, 3: with INNER at 3
+the underlay port is polled before INNER in a pass; with INNER at 4, after it. A ping-pong
+reply that the local endpoint writes to INNER while ovs-vswitchd is handing it the request
+(received on the underlay port) is then found only in the next pass, a whole main-loop
+iteration later (about 30 us of this host's CPU per site): TCP RTT p50 about 130 us or
+about 195 us per bring-up, stable within a case. Replayed from the link names recorded in
+`make run` campaigns mr1-mr9 (bench/bench_ovs_port_order.py), the 24 cases with INNER
+predicted at 3 measured 128-183 us and the 25 with INNER at 4 186-248 us (docs/ovs.md,
+"Port order and latency"; the same-pass detail is inferred from the order and the extra
+CPU per round trip, not yet traced live). "fixed" adds one bridge or port per transaction, so the
+numbers are PHY 1, underlay 2, INNER 3, tunnel 4 at every bring-up, and INNER is polled
+after the underlay port; "hashed" keeps the old single transactions (for comparisons).
+The case records the numbers (tunnel.info.dp_ports).
 """
 
 from __future__ import annotations
@@ -93,6 +114,13 @@ class OvsParams(TunnelParams):
         "help": "netdev (userspace) or system (kernel openvswitch module); auto: system where "
                 "the kernel has it, else netdev"})
     underlay: Literal[4, 6] = field(default=4, metadata={"help": "underlay IP family: 4 or 6"})
+    port_order: Literal["fixed", "hashed"] = field(default="fixed", metadata={
+        "help": "fixed: bridges and ports added one per ovs-vsctl transaction, so the "
+                "datapath port numbers (and the order in which the userspace datapath polls "
+                "its ports) are the same at every bring-up; hashed: each bridge with its "
+                "port in one transaction, numbered in the hash order of the names (which "
+                "carry the run id: the latency of the netdev datapath then changes from one "
+                "bring-up to the next, docs/ovs.md)"})
 
     def validate(self) -> list[str]:
         # GRE keys are 32 bits; VXLAN/Geneve/STT use the low 24 (STT 64) bits: keep one range
@@ -321,19 +349,29 @@ class OvsTunnel(TunnelDriver[OvsParams]):
             o = start_site(tb, site, dp)
             sites[site.name] = o
             links = site.links
+            phy_port = ["add-port", phy, site.underlay_if]
+            tun_port = ["add-port", inner, tun, "--", "set", "interface", tun,
+                        f"type={self.spec().ovs_type}",
+                        f"options:remote_ip={self.underlay_addr(peer, fam)}",
+                        f"options:local_ip={self.underlay_addr(site, fam)}",
+                        f"options:key={params.vni}"]
+            # fixed: one bridge or port per transaction (each waits until ovs-vswitchd has
+            # applied it), so the datapath numbers them in this order: PHY 1, underlay 2,
+            # INNER 3, the tunnel's datapath port 4 (module docstring, "Port order")
+            together = params.port_order == "hashed"
             if dp == "netdev":
                 o.vsctl("add-br", phy, "--", "set", "bridge", phy, "datapath_type=netdev",
-                        "--", "add-port", phy, site.underlay_if,
-                        "--", "set", "interface", phy, f"mtu_request={tb.underlay_mtu}")
+                        "--", "set", "interface", phy, f"mtu_request={tb.underlay_mtu}",
+                        *(["--", *phy_port] if together else []))
+                if not together:
+                    o.vsctl(*phy_port)
                 move_underlay_addrs(tb, site, phy)
                 links.set_link(phy, state="up")
             o.vsctl("add-br", inner, "--", "set", "bridge", inner, f"datapath_type={dp}",
                     "--", "set", "interface", inner, f"mtu_request={mtu}",
-                    "--", "add-port", inner, tun, "--", "set", "interface", tun,
-                    f"type={self.spec().ovs_type}",
-                    f"options:remote_ip={self.underlay_addr(peer, fam)}",
-                    f"options:local_ip={self.underlay_addr(site, fam)}",
-                    f"options:key={params.vni}")
+                    *(["--", *tun_port] if together else []))
+            if not together:
+                o.vsctl(*tun_port)
             err = o.vsctl("get", "interface", tun, "error", check=False).stdout.strip()
             if err and err != "[]":
                 raise CommandFailed(f"OVS refused the {self.spec().ovs_type} port: {err}",
@@ -341,6 +379,9 @@ class OvsTunnel(TunnelDriver[OvsParams]):
             links.add_addr(inner, f"{my4}/24")
             links.add_addr(inner, f"{my6}/64")
             links.set_link(inner, state="up")
+        dp_ports = {n: {name: p["port"] for name, p in
+                        parse_dpctl_show(o.appctl("dpctl/show").stdout).items()}
+                    for n, o in sites.items()}
         return Endpoints(
             a4=a4, b4=b4, a6=a6, b6=b6, mtu=mtu, overhead=self.overhead(params, fam),
             a_ifname=inner, b_ifname=inner, rx_ifnames=(inner,),
@@ -348,7 +389,8 @@ class OvsTunnel(TunnelDriver[OvsParams]):
             info={"datapath": dp, "ovs_type": self.spec().ovs_type, "vni": params.vni,
                   "underlay": fam, "tunnel_port": tun, "bridge": inner,
                   "phy_bridge": phy if dp == "netdev" else None,
-                  "ovs_dirs": {n: str(o.dir) for n, o in sites.items()}})
+                  "ovs_dirs": {n: str(o.dir) for n, o in sites.items()},
+                  "port_order": params.port_order, "dp_ports": dp_ports})
 
     def counters(self, tb: Testbed, ep: Endpoints) -> dict[str, dict[str, int]]:
         """Per site: the datapath's own port counters (cumulative) of the underlay, tunnel and
