@@ -14,9 +14,10 @@ the HTML report is not the topology's cost). From the recorded cases (started, e
     measures one pair per round, so its rounds give its per-pair figures;
   - the campaign's own overhead: its wall time less the sum of its cases' (start, preflight,
     planning, index).
-Then, per N, the mesh testbed alone (testbed/mesh.py: N site namespaces + a bridge
-namespace) built and undone through the ledger --builds times, beside the pair's
-(testbed/local.py, 2 sites): setup and teardown, and their sum per site.
+Then, per N, one mesh case's testbed alone (testbed/mesh.py: the bridge namespace and the
+pair's two site namespaces, s1 and sN) built and undone through the ledger --builds times,
+beside the pair's (testbed/local.py, 2 sites): setup and teardown, and their sum per site of
+the case (/ 2, the bridge included, as the pair's / 2).
 Ratios are mesh / pair, medians; they print, they do not pass or fail (the issue's goal: the
 fixed cost per pair within 1.2x of a pair campaign's).
 """
@@ -69,7 +70,8 @@ def campaign(extra: list[str], out: Path) -> dict[str, Any]:
 
 
 def build_undo(n: int | None) -> tuple[float, float]:
-    """Setup and teardown of the mesh of n sites (None: the pair's two namespaces)."""
+    """Setup and teardown of a case's testbed in a mesh of n sites, its pair s1-sN (None:
+    the pair testbed's two namespaces)."""
     rid = names.new_run_id()
     ledger = Ledger(rid)
     try:
@@ -80,7 +82,7 @@ def build_undo(n: int | None) -> tuple[float, float]:
             exp = spec.build({"testbed": {"kind": "mesh", "sites": n},
                               "tunnel": [{"kind": "native"}]}, "bench_mesh")
             assert exp.mesh is not None
-            mesh.build(rid, ledger, exp.mesh, ("s1", "s2"))
+            mesh.build(rid, ledger, exp.mesh, ("s1", f"s{n}"))
         setup = time.monotonic() - t0
     finally:
         t0 = time.monotonic()
@@ -135,7 +137,7 @@ def main() -> int:
     for r in rows:
         m, n = r["mesh"], r["n"]
         fixed = med(m["fixed_per_pair"])
-        site = (r["setup"] + r["teardown"]) / n
+        site = (r["setup"] + r["teardown"]) / 2
         print(f"{n:>2} {m['pairs']:>5} {m['cases']:>5} {m['wall_s']:>7.1f} "
               f"{m['wall_s'] / m['pairs']:>6.2f} {m['wall_s'] - m['cases_s']:>10.2f} "
               f"{fixed:>12.2f} {fixed / pf:>6.2f}x {r['setup'] * 1000:>8.0f} "
@@ -148,8 +150,9 @@ def main() -> int:
           f"{1:>6.2f}x")
     print("fixed/pair: a pair's two cases' wall time less their 2 x 2 s measurement (median "
           "over pairs); campaign s: wall less the cases (start, preflight, plan, index); "
-          "s/pair: wall / pairs (pair row: per round); per site: (setup + teardown) / N (the "
-          "bridge namespace included; pair: / 2)")
+          "s/pair: wall / pairs (pair row: per round); setup / teardown: one case's testbed "
+          "(the mesh: the bridge and its pair's two sites); per site: (setup + teardown) / 2 "
+          "(the mesh's bridge included)")
     return 0
 
 

@@ -575,8 +575,15 @@ def _delta(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) 
             for site in after}
 
 
-def wait_reachable(tb: Testbed, ep: Endpoints, family: int, timeout: float = 15.0) -> None:
-    """The far inner address answers ping through the tunnel (tunnels may need a moment: IKE)."""
+# how long a case waits for the far end to answer ping through its tunnel before it fails
+PING_THROUGH_S = 15.0
+
+
+def wait_reachable(tb: Testbed, ep: Endpoints, family: int,
+                   timeout: float | None = None) -> None:
+    """The far inner address answers ping through the tunnel (tunnels may need a moment: IKE)
+    within `timeout` seconds (None: PING_THROUGH_S)."""
+    timeout = PING_THROUGH_S if timeout is None else timeout
     addr = ep.b4 if family == 4 else ep.b6
     deadline = time.monotonic() + timeout
     last = ""

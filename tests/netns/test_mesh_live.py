@@ -1,9 +1,10 @@
 """`tunbench run --testbed mesh --sites 3` end to end with real traffic: native and vxlan,
-stream 2 s, between every pair of three site namespaces on one underlay bridge. Every pair is
-measured once with its pair recorded, the cases ran one after another (no two overlap in
-their recorded start and end), the report carries the N x N grid with its worst pair and
-links to each cell's cases, and nothing with the project's prefix is left: namespaces, links
-in the root namespace, state folders."""
+stream 1 s (these tests check correctness, not figures), between every pair of three site
+namespaces on one underlay bridge. Every pair is measured once with its pair recorded, each
+case built the bridge and its pair's two sites only, the cases ran one after another (no two
+overlap in their recorded start and end), the report carries the N x N grid with its worst
+pair and links to each cell's cases, and nothing with the project's prefix is left:
+namespaces, links in the root namespace, state folders."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tunbench import proc
+from tunbench import proc, runner
 from tunbench import spec as exp_spec
 from tunbench.capabilities import root_missing
 from tunbench.plan import Case
@@ -41,7 +42,7 @@ def test_a_three_site_mesh_measures_every_pair_once_in_turn(
     before = ours()
     out = tmp_path / "mesh"
     r = subprocess.run(TB + ["run", "--testbed", "mesh", "--sites", "3", "--tunnels",
-                             "native,vxlan", "--workloads", "stream", "--duration", "2",
+                             "native,vxlan", "--workloads", "stream", "--duration", "1",
                              "--warmup", "0", "--repeats", "1", "--out", str(out),
                              "--db", "off"],
                        capture_output=True, text=True, timeout=600)
@@ -52,10 +53,13 @@ def test_a_three_site_mesh_measures_every_pair_once_in_turn(
         assert d["status"] == "ok", (d["case"]["id"], d["error"])
         assert d["case"]["pair"] == d["mesh"]["pair"] == d["testbed"]["mesh"]["pair"]
         assert d["mesh"]["parallel"] is False and d["testbed"]["kind"] == "local-mesh"
-        # the pair's own namespaces were sites a and b (the others existed beside them)
+        # the case built its pair's two sites only (as a and b), each at its place in the mesh
         a, b = d["mesh"]["pair"]
         site_ns = d["testbed"]["mesh"]["site_netns"]
-        assert set(site_ns) == {"s1", "s2", "s3"}
+        assert set(site_ns) == {a, b}
+        assert site_ns[a].endswith(f"-{a}") and site_ns[b].endswith(f"-{b}")
+        assert d["testbed"]["sites"]["a"]["underlay4"] == f"198.18.0.{a[1:]}"
+        assert d["testbed"]["sites"]["b"]["underlay4"] == f"198.18.0.{b[1:]}"
         assert d["testbed"]["sites"]["a"]["netns"] == site_ns[a]
         assert d["testbed"]["sites"]["b"]["netns"] == site_ns[b]
         assert d["raw"]["iperf3"]["bytes_received"] > 0   # traffic crossed the pair
@@ -90,26 +94,31 @@ def test_a_three_site_mesh_measures_every_pair_once_in_turn(
 
 
 class DownAtPing(SilentReporter):
-    """Listens to the campaign; when a case of pair `pair` reaches the ping through its
-    tunnel, sets the underlay link of the pair's second site down in that case's namespace
+    """Listens to the campaign; at every case's ping through its tunnel notes the namespaces
+    of the project that exist (the case's testbed, built by then), and in a case of pair
+    `pair` sets the underlay link of the pair's second site down in that case's namespace
     (`ip link set tb<rid>mu<i> down`): the site is cut off for that pair only (every case
-    builds its own mesh)."""
+    builds its own pair)."""
 
     def __init__(self, pair: tuple[str, str], before: set[str]) -> None:
         self.pair, self.before = pair, before
         self.case: Case | None = None
         self.downed: list[str] = []
+        self.built: dict[str, list[str]] = {}   # case id -> its namespaces' suffixes
 
     def case_start(self, case: Case) -> None:
         self.case = case
 
     def phase(self, event: PhaseEvent) -> None:
-        if self.case is None or self.case.pair != self.pair \
-                or not event.detail.startswith("ping through"):
+        if self.case is None or not event.detail.startswith("ping through"):
+            return
+        made = [n for n in netlink.list_netns() if names.is_ours_netns(n)
+                and n not in self.before]
+        self.built[self.case.case_id] = sorted(n.split("-", 2)[2] for n in made)
+        if self.case.pair != self.pair:
             return
         site = self.pair[1]
-        (ns,) = [n for n in netlink.list_netns() if names.is_ours_netns(n)
-                 and n not in self.before and n.endswith(f"-{site}")]
+        (ns,) = [n for n in made if n.endswith(f"-{site}")]
         link = names.link_name(ns.split("-")[1], f"mu{site[1:]}")
         proc.run(["ip", "link", "set", link, "down"], netns=ns, timeout=10)
         self.downed.append(self.case.case_id)
@@ -117,18 +126,25 @@ class DownAtPing(SilentReporter):
 
 @pytest.mark.skipif(root_missing() is not None, reason="needs root")
 def test_a_failed_pair_is_marked_the_others_complete_and_resume_reruns_only_it(
-        tmp_path: Path, root_unchanged: None) -> None:
+        tmp_path: Path, root_unchanged: None, monkeypatch: pytest.MonkeyPatch) -> None:
     before = ours()
     out = tmp_path / "mesh"
     exp = exp_spec.build({"testbed": {"kind": "mesh", "sites": 3},
                           "tunnel": [{"kind": "native"}, {"kind": "vxlan"}],
                           "workload": [{"name": "stream"}],
-                          "experiment": {"duration": 2, "warmup": 0, "repeats": 1}},
+                          "experiment": {"duration": 1, "warmup": 0, "repeats": 1}},
                          "mesh-fail.toml")
+    # the cut pair's two cases each wait this long for the ping that never comes (15 s by
+    # default): the same failure, sooner; the other cases answer within milliseconds
+    monkeypatch.setattr(runner, "PING_THROUGH_S", 4.0)
     cut = DownAtPing(("s1", "s3"), before[0])
     outcome = run_campaign(exp, out, cut)
     docs = {p.stem: json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))}
     assert len(docs) == 6
+    # each case built the bridge and its own pair's two sites, not the third site
+    assert set(cut.built) == set(docs)
+    for k, made in cut.built.items():
+        assert made == sorted(["m", *docs[k]["mesh"]["pair"]]), (k, made)
     failed = {k for k, d in docs.items() if d["status"] == "failed"}
     assert failed == set(cut.downed) == set(outcome.failed)
     assert sorted(docs[k]["case"]["tunnel"]["kind"] for k in failed) == ["native", "vxlan"]

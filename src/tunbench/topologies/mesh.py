@@ -119,8 +119,9 @@ class Mesh(Topology):
     @classmethod
     def build(cls, exp: Any, case: Any, run_id: str, ledger: Ledger,
               hosts: Any = None) -> Testbed:
-        """Here: the whole mesh (bridge + every site), the case's pair as sites a and b. On
-        hosts: the pair testbed between the pair's two hosts (testbed/meshhosts.py)."""
+        """Here: the mesh's bridge and the case's pair only (its two sites as a and b; the
+        other sites are not built for it, testbed/mesh.py). On hosts: the pair testbed
+        between the pair's two hosts, the others untouched (testbed/meshhosts.py)."""
         cls.check(exp, case, hosts)
         if hosts is not None:
             built: Testbed = hosts.build(run_id, ledger, case.pair, mtu=case.mtu)
