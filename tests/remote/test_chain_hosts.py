@@ -433,9 +433,11 @@ def test_srv6_gateways_and_a_transit_node_between_hosts(hosts: SshHosts,
     assert [s.hop_limit - 1 for s in back_r] == [s.hop_limit for s in back_l]
     # the outer hop limit counts every node of the SRv6 path (64 at encapsulation, as the local
     # capture in tests/data/chain shows): towards b gwa and the wan on h1 before the transit
-    # node, then the transit node; back, gwb, then the transit node
+    # node, then the transit node; back, gwb (63: site b's replies, which it forwards; 64:
+    # its own replies to the per-hop probe's pings, which it sends), then the transit node
     assert ({s.hop_limit for s in before}, {s.hop_limit for s in after}) == ({62}, {61})
-    assert ({s.hop_limit for s in back_r}, {s.hop_limit for s in back_l}) == ({63}, {62})
+    assert ({s.hop_limit for s in back_r}, {s.hop_limit for s in back_l}) == ({63, 64},
+                                                                              {62, 63})
     # the sites' packets to each other never cross it in the clear (the per-hop probe's
     # pings from site a to the transit's own address do: plain routing, not the SRv6 path)
     sites = ({addr4(0, 1), addr4(4, 2)},
@@ -448,6 +450,6 @@ def test_srv6_gateways_and_a_transit_node_between_hosts(hosts: SshHosts,
     mbps = {t: by[t, "stream"]["metrics"]["throughput"]["value"] for t in ("direct", "chain")}
     rtt = {t: by[t, "ping"]["metrics"]["rtt_avg"]["value"] for t in ("direct", "chain")}
     print(f"srv6 gateways between hosts: stream {mbps['chain']:.0f} Mbit/s vs "
-          f"{mbps['direct']:.0f} direct, RTT {rtt['chain']:.3f} vs {rtt['direct']:.3f} ms, "
+          f"{mbps['direct']:.0f} direct, RTT {rtt['chain']:.0f} vs {rtt['direct']:.0f} µs, "
           f"hops 1 vs 0; SRH at the transit: {len(before)} to b (hop limit 62->61), "
-          f"{len(back_r)} back (63->62); {took:.1f} s")
+          f"{len(back_r)} back (63->62, gwb's own 64->63); {took:.1f} s")
