@@ -4,10 +4,14 @@ the hosts (before the WAN on h1, after it on h2), the WAN segment a VXLAN carrie
 hosts. One campaign carries a 1 s stream and a short RFC 2544 search: TTL = routed hops, the
 WAN drops what exceeds its rate and the drop table names it, the hop records name the hosts,
 and nothing is left on either host (namespaces, links, nftables tables, /run/tunbench). Then a
-namespace journaled by an agent that loses its connection is deleted on that host."""
+namespace journaled by an agent that loses its connection is deleted on that host. Gateways
+between the hosts: WireGuard, and SRv6 with a transit End node on h2 (the SRH captured on h2
+on both sides of the transit node), against direct in the same run."""
 
 from __future__ import annotations
 
+import base64
+import ipaddress
 import sys
 import time
 from pathlib import Path
@@ -17,13 +21,19 @@ import pytest
 from sshhosts import SshHosts
 from test_sites import assert_clean
 
-from tunbench import proc, spec
+from tunbench import pcap, proc, spec, tunnels
+from tunbench.chain import srv6
+from tunbench.chain.base import addr4, addr6
+from tunbench.chain.build import place
+from tunbench.chain.spec import ChainSpec
 from tunbench.errors import SpecError
+from tunbench.plan import Case
+from tunbench.progress import SETUP, TEARDOWN, PhaseEvent
 from tunbench.remote.agent.client import Agent
 from tunbench.remote.transport import Connection
 from tunbench.report import hops as report_hops
 from tunbench.results.records import CaseRecord
-from tunbench.runner import run_campaign
+from tunbench.runner import SilentReporter, run_campaign
 from tunbench.testbed import names
 from tunbench.workloads import loadgen
 
@@ -264,3 +274,182 @@ def test_vxlan_at_the_sites_through_a_chain_between_hosts_against_direct(
     assert cmp and cmp[0]["metric"] == "throughput", cmp
     assert cmp[0]["pct"] == pytest.approx(100 * chain_mbps / direct_mbps, rel=1e-9), cmp
     assert_clean(hosts)
+
+
+SRV6_CHAIN: dict[str, Any] = {
+    "path": ["gwa", "wan", "transit", "gwb"],   # gwa, wan on h1; transit, gwb on h2
+    "gwa": {"kind": "gateway", "tunnel": "srv6"},
+    "wan": {"kind": "wan"},
+    "transit": {"kind": "router", "srv6_end": True},
+    "gwb": {"kind": "gateway", "tunnel": "srv6"},
+    "direct": True}
+
+
+def _srv6_lacks() -> str | None:
+    """What this kernel lacks for SRv6 (the test hosts are namespaces on it)."""
+    drv = tunnels.get("srv6")
+    return "; ".join(m.one_line() for m in drv.requirements(drv.default_params())) or None
+
+
+class TransitCapture(SilentReporter):
+    """A capture on the transit node's host, over SSH: while the chain's ping case runs (from
+    the ping through the path to teardown), tcpdump in the transit's namespace on h2 on both
+    of its links (left: the carrier's end from h1; right: the veth to gwb). The namespace and
+    link names follow from the run id (the one `tb-<run>-transit` on h2) and chain.build.place;
+    the pcaps are read back over SSH and removed from the host."""
+
+    def __init__(self, hosts: SshHosts, chain: ChainSpec) -> None:
+        self.conn = Connection.open("h2", options=hosts.options(), name="capture")
+        self.chain = chain
+        self.on = False
+        self.procs: dict[str, tuple[Any, str]] = {}
+        self.raw: dict[str, bytes] = {}
+        self.run_id = ""
+
+    def case_start(self, case: Case) -> None:
+        self.on = case.through_chain and case.workload.name == "ping"
+
+    def phase(self, event: PhaseEvent) -> None:
+        if self.on and event.name == SETUP and event.detail.startswith("ping through") \
+                and not self.procs:
+            self._start()
+        elif self.on and event.name == TEARDOWN and self.procs:
+            self._stop()
+
+    def _start(self) -> None:
+        listed = self.conn.run(["ip", "netns", "list"]).stdout.split()
+        (ns,) = [n for n in listed if names.is_ours_netns(n) and n.endswith("-transit")]
+        self.run_id = ns.split("-")[1]
+        transit = {h.name: h for h in place(self.run_id, self.chain)}["transit"]
+        for side, ifname in (("left", transit.left_if), ("right", transit.right_if)):
+            path = f"/tmp/tb{self.run_id}-cap-{side}.pcap"
+            p = self.conn.spawn(["ip", "netns", "exec", ns, "tcpdump", "-i", ifname, "-n", "-U",
+                                 "--immediate-mode", "-Z", "root", "-s", "160", "-w", path],
+                                f"{path}.log")
+            self.procs[side] = (p, path)
+        deadline = time.monotonic() + 15
+        for _, path in self.procs.values():
+            while "listening on" not in self.conn.run(["cat", f"{path}.log"],
+                                                      check=False).stdout:
+                assert time.monotonic() < deadline, f"tcpdump did not start ({path})"
+                time.sleep(0.1)
+
+    def _stop(self) -> None:
+        time.sleep(0.2)   # the last replies reach the capture
+        for side, (p, path) in self.procs.items():
+            p.stop()
+            self.raw[side] = base64.b64decode(self.conn.run(["base64", "-w0", path]).stdout)
+            self.conn.run(["rm", "-f", path, f"{path}.log"])
+        self.procs = {}
+
+    def close(self) -> None:
+        for p, path in self.procs.values():   # a case that failed before its teardown
+            p.stop()
+            self.conn.run(["rm", "-f", path, f"{path}.log"], check=False)
+        self.conn.close()
+
+
+@pytest.mark.skipif(_srv6_lacks() is not None, reason=f"no SRv6 here: {_srv6_lacks()}")
+def test_srv6_gateways_and_a_transit_node_between_hosts(hosts: SshHosts,
+                                                        tmp_path: Path) -> None:
+    """Seed 004's SRv6 deployment across two hosts: a -> gwa (seg6 encap, SRH) -> wan (h1)
+    ~carrier~> transit (seg6local End, h2) -> gwb (End.DX4, h2) -> b, and direct (the hosts'
+    own path) in the same run: a 1 s stream and 1 s of pings each. A capture on h2, on both
+    sides of the transit node, sees the SRH listing the transit's End SID then gwb's End.DX4
+    SID: before the transit node the outer destination is its SID with one segment left,
+    after it gwb's with none and the outer hop limit one lower (it is a hop of the SRv6
+    path); the replies the same way back to gwa's End.DX4; the sites' addresses never cross
+    it in the clear. The inner TTL counts the gateway pair once (1 hop; direct 0), the SIDs'
+    own counters saw the traffic, and nothing is left on either host."""
+    empty = {n: host_state(hosts, n) for n in hosts.hosts}
+    exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1, "mtus": [1500]},
+                      "tunnel": [{"kind": "native"}],
+                      "workload": [{"name": "stream"}, {"name": "ping", "interval": 0.2}],
+                      "chain": SRV6_CHAIN,
+                      "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},
+                     "test")
+    assert exp.chain is not None
+    cap = TransitCapture(hosts, exp.chain)
+    started = time.monotonic()
+    try:
+        cases = run_campaign(exp, tmp_path / "r", reporter=cap).store.read_cases()
+    finally:
+        cap.close()
+    took = time.monotonic() - started
+    assert [c["status"] for c in cases] == ["ok"] * 4, [(c.get("error"), c.get("error_log"))
+                                                        for c in cases]
+    by = {(c["case"]["topology"], c["case"]["workload"]["name"]): c for c in cases}
+    for w in ("stream", "ping"):
+        ch = by["chain", w]
+        assert by["direct", w]["testbed"]["kind"] == "hosts" and "chain" not in by["direct", w]
+        tbc = ch["testbed"]["chain"]
+        assert ch["testbed"]["kind"] == "hosts-chain"
+        assert {h["name"]: h["host"] for h in tbc["hops"]} == {
+            "gwa": "h1", "wan": "h1", "transit": "h2", "gwb": "h2"}
+        gt = tbc["gateway_tunnel"]
+        assert gt["kind"] == "srv6" and gt["gateways"] == ["gwa", "gwb"]
+        assert gt["transit"] == ["transit"]
+        assert gt["srv6"]["segments_to_b4"] == [srv6.sid(3, "e"), srv6.sid(4, "d4")]
+        # the SRH (40 + 8 + 2 x 16) off the carrier's 1450 on the sites' sides
+        assert gt["inner_mtu"] == 1450 - 40 - 8 - 2 * 16 == ch["testbed"]["underlay_mtu"]
+        assert tbc["segment_mtus"] == [1370, 1450, 1450, 1450, 1370]
+        assert ch["chain"]["probe"]["routers"] == ch["chain"]["probe"]["expected_routers"] == 1
+        delta = ch["chain"]["counters"]["delta"]
+        assert delta["transit"]["function"]["srv6_end_packets"] > 0, delta["transit"]
+        assert delta["gwb"]["function"]["srv6_end_dx4_packets"] > 0, delta["gwb"]
+        assert delta["gwa"]["function"]["srv6_end_dx4_packets"] > 0, delta["gwa"]
+    assert report_hops.diagram_line(_typed([by["chain", "stream"]])) == \
+        "a -> gwa =srv6=> wan =srv6 over vxlan=> transit =srv6=> gwb -> b"
+    # seed 004's three metrics, direct and through the gateways: throughput, RTT, hops
+    for topo in ("direct", "chain"):
+        assert by[topo, "stream"]["metrics"]["throughput"]["value"] > 0
+        assert by[topo, "ping"]["metrics"]["rtt_avg"]["value"] > 0
+    assert by["direct", "ping"]["metrics"]["hops"]["value"] == 0
+    assert by["chain", "ping"]["metrics"]["hops"]["value"] == 1
+    cmp = {(r["workload"], r["metric"]): r for r in report_hops.chain_vs_direct(_typed(cases))}
+    assert (cmp["ping", "hops"]["direct"], cmp["ping", "hops"]["chain"]) == (0, 1)
+    assert cmp["stream", "throughput"]["pct"] == pytest.approx(
+        100 * by["chain", "stream"]["metrics"]["throughput"]["value"]
+        / by["direct", "stream"]["metrics"]["throughput"]["value"], rel=1e-9)
+    # on the wire at the transit node (h2)
+    assert by["chain", "ping"]["case"]["run_id"] == cap.run_id
+    hop = {h.name: h for h in place(cap.run_id, exp.chain)}
+    end, to_b, to_a = srv6.sid(3, "e"), srv6.sid(4, "d4"), srv6.sid(1, "d4")
+    left, right = (pcap.parse_srh_pcap(cap.raw[s]) for s in ("left", "right"))
+    before = [s for s in left if s.segments == (end, to_b)]
+    after = [s for s in right if s.segments == (end, to_b)]
+    # the probe's 20 pings to site b and the ping workload's 5, at least
+    assert len(before) == len(after) >= 25, (len(before), len(after))
+    assert {(s.src, s.dst, s.segments_left, s.inner) for s in before} == \
+        {(hop["gwa"].right6, end, 1, 4)}
+    assert {(s.src, s.dst, s.segments_left, s.inner) for s in after} == \
+        {(hop["gwa"].right6, to_b, 0, 4)}
+    assert [s.hop_limit - 1 for s in before] == [s.hop_limit for s in after]
+    back_r = [s for s in right if s.segments == (end, to_a)]
+    back_l = [s for s in left if s.segments == (end, to_a)]
+    assert len(back_r) == len(back_l) >= 25, (len(back_r), len(back_l))
+    assert {(s.src, s.dst, s.segments_left) for s in back_r} == {(hop["gwb"].left6, end, 1)}
+    assert {(s.src, s.dst, s.segments_left) for s in back_l} == {(hop["gwb"].left6, to_a, 0)}
+    assert [s.hop_limit - 1 for s in back_r] == [s.hop_limit for s in back_l]
+    # the outer hop limit counts every node of the SRv6 path (64 at encapsulation, as the local
+    # capture in tests/data/chain shows): towards b gwa and the wan on h1 before the transit
+    # node, then the transit node; back, gwb (63: site b's replies, which it forwards; 64:
+    # its own replies to the per-hop probe's pings, which it sends), then the transit node
+    assert ({s.hop_limit for s in before}, {s.hop_limit for s in after}) == ({62}, {61})
+    assert ({s.hop_limit for s in back_r}, {s.hop_limit for s in back_l}) == ({63, 64},
+                                                                              {62, 63})
+    # the sites' packets to each other never cross it in the clear (the per-hop probe's
+    # pings from site a to the transit's own address do: plain routing, not the SRv6 path)
+    sites = ({addr4(0, 1), addr4(4, 2)},
+             {str(ipaddress.ip_address(addr6(0, 1))), str(ipaddress.ip_address(addr6(4, 2)))})
+    for side in ("left", "right"):
+        seen = pcap.parse_pcap(cap.raw[side])
+        assert [p for p in seen if {p.src, p.dst} in sites] == []
+    assert {n: host_state(hosts, n) for n in hosts.hosts} == empty
+    assert_clean(hosts)
+    mbps = {t: by[t, "stream"]["metrics"]["throughput"]["value"] for t in ("direct", "chain")}
+    rtt = {t: by[t, "ping"]["metrics"]["rtt_avg"]["value"] for t in ("direct", "chain")}
+    print(f"srv6 gateways between hosts: stream {mbps['chain']:.0f} Mbit/s vs "
+          f"{mbps['direct']:.0f} direct, RTT {rtt['chain']:.0f} vs {rtt['direct']:.0f} µs, "
+          f"hops 1 vs 0; SRH at the transit: {len(before)} to b (hop limit 62->61), "
+          f"{len(back_r)} back (63->62, gwb's own 64->63); {took:.1f} s")
