@@ -270,6 +270,11 @@ FLAG_NAMES = {"repeats": "--repeats", "budget": "--budget", "max_rounds": "--max
               "cpus_per_site": "--cpus-per-site", "rtt": "--rtts"}
 
 
+# each testbed kind's [testbed] keys -> the run flags that set them (testbed/hubspec.py,
+# testbed/meshspec.py), so a kind's flag given without that kind is named as needing it
+TESTBED_FLAGS = {"hub": hubspec.FLAGS, "mesh": meshspec.FLAGS}
+
+
 def _num(problems: list[str], spot: str, val: Any, lo: float, hi: float,
          integer: bool = False) -> bool:
     """A finite number (an integer where asked) from lo to hi; False (and a problem) if not."""
@@ -373,9 +378,10 @@ def build(data: dict[str, Any], source: str = "command line",
         hub = None
     else:
         hub = hubspec.collect(testbed_raw, where, problems,
-                              frozenset(flags & {"kind", "spokes", *hubspec.MESH_FLAGS}),
+                              frozenset(flags & {k for f in TESTBED_FLAGS.values() for k in f}),
                               default=sum(1 for n in sites if n != "hub") or
-                              hubspec.DEFAULT_SPOKES)
+                              hubspec.DEFAULT_SPOKES,
+                              others={k: f for k, f in TESTBED_FLAGS.items() if k != "hub"})
     if hub is not None and available is not None:   # "all": every kind with a hub variant
         available = available & set(tunnels.hub_kinds())
     tunnel_specs = _tunnels(data.get("tunnel", [{"kind": k} for k in DEFAULT_TUNNELS]),
