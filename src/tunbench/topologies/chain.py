@@ -106,10 +106,12 @@ class Chain(Topology):
         sites and functions as namespaces there (chain/hosts.py)."""
         cls.check(exp, case, hosts)
         if hosts is not None:
-            tb: Testbed = hosts.build(run_id, ledger, mtu=case.mtu, rate=exp.rate,
+            tb: Testbed = hosts.build(run_id, ledger, mtu=case.mtu,
+                                      rate=exp.case_rate(case.rate),
                                       netem=exp.case_netem(case.rtt, case.loss), chain=exp.chain)
             return tb
-        return chain_build.build(run_id, ledger, exp.chain, mtu=case.mtu, rate=exp.rate,
+        return chain_build.build(run_id, ledger, exp.chain, mtu=case.mtu,
+                                 rate=exp.case_rate(case.rate),
                                  netem=exp.case_netem(case.rtt, case.loss))
 
 
