@@ -40,8 +40,10 @@ def rate_figures(c: Campaign, out: Path, pal: Palette) -> Iterator[Figure]:
         head.set_title(c.display(s.metric))
         head.legend(loc="best", fontsize=7)
         share.set_title("% of native")
-        share.set_ylim(bottom=0)
-        share.axhline(100, color="0.6", lw=0.8)
+        share.axhline(100, color="0.6", lw=0.8)   # native itself
+        share.set_ylim(0, max(105.0, share.get_ylim()[1]))
+        if share.get_lines()[:-1]:
+            share.legend(loc="best", fontsize=7)
         title = (f"{c.display(s.metric)} and share of native vs underlay rate ({s.workload}"
                  + ("" if s.mtu == 1500 else f", MTU {s.mtu}") + ")")
         fig.suptitle(title)
