@@ -26,7 +26,7 @@ INTERNAL_ERROR = 70   # sysexits EX_SOFTWARE: a bug in tunbench, not the input o
 # Flags whose value is a comma-separated list (split by inputs.split_list; the fuzz test
 # checks every help text saying "comma-separated" is here)
 LIST_FLAGS = ("--tunnels", "--workloads", "--mtu", "--offloads", "--streams",
-              "--cpus-per-site", "--rtts", "--losses")
+              "--cpus-per-site", "--rtts", "--losses", "--rates")
 
 EXIT_CODES = cli_help.EXIT_TABLE   # once, in `tunbench --help`
 
@@ -137,6 +137,11 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
             raise SpecError("--loss and --losses both set the loss",
                             "give one: --loss for every case, --losses for an axis")
         e["loss"] = inputs.split_list("--losses", args.losses)
+    if getattr(args, "rates", None) is not None:
+        if args.rate is not None:
+            raise SpecError("--rate and --rates both set the underlay rate",
+                            "give one: --rate for every case, --rates for an axis")
+        e["rate"] = inputs.split_list("--rates", args.rates)
     if args.tunnels is not None:
         over["tunnel"] = [{"kind": k} for k in inputs.split_list("--tunnels", args.tunnels)]
     if args.workloads is not None:
@@ -327,6 +332,10 @@ def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
             f"{wanaxis.scenario_tag(r, lo)}: "
             + ("netem " + " ".join(n.args()) if (n := exp.case_netem(r, lo)) else "none")
             for r in exp.rtts or ("",) for lo in exp.losses or ("",)))
+    if exp.rates:   # the tbf of each scenario (testbed/wanaxis.py, testbed/local.py)
+        from .testbed.local import tbf_args
+        print("scenarios (tbf on each underlay end): " + "; ".join(
+            f"rate={r}: " + " ".join(tbf_args(r)) for r in exp.rates))
     for c in cases:
         print(f"  {c.case_id}")
     return 0
@@ -771,6 +780,9 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
     where.add_argument("--losses", metavar="LOSS,...", help="loss axis, comma-separated (e.g. "
                        "0%%,0.1%%): netem random loss on each underlay end, each a scenario as "
                        "--rtts (with both: every pair); needs netem")
+    where.add_argument("--rates", metavar="RATE,...", help="underlay rate axis, "
+                       "comma-separated (e.g. 100mbit,1gbit): tbf on each underlay end, each "
+                       "a scenario as --rtts (not with --rtts/--losses); needs tbf only")
 
     out = r.add_argument_group("output")
     out.add_argument("--out", metavar="DIR", help="result folder (default results/<timestamp>)")

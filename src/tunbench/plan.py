@@ -25,9 +25,10 @@ the same order as a full round (native first), numbered on from the cases before
 
 With `cpus_per_site` (site size in cores, testbed/sitecores.py) each round measures every
 case at each core count in turn (native first at each), so a method at 1 core meets native at
-1 core of the same round. The RTT and loss axes (testbed/wanaxis.py) the same way: every case
-at each (RTT, loss) scenario in turn, native first at each; the case carries its values
-(`rtt`, `loss`) and the runner sets the netem of each case's underlay from them.
+1 core of the same round. The RTT, loss and rate axes (testbed/wanaxis.py) the same way: every
+case at each (RTT, loss) scenario or rate in turn, native first at each; the case carries its
+values (`rtt`, `loss`, `rate`) and the topology sets the netem / tbf of each case's underlay
+from them.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class Case:
     # '0.1%'); '' when the experiment has no such axis
     rtt: str = ""
     loss: str = ""
+    # the rate axis (testbed/wanaxis.py): this case's tbf rate as given ('100mbit'); '' else
+    rate: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "id": self.case_id, "tunnel": self.tunnel.to_dict(),
@@ -73,7 +76,8 @@ class Case:
                 **({"pair": list(self.pair), "colour": self.colour} if self.pair else {}),
                 **({"cpus_per_site": self.cpus} if self.cpus else {}),
                 **({"rtt": self.rtt} if self.rtt else {}),
-                **({"loss": self.loss} if self.loss else {})}
+                **({"loss": self.loss} if self.loss else {}),
+                **({"rate": self.rate} if self.rate else {})}
 
     @property
     def through_chain(self) -> bool:
@@ -104,15 +108,15 @@ def _round(exp: Experiment, rep: int, start: int, rng: random.Random,
     if exp.order == "shuffled":
         rng.shuffle(round_)
         round_.sort(key=lambda c: c[0].kind != "native")  # stable: native first
-    elif exp.rtts or exp.losses:   # each scenario's baseline before its methods, as listed
+    elif exp.rtts or exp.losses or exp.rates:   # each scenario's baseline first, as listed
         round_.sort(key=lambda c: c[0].kind != "native")
     cases: list[Case] = []
-    # the scenarios of the axes (site size in cores; RTT x loss): each in turn, all of a
-    # round's cases (native first) at one before the next
-    axes = [(k, rtt, loss) for k in exp.cpus_per_site or (0,) for rtt in exp.rtts or ("",)
-            for loss in exp.losses or ("",)]
+    # the scenarios of the axes (site size in cores; RTT x loss; the rate): each in turn, all
+    # of a round's cases (native first) at one before the next
+    axes = [(k, rtt, loss, rate) for k in exp.cpus_per_site or (0,) for rtt in exp.rtts or ("",)
+            for loss in exp.losses or ("",) for rate in exp.rates or ("",)]
     for slot in topologies.of(exp).slots(exp):   # the topology's parts of a round, in order
-        for k, rtt, loss in axes:
+        for k, rtt, loss, rate in axes:
             for t, w, m, o in round_:
                 i = start + len(cases)
                 variant = "" if o.name == "default" else f"-{o.name}"
@@ -120,11 +124,11 @@ def _round(exp: Experiment, rep: int, start: int, rng: random.Random,
                 via = f"-{slot.topology}" if slot.topology else ""
                 cores = f"-cpu{k}" if k else ""
                 cid = (f"{i:04d}-{pair}{t.label}-{w.label}-mtu{m}{variant}{cores}"
-                       f"{wanaxis.case_tag(rtt, loss)}{via}-r{rep}")
+                       f"{wanaxis.case_tag(rtt, loss, rate)}{via}-r{rep}")
                 if slot.label_suffix:
                     t = replace(t, label=t.label + slot.label_suffix)
                 case = Case(i, cid, t, w, m, o, rep, slot.topology, slot.pair, slot.colour,
-                            cpus=k, rtt=rtt, loss=loss)
+                            cpus=k, rtt=rtt, loss=loss, rate=rate)
                 if keep is None or keep(case):
                     cases.append(case)
     return cases

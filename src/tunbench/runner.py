@@ -356,7 +356,8 @@ def _case_keys(c: Case) -> dict[str, Any]:
             "workload_label": c.workload.label, "mtu": c.mtu, "offloads": c.offloads.name, "repeat": c.repeat,
             **({"pair": list(c.pair)} if c.pair else {}),
             **({"cpus_per_site": c.cpus} if c.cpus else {}),
-            **({"rtt": c.rtt} if c.rtt else {}), **({"loss": c.loss} if c.loss else {})}
+            **({"rtt": c.rtt} if c.rtt else {}), **({"loss": c.loss} if c.loss else {}),
+            **({"rate": c.rate} if c.rate else {})}
 
 
 def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .results.model import paired_value
+from .results.model import VIA_CHAIN, paired_value
 
 if TYPE_CHECKING:   # imported where used: scipy stays out of spec validation
     from .report import decide
@@ -51,8 +51,6 @@ RESOLUTION = 0.10
 DEFAULT_BUDGET_S = 900.0     # 15 min of measurement
 DEFAULT_MAX_ROUNDS = 20
 SETTLED, BUDGET, MAX_ROUNDS = "settled", "budget", "max-rounds"
-# topologies.chain.VIA_CHAIN: a chain's native is a method, not the reference
-VIA_CHAIN = " via chain"
 
 # workload label, underlay MTU, offload variant; a mesh case's also its (directed) pair of
 # sites, "s1-s2": each pair is ranked against its own native, and a round added for an open

@@ -14,6 +14,7 @@ them together before anything runs. The same dict shape is used for TOML files a
     rtt = ["0ms", "20ms", "80ms"] # RTT axis: netem delay of half of each on both ends (wanaxis.py)
     # loss = ["0%", "0.1%"]       # loss axis (a list; a string is one loss for every case)
     rate = "500mbit"              # shape the underlay with tbf
+    # rate = ["100mbit", "1gbit"] # rate axis (a list; tbf per case, wanaxis.py)
     delay = "25ms"                # netem on both underlay ends: delay, jitter, loss, rate
     jitter = "5ms"
     loss = "0.1%"
@@ -66,7 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import inputs, rates, tunnels, workloads
+from . import inputs, tunnels, workloads
 from .chain import spec as chain_spec
 from .errors import SpecError
 from .testbed import hubspec, meshspec, wanaxis
@@ -77,7 +78,6 @@ from .workloads.base import WorkloadParams
 
 DEFAULT_TUNNELS = ("native", "vxlan")
 DEFAULT_WORKLOADS = ("stream",)
-RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", re.I)
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")
 NAME_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,80}$")
 OFFLOAD_FEATURES = ("tso", "gso", "gro", "lro", "rx", "tx", "sg", "tx-udp_tnl-segmentation",
@@ -179,6 +179,9 @@ class Experiment:
     # (testbed/wanaxis.py); () when not on that axis
     rtts: tuple[str, ...] = ()
     losses: tuple[str, ...] = ()
+    # the underlay rate as an axis: each value a scenario, tbf per case (wanaxis.py); `rate`
+    # is then None
+    rates: tuple[str, ...] = ()
     budget: float = 900.0             # sequential: seconds of measurement at most
     max_rounds: int = 20              # sequential: rounds at most
 
@@ -200,7 +203,8 @@ class Experiment:
             "workloads": [w.to_dict() for w in self.workloads],
             "mtus": list(self.mtus), "offloads": [o.to_dict() for o in self.offloads],
             "repeats": self.repeats, "duration": self.duration, "warmup": self.warmup,
-            "rate": self.rate, "order": self.order, "seed": self.seed, "family": self.family,
+            # a list: the rate axis (as in the file)
+            "rate": list(self.rates) if self.rates else self.rate, "order": self.order, "seed": self.seed, "family": self.family,
             "cpu_interval": self.cpu_interval, "noisy_cv": self.noisy_cv,
             **({"budget": self.budget, "max_rounds": self.max_rounds} if self.sequential
                else {}),
@@ -226,10 +230,14 @@ class Experiment:
         own with the case's values; the campaign's own for a case off the axes."""
         return wanaxis.case_netem(self.netem, rtt, loss)
 
+    def case_rate(self, rate: str = "") -> str | None:
+        """The tbf rate of a case: its value of the rate axis, else the campaign's own."""
+        return rate or self.rate
+
     @property
     def shaped(self) -> bool:
-        """Whether the underlay gets a qdisc (tbf, netem, or the netem of an axis)."""
-        return bool(self.rate or self.netem or self.rtts or self.losses)
+        """Whether the underlay gets a qdisc (tbf, netem, or the qdisc of an axis)."""
+        return bool(self.rate or self.netem or self.rtts or self.losses or self.rates)
 
     def all_mtus(self) -> tuple[int, ...]:
         """Every underlay MTU some workload runs at, in first-seen order."""
@@ -268,6 +276,11 @@ FLAG_NAMES = {"repeats": "--repeats", "budget": "--budget", "max_rounds": "--max
               "netem_rate": "--netem-rate", "tunnel": "--tunnels", "workload": "--workloads",
               "offloads": "--offloads", "testbed": "--testbed", "placement": "--placement",
               "cpus_per_site": "--cpus-per-site", "rtt": "--rtts"}
+
+
+# each testbed kind's [testbed] keys -> the run flags that set them (testbed/hubspec.py,
+# testbed/meshspec.py), so a kind's flag given without that kind is named as needing it
+TESTBED_FLAGS = {"hub": hubspec.FLAGS, "mesh": meshspec.FLAGS}
 
 
 def _num(problems: list[str], spot: str, val: Any, lo: float, hi: float,
@@ -345,8 +358,8 @@ def build(data: dict[str, Any], source: str = "command line",
         problems.append(f"{spot('warmup')} {warmup:g} s must be shorter than the duration "
                         f"({duration:g} s): it is excluded from the measurement")
     mtus = _mtus(exp.get("mtus", [1500]), spot("mtus"), problems)
-    rate = exp.get("rate")
-    if rate is not None and not _rate_ok(rate):
+    rate = None if wanaxis.is_axis(exp.get("rate")) else exp.get("rate")   # a list: the axis
+    if rate is not None and not wanaxis.rate_ok(rate):
         problems.append(f"{spot('rate')} {rate!r} is not a rate above 0 like 500mbit or 1gbit")
     order = exp.get("order", "listed")
     if order not in ("listed", "shuffled"):
@@ -373,9 +386,10 @@ def build(data: dict[str, Any], source: str = "command line",
         hub = None
     else:
         hub = hubspec.collect(testbed_raw, where, problems,
-                              frozenset(flags & {"kind", "spokes", *hubspec.MESH_FLAGS}),
+                              frozenset(flags & {k for f in TESTBED_FLAGS.values() for k in f}),
                               default=sum(1 for n in sites if n != "hub") or
-                              hubspec.DEFAULT_SPOKES)
+                              hubspec.DEFAULT_SPOKES,
+                              others={k: f for k, f in TESTBED_FLAGS.items() if k != "hub"})
     if hub is not None and available is not None:   # "all": every kind with a hub variant
         available = available & set(tunnels.hub_kinds())
     tunnel_specs = _tunnels(data.get("tunnel", [{"kind": k} for k in DEFAULT_TUNNELS]),
@@ -421,7 +435,7 @@ def build(data: dict[str, Any], source: str = "command line",
                        sequential=repeats is None, workloads=workload_specs)
         if cores and "placement" not in exp:   # the axis steers each site's receive work too
             placement_mode = "sites"
-    rtts, losses = wanaxis.parse(exp, spot, problems, hub=hub is not None,
+    axes = wanaxis.parse(exp, spot, problems, hub=hub is not None,
                                  mesh=mesh is not None, cores="cpus_per_site" in exp,
                                  sequential=repeats is None,
                                  local=not sites or any(s.local for s in sites.values()))
@@ -436,7 +450,8 @@ def build(data: dict[str, Any], source: str = "command line",
                       ssh_config=str(ssh_config) if ssh_config else None,
                       heartbeat=float(heartbeat), chain=chain, hub=hub, mesh=mesh,
                       placement=placement_mode, budget=budget, max_rounds=max_rounds,
-                      cpus_per_site=cores, rtts=rtts, losses=losses)
+                      cpus_per_site=cores, rtts=axes.rtts, losses=axes.losses,
+                      rates=axes.rates)
 
 
 def _cores(exp: dict[str, Any], spot: Any, problems: list[str], *, sites: bool, hub: bool,
@@ -524,11 +539,6 @@ def _sequential_keys(exp: dict[str, Any], spot: Any, problems: list[str],
                         f"{spot('repeats').split(': ')[-1]} fixes the rounds: leave out one "
                         "of them")
     return budget, max_rounds
-
-
-def _rate_ok(rate: Any) -> bool:
-    """A tc rate string above zero (tbf and netem cannot shape at 0)."""
-    return isinstance(rate, str) and bool(RATE_RE.match(rate)) and rates.rate_mbps(rate) > 0
 
 
 def _mtus(raw: Any, spot: str, problems: list[str]) -> list[int]:

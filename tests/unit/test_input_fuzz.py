@@ -373,7 +373,7 @@ LIST_VALUES = {"--tunnels": sorted(TUNNELS), "--workloads": sorted(WORKLOADS),
                "--mtu": ["1500", "9000"], "--offloads": sorted(spec.OFFLOAD_PRESETS),
                "--streams": ["1", "2", "4"], "--cpus-per-site": ["1"],
                # zeros only: no netem needed, so valid on a kernel without it (wanaxis.py)
-               "--rtts": ["0ms"], "--losses": ["0%"]}
+               "--rtts": ["0ms"], "--losses": ["0%"], "--rates": ["100mbit", "1gbit"]}
 NUMERIC_FLAGS = [a.option_strings[-1] for a in RUN_ACTIONS if a.type in (int, float)]
 TEXT_FLAGS = [a.option_strings[-1] for a in RUN_ACTIONS if a.type is None
               and a.option_strings[-1] not in cli.LIST_FLAGS]

@@ -77,6 +77,19 @@ def _one_wan_scenario(ok: list[CaseRecord], notes: list[str]) -> list[CaseRecord
     return [d for d in ok if axis_values(d) in (first, (None, None))]
 
 
+def _one_rate(ok: list[CaseRecord], notes: list[str]) -> list[CaseRecord]:
+    """A campaign on the rate axis (testbed/wanaxis.py): the summary reads the highest rate
+    (least of the shaping; report/axes.py tables every rate), noted, not the rates pooled."""
+    from .axes import rate_key, rate_of
+    seen = sorted({r for d in ok if (r := rate_of(d)) is not None}, key=rate_key)
+    if not seen:
+        return ok
+    if len(seen) > 1:
+        notes.append(f"figures at rate={seen[-1]}; measured: {', '.join(seen)} (the "
+                     "report's \"Underlay rate\" has each)")
+    return [d for d in ok if rate_of(d) in (seen[-1], None)]
+
+
 def _streams(case: CaseRecord) -> int:
     wl = case.workload          # the axes the writer recorded (results v2)
     for p in wl.axes:
@@ -174,6 +187,7 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
     ok = [d for d in c.ok if (d.mtu, d.offloads) == (mtu, off)]
     ok = _one_core_count(ok, notes)
     ok = _one_wan_scenario(ok, notes)
+    ok = _one_rate(ok, notes)
     offs = sorted({s[2] for s in c.scenarios()})
     if len(c.mtus()) > 1 or len(offs) > 1:
         notes.append(f"figures at underlay MTU {mtu}, offloads {off}; measured: MTU "

@@ -19,14 +19,14 @@ Pure over the typed case records (the values are the case's `rtt` / `loss`).
 
 from __future__ import annotations
 
-import html
 import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..results.records import CaseRecord
-from .data import Campaign, headline_metric
+from .axes import Share, groups, num, paired_share, share_text, table_html, where
+from .data import Campaign
 
 C_MATHIS = math.sqrt(1.5)
 HEADERS = {4: 52, 6: 72}   # IP + TCP with timestamps: MSS = MTU - this
@@ -113,19 +113,14 @@ class Sweep:
     def native(self) -> Method | None:
         return next((m for m in self.methods if m.native), None)
 
-    def share(self, m: Method, s: tuple[str, str]) -> tuple[float, float, float, int] | None:
+    def share(self, m: Method, s: tuple[str, str]) -> Share | None:
         """(geometric mean, lowest, highest, n) of the method / native of the same round at
         scenario s; None without a round that measured both."""
         nat = self.native()
         if nat is None:
             return None
-        ratios = [r[s] / nat.by_round[k][s] for k, r in m.by_round.items()
-                  if s in r and s in nat.by_round.get(k, {}) and nat.by_round[k][s] > 0
-                  and r[s] > 0]
-        if not ratios:
-            return None
-        gm = math.exp(statistics.fmean(math.log(x) for x in ratios))
-        return gm, min(ratios), max(ratios), len(ratios)
+        return paired_share((r[s], nat.by_round[k][s]) for k, r in m.by_round.items()
+                            if s in r and s in nat.by_round.get(k, {}))
 
     def model(self, m: Method, s: tuple[str, str], fixed_loss: float = 0.0) -> float | None:
         """The Mathis rate at scenario s in the metric's unit (None where not drawn)."""
@@ -154,14 +149,11 @@ def fixed(c: Campaign) -> tuple[float, float]:
 
 def sweeps(c: Campaign) -> list[Sweep]:
     """One Sweep per (base workload, MTU, offloads) measured at two or more scenarios."""
-    groups: dict[tuple[str, int, str], list[CaseRecord]] = {}
-    for r in c.ok:
-        if axis_values(r) != (None, None):
-            groups.setdefault((r.workload.base, r.mtu, r.offloads), []).append(r)
     family = int((c.index.get("experiment") or {}).get("family") or 4)
     base_rtt, _ = fixed(c)
     out = []
-    for (base, mtu, off), cases in groups.items():
+    for g in groups(c, lambda r: axis_values(r) != (None, None)):
+        cases, metric, unit = g.cases, g.metric, g.unit
         scen = [(a or "", b or "") for r in cases for a, b in [axis_values(r)]]
         rtts = list(dict.fromkeys(s[0] for s in scen))
         losses = list(dict.fromkeys(s[1] for s in scen))
@@ -169,8 +161,6 @@ def sweeps(c: Campaign) -> list[Sweep]:
         losses.sort(key=loss_key)
         if len(rtts) * len(losses) < 2:
             continue
-        metric = headline_metric(c, cases[0].workload.name) or "throughput"
-        unit = next((r.metrics[metric].unit for r in cases if metric in r.metrics), "")
         methods: dict[str, Method] = {}
         for r in cases:
             a, b = axis_values(r)
@@ -184,17 +174,9 @@ def sweeps(c: Campaign) -> list[Sweep]:
                 m.values.setdefault(s, []).append(v)
                 m.by_round.setdefault(r.repeat, {})[s] = v
         ordered = sorted(methods.values(), key=lambda m: not m.native)
-        out.append(Sweep(base, mtu, off, metric, unit, rtts, losses, ordered, base_rtt))
+        out.append(Sweep(g.workload, g.mtu, g.offloads, metric, unit, rtts, losses, ordered,
+                         base_rtt))
     return out
-
-
-def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
-
-
-def _share(sh: tuple[float, float, float, int] | None) -> str:
-    return (f"{100 * sh[0]:.1f}% ({100 * sh[1]:.1f}-{100 * sh[2]:.1f}; n={sh[3]})"
-            if sh else "-")
 
 
 def tables(s: Sweep, fixed_loss: float = 0.0) -> list[tuple[str, list[list[str]]]]:
@@ -207,12 +189,12 @@ def tables(s: Sweep, fixed_loss: float = 0.0) -> list[tuple[str, list[list[str]]
                 + [f"% of native at {n}" for n in names])
         rows = [head]
         for m in s.methods:
-            rows.append([m.tunnel] + [_num(m.mean(p)) for p in along]
-                        + [("100% (reference)" if m.native else _share(s.share(m, p)))
+            rows.append([m.tunnel] + [num(m.mean(p)) for p in along]
+                        + [("100% (reference)" if m.native else share_text(s.share(m, p)))
                            for p in along])
         model = [s.model(s.methods[0], p, fixed_loss) for p in along] if s.methods else []
         if any(v is not None for v in model):
-            rows.append(["Mathis model (MSS/RTT × 1.22/√p)"] + [_num(v) for v in model]
+            rows.append(["Mathis model (MSS/RTT × 1.22/√p)"] + [num(v) for v in model]
                         + ["" for _ in along])
         out.append((title, rows))
 
@@ -244,12 +226,6 @@ def section_html(c: Campaign) -> str:
              "is not Reno; netem drops whole GSO packets, so segments are lost less often "
              "than p).</p>"]
     for s in found:
-        where = s.workload + ("" if s.mtu == 1500 else f", MTU {s.mtu}") + \
-            ("" if s.offloads in ("default", "None") else f", offloads {s.offloads}")
         for title, cells in tables(s, fixed_loss):
-            th = "".join(f"<th>{html.escape(h)}</th>" for h in cells[0])
-            body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>"
-                           for r in cells[1:])
-            parts.append(f"<h3>{html.escape(where)}: {html.escape(title)}</h3>"
-                         f"<table><tr>{th}</tr>{body}</table>")
+            parts.append(table_html(f"{where(s.workload, s.mtu, s.offloads)}: {title}", cells))
     return "".join(parts)

@@ -13,7 +13,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from . import data, distance, hops, hubs, mesh, sitesize, stats, tradeoff
+from . import axes, data, distance, hops, hubs, mesh, sitesize, stats, tradeoff
 from .data import Campaign, Scenario
 from .figures import Figure
 from .takeaways import Takeaway, num
@@ -397,7 +397,7 @@ Workloads: {esc(', '.join(wls) or 'none')}.</p>
 <h2 id=tables>Results (mean ± 95% confidence interval over repeats)</h2>
 {summary_tables(c)}
 {hops.chain_html(c.cases)}{hops.section_html(c.cases)}
-{hubs.section_html(c.cases)}{mesh.section_html(c)}{sitesize.section_html(c)}{distance.section_html(c)}
+{hubs.section_html(c.cases)}{mesh.section_html(c)}{sitesize.section_html(c)}{distance.section_html(c)}{axes.rate_section_html(c)}
 {tradeoff.section_html(c)}
 <h2 id=figures>Figures</h2>
 {''.join(figure_html(f) for f in figs) or '<p>No figure: no ok case.</p>'}

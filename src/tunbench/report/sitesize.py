@@ -14,14 +14,13 @@ workload by results/records.name_cores).
 
 from __future__ import annotations
 
-import html
-import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..results.records import CORES, CaseRecord
-from .data import Campaign, headline_metric
+from .axes import groups, paired_share, share_text, table_html, where
+from .data import Campaign
 
 CPU = "cpu_per_gbit"
 
@@ -38,12 +37,8 @@ class MethodScaling:
     def share(self, low: int, high: int) -> tuple[float, float, float, int] | None:
         """(geometric mean, lowest, highest, n) of value(low)/value(high) over the rounds
         that measured both; None without one."""
-        ratios = [r[low] / r[high] for r in self.by_round.values()
-                  if low in r and high in r and r[high] > 0 and r[low] > 0]
-        if not ratios:
-            return None
-        gm = math.exp(statistics.fmean(math.log(x) for x in ratios))
-        return gm, min(ratios), max(ratios), len(ratios)
+        return paired_share((r[low], r[high]) for r in self.by_round.values()
+                            if low in r and high in r)
 
 
 @dataclass
@@ -66,19 +61,14 @@ def cores_of(r: CaseRecord) -> int | None:
 
 def scalings(c: Campaign) -> list[Scaling]:
     """One Scaling per (base workload, MTU, offloads) measured at two or more core counts."""
-    groups: dict[tuple[str, int, str], list[CaseRecord]] = {}
-    for r in c.ok:
-        if cores_of(r) is not None:
-            groups.setdefault((r.workload.base, r.mtu, r.offloads), []).append(r)
     out = []
-    for (base, mtu, off), cases in groups.items():
-        ks = sorted({k for r in cases if (k := cores_of(r)) is not None})
+    for g in groups(c, lambda r: cores_of(r) is not None):
+        ks = sorted({k for r in g.cases if (k := cores_of(r)) is not None})
         if len(ks) < 2:
             continue
-        metric = headline_metric(c, cases[0].workload.name) or "throughput"
-        unit = next((r.metrics[metric].unit for r in cases if metric in r.metrics), "")
+        metric = g.metric
         methods: dict[str, MethodScaling] = {}
-        for r in cases:
+        for r in g.cases:
             k = cores_of(r)
             assert k is not None
             m = methods.setdefault(r.tunnel.label, MethodScaling(r.tunnel.label))
@@ -89,7 +79,8 @@ def scalings(c: Campaign) -> list[Scaling]:
             cpu = r.value(CPU)
             if cpu is not None:
                 m.cpu.setdefault(k, []).append(cpu)
-        out.append(Scaling(base, mtu, off, metric, unit, ks, list(methods.values())))
+        out.append(Scaling(g.workload, g.mtu, g.offloads, metric, g.unit, ks,
+                           list(methods.values())))
     return out
 
 
@@ -109,11 +100,8 @@ def rows(s: Scaling) -> list[list[str]]:
             + [f"at {low} core(s) as % of at {high} (per-round range; n)"])
     out = [head]
     for m in s.methods:
-        sh = m.share(low, high)
-        share = (f"{100 * sh[0]:.1f}% ({100 * sh[1]:.1f}-{100 * sh[2]:.1f}; n={sh[3]})"
-                 if sh else "-")
         out.append([m.tunnel] + [_mean(m.head.get(k)) for k in s.cores]
-                   + [_mean1(m.cpu.get(k)) for k in s.cores] + [share])
+                   + [_mean1(m.cpu.get(k)) for k in s.cores] + [share_text(m.share(low, high))])
     return out
 
 
@@ -130,11 +118,5 @@ def section_html(c: Campaign) -> str:
              "figure at the fewest cores as a share of its figure at the most, the geometric "
              "mean of each round's ratio (lowest-highest round; n rounds).</p>"]
     for s in found:
-        where = s.workload + ("" if s.mtu == 1500 else f", MTU {s.mtu}") + \
-            ("" if s.offloads in ("default", "None") else f", offloads {s.offloads}")
-        cells = rows(s)
-        th = "".join(f"<th>{html.escape(h)}</th>" for h in cells[0])
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>"
-                       for r in cells[1:])
-        parts.append(f"<h3>{html.escape(where)}</h3><table><tr>{th}</tr>{body}</table>")
+        parts.append(table_html(where(s.workload, s.mtu, s.offloads), rows(s)))
     return "".join(parts)

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..rates import rate_mbps
+from ..results.model import VIA_CHAIN
 from ..results.records import CaseRecord
 from . import decide
 
@@ -201,10 +202,6 @@ def natural(text: str) -> tuple[Any, ...]:
     return tuple(int(p) if i % 2 else p for i, p in enumerate(re.split(r"(\d+)", text)))
 
 
-# the label suffix of cases measured through a chain next to direct ones
-# (topologies.chain.VIA_CHAIN): a native through the chain is measured against native direct,
-# not the reference itself
-VIA_CHAIN = " via chain"
 
 
 def is_reference(r: Row) -> bool:

@@ -21,6 +21,10 @@ CASE_FORMAT = "tunbench-case"
 INDEX_FORMAT = "tunbench-campaign"
 
 CASE_STATUSES = ("ok", "failed", "skipped")
+# the label suffix of the cases a chain measures next to direct ones (topologies/chain.py sets
+# it; sequential.py and the report read it: neither imports a topology): a native through the
+# chain is a method measured against native direct, not the reference itself
+VIA_CHAIN = " via chain"
 
 # Dimension keys that qualify a measurement (which percentile, which search goal, frame size,
 # layer, load); any other dimension of a metric is a point on an x axis (a sweep, e.g.

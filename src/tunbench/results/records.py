@@ -356,7 +356,7 @@ def name_cores(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-WAN_AXES = ("rtt", "loss")   # the RTT and loss axes (testbed/wanaxis.py), as the case recorded them
+WAN_AXES = ("rtt", "loss", "rate")   # the axes of testbed/wanaxis.py, as the case recorded them
 
 
 def name_wan(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -205,7 +205,8 @@ def _insert_campaign(conn: sqlite3.Connection, root: Path, digest: str,
 def _insert_case(conn: sqlite3.Connection, cid: int, case: CaseRecord,
                  camp: CampaignRecord) -> int:
     t, w = case.tunnel, case.workload
-    rate = case.rate or camp.experiment.get("rate")
+    fixed = camp.experiment.get("rate")   # a list is the rate axis: each case has its own
+    rate = case.rate or (fixed if isinstance(fixed, str) else None)
     cur = conn.execute(
         'INSERT INTO "case" (campaign_id, case_id, tunnel, kind, impl, encrypts, workload, '
         "workload_params, mtu, offloads, repeat, status, error, started, ended, rate) "

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .hub import MAX_SPOKES
-from .topology import SiteSpec, parse_site
+from .topology import SiteSpec, parse_host_sites
 
 KINDS = ("pair", "hub", "mesh")   # mesh: testbed/meshspec.py
 KEYS = ("kind", "spokes")
@@ -56,7 +56,6 @@ class HubSpec:
 
 
 FLAGS = {"kind": "--testbed", "spokes": "--spokes"}
-MESH_FLAGS = {"sites": "--sites"}   # testbed/meshspec.py reads them with --testbed mesh
 
 
 def is_hub(raw: Any) -> bool:
@@ -70,34 +69,13 @@ def parse_sites(raw: Any, where: str, problems: list[str],
     and tables as docs/remote.md; IPv4 underlay). `spokes`: testbed.spokes as given (None:
     left out), which must then be N (`spokes_flag`: it came from --spokes). Empty when
     nothing usable was given."""
-    if raw in (None, {}):
-        return {}
-    if not isinstance(raw, dict):
-        problems.append(f"{where}: [sites] must be a table like {{ hub = \"root@hub1\", "
-                        "s1 = \"root@edge1\" }")
-        return {}
     count = len(problems)
-    out: dict[str, SiteSpec] = {}
-    odd = [str(n) for n in raw if n != "hub" and not SPOKE_RE.fullmatch(str(n))]
-    if odd:
-        problems.append(f"{where}: site(s) {', '.join(sorted(odd))} are not hub testbed sites "
-                        "(name them hub and s1..sN, one host each: --site hub=USER@HOST "
-                        "--site s1=USER@HOST ...)")
-        return {}
-    for name in sorted(raw, key=str):
-        site = parse_site(name, raw[name], where, problems)
-        if site is None:
-            continue
-        if site.local:
-            problems.append(f"{where}: sites.{name} is 'local': a hub testbed on hosts puts "
-                            "every site on a host of its own (leave [sites] / --site out for "
-                            "the hub on this host's namespaces)")
-        elif site.underlay6:
-            problems.append(f"{where}: sites.{name}.underlay6: the hub testbed runs over an "
-                            "IPv4 underlay only (leave underlay6 out)")
-        else:
-            out[name] = site
-    if len(problems) > count:
+    out = parse_host_sites(raw, where, problems, testbed="hub testbed",
+                           example='{ hub = "root@hub1", s1 = "root@edge1" }',
+                           named=lambda n: n == "hub" or SPOKE_RE.fullmatch(n) is not None,
+                           naming="name them hub and s1..sN, one host each: --site "
+                                  "hub=USER@HOST --site s1=USER@HOST ...")
+    if not out:
         return {}
     if "hub" not in out:
         problems.append(f"{where}: site hub is missing (give --site hub=USER@HOST, or hub = "
@@ -131,10 +109,11 @@ def parse_sites(raw: Any, where: str, problems: list[str],
 
 
 def collect(raw: Any, where: str, problems: list[str],
-            flags: frozenset[str] = frozenset(), default: int = DEFAULT_SPOKES
-            ) -> HubSpec | None:
+            flags: frozenset[str] = frozenset(), default: int = DEFAULT_SPOKES,
+            others: dict[str, dict[str, str]] | None = None) -> HubSpec | None:
     """The `[testbed]` table (None: the default pair testbed). `flags`: the keys set by
-    command-line flags, named as those flags."""
+    command-line flags, named as those flags; `others`: the other testbed kinds' keys and
+    their flags (spec.TESTBED_FLAGS), so such a flag without its kind is named as needing it."""
     def spot(key: str) -> str:
         return FLAGS[key] if key in flags else f"{where}: testbed.{key}"
 
@@ -145,9 +124,10 @@ def collect(raw: Any, where: str, problems: list[str],
                         "spokes = 10 }")
         return None
     for key in sorted(set(raw) - set(KEYS)):
-        if key in MESH_FLAGS and key in flags:   # a mesh's flag without --testbed mesh
-            problems.append(f"{MESH_FLAGS[key]} needs the mesh testbed (--testbed mesh "
-                            f"{MESH_FLAGS[key]} N)")
+        owner = next((k for k, f in (others or {}).items() if key in f), None)
+        if owner and key in flags:   # e.g. the mesh's --sites without --testbed mesh
+            flag = (others or {})[owner][key]
+            problems.append(f"{flag} needs the {owner} testbed (--testbed {owner} {flag} N)")
             continue
         problems.append(f"{where}: unknown field testbed.{key} (known: {', '.join(KEYS)})")
     kind = raw.get("kind", "pair")

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .topology import SiteSpec, parse_site
+from .topology import SiteSpec, parse_host_sites
 
 KEYS = ("kind", "sites", "pairs", "directions", "parallel")
 FLAGS = {"kind": "--testbed", "sites": "--sites"}
@@ -80,36 +80,13 @@ def _index(name: str) -> int:
 def parse_sites(raw: Any, where: str, problems: list[str]) -> dict[str, SiteSpec]:
     """`[sites]` of a mesh on hosts: s1..sN, each a host of its own over SSH (targets and
     tables as docs/remote.md; IPv4 underlay). Empty when none is given or when refused."""
-    if raw in (None, {}):
-        return {}
-    if not isinstance(raw, dict):
-        problems.append(f"{where}: [sites] must be a table like {{ s1 = \"root@h1\", "
-                        "s2 = \"root@h2\", s3 = \"root@h3\" }")
-        return {}
-    count = len(problems)
-    odd = sorted(str(n) for n in raw if not SITE_RE.fullmatch(str(n)))
-    if odd:
-        problems.append(f"{where}: site(s) {', '.join(odd)} are not mesh sites (name them "
-                        "s1..sN, one host each: --site s1=USER@HOST --site s2=USER@HOST ...)")
-        return {}
-    out: dict[str, SiteSpec] = {}
-    for name in sorted(raw, key=_index):
-        site = parse_site(name, raw[name], where, problems)
-        if site is None:
-            continue
-        if site.local:
-            problems.append(f"{where}: sites.{name} is 'local': a mesh on hosts puts every "
-                            "site on a host of its own (leave [sites] / --site out for the "
-                            "mesh on this host's namespaces)")
-        elif site.underlay6:
-            problems.append(f"{where}: sites.{name}.underlay6: the mesh on hosts runs over "
-                            "an IPv4 underlay only (leave underlay6 out)")
-        elif site.cpus:
-            problems.append(f"{where}: sites.{name}.cpus: the mesh on hosts does not place "
-                            "a site's processes on CPUs yet (leave cpus out)")
-        else:
-            out[name] = site
-    if len(problems) > count:
+    out = parse_host_sites(raw, where, problems, testbed="mesh",
+                           example='{ s1 = "root@h1", s2 = "root@h2", s3 = "root@h3" }',
+                           named=lambda n: SITE_RE.fullmatch(n) is not None,
+                           naming="name them s1..sN, one host each: --site s1=USER@HOST "
+                                  "--site s2=USER@HOST ...",
+                           order=_index, cpus=False)
+    if not out:
         return {}
     indexes = sorted(_index(n) for n in out)
     if indexes != list(range(1, len(indexes) + 1)):

@@ -95,6 +95,46 @@ def parse_site(name: str, val: Any, where: str, problems: list[str]) -> SiteSpec
                     str(val.get("underlay4", "")), str(val.get("underlay6", "")), str(cpus))
 
 
+def parse_host_sites(raw: Any, where: str, problems: list[str], *, testbed: str,
+                     example: str, named: Callable[[str], bool], naming: str,
+                     order: Callable[[str], Any] = str, cpus: bool = True
+                     ) -> dict[str, SiteSpec] | None:
+    """`[sites]` of a testbed whose every site is a host of its own (a hub's, a mesh's):
+    each entry as parse_site, none 'local', IPv4 underlay only (`cpus`: a site may have
+    cpus). {} when none is given; None when refused (the problem named). `testbed`: how
+    the refusals name it ('hub testbed', 'mesh'); `example`: a table like the one expected;
+    `named`: whether a site name is one of this testbed's, `naming` how they are named."""
+    if raw in (None, {}):
+        return {}
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: [sites] must be a table like {example}")
+        return None
+    count = len(problems)
+    odd = sorted(str(n) for n in raw if not named(str(n)))
+    if odd:
+        problems.append(f"{where}: site(s) {', '.join(odd)} are not {testbed} sites "
+                        f"({naming})")
+        return None
+    out: dict[str, SiteSpec] = {}
+    for name in sorted(raw, key=order):
+        site = parse_site(name, raw[name], where, problems)
+        if site is None:
+            continue
+        if site.local:
+            problems.append(f"{where}: sites.{name} is 'local': a {testbed} on hosts puts "
+                            "every site on a host of its own (leave [sites] / --site out for "
+                            f"the {testbed.split()[0]} on this host's namespaces)")
+        elif site.underlay6:
+            problems.append(f"{where}: sites.{name}.underlay6: the {testbed} runs over an "
+                            "IPv4 underlay only (leave underlay6 out)")
+        elif site.cpus and not cpus:
+            problems.append(f"{where}: sites.{name}.cpus: the {testbed} on hosts does not "
+                            "place a site's processes on CPUs yet (leave cpus out)")
+        else:
+            out[name] = site
+    return out if len(problems) == count else None
+
+
 def parse_sites(raw: Any, where: str, problems: list[str]) -> dict[str, SiteSpec]:
     """`[sites]` of an experiment file ({a = {target = ...}, b = ...}, or a = "user@host"),
     or what `--site a=...` gave. Both sites or none."""

@@ -13,16 +13,12 @@ from ..chain import hops as chain_hops
 from ..chain import hosts as chain_hosts
 from ..errors import SpecError
 from ..remote.transport import SshOptions
+from ..results.model import VIA_CHAIN
 from ..testbed import topology
 from ..testbed.base import Testbed
 from ..testbed.ledger import Ledger
 from .base import Slot, Topology, TopoNeeds, TopoParam, check_mtu
 from .pair import open_sites
-
-# the label suffix of the cases measured through the chain when a campaign also measures them
-# direct (report.stats.VIA_CHAIN and sequential.VIA_CHAIN read it: the report imports no
-# topology)
-VIA_CHAIN = " via chain"
 
 
 class Chain(Topology):
@@ -110,10 +106,12 @@ class Chain(Topology):
         sites and functions as namespaces there (chain/hosts.py)."""
         cls.check(exp, case, hosts)
         if hosts is not None:
-            tb: Testbed = hosts.build(run_id, ledger, mtu=case.mtu, rate=exp.rate,
+            tb: Testbed = hosts.build(run_id, ledger, mtu=case.mtu,
+                                      rate=exp.case_rate(case.rate),
                                       netem=exp.case_netem(case.rtt, case.loss), chain=exp.chain)
             return tb
-        return chain_build.build(run_id, ledger, exp.chain, mtu=case.mtu, rate=exp.rate,
+        return chain_build.build(run_id, ledger, exp.chain, mtu=case.mtu,
+                                 rate=exp.case_rate(case.rate),
                                  netem=exp.case_netem(case.rtt, case.loss))
 
 

@@ -55,10 +55,12 @@ class Pair(Topology):
         underlay (testbed/topology.py), shaped as the experiment says."""
         cls.check(exp, case, hosts)
         if hosts is not None:
-            tb: Testbed = hosts.build(run_id, ledger, mtu=case.mtu, rate=exp.rate,
+            tb: Testbed = hosts.build(run_id, ledger, mtu=case.mtu,
+                                      rate=exp.case_rate(case.rate),
                                       netem=exp.case_netem(case.rtt, case.loss), chain=None)
             return tb
-        return local.build(run_id, ledger, mtu=case.mtu, rate=exp.rate, netem=exp.case_netem(case.rtt, case.loss))
+        return local.build(run_id, ledger, mtu=case.mtu, rate=exp.case_rate(case.rate),
+                           netem=exp.case_netem(case.rtt, case.loss))
 
 
 def open_sites(exp: Any, ssh: SshOptions, *, tools: Needed | None = None,

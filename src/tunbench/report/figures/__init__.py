@@ -16,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")   # before any module below imports pyplot
 from ..data import Campaign  # noqa: E402
+from .axes import rate_figures  # noqa: E402
 from .bars import line_rate_figures, ndr_figures, other_metric_figures  # noqa: E402
 from .base import (  # noqa: E402
     CPU_CEILING,
@@ -41,7 +42,7 @@ from .tradeoff import tradeoff_figures  # noqa: E402
 FIGURES: tuple[Callable[[Campaign, Path, Palette], Iterator[Figure]], ...] = (
     pct_native_figures, series_figures, cpu_figures, percore_figures, mtu_figures, cdf_figures,
     sweep_figures, tradeoff_figures, line_rate_figures, ndr_figures, other_metric_figures,
-    mesh_figures, distance_figures)
+    mesh_figures, distance_figures, rate_figures)
 
 
 def render(c: Campaign, out: Path) -> list[Figure]:
@@ -71,6 +72,7 @@ __all__ = [
     "pct_interval",
     "pct_native_figures",
     "percore_figures",
+    "rate_figures",
     "render",
     "scen_text",
     "series_figures",
