@@ -4,7 +4,9 @@ The timer fires every `every` (OnUnitActiveSec) with systemd's own random slip
 (RandomizedDelaySec); the service runs `tunbench schedule run NAME --no-slip`, which checks
 the window, days and --until itself (the same code as --foreground) and takes the schedule's
 lock. A oneshot service is never started again while it runs, so systemd alone already
-prevents overlap; the lock also covers a foreground loop of the same schedule.
+prevents overlap; the lock also covers a foreground loop or a by-hand `schedule run` of the
+same schedule. The service gets the schedules folder and, when set (a source checkout), the
+PYTHONPATH of the `schedule add` that wrote it, so it runs the same tunbench.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def timer_unit(s: Schedule) -> str:
 
 def service_unit(s: Schedule, python: str = sys.executable) -> str:
     env = [f"TUNBENCH_SCHEDULE_DIR={schedules_dir()}"]
+    if os.environ.get("PYTHONPATH"):   # a source checkout: the timer runs the code that added it
+        env.append(f"PYTHONPATH={os.environ['PYTHONPATH']}")
     argv = [python, "-m", "tunbench", "schedule", "run", s.name, "--no-slip"]
     return "\n".join([
         "[Unit]", f"Description=tunbench campaign of schedule {s.name}",
