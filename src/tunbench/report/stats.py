@@ -21,8 +21,6 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from scipy import stats as sps
-
 from ..rates import rate_mbps
 from ..results.records import CaseRecord
 from . import decide
@@ -54,7 +52,7 @@ def summarize(values: list[float], confidence: float = 0.95) -> Summary:
     mean = statistics.fmean(values)
     std = statistics.stdev(values) if n > 1 else 0.0
     if n > 1:
-        half = float(sps.t.ppf((1 + confidence) / 2, n - 1)) * std / math.sqrt(n)
+        half = float(decide.t_ppf((1 + confidence) / 2, n - 1)) * std / math.sqrt(n)
     else:
         half = 0.0
     cv = std / abs(mean) if mean else None
