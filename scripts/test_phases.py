@@ -288,11 +288,25 @@ def run_group(group: list[Phase]) -> None:
             print(phase.log.read_text(errors="replace"), end="", flush=True)
 
 
+def compile_src(root: Path = ROOT) -> str:
+    """Byte-compile src/ into its __pycache__ folders (only stale or missing files), once,
+    before the phases: with PYTHONDONTWRITEBYTECODE set (as on this machine) a clean clone
+    has none, so every Python process of the suite (each `tunbench` a test starts, each
+    guest process in the VM lab) compiled the tunbench modules it imports (a `tunbench run`'s
+    tunbench imports: 0.63 s here without bytecode, 0.51 s with it). The line to print."""
+    import compileall
+    t0 = time.monotonic()
+    ok = compileall.compile_dir(root / "src", quiet=2, workers=1)
+    return (f"make test: src/ byte-compiled in {time.monotonic() - t0:.1f} s"
+            + ("" if ok else " (some files did not compile: their tests will say why)"))
+
+
 def main(argv: list[str]) -> int:
     python = sys.executable
     extra = argv[1:]
     if extra:   # TEST_ARGS given: the developer's own selection, one pytest
         return call([python, "-m", "pytest", *extra], cwd=ROOT)
+    print(compile_src(), flush=True)
     with tempfile.TemporaryDirectory(prefix="tb-tests-") as tmp:
         done: list[Phase] = []
         cases: list[Case] = []

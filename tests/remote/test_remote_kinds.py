@@ -37,7 +37,7 @@ def experiment(hosts: SshHosts, tunnel: dict[str, Any], workload: dict[str, Any]
         for name in ("a", "b"):
             h = hosts.hosts[sites[name]]
             sites[name] = {"target": h.name, "underlay6": h.addr6}
-    return spec.build({"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
+    return spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1},
                        "tunnel": [tunnel], "workload": [workload], "sites": sites}, "test")
 
 
@@ -318,7 +318,7 @@ def test_datapath_daemon_dying_on_a_host_fails_the_case(hosts: SshHosts,
 
 # ---- --offloads on remote sites ------------------------------------------------------------
 def offload_experiment(hosts: SshHosts, sites: dict[str, Any]) -> spec.Experiment:
-    return spec.build({"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
+    return spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1},
                        "tunnel": [{"kind": "vxlan"}], "workload": [{"name": "stream"}],
                        "offloads": [{"name": "default"},
                                     {"name": "no-tso-gro", "tso": "off", "gro": "off"}],

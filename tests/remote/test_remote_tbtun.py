@@ -60,7 +60,7 @@ def test_tbtun_kinds_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     # the stream only: the tunnel is shipped, loaded, pinned and counted per case whatever
     # the workload (a latency case over it ran here too until issue 27: the same tbtun path,
     # 2 cases of ~12 s; latency between hosts is test_sites.py's)
-    exp = spec.build({"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
+    exp = spec.build({"experiment": {"duration": 1, "warmup": 0, "repeats": 1},
                       "tunnel": [{"kind": "ebpf-vxlan"}, {"kind": "ebpf-geneve"}],
                       "workload": [{"name": "stream"}],
                       "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}},

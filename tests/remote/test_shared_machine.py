@@ -75,7 +75,7 @@ def test_sites_on_one_machine_run_apart_and_record_shared_cpus(shared_hosts: Ssh
                                                                tmp_path: Path) -> None:
     hosts = shared_hosts
     before = _run_entries()
-    data = {"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
+    data = {"experiment": {"duration": 1, "warmup": 0, "repeats": 1},
             "tunnel": [{"kind": "native"}, {"kind": "vxlan"},
                        {"kind": "wireguard", "impl": "go"}],
             "workload": [{"name": "stream"}],

@@ -17,7 +17,7 @@ from tunbench import proc, spec
 from tunbench.errors import SpecError, TunbenchError, UnavailableError
 from tunbench.remote.transport import Connection
 from tunbench.runner import run_campaign
-from tunbench.testbed import netlink
+from tunbench.testbed import netlink, topology
 from tunbench.workloads import loadgen
 
 pytestmark = [pytest.mark.netns, pytest.mark.correctness]
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.netns, pytest.mark.correctness]
 
 def experiment(hosts: SshHosts, tunnels: list[str], workloads: list[Any],
                **exp: Any) -> spec.Experiment:
-    data = {"experiment": {"duration": 2, "warmup": 0, "repeats": 1, **exp},
+    data = {"experiment": {"duration": 1, "warmup": 0, "repeats": 1, **exp},
             "tunnel": [{"kind": k} for k in tunnels],
             "workload": [w if isinstance(w, dict) else {"name": w} for w in workloads],
             "sites": {"ssh_config": str(hosts.ssh_config), "a": "h1", "b": "h2"}}
@@ -330,7 +330,7 @@ def test_ovs_userspace_on_the_ssh_interface_is_refused(hosts: SshHosts, tmp_path
 def test_ovs_vxlan_userspace_over_a_second_link(hosts: SshHosts, second_link: tuple[str, str],
                                                 tmp_path: Path) -> None:
     u1, u2 = second_link
-    data = {"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
+    data = {"experiment": {"duration": 1, "warmup": 0, "repeats": 1},
             "tunnel": [{"kind": "ovs-vxlan", "datapath": "netdev"}],
             "workload": [{"name": "stream"}, {"name": "latency", "protocol": "udp"}],
             "sites": {"ssh_config": str(hosts.ssh_config),
@@ -353,7 +353,7 @@ def test_ovs_vxlan_userspace_over_a_second_link(hosts: SshHosts, second_link: tu
 def test_local_site_and_a_remote_host(hosts: SshHosts, tmp_path: Path) -> None:
     """--site a=local: site a is this host's root namespace (here: the test process's), site
     b a host over SSH; the vxlan device and the inner address exist here only for the case."""
-    data = {"experiment": {"duration": 2, "warmup": 0, "repeats": 1},
+    data = {"experiment": {"duration": 1, "warmup": 0, "repeats": 1},
             "tunnel": [{"kind": "vxlan"}], "workload": [{"name": "stream"}],
             "sites": {"ssh_config": str(hosts.ssh_config), "a": "local", "b": "h2"}}
     before = set(netlink.link_names(None))
@@ -377,8 +377,12 @@ class _StopOnMeasuring(_KillOnMeasuring):
             self.hosts.hosts["h2"].stop_sshd()
 
 
-def test_host_that_stays_unreachable_stops_the_campaign(hosts: SshHosts,
-                                                        tmp_path: Path) -> None:
+def test_host_that_stays_unreachable_stops_the_campaign(hosts: SshHosts, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    # the same tries at a test's pace: each is refused at once (sshd stopped), so the 5 s
+    # between them (topology.RECONNECT_PAUSE, for a host that reboots) would only be waited
+    monkeypatch.setattr(topology, "RECONNECT_PAUSE", 0.2)
     exp = experiment(hosts, ["native", "vxlan"], ["ping"])
     rep = _StopOnMeasuring(hosts)
     try:

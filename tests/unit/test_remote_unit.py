@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import shlex
+import sys
 import zipfile
 from io import BytesIO
 from pathlib import Path
@@ -78,6 +79,33 @@ def test_zipapp_holds_the_agent_and_pyroute2() -> None:
             "pyroute2/__init__.py"} <= set(names)
     small = zipfile.ZipFile(BytesIO(client.build_zipapp(netlink=False))).namelist()
     assert not any(n.startswith("pyroute2/") for n in small)
+
+
+def test_zipapp_ships_bytecode_the_site_python_runs(tmp_path: Path) -> None:
+    """Every module of the zip has its bytecode beside it, which a Python of this version
+    imports as it is (the module's file is the .pyc); with bytecode of another version
+    (another magic number) the same zip still imports, from the sources."""
+    data = client.build_zipapp(netlink=True)
+    names = set(zipfile.ZipFile(BytesIO(data)).namelist())
+    sources = {n for n in names if n.endswith(".py")}
+    assert {n[:-3] + ".pyc" for n in sources} == names - sources
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import tbagent.core, tbagent.nl; "
+            "from pyroute2 import IPRoute; import pyroute2; "
+            "print(tbagent.core.__file__, pyroute2.__file__)")
+    good = tmp_path / "agent.pyz"
+    good.write_bytes(data)
+    r = proc.run([sys.executable, "-I", "-S", "-c", code, str(good)], timeout=60)
+    assert [f.rsplit("/", 2)[-2:] for f in r.stdout.split()] == [
+        ["tbagent", "core.pyc"], ["pyroute2", "__init__.pyc"]], r.stdout
+    other = tmp_path / "other.pyz"   # as a site of another Python version sees it
+    with zipfile.ZipFile(BytesIO(data)) as src, zipfile.ZipFile(other, "w") as dst:
+        for info in src.infolist():
+            raw = src.read(info)
+            dst.writestr(info, b"\x00\x00\r\n" + raw[4:] if info.filename.endswith(".pyc")
+                         else raw)
+    r = proc.run([sys.executable, "-I", "-S", "-c", code, str(other)], timeout=60)
+    assert [f.rsplit("/", 2)[-2:] for f in r.stdout.split()] == [
+        ["tbagent", "core.py"], ["pyroute2", "__init__.py"]], r.stdout
 
 
 def _req(agent: core.Agent, op: str, **args: object) -> dict:

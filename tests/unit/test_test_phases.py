@@ -128,3 +128,19 @@ def test_the_phases_split_the_suite_exactly(tmp_path: Path) -> None:
         groups = [(p.key, p.group, p.log is not None) for p in tp.phases("python3", Path(tmp))]
     assert groups == [("pure", 1, False), ("vm", 1, True), ("remote", 1, True),
                       ("live", 2, False)]
+
+
+def test_src_is_byte_compiled_before_the_phases(tmp_path: Path) -> None:
+    """compile_src writes each module's current .pyc (which a Python run without writing
+    bytecode then reads instead of compiling) and says so in one line."""
+    mod = tmp_path / "src" / "tbpkg" / "mod.py"
+    mod.parent.mkdir(parents=True)
+    (mod.parent / "__init__.py").write_text("")
+    mod.write_text("VALUE = 42\n")
+    line = tp.compile_src(tmp_path)
+    assert line.startswith("make test: src/ byte-compiled in ") and line.endswith(" s"), line
+    r = subprocess.run([sys.executable, "-B", "-c", "import tbpkg.mod as m; print(m.VALUE)"],
+                       capture_output=True, text=True, check=True, timeout=60,
+                       env={"PYTHONPATH": str(tmp_path / "src"), "PYTHONVERBOSE": "1"})
+    assert r.stdout.split() == ["42"]
+    assert f"matches {mod}" in r.stderr, r.stderr[-2000:]   # read from the .pyc

@@ -139,3 +139,28 @@ def test_missing_host_tools_name_the_packages(monkeypatch) -> None:
     with pytest.raises(UnavailableError) as exc:
         image.check_host()
     assert "apt-get install busybox-static debootstrap" in exc.value.hint
+
+
+def test_the_tree_is_byte_compiled_for_a_guest_python_of_this_version(tmp_path: Path) -> None:
+    """The guest reads the tree read-only without writing bytecode: the host compiles src/
+    (each module's current .pyc, which a Python of this version imports as it is), and does
+    nothing for a guest Python of another version, which would not read it."""
+    import importlib.util
+    import subprocess
+    import sys
+    mod = tmp_path / "src" / "tbpkg" / "mod.py"
+    mod.parent.mkdir(parents=True)
+    (mod.parent / "__init__.py").write_text("")
+    mod.write_text("VALUE = 42\n")
+    pyc = Path(importlib.util.cache_from_source(str(mod)))
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    qemu.compile_tree(tmp_path, image.Image(tmp_path, "6.1.0", "2.7", False))
+    assert not pyc.exists()
+    qemu.compile_tree(tmp_path, image.Image(tmp_path, "6.1.0", here, False))
+    assert pyc.exists()
+    code = "import tbpkg.mod as m; print(m.__spec__.cached, m.VALUE)"
+    r = subprocess.run([sys.executable, "-B", "-c", code], capture_output=True, text=True,
+                       env={"PYTHONPATH": str(tmp_path / "src"), "PYTHONVERBOSE": "1"},
+                       check=True, timeout=60)
+    assert r.stdout.split() == [str(pyc), "42"]
+    assert f"matches {mod}" in r.stderr, r.stderr[-2000:]   # read from the .pyc, not compiled

@@ -64,7 +64,7 @@ def test_ping_sees_each_rtt() -> None:
 def test_rtt_axis_campaign(tmp_path: Path) -> None:
     out = tmp_path / "res"
     r = proc.run([sys.executable, "-m", "tunbench", "run", "--tunnels", "native,vxlan",
-                  "--rtts", ",".join(RTTS), "--duration", "2", "--warmup", "0",
+                  "--rtts", ",".join(RTTS), "--duration", "1", "--warmup", "0",
                   "--repeats", "1", "--workloads", "stream", "--no-report", "--json",
                   "--out", str(out)], timeout=600, check=False)
     assert r.returncode == 0, r.stderr

@@ -3,7 +3,7 @@ qemu) joined by a virtual underlay link, reached by tunbench on the host only ov
 the same `--site a=... --site b=... --ssh-config FILE` a user types.
 
 The kinds are the ones this host's kernel cannot run (Geneve, GRE, kernel WireGuard, kernel
-ESP) plus native; a 2 s stream each, in one campaign (one agent start per guest; latency
+ESP) plus native; a 1 s stream each, in one campaign (one agent start per guest; latency
 between hosts is proven by tests/remote on this host's sshd hosts, and would double the
 tier's time under TCG). Correctness only: TCG runs 25-30x slower than the host, so no figure is compared, only that traffic crossed each tunnel, measured
 on each site apart, and that nothing is left on either guest.

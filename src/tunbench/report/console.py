@@ -13,7 +13,7 @@ from ..results import records
 from ..results.model import MetricRecord
 from ..results.records import CaseRecord
 from ..shell import Console
-from . import data, hops, hubs, mesh, stats
+from . import data, hops, hubs, stats
 from . import metrics as catalogue
 
 # cpu_busy_a/_b exist when the sites are separate hosts: each end's CPU apart
@@ -113,6 +113,9 @@ def print_summary(cases: list[dict[str, Any]], out_dir: str,
     hops.print_chain(console, as_recorded)   # chain campaigns only: diagram, chain vs direct
     hops.print_table(console, as_recorded)
     hubs.print_table(console, as_recorded)   # hub campaigns only
+    # matplotlib's colours behind it: imported once a summary is printed (not by --json)
+    from . import mesh
+
     if any(mesh.pair_of(r) for r in as_recorded):   # mesh campaigns only: the grids
         mesh.print_grids(console, data.Campaign(Path(out_dir), {}, as_recorded,
                                                 stats.rows(as_recorded)))

@@ -91,6 +91,19 @@ def host_site_packages(image: Image) -> Path | None:
     return site if site.is_dir() else None
 
 
+def compile_tree(root: Path, image: Image) -> None:
+    """Byte-compile the tree's src/ into its __pycache__ folders (as any Python run that may
+    write bytecode leaves them), when the guest's Python reads this one's bytecode (same
+    minor version). The guest sees the tree read-only with PYTHONDONTWRITEBYTECODE: without
+    them every Python process there (pytest, each `tunbench run` a guest test starts)
+    compiles every tunbench module it imports, under TCG. Only stale or missing files are
+    compiled: seconds once, then nothing."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" != image.python_version:
+        return   # a guest Python of another version would not read them
+    import compileall
+    compileall.compile_dir(root / "src", quiet=2, workers=1)
+
+
 def qemu_argv(qemu: str, image: Image, *, boot_mode: str, accel_kind: str, console: Path,
               shares: dict[str, tuple[Path, bool]], memory_mb: int = 2048, cpus: int = 2,
               nics: tuple[str, ...] = ()) -> list[str]:
@@ -121,6 +134,7 @@ def boot(image: Image, command: list[str], *, timeout: float = 600.0,
     """
     qemu = proc.require("qemu-system-x86_64")
     root = project_root()
+    compile_tree(root, image)
     _sweep_orphan_tempdirs()
     base = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
     try:
