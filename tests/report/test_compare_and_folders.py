@@ -242,7 +242,7 @@ def test_campaign_cut_short_is_labelled_with_its_resume_command(
 
 # -- the page's layout in Chromium -----------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["idle", "loss"])
+@pytest.mark.parametrize("name", ["idle", "loss", "srv6-gateways", "cores"])
 def test_report_has_no_sideways_scroll_at_1400_and_390(
         built: Callable[[str], build.Report], browser: Callable, name: str) -> None:
     rep = built(name)

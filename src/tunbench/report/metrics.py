@@ -42,7 +42,7 @@ EXACT: dict[str, tuple[str, str | None]] = {
     "rtt_avg": ("Ping RTT, average", None),
     "rtt_max": ("Ping RTT, max", None),
     "rtt_mdev": ("Ping RTT, mean deviation", None),
-    "loss": ("Packet loss", None),
+    "loss": ("Packet loss", "% of packets sent"),   # ping, udp-rate (iperf3 -u: datagrams)
     "jitter": ("Jitter", None),
     "sent_rate": ("Sent rate", None),
     "ttl": ("TTL at the far end", None),
