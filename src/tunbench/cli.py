@@ -322,10 +322,13 @@ def _dry_run(exp: spec.Experiment, out: Path, resume: bool) -> int:
     if exp.cpus_per_site:   # which CPUs each site gets at each count (testbed/sitecores.py)
         from .testbed import sitecores
         have = sitecores.host_cpus()
-        print("cores per site: " + "; ".join(
-            f"{k}: a on {(s := sitecores.site_sets(k, have))['a']}, b on {s['b']}"
+        lay = sitecores.layout(exp.cpus_per_site, len(have))
+        print(f"cores per site, {lay}: " + "; ".join(
+            f"{k}: a on {(s := sitecores.site_sets(k, have, lay))['a']}, b on {s['b']}"
             for k in exp.cpus_per_site) + " (a cpuset cgroup per site"
             + (", RPS on its underlay)" if exp.placement != "processes" else ")"))
+        print(f"  layout {lay}: "
+              + sitecores.layout_reason(lay, exp.cpus_per_site, len(have)))
     if exp.rtts or exp.losses:   # the netem of each scenario (testbed/wanaxis.py)
         from .testbed import wanaxis
         print("scenarios (netem on each underlay end): " + "; ".join(
@@ -770,7 +773,9 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
     where.add_argument("--cpus-per-site", metavar="K,...", help="site size in cores, "
                        "comma-separated counts (e.g. 1,2): each a scenario, every method "
                        "measured with each site confined to K CPUs (a cpuset cgroup per "
-                       "site, RPS on its underlay); local testbed, fixed --repeats "
+                       "site, RPS on its underlay); one layout for the whole axis: the "
+                       "sites apart when 2 x the largest K fit in the CPUs, else both on "
+                       "the same lowest K CPUs at every K; local testbed, fixed --repeats "
                        "(docs/methodology.md)")
     where.add_argument("--rtts", metavar="RTT,...", help="RTT axis, comma-separated (e.g. "
                        "0ms,20ms,80ms): each a scenario, every method measured at each in the "

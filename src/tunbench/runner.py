@@ -393,7 +393,7 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         else:
             tb = built
             sitecores.place(tb, case.cpus, exp.placement,
-                            {n: s.cpus for n, s in exp.sites.items()})
+                            {n: s.cpus for n, s in exp.sites.items()}, exp.cpus_per_site)
             driver = tunnels.get(case.tunnel.kind)()
             # a kind that carries one inner family only (sit: IPv6) is measured with that one
             family = exp.family if exp.family in driver.inner_families else driver.inner_families[0]

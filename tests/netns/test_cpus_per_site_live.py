@@ -1,29 +1,32 @@
-"""Site size in cores on real namespaces (testbed/sitecores.py): a campaign at
-cpus_per_site 1 and 2 runs native and wireguard-go (a CPU-bound userspace datapath); while
-each case runs, every process of each site's namespace is read from /proc (its
-Cpus_allowed_list and its cpuset cgroup): the site's processes are in the site's cgroup on
-the site's CPUs, and what is not in it is only a short configuration command; each case
-records its count, the CPUs each site got and the cgroup paths; the cgroups are gone after.
-The figures (throughput and CPU per Gbit/s at 1 and 2 cores, and each method's 1-core share
-of its 2-core figure) are recorded as test properties and printed: this is a correctness
-test; how far 1 core bounds a method is measured by bench/bench_cores.py (docs/methodology.md,
-"Site size in cores"), not asserted here."""
+"""Site size in cores on real namespaces (testbed/sitecores.py).
+
+test_sites_confined_to_their_cores (correctness): a campaign at cpus_per_site 1 and 2 runs
+native and wireguard-go (a CPU-bound userspace datapath); while each case runs, every process
+of each site's namespace is read from /proc (its Cpus_allowed_list and its cpuset cgroup):
+the site's processes are in the site's cgroup on the site's CPUs, and what is not in it is
+only a short configuration command; each case records its count, the campaign's one layout
+and why, the CPUs each site got and the cgroup paths; the cgroups are gone after. Its figures
+are recorded as test properties and printed, not asserted.
+
+test_one_core_per_site_bounds_wireguard_go (physics): wireguard-go alone at 1 and 2 cores per
+site in one round; its 1-core throughput as a share of its 2-core one is judged against the
+spread recorded on this host (tests/physics.py), one-sided: not above it."""
 
 from __future__ import annotations
 
 import json
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
+import nswatch
 import pytest
+from nswatch import NamespaceWatcher
 
-from tunbench import proc, runner, spec, tunnels
+import physics
+from tunbench import runner, spec, tunnels
 from tunbench.report import data, sitesize
-from tunbench.testbed import names, netlink, placement, sitecores
-
-pytestmark = pytest.mark.correctness
+from tunbench.testbed import names, placement, sitecores
 
 WATCHED = ("iperf3", "wireguard-go")    # what each site starts and keeps running
 # short commands drivers and the runner run in a site to configure or probe it (site.run),
@@ -33,93 +36,30 @@ CONFIG = {"ip", "ping", "ethtool", "cat", "sysctl", "tc", "wg", "cp", "ls", "pyt
           "python", "pytest", "nstat", "ss", "sh", "sleep", "taskset"}
 
 
-def _cpuset_of(pid: int) -> str | None:
-    """The cpuset cgroup path of a process (v1 line, else the v2 one)."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    v1 = [ln.split(":", 2)[2] for ln in lines if "cpuset" in ln.split(":", 2)[1].split(",")]
-    if v1:
-        return v1[0]
-    v2 = [ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")]
-    return v2[0] if v2 else None
-
-
-def _cmdline(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-PF_EXITING = 0x4   # include/linux/sched.h: set as do_exit() begins, before cgroup_exit()
-
-
-def _state(pid: str) -> str:
-    """The process's state letter, "X" while it exits: on the v1 hierarchy cgroup_exit() moves
-    an exiting task to the root cgroup before it is a zombie (seen in a flake-finder run: an
-    iperf3 client ending its case read as "/" with its cmdline already gone). PF_EXITING is set
-    before that move, so reading the flags after the cgroup tells the two apart exactly."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return ""
-    if len(fields) > 6 and int(fields[6]) & PF_EXITING:
-        return "X"
-    return fields[0]
-
-
-def _ppid(pid: str) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ppid = stat.rsplit(")", 1)[1].split()[1]
-        return f"{ppid} {_cmdline(ppid)[:80]}"
-    except (OSError, IndexError):
-        return ""
-
-
-class Watcher:
+class Watcher(NamespaceWatcher):
     """Every 100 ms while a campaign runs: for each process in the namespaces the campaign
     creates, its comm, Cpus_allowed_list and cpuset cgroup, by (run id, site)."""
 
     def __init__(self) -> None:
-        self.before = set(netlink.list_netns())
+        super().__init__()
         self.seen: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
         self.stray: list[tuple[str, ...]] = []    # a watched program outside any site cgroup
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _loop(self) -> None:
-        while not self.stop.wait(0.1):
-            for ns in set(netlink.list_netns()) - self.before:
-                if not names.is_ours_netns(ns):
-                    continue
-                _, rid, site = ns.split("-")
-                r = proc.run(["ip", "netns", "pids", ns], check=False, timeout=10)
-                for pid in r.stdout.split():
-                    try:
-                        comm = Path(f"/proc/{pid}/comm").read_text().strip()
-                    except OSError:
-                        continue
-                    cpus, cg = placement.allowed_cpus(int(pid)), _cpuset_of(int(pid))
-                    # an exiting or exited process reads as the root cgroup on a v1
-                    # kernel: not a process that runs (its state is read after its cgroup)
-                    if _state(pid) in ("Z", "X", ""):
-                        continue
-                    if cpus is not None and cg is not None:
-                        self.seen.setdefault((rid, site), set()).add((comm, cpus, cg))
-                        if comm in WATCHED and not cg.startswith(f"/{names.PREFIX}-"):
-                            self.stray.append((rid, site, pid, comm, cg, _cmdline(pid),
-                                               _ppid(pid)))
-
-    def __enter__(self) -> Watcher:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
+    def probe(self, ns: str, rid: str, site: str) -> None:
+        for pid in nswatch.pids(ns):
+            comm = nswatch.comm(pid)
+            if not comm:
+                continue
+            cpus, cg = placement.allowed_cpus(pid), nswatch.cpuset_of(pid)
+            # an exiting or exited process reads as the root cgroup on a v1 kernel: not a
+            # process that runs (its state is read after its cgroup)
+            if nswatch.state(pid) in ("Z", "X", ""):
+                continue
+            if cpus is not None and cg is not None:
+                self.seen.setdefault((rid, site), set()).add((comm, cpus, cg))
+                if comm in WATCHED and not cg.startswith(f"/{names.PREFIX}-"):
+                    self.stray.append((rid, site, str(pid), comm, cg, nswatch.cmdline(pid),
+                                       nswatch.parent(pid)))
 
 
 def _kinds() -> list[dict[str, Any]]:
@@ -129,6 +69,7 @@ def _kinds() -> list[dict[str, Any]]:
     return [{"kind": "native"}, {"kind": "wireguard", "impl": "go"}]
 
 
+@pytest.mark.correctness
 def test_sites_confined_to_their_cores(tmp_path: Path,
                                        record_property: Any) -> None:
     if len(os.sched_getaffinity(0)) < 2:
@@ -149,14 +90,19 @@ def test_sites_confined_to_their_cores(tmp_path: Path,
     assert [(c["case"]["cpus_per_site"], c["case"]["tunnel"]["kind"]) for c in cases] == \
         [(1, "native"), (1, "wireguard"), (2, "native"), (2, "wireguard")]
     avail = sorted(set(hier.effective_cpus()) & set(os.sched_getaffinity(0)))
+    # one layout for the campaign, from its whole axis (2 x 2 > 2 CPUs here: shared)
+    lay = sitecores.layout([1, 2], len(avail))
     for c in cases:
         k, rid = c["case"]["cpus_per_site"], c["testbed"]["run_id"]
         rec = c["testbed"]["cores"]
-        want = sitecores.site_sets(k, avail)
-        # recorded: the count, the CPUs each site got, the cgroup paths, RPS on them
+        want = sitecores.site_sets(k, avail, lay)
+        # recorded: the count, the layout and why, the CPUs each site got, the cgroup paths,
+        # RPS on them
         assert c["testbed"]["cpus_per_site"] == k and rec["cpus_per_site"] == k
         assert rec["cpus"] == want and rec["mechanism"] == hier.mechanism
-        assert rec["apart"] == (want["a"] != want["b"])
+        assert rec["layout"] == lay and rec["apart"] == (lay == "apart")
+        assert rec["layout_reason"] == sitecores.layout_reason(lay, [1, 2], len(avail))
+        assert rec["axis"] == [1, 2]
         for site in ("a", "b"):
             path = Path(rec["cgroups"][site])
             assert path.name == f"{names.PREFIX}-{rid}-{site}" and path.parent == hier.parent
@@ -181,7 +127,7 @@ def test_sites_confined_to_their_cores(tmp_path: Path,
             assert not (outside & set(WATCHED)), (c["case"]["id"], site, seen, w.stray)
             assert outside <= CONFIG, (c["case"]["id"], site, outside)
     # nothing of the runs is left: namespaces and cgroups
-    assert not [n for n in netlink.list_netns() if n not in w.before and names.is_ours_netns(n)]
+    assert not w.left()
     rids = {c["testbed"]["run_id"] for c in cases}
     assert not [d for d in hier.parent.iterdir()
                 if d.is_dir() and any(d.name.startswith(f"{names.PREFIX}-{r}-") for r in rids)]
@@ -195,3 +141,38 @@ def test_sites_confined_to_their_cores(tmp_path: Path,
     record_property("cpus_per_site_figures", json.dumps(figures))
     print("cpus_per_site figures:", json.dumps(figures))
     assert set(figures) == {"native", "wireguard (go)"}
+    assert s.layout == lay
+
+
+FIGURE = "wireguard_go_1core_vs_2core"
+
+
+@pytest.mark.physics("wireguard_go_1core_vs_2core")
+def test_one_core_per_site_bounds_wireguard_go(tmp_path: Path) -> None:
+    """wireguard-go (a CPU-bound userspace datapath) at 1 core per site gives less than at 2
+    in the same round: its 1-core throughput as a share of its 2-core one is judged against
+    the share's recorded spread, one-sided (tests/data/physics/wireguard_go_1core_vs_2core.json,
+    recorded by scripts/record_physics.py on this host; docs/methodology.md, "Site size in
+    cores"). On a 2-core host the campaign's layout is shared, so 1 core per site is one CPU
+    for the whole path and 2 is two: the axis changes capacity only."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("the axis 1, 2 needs 2 CPUs")
+    why = sitecores.missing()
+    if why:
+        pytest.skip(why)
+    kinds = [k for k in _kinds() if k["kind"] == "wireguard"]
+    exp = spec.build({"experiment": {"repeats": 1, "duration": 1.5, "warmup": 0.5,
+                                     "cpus_per_site": [1, 2]},
+                      "tunnel": kinds, "workload": [{"name": "stream"}]}, "test")
+    outcome = runner.run_campaign(exp, tmp_path)
+    cases = outcome.store.read_cases()
+    assert [c["status"] for c in cases] == ["ok"] * 2, [c.get("error") for c in cases]
+    assert [c["case"]["cpus_per_site"] for c in cases] == [1, 2]
+    lays = {c["testbed"]["cores"]["layout"] for c in cases}
+    mbps = [c["metrics"]["throughput"]["value"] for c in cases]
+    print(f"wireguard-go 1 / 2 cores per site ({'/'.join(lays)}): {mbps[0]:.1f} / "
+          f"{mbps[1]:.1f} Mbit/s, share {mbps[0] / mbps[1]:.4f}")
+    # the spread was recorded in the shared layout (the axis 1, 2 on this 2-core host)
+    assert lays == {"shared"}, lays
+    physics.check(FIGURE, mbps[0], mbps[1], side="upper",
+                  what="wireguard-go at 2 cores per site in the same round")

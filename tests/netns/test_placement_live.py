@@ -7,13 +7,14 @@ processes on every CPU and records that it was off."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import nswatch
 import pytest
+from nswatch import NamespaceWatcher
 
 from tunbench import proc, runner, spec, tunnels
 from tunbench.testbed import local, names, netlink, placement
@@ -43,50 +44,25 @@ def bed() -> Iterator[Testbed]:
         assert not errors, errors
 
 
-def _status_cpus(pid: int) -> tuple[str, str | None]:
-    """(comm, Cpus_allowed_list) of a process, read from /proc now."""
-    try:
-        comm = Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return "", None
-    return comm, placement.allowed_cpus(pid)
-
-
-class Watcher:
+class Watcher(NamespaceWatcher):
     """Reads, every 100 ms while a campaign runs, the affinity of every watched process in
     the namespaces that campaign creates, and the rps_cpus of each site's underlay."""
 
     def __init__(self) -> None:
-        self.before = set(netlink.list_netns())
+        super().__init__()
         self.procs: dict[tuple[str, str], set[str]] = {}   # (site, comm) -> lists seen
         self.rps: dict[str, set[str]] = {}                  # site -> rps_cpus seen
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _loop(self) -> None:
-        while not self.stop.wait(0.1):
-            for ns in set(netlink.list_netns()) - self.before:
-                if not names.is_ours_netns(ns):
-                    continue
-                _, rid, site = ns.split("-")
-                r = proc.run(["ip", "netns", "pids", ns], check=False, timeout=10)
-                for pid in r.stdout.split():
-                    comm, cpus = _status_cpus(int(pid))
-                    if comm in WATCHED and cpus is not None:
-                        self.procs.setdefault((site, comm), set()).add(cpus)
-                dev = names.link_name(rid, "u" + site)
-                rps = proc.run(["cat", f"/sys/class/net/{dev}/queues/rx-0/rps_cpus"],
-                               netns=ns, check=False, timeout=10)
-                if rps.ok:
-                    self.rps.setdefault(site, set()).add(rps.stdout.strip())
-
-    def __enter__(self) -> Watcher:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
+    def probe(self, ns: str, rid: str, site: str) -> None:
+        for pid in nswatch.pids(ns):
+            comm, cpus = nswatch.comm(pid), placement.allowed_cpus(pid)
+            if comm in WATCHED and cpus is not None:
+                self.procs.setdefault((site, comm), set()).add(cpus)
+        dev = names.link_name(rid, "u" + site)
+        rps = proc.run(["cat", f"/sys/class/net/{dev}/queues/rx-0/rps_cpus"],
+                       netns=ns, check=False, timeout=10)
+        if rps.ok:
+            self.rps.setdefault(site, set()).add(rps.stdout.strip())
 
 
 def _campaign(tmp: Path, mode: str, kinds: list[dict[str, Any]]) -> tuple[Watcher, list[Any]]:
@@ -133,7 +109,7 @@ def test_campaign_with_placement_confines_each_site(tmp_path: Path) -> None:
             assert r["dev"].startswith(names.PREFIX) and r["before"]
             assert all(_mask(v) == 0 for v in r["before"].values())   # a fresh veth: off
     # and nothing of the runs is left
-    assert not [n for n in netlink.list_netns() if n not in w.before and names.is_ours_netns(n)]
+    assert not w.left()
 
 
 def test_campaign_with_placement_off_leaves_the_scheduler_free(tmp_path: Path) -> None:
@@ -159,7 +135,7 @@ def test_teardown_restores_rps_and_spawned_processes_are_confined() -> None:
             assert now.keys() == before[s.name].keys()
             assert all(_mask(v) == want for v in now.values())
         sleeper = tb.spawn(tb.b, ["sleep", "30"], "sleeper")
-        proc.wait_ready(sleeper, ready=lambda: _status_cpus(sleeper.pid)[0] == "sleep")
+        proc.wait_ready(sleeper, ready=lambda: nswatch.comm(sleeper.pid) == "sleep")
         assert placement.allowed_cpus(sleeper.pid) == rec["cpus"]["b"]
         assert tb.placed_processes["sleeper"] == rec["cpus"]["b"]
         # undo what placement (and the sleeper) recorded, newest first, as teardown does

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from nswatch import NamespaceWatcher
 
 from tunbench import proc, rates, runner, spec
 from tunbench.report import axes, build, data
-from tunbench.testbed import names, netlink
 
 pytestmark = pytest.mark.correctness
 
@@ -28,34 +27,18 @@ RATES = ("100mbit", "1gbit")
 TBF = re.compile(r"^qdisc tbf \S+ (?:dev (\S+) )?root .*?\brate (\S+)", re.M)
 
 
-class Watcher:
+class Watcher(NamespaceWatcher):
     """Every 100 ms while a campaign runs: the root tbf of each interface in each namespace
     the campaign creates, by (run id, site): {(device, rate in Mbit/s)}."""
 
     def __init__(self) -> None:
-        self.before = set(netlink.list_netns())
+        super().__init__()
         self.seen: dict[tuple[str, str], set[tuple[str, float]]] = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _loop(self) -> None:
-        while not self.stop.wait(0.1):
-            for ns in set(netlink.list_netns()) - self.before:
-                if not names.is_ours_netns(ns):
-                    continue
-                _, rid, site = ns.split("-")
-                r = proc.run(["tc", "-n", ns, "qdisc", "show"], check=False, timeout=10)
-                for dev, rate in TBF.findall(r.stdout):
-                    self.seen.setdefault((rid, site), set()).add(
-                        (dev, rates.rate_mbps(rate.lower())))
-
-    def __enter__(self) -> Watcher:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
+    def probe(self, ns: str, rid: str, site: str) -> None:
+        r = proc.run(["tc", "-n", ns, "qdisc", "show"], check=False, timeout=10)
+        for dev, rate in TBF.findall(r.stdout):
+            self.seen.setdefault((rid, site), set()).add((dev, rates.rate_mbps(rate.lower())))
 
 
 def test_each_case_runs_on_its_rate(tmp_path: Path, record_property: Any) -> None:
@@ -80,7 +63,7 @@ def test_each_case_runs_on_its_rate(tmp_path: Path, record_property: Any) -> Non
             assert {mbps for _, mbps in seen} == {rates.rate_mbps(rate)}, (c["case"]["id"],
                                                                            site, seen)
     # nothing is left: the namespaces (and the qdiscs on their links) are gone
-    assert not [n for n in netlink.list_netns() if n not in w.before and names.is_ours_netns(n)]
+    assert not w.left()
     # the report: the section and the figure against rate
     (s,) = axes.rate_alongs(data.load(tmp_path))
     assert s.values == list(RATES) and [m.tunnel for m in s.methods] == ["native", "vxlan"]

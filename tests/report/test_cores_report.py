@@ -1,7 +1,8 @@
 """The site-size report on a campaign recorded by a real `tunbench run` of native, wireguard
 (impl go) and vxlan, stream, `cpus_per_site = [1, 2]`, 2 rounds of 2 s, on this host's
-namespaces (tests/data/campaigns/cores; 2 CPUs: at 1 core site a on CPU 0 and b on CPU 1, at 2
-both on 0-1): each case's confinement as it recorded it, the "Site size in cores" table's
+namespaces (tests/data/campaigns/cores; 2 CPUs, so the campaign's one layout is shared: at 1
+core both sites on CPU 0, at 2 both on 0-1): each case's confinement and layout as it recorded
+it, the section's sentence saying which layout and why, the "Site size in cores" table's
 means, CPU per Gbit/s and paired 1-core shares computed here again from the case files, the
 figure of throughput and CPU per Gbit/s against cores per method, and the page in Chromium."""
 
@@ -45,7 +46,10 @@ def test_each_case_ran_confined_to_its_count(built: Callable[[str], build.Report
     for d in docs:
         k, rec = d["case"]["cpus_per_site"], d["testbed"]["cores"]
         assert d["testbed"]["cpus_per_site"] == rec["cpus_per_site"] == k
-        assert rec["cpus"] == ({"a": "0", "b": "1"} if k == 1 else {"a": "0-1", "b": "0-1"})
+        assert rec["cpus"] == ({"a": "0", "b": "0"} if k == 1 else {"a": "0-1", "b": "0-1"})
+        # one layout for the campaign: 2 x 2 cores per site do not fit in 2 CPUs
+        assert rec["layout"] == "shared" and rec["apart"] is False and rec["axis"] == [1, 2]
+        assert rec["layout_reason"].startswith("2 x 2 cores per site do not fit in the 2 CPUs")
         assert d["case"]["id"].endswith(f"-cpu{k}-r{d['case']['repeat']}")
 
 
@@ -59,6 +63,9 @@ def test_section_is_the_case_files_means_and_paired_shares(
     assert [m.tunnel for m in s.methods] == list(METHODS)
     page = rep.html.read_text()
     assert "<h2 id=site-size>Site size in cores</h2>" in page
+    assert s.layout == "shared"
+    reason = docs[0]["testbed"]["cores"]["layout_reason"]
+    assert f"<p class=layout>Layout: shared ({reason}).</p>" in page
     for m in s.methods:
         mine = [d for d in docs if _method(d) == m.tunnel]
         row = [m.tunnel]

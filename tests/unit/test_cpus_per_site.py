@@ -14,7 +14,7 @@ from tunbench import cli, plan, spec
 from tunbench.errors import SpecError
 from tunbench.report import sitesize
 from tunbench.results import records
-from tunbench.testbed import sitecores
+from tunbench.testbed import placement, sitecores
 
 N = len(sitecores.host_cpus())
 
@@ -115,24 +115,62 @@ def test_bad_flag_exits_2_before_anything(tmp_path: Path, capsys: pytest.Capture
     assert not out.exists()
 
 
-# ---- the CPUs of each site ---------------------------------------------------------------
-@pytest.mark.parametrize("k, avail, sets", [
-    (1, [0, 1], {"a": "0", "b": "1"}),                 # this host: apart
-    (2, [0, 1], {"a": "0-1", "b": "0-1"}),             # this host: both share both
-    (2, [0, 1, 2, 3], {"a": "0-1", "b": "2-3"}),
-    (3, [0, 1, 2, 3], {"a": "0-2", "b": "0-2"}),
-    (1, [3, 5], {"a": "3", "b": "5"}),                 # an affinity with holes
+# ---- the CPUs of each site: one layout per campaign -------------------------------------
+@pytest.mark.parametrize("axis, n, lay", [
+    ([1, 2], 2, "shared"),      # this host: 2 x 2 > 2, so both sites share at 1 and at 2
+    ([1], 2, "apart"),          # 2 x 1 <= 2
+    ([2], 2, "shared"),
+    ([1, 2], 4, "apart"),
+    ([2, 1], 4, "apart"),       # the order of the axis does not matter
+    ([1, 2, 3], 4, "shared"),   # 2 x 3 > 4: shared at every count, 1 and 2 included
+    ([1, 3], 6, "apart"),
 ])
-def test_site_sets(k: int, avail: list[int], sets: dict[str, str]) -> None:
-    assert sitecores.site_sets(k, avail) == sets
-    assert sitecores.apart(k, len(avail)) == (sets["a"] != sets["b"])
+def test_layout_from_the_whole_axis(axis: list[int], n: int, lay: str) -> None:
+    assert sitecores.layout(axis, n) == lay
+    why = sitecores.layout_reason(lay, axis, n)
+    assert f"2 x {max(axis)} cores per site" in why and f"{n} CPUs" in why
+    assert ("do not fit" in why) == (lay == "shared")
+
+
+def test_layout_of_no_axis_is_refused() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        sitecores.layout([], 2)
+
+
+@pytest.mark.parametrize("k, avail, lay, sets", [
+    (1, [0, 1], "shared", {"a": "0", "b": "0"}),         # this host, axis 1, 2: both on CPU 0
+    (2, [0, 1], "shared", {"a": "0-1", "b": "0-1"}),     # ... and both on both at 2
+    (1, [0, 1], "apart", {"a": "0", "b": "1"}),          # this host, axis [1] alone
+    (1, [0, 1, 2, 3], "apart", {"a": "0", "b": "1"}),    # 4 CPUs, axis 1, 2: apart at both
+    (2, [0, 1, 2, 3], "apart", {"a": "0-1", "b": "2-3"}),
+    (1, [0, 1, 2, 3], "shared", {"a": "0", "b": "0"}),   # 4 CPUs, axis 1, 2, 3
+    (3, [0, 1, 2, 3], "shared", {"a": "0-2", "b": "0-2"}),
+    (1, [3, 5], "apart", {"a": "3", "b": "5"}),          # an affinity with holes
+    (2, [3, 5, 7], "shared", {"a": "3,5", "b": "3,5"}),
+])
+def test_site_sets(k: int, avail: list[int], lay: str, sets: dict[str, str]) -> None:
+    assert sitecores.site_sets(k, avail, lay) == sets
+
+
+@pytest.mark.parametrize("axis, n", [([1, 2], 2), ([1, 2], 4), ([1, 2, 3], 4), ([1], 2)])
+def test_every_count_of_an_axis_has_the_same_layout(axis: list[int], n: int) -> None:
+    """What the layout is for: across the axis only the capacity changes, a and b are either
+    disjoint at every count or equal at every count."""
+    lay = sitecores.layout(axis, n)
+    sets = [sitecores.site_sets(k, range(n), lay) for k in axis]
+    assert {s["a"] == s["b"] for s in sets} == {lay == "shared"}
+    assert [len(placement.parse_cpus(s["a"])) for s in sets] == axis
 
 
 def test_site_sets_refuses_more_than_there_are() -> None:
     with pytest.raises(ValueError, match="only 2 CPUs"):
-        sitecores.site_sets(3, [0, 1])
+        sitecores.site_sets(3, [0, 1], "shared")
     with pytest.raises(ValueError):
-        sitecores.site_sets(0, [0, 1])
+        sitecores.site_sets(0, [0, 1], "shared")
+    with pytest.raises(ValueError, match="apart need 4 CPUs"):
+        sitecores.site_sets(2, [0, 1], "apart")
+    with pytest.raises(ValueError, match="layout"):
+        sitecores.site_sets(1, [0, 1], "together")
 
 
 # ---- the plan ----------------------------------------------------------------------------
@@ -261,6 +299,49 @@ def test_scaling_table() -> None:
     assert "Site size in cores" in html and "54.8% (50.0-60.0; n=2)" in html
     sweeps = [sw for sw in data.sweeps(camp) if sw.param == "cpus_per_site"]
     assert sweeps and set(sweeps[0].points["throughput"]["wireguard"]) == {1, 2}
+
+
+def _with_layout(docs: list[dict[str, Any]], lay: dict[int, dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
+    return [{**d, "testbed": {"cores": lay[d["case"]["cpus_per_site"]]}} for d in docs]
+
+
+def test_section_says_the_layout_and_why() -> None:
+    from tunbench.report import data, stats
+    why = sitecores.layout_reason("shared", [1, 2], 2)
+    shared = {k: {"layout": "shared", "layout_reason": why, "apart": False} for k in (1, 2)}
+    named = records.named(_with_layout(_docs(), shared))
+    camp = data.Campaign(Path("."), {}, named, stats.rows(named))
+    (s,) = sitesize.scalings(camp)
+    assert s.layout == "shared" and s.layouts == {1: {"shared"}, 2: {"shared"}}
+    assert s.layout_text() == f"Layout: shared ({why})."
+    html = sitesize.section_html(camp)
+    assert "Layout: shared (2 x 2 cores per site do not fit in the 2 CPUs available" in html
+    # recorded before one layout per campaign: apart at 1, shared at 2 (the `apart` flag only)
+    old = {1: {"apart": True}, 2: {"apart": False}}
+    named = records.named(_with_layout(_docs(), old))
+    (s,) = sitesize.scalings(data.Campaign(Path("."), {}, named, stats.rows(named)))
+    assert s.layout == "mixed"
+    assert s.layout_text().startswith("Layout: mixed (apart at 1, shared at 2)")
+    # nothing recorded
+    (s,) = sitesize.scalings(data.Campaign(Path("."), {}, records.named(_docs()),
+                                           stats.rows(records.named(_docs()))))
+    assert s.layout == "" and s.layout_text() == "Layout: not recorded."
+
+
+def test_dry_run_shows_the_layout(capsys: pytest.CaptureFixture[str]) -> None:
+    if N < 2:
+        pytest.skip("the axis 1, 2 needs 2 CPUs")
+    code = cli.main(["run", "--cpus-per-site", "1,2", "--repeats", "1", "--tunnels",
+                     "native", "--dry-run", "--no-report"])
+    assert code == 0
+    out = capsys.readouterr().out
+    lay = sitecores.layout([1, 2], N)
+    line = next(x for x in out.splitlines() if x.startswith("cores per site"))
+    assert line.startswith(f"cores per site, {lay}: 1: a on ")
+    want = {k: sitecores.site_sets(k, sitecores.host_cpus(), lay) for k in (1, 2)}
+    assert all(f"{k}: a on {s['a']}, b on {s['b']}" in line for k, s in want.items())
+    assert f"  layout {lay}: {sitecores.layout_reason(lay, [1, 2], N)}" in out
 
 
 def test_no_axis_no_section() -> None:

@@ -8,12 +8,18 @@ round (each round's ratio, the geometric mean over rounds, and the lowest-highes
 A method that needs more than one core's worth of work keeps a low share; one bound by
 something other than the CPU (one flow's serial path, the wire) keeps near 100 %.
 
+The layout (testbed/sitecores.py, one per campaign) is read from each case's
+`testbed.cores`: "shared" (both sites on the same lowest k CPUs at every count: the axis
+varies capacity) or "apart" (each site on CPUs of its own at every count); a campaign
+recorded before the layout was one per campaign may mix them, and the section says so.
+
 Pure over the typed case records (the count is the case's `cpus_per_site`, named into the
 workload by results/records.name_cores).
 """
 
 from __future__ import annotations
 
+import html
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +56,29 @@ class Scaling:
     unit: str
     cores: list[int]
     methods: list[MethodScaling]
+    # core count -> the layouts its cases recorded ("apart"/"shared"), and why (the record's)
+    layouts: dict[int, set[str]] = field(default_factory=dict)
+    reasons: set[str] = field(default_factory=set)
+
+    @property
+    def layout(self) -> str:
+        """'apart', 'shared', 'mixed' (layouts differ between counts: a campaign recorded
+        before one layout per campaign) or '' (not recorded)."""
+        found = {lay for lays in self.layouts.values() for lay in lays}
+        return found.pop() if len(found) == 1 else ("mixed" if found else "")
+
+    def layout_text(self) -> str:
+        """One sentence saying which layout the cases ran in and why."""
+        lay = self.layout
+        if lay in ("apart", "shared"):
+            why = "; ".join(sorted(self.reasons))
+            return f"Layout: {lay}" + (f" ({why})." if why else ".")
+        if lay == "mixed":
+            per = ", ".join(f"{'/'.join(sorted(self.layouts[k]))} at {k}"
+                            for k in sorted(self.layouts))
+            return (f"Layout: mixed ({per}): recorded before one layout per campaign, so "
+                    "the counts differ in layout as well as capacity.")
+        return "Layout: not recorded."
 
 
 def cores_of(r: CaseRecord) -> int | None:
@@ -57,6 +86,18 @@ def cores_of(r: CaseRecord) -> int | None:
     if not isinstance(k, int) or isinstance(k, bool):
         k = r.workload.params.get(CORES)
     return k if isinstance(k, int) and not isinstance(k, bool) else None
+
+
+def layout_of(r: CaseRecord) -> tuple[str, str]:
+    """(layout, reason) a case recorded in testbed.cores; an older record without a
+    layout: from its `apart` flag, no reason ('' when neither)."""
+    rec = (r.doc or {}).get("testbed", {}).get("cores") or {}
+    lay = rec.get("layout")
+    if isinstance(lay, str):
+        return lay, str(rec.get("layout_reason", ""))
+    if isinstance(rec.get("apart"), bool):
+        return ("apart" if rec["apart"] else "shared"), ""
+    return "", ""
 
 
 def scalings(c: Campaign) -> list[Scaling]:
@@ -68,9 +109,16 @@ def scalings(c: Campaign) -> list[Scaling]:
             continue
         metric = g.metric
         methods: dict[str, MethodScaling] = {}
+        layouts: dict[int, set[str]] = {}
+        reasons: set[str] = set()
         for r in g.cases:
             k = cores_of(r)
             assert k is not None
+            lay, why = layout_of(r)
+            if lay:
+                layouts.setdefault(k, set()).add(lay)
+            if why:
+                reasons.add(why)
             m = methods.setdefault(r.tunnel.label, MethodScaling(r.tunnel.label))
             v = r.value(metric)
             if v is not None:
@@ -80,7 +128,7 @@ def scalings(c: Campaign) -> list[Scaling]:
             if cpu is not None:
                 m.cpu.setdefault(k, []).append(cpu)
         out.append(Scaling(g.workload, g.mtu, g.offloads, metric, g.unit, ks,
-                           list(methods.values())))
+                           list(methods.values()), layouts, reasons))
     return out
 
 
@@ -119,4 +167,5 @@ def section_html(c: Campaign) -> str:
              "mean of each round's ratio (lowest-highest round; n rounds).</p>"]
     for s in found:
         parts.append(table_html(where(s.workload, s.mtu, s.offloads), rows(s)))
+        parts.append(f"<p class=layout>{html.escape(s.layout_text())}</p>")
     return "".join(parts)

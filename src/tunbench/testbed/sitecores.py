@@ -4,10 +4,14 @@
 value is a scenario measured for every method in the same round (plan.py), and a case at k
 confines each site to k CPUs:
 
-- **which CPUs.** The CPUs tunbench may use (its affinity, within its cpuset) in order; when
-  both sites fit apart (2k <= n) site a gets the lowest k and site b the next k; when they do
-  not (2k > n) both get the same lowest k. On a 2-core host: k = 1 gives a CPU 0 and b CPU 1;
-  k = 2 gives both sites both CPUs (`site_sets`).
+- **which CPUs: one layout per campaign.** The CPUs tunbench may use (its affinity, within
+  its cpuset) in order. The layout is decided once from the whole axis (`layout`): when two
+  sites of the largest count fit apart (2 max(axis) <= n) the sites are **apart** at every
+  count (site a the lowest k, site b the next k); when they do not, they are **shared** at
+  every count (both the same lowest k). So the axis changes each site's capacity, never the
+  layout with it: on a 2-core host the axis 1, 2 is shared (k = 1: both sites on CPU 0;
+  k = 2: both on CPUs 0-1), where apart at 1 and shared at 2 would give the host's two CPUs
+  to the sites at both counts (`site_sets`).
 - **processes.** One cpuset cgroup per site, `tb-<run id>-<site>`, made under the cpuset
   cgroup tunbench itself runs in: cgroup v2 where the unified hierarchy has the cpuset
   controller enabled, else the v1 cpuset hierarchy. Every process the site starts through
@@ -18,7 +22,7 @@ confines each site to k CPUs:
   (placement.set_rps, undone at teardown), unless `placement = "processes"` asks for the
   processes only.
 - **recorded and undone.** The case's testbed records `cpus_per_site` and `cores` (the
-  mechanism, each site's CPUs and cgroup path, the RPS set, the processes started in each
+  mechanism, the layout and why, each site's CPUs and cgroup path, the RPS set, the processes started in each
   cgroup). Each cgroup is in the ledger the moment it exists and removed at teardown after
   the site's processes (rmdir; anything still in it is a descendant of a process we started
   and is stopped first); `tunbench cleanup` sweeps those of crashed runs by name.
@@ -78,20 +82,45 @@ def parse_axis(raw: Any, spot: str, have: int, problems: list[str]) -> tuple[int
     return tuple(out)
 
 
-def site_sets(k: int, available: Iterable[int]) -> dict[str, str]:
-    """The cpulist of site a and site b at k cores per site: apart when 2k CPUs are there
-    (a the lowest k, b the next k), else both the same lowest k."""
+APART, SHARED = "apart", "shared"
+LAYOUTS = (APART, SHARED)
+
+
+def layout(axis: Iterable[int], n: int) -> str:
+    """The campaign's one layout on n CPUs: "apart" when two sites of the axis's largest
+    count get CPUs of their own (2 max <= n), else "shared" (both sites on the same CPUs at
+    every count, so the axis varies capacity only)."""
+    counts = list(axis)
+    if not counts:
+        raise ValueError("an empty cpus_per_site axis has no layout")
+    return APART if 2 * max(counts) <= n else SHARED
+
+
+def layout_reason(lay: str, axis: Iterable[int], n: int) -> str:
+    """Why the campaign has that layout, in one clause (plan text, report, record)."""
+    top = max(axis)
+    if lay == APART:
+        return (f"2 x {top} cores per site fit in the {n} CPU{'s' if n != 1 else ''} "
+                f"available: each site on CPUs of its own at every count")
+    return (f"2 x {top} cores per site do not fit in the {n} CPU{'s' if n != 1 else ''} "
+            f"available: both sites on the same lowest k CPUs at every count, so the axis "
+            f"changes capacity, not layout")
+
+
+def site_sets(k: int, available: Iterable[int], lay: str) -> dict[str, str]:
+    """The cpulist of site a and site b at k cores per site in layout `lay` ("apart": a
+    the lowest k, b the next k; "shared": both the same lowest k)."""
     cpus = sorted(set(available))
+    if lay not in LAYOUTS:
+        raise ValueError(f"layout {lay!r} is not one of {LAYOUTS}")
     if k < 1 or k > len(cpus):
         raise ValueError(f"{k} cores per site, but only {len(cpus)} CPUs are available")
+    if lay == APART and 2 * k > len(cpus):
+        raise ValueError(f"two sites of {k} cores apart need {2 * k} CPUs, "
+                         f"only {len(cpus)} are available")
     a = cpus[:k]
-    b = cpus[k:2 * k] if 2 * k <= len(cpus) else a
+    b = cpus[k:2 * k] if lay == APART else a
     return {"a": placement.format_cpus(a), "b": placement.format_cpus(b)}
-
-
-def apart(k: int, n: int) -> bool:
-    """Whether two sites of k cores each get CPUs of their own on n CPUs."""
-    return 2 * k <= n
 
 
 # ---- the cgroup hierarchy ------------------------------------------------------------------
@@ -277,9 +306,11 @@ def join_argv(cgroup: Path, argv: list[str]) -> list[str]:
 
 # ---- a case ------------------------------------------------------------------------------
 def place(tb: Any, cpus_per_site: int, mode: str,
-          site_cpus: Mapping[str, str] | None = None) -> dict[str, Any]:
+          site_cpus: Mapping[str, str] | None = None,
+          axis: Iterable[int] = ()) -> dict[str, Any]:
     """Confine testbed `tb`'s sites for a case before any of their processes start: at
-    `cpus_per_site` k (0: not on the axis, the plain per-site placement of placement.py)."""
+    `cpus_per_site` k (0: not on the axis, the plain per-site placement of placement.py),
+    in the layout the campaign's whole `axis` gives (`layout`; k alone when not given)."""
     if not cpus_per_site:
         return placement.place(tb, mode, site_cpus)
     if any(s.remote or s.host is not None for s in tb.sites()):
@@ -289,10 +320,13 @@ def place(tb: Any, cpus_per_site: int, mode: str,
     if hier is None:
         raise UnavailableError(missing() or "no cpuset cgroup", "nothing was changed")
     avail = sorted(set(hier.effective_cpus()) & set(host_cpus()))
-    sets = site_sets(cpus_per_site, avail)
+    counts = list(axis) or [cpus_per_site]
+    lay = layout(counts, len(avail))
+    sets = site_sets(cpus_per_site, avail, lay)
     rec: dict[str, Any] = {
         KEY: cpus_per_site, "mechanism": hier.mechanism, "available": placement.format_cpus(avail),
-        "apart": apart(cpus_per_site, len(avail)), "cpus": sets, "cgroups": {},
+        "layout": lay, "layout_reason": layout_reason(lay, counts, len(avail)),
+        "axis": counts, "apart": lay == APART, "cpus": sets, "cgroups": {},
         "rps": {}, "steering": "processes only" if mode == "processes" else "rps",
         "processes": tb.cgroup_processes}
     for site in tb.sites():
