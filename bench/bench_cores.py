@@ -5,8 +5,10 @@ Runs one campaign on the cpus_per_site axis (testbed/sitecores.py): every method
 count in the same round, single-stream iperf3, `--rounds` rounds. Prints, per method, the
 mean throughput and CPU per Gbit/s at each count, and its figure at the fewest cores as a
 share of its figure at the most, paired per round (geometric mean, each round's ratio, the sd
-of the log ratio): the spread a physics tolerance would be taken from (tests/physics.py needs
-20 samples from 3 sittings; one run of this bench is one sitting). `--json FILE` keeps them.
+of the log ratio), and the campaign's layout (sitecores.layout: on 2 CPUs the axis 1, 2 is
+"shared", both sites on the same CPUs at each count). wireguard-go's 1-core share is the
+physics test test_one_core_per_site_bounds_wireguard_go (its spread: scripts/record_physics.py);
+this bench gives every method's. `--json FILE` keeps them.
 
 usage: bench/bench_cores.py [--rounds N] [--duration S] [--cores 1,2]
                             [--methods native,wireguard:go,vxlan] [--json FILE] [--out DIR]
@@ -56,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                                   "cores": cores, "failed": failed, "methods": {}}
         for s in sitesize.scalings(camp):
             low, high = s.cores[0], s.cores[-1]
+            result["layout"] = s.layout     # one per campaign (sitecores.layout)
+            print(s.layout_text())
             for m in s.methods:
                 per_round = [r[low] / r[high] for r in m.by_round.values()
                              if low in r and high in r and r[high] > 0]
