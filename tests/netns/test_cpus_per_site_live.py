@@ -8,9 +8,11 @@ only a short configuration command; each case records its count, the campaign's 
 and why, the CPUs each site got and the cgroup paths; the cgroups are gone after. Its figures
 are recorded as test properties and printed, not asserted.
 
-test_one_core_per_site_bounds_wireguard_go (physics): wireguard-go alone at 1 and 2 cores per
-site in one round; its 1-core throughput as a share of its 2-core one is judged against the
-spread recorded on this host (tests/physics.py), one-sided: not above it."""
+wireguard-go at 1 core per site below its 2-core figure is not asserted: in the shared layout
+(this 2-core host) its 1-core share of the 2-core figure was at or above 1 in a quarter of
+the 1.5 s samples recorded (tests/data/cores/wireguard_go_1core_vs_2core.json), so no bound
+below 1 fails a correct system less than once in 1000 runs; bench/bench_cores_ratio.py
+measures and prints it (docs/methodology.md, "Site size in cores")."""
 
 from __future__ import annotations
 
@@ -23,7 +25,6 @@ import nswatch
 import pytest
 from nswatch import NamespaceWatcher
 
-import physics
 from tunbench import runner, spec, tunnels
 from tunbench.report import data, sitesize
 from tunbench.testbed import names, placement, sitecores
@@ -143,36 +144,3 @@ def test_sites_confined_to_their_cores(tmp_path: Path,
     assert set(figures) == {"native", "wireguard (go)"}
     assert s.layout == lay
 
-
-FIGURE = "wireguard_go_1core_vs_2core"
-
-
-@pytest.mark.physics("wireguard_go_1core_vs_2core")
-def test_one_core_per_site_bounds_wireguard_go(tmp_path: Path) -> None:
-    """wireguard-go (a CPU-bound userspace datapath) at 1 core per site gives less than at 2
-    in the same round: its 1-core throughput as a share of its 2-core one is judged against
-    the share's recorded spread, one-sided (tests/data/physics/wireguard_go_1core_vs_2core.json,
-    recorded by scripts/record_physics.py on this host; docs/methodology.md, "Site size in
-    cores"). On a 2-core host the campaign's layout is shared, so 1 core per site is one CPU
-    for the whole path and 2 is two: the axis changes capacity only."""
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("the axis 1, 2 needs 2 CPUs")
-    why = sitecores.missing()
-    if why:
-        pytest.skip(why)
-    kinds = [k for k in _kinds() if k["kind"] == "wireguard"]
-    exp = spec.build({"experiment": {"repeats": 1, "duration": 1.5, "warmup": 0.5,
-                                     "cpus_per_site": [1, 2]},
-                      "tunnel": kinds, "workload": [{"name": "stream"}]}, "test")
-    outcome = runner.run_campaign(exp, tmp_path)
-    cases = outcome.store.read_cases()
-    assert [c["status"] for c in cases] == ["ok"] * 2, [c.get("error") for c in cases]
-    assert [c["case"]["cpus_per_site"] for c in cases] == [1, 2]
-    lays = {c["testbed"]["cores"]["layout"] for c in cases}
-    mbps = [c["metrics"]["throughput"]["value"] for c in cases]
-    print(f"wireguard-go 1 / 2 cores per site ({'/'.join(lays)}): {mbps[0]:.1f} / "
-          f"{mbps[1]:.1f} Mbit/s, share {mbps[0] / mbps[1]:.4f}")
-    # the spread was recorded in the shared layout (the axis 1, 2 on this 2-core host)
-    assert lays == {"shared"}, lays
-    physics.check(FIGURE, mbps[0], mbps[1], side="upper",
-                  what="wireguard-go at 2 cores per site in the same round")
