@@ -295,11 +295,13 @@ def _more_rounds(exp: Experiment, store: CampaignStore, index: dict[str, Any],
         step = seq.next_step(rankings, obs.rounds, obs.measured_s, obs.case_s(),
                              min_rounds=exp.planned_rounds, max_rounds=exp.max_rounds,
                              budget_s=exp.budget)
-        opened = seq.unsettled(rankings)
+        opened = seq.unsettled(rankings, step)
         if not history or history[-1].get("round") != obs.rounds:
             history.append({"round": obs.rounds, "measured_s": round(obs.measured_s, 3),
                             "open_pairs": len(opened),
                             "open": [[p["a"], p["b"], p["workload"]] for p in opened],
+                            "out_of_reach": [[p["a"], p["b"], p["workload"]] for p in opened
+                                             if p["out_of_reach"]],
                             "cases": sum(1 for c in index["cases"]
                                          if c.get("repeat") == obs.rounds)})
         index["sequential"] = seq.record(rankings, step, obs.measured_s,

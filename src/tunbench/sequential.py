@@ -155,6 +155,8 @@ class Step:
     stop: str | None
     keep: frozenset[Key] | None = frozenset()   # None: every case of the experiment
     estimate_s: float = 0.0           # the next round's expected seconds (0 when stopping)
+    # the open pairs given up as out of reach (candidates): (a, b, scenario)
+    out_of_reach: tuple[tuple[str, str, Scenario], ...] = ()
 
 
 def next_round(rankings: Iterable[Ranking]) -> frozenset[Key]:
@@ -190,20 +192,25 @@ def next_step(rankings: list[Ranking], rounds: int, measured_s: float,
     left_s = budget_s - measured_s
     cands = candidates(rankings, case_s, left_s, max_rounds - rounds)
     keep = plan_round(cands, case_s, left_s)
+    gone = tuple((c.a, c.b, c.scenario) for c in cands if not c.reachable)
     mean = statistics.fmean(case_s.values()) if case_s else 0.0
     if keep:
-        return Step(rounds, None, keep, sum(case_s.get(k, mean) for k in keep))
+        return Step(rounds, None, keep, sum(case_s.get(k, mean) for k in keep), gone)
     if any(c.reachable for c in cands) or left_s < min(c.cost_s for c in cands):
         # nothing fits: the budget is spent
         return Step(rounds, BUDGET,
-                    estimate_s=sum(case_s.get(k, mean) for k in next_round(rankings)))
-    return Step(rounds, OUT_OF_REACH)
+                    estimate_s=sum(case_s.get(k, mean) for k in next_round(rankings)),
+                    out_of_reach=gone)
+    return Step(rounds, OUT_OF_REACH, out_of_reach=gone)
 
 
 @dataclass(frozen=True)
 class Candidate:
     """An open pair as a claim on the next round: its cases (its two methods and native in
     its scenario), what one round of them costs alone, and whether it can still settle."""
+    a: str
+    b: str
+    scenario: Scenario
     keys: frozenset[Key]
     cost_s: float
     close: bool
@@ -228,7 +235,8 @@ def candidates(rankings: Iterable[Ranking], case_s: Mapping[Key, float], left_s:
             affordable = rounds_left if cost <= 0 else min(rounds_left, int(left_s // cost))
             reachable = (d.n < REACH_FROM or d.rounds_needed is None
                          or d.rounds_needed <= affordable)
-            out.append(Candidate(keys, cost, id(d) not in wide, d.rounds_needed, reachable))
+            out.append(Candidate(d.a, d.b, rk.scenario, keys, cost, id(d) not in wide,
+                                 d.rounds_needed, reachable))
     out.sort(key=lambda c: (not c.reachable, c.close,
                             c.need if c.need is not None else 0))
     return out
@@ -345,15 +353,18 @@ def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
 
 # -- what the campaign records and prints ------------------------------------------------------
 
-def unsettled(rankings: Iterable[Ranking]) -> list[dict[str, Any]]:
-    """Each open pair with its scenario and the rounds it still needs (numbers)."""
+def unsettled(rankings: Iterable[Ranking], step: Step | None = None) -> list[dict[str, Any]]:
+    """Each open pair with its scenario and the rounds it still needs (numbers), and whether
+    `step` gave it up as out of reach."""
+    gone = set(step.out_of_reach) if step is not None else set()
     out = []
     for rk in rankings:
         wide = {id(d) for d in rk.wide}
         for d in rk.open:
             out.append({**_where(rk.scenario), "metric": rk.metric,
                         "a": d.a, "b": d.b, "decision": d.verdict, "n": d.n,
-                        "rounds_needed": d.rounds_needed, "close": id(d) not in wide})
+                        "rounds_needed": d.rounds_needed, "close": id(d) not in wide,
+                        "out_of_reach": (d.a, d.b, rk.scenario) in gone})
     return out
 
 
@@ -363,7 +374,7 @@ def record(rankings: list[Ranking], step: Step, measured_s: float, *, min_rounds
     return {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
             "alpha_per_look": ALPHA_PER_LOOK, "margin": _margin(), "resolution": RESOLUTION,
             "rounds": step.rounds, "measured_s": round(measured_s, 3), "stopped": step.stop,
-            "rankings": [rk.to_json() for rk in rankings], "unsettled": unsettled(rankings),
+            "rankings": [rk.to_json() for rk in rankings], "unsettled": unsettled(rankings, step),
             "history": history}
 
 
@@ -387,6 +398,8 @@ def pair_text(p: Mapping[str, Any]) -> str:
         tail = f"about {need} more round{'s' if need != 1 else ''}"
     if p.get("close"):
         tail += f"; within {_points(p)} points of each other"
+    if p.get("out_of_reach"):
+        tail += f"; out of reach of the budget after round {p.get('n')}"
     return f"{p['a']} vs {p['b']} ({where}): {p['decision']}, {tail}"
 
 

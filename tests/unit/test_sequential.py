@@ -90,15 +90,17 @@ def test_noisy_close_pair_out_of_reach_stops_and_says_what_it_needs() -> None:
     step, (r,), measured = simulate(truth, seed=5, case_s=10.0, budget_s=300.0)
     assert step.stop == sequential.OUT_OF_REACH
     assert step.rounds == sequential.REACH_FROM
-    open_ = sequential.unsettled([r])
+    open_ = sequential.unsettled([r], step)
     pair = next(p for p in open_ if {p["a"], p["b"]} == {"vxlan", "ebpf-vxlan"})
     assert pair["decision"] == decide.UNDECIDED and pair["n"] == step.rounds
     # more rounds than what is left buys: (300 s - spent) / 30 s a round of the pair
     spent = 10.0 * sum(measured.values())
     assert isinstance(pair["rounds_needed"], int)
     assert pair["rounds_needed"] > (300.0 - spent) // 30.0
+    assert pair["out_of_reach"] is True
     text = sequential.pair_text(pair)
     assert "undecided" in text and f"about {pair['rounds_needed']} more round" in text
+    assert text.endswith(f"out of reach of the budget after round {step.rounds}")
     assert "need more rounds than the budget" in sequential.STOPPED[step.stop]
 
 
