@@ -19,7 +19,7 @@ import math
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..rates import rate_mbps
 from ..results.records import CaseRecord
@@ -87,6 +87,31 @@ def groups(c: Campaign, on_axis: Callable[[CaseRecord], bool]) -> list[Group]:
     return out
 
 
+X = TypeVar("X", str, int, tuple[str, str])   # an axis value: '100mbit', 2 cores, (rtt, loss)
+
+
+def by_method(c: Campaign, value_of: Callable[[CaseRecord], X | None],
+              order: Callable[[X], Any] | None = None
+              ) -> list[tuple[Group, list[X], dict[str, list[tuple[X, CaseRecord]]]]]:
+    """The ok cases on the axis `value_of` reads from a case (None: off it), per (base
+    workload, MTU, offloads) measured at two or more of its values: the group, its values
+    (in `order`, else as first seen) and its cases per method (tunnel label, first seen
+    first), each with its value."""
+    out = []
+    for g in groups(c, lambda r: value_of(r) is not None):
+        at = [(x, r) for r in g.cases if (x := value_of(r)) is not None]
+        values = list(dict.fromkeys(x for x, _ in at))
+        if order is not None:
+            values.sort(key=order)
+        if len(values) < 2:
+            continue
+        methods: dict[str, list[tuple[X, CaseRecord]]] = {}
+        for x, r in at:
+            methods.setdefault(r.tunnel.label, []).append((x, r))
+        out.append((g, values, methods))
+    return out
+
+
 @dataclass
 class Method:
     tunnel: str
@@ -131,21 +156,18 @@ def along(c: Campaign, value_of: Callable[[CaseRecord], str | None],
     """One Along per (base workload, MTU, offloads) measured at two or more values of the
     axis `value_of` reads from a case (None: off the axis)."""
     out = []
-    for g in groups(c, lambda r: value_of(r) is not None):
-        values = sorted({x for r in g.cases if (x := value_of(r)) is not None}, key=order)
-        if len(values) < 2:
-            continue
-        methods: dict[str, Method] = {}
-        for r in g.cases:
-            x = value_of(r)
-            m = methods.setdefault(r.tunnel.label, Method(r.tunnel.label,
-                                                          c.is_reference(r.tunnel.label)))
-            v = r.value(g.metric)
-            if x is not None and v is not None:
-                m.values.setdefault(x, []).append(v)
-                m.by_round.setdefault(r.repeat, {})[x] = v
+    for g, values, cases in by_method(c, value_of, order):
+        methods = []
+        for label, at in cases.items():
+            m = Method(label, c.is_reference(label))
+            for x, r in at:
+                v = r.value(g.metric)
+                if v is not None:
+                    m.values.setdefault(x, []).append(v)
+                    m.by_round.setdefault(r.repeat, {})[x] = v
+            methods.append(m)
         out.append(Along(g.workload, g.mtu, g.offloads, g.metric, g.unit, values,
-                         sorted(methods.values(), key=lambda m: not m.native)))
+                         sorted(methods, key=lambda m: not m.native)))
     return out
 
 

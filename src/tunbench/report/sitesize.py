@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results.records import CORES, CaseRecord
-from .axes import groups, paired_share, share_text, table_html, where
+from .axes import by_method, paired_share, share_text, table_html, where
 from .data import Campaign
 
 CPU = "cpu_per_gbit"
@@ -62,25 +62,21 @@ def cores_of(r: CaseRecord) -> int | None:
 def scalings(c: Campaign) -> list[Scaling]:
     """One Scaling per (base workload, MTU, offloads) measured at two or more core counts."""
     out = []
-    for g in groups(c, lambda r: cores_of(r) is not None):
-        ks = sorted({k for r in g.cases if (k := cores_of(r)) is not None})
-        if len(ks) < 2:
-            continue
+    for g, ks, cases in by_method(c, cores_of, order=int):
         metric = g.metric
-        methods: dict[str, MethodScaling] = {}
-        for r in g.cases:
-            k = cores_of(r)
-            assert k is not None
-            m = methods.setdefault(r.tunnel.label, MethodScaling(r.tunnel.label))
-            v = r.value(metric)
-            if v is not None:
-                m.head.setdefault(k, []).append(v)
-                m.by_round.setdefault(r.repeat, {})[k] = r.paired(metric) or v
-            cpu = r.value(CPU)
-            if cpu is not None:
-                m.cpu.setdefault(k, []).append(cpu)
-        out.append(Scaling(g.workload, g.mtu, g.offloads, metric, g.unit, ks,
-                           list(methods.values())))
+        methods = []
+        for label, at in cases.items():
+            m = MethodScaling(label)
+            for k, r in at:
+                v = r.value(metric)
+                if v is not None:
+                    m.head.setdefault(k, []).append(v)
+                    m.by_round.setdefault(r.repeat, {})[k] = r.paired(metric) or v
+                cpu = r.value(CPU)
+                if cpu is not None:
+                    m.cpu.setdefault(k, []).append(cpu)
+            methods.append(m)
+        out.append(Scaling(g.workload, g.mtu, g.offloads, metric, g.unit, ks, methods))
     return out
 
 
