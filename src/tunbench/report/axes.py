@@ -57,6 +57,13 @@ def table_html(heading: str, cells: list[list[str]]) -> str:
     return f"<h3>{html.escape(heading)}</h3><table><tr>{th}</tr>{body}</table>"
 
 
+def axis_section(intro: str, tables: Iterable[tuple[str, list[list[str]]]]) -> str:
+    """An axis section: its heading and text (HTML), then each (heading, cells) as a
+    table_html; '' without a table (a campaign off the axis)."""
+    body = "".join(table_html(heading, cells) for heading, cells in tables)
+    return intro + body if body else ""
+
+
 def num(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
 
@@ -190,17 +197,13 @@ def rate_alongs(c: Campaign) -> list[Along]:
 
 def rate_section_html(c: Campaign) -> str:
     """The report's underlay-rate section ('' for a campaign off the rate axis)."""
-    found = rate_alongs(c)
-    if not found:
-        return ""
-    parts = ["<h2 id=rate>Underlay rate</h2><p>Each scenario is the underlay shaped by tbf "
-             "on both ends to that rate (docs/methodology.md, \"The rate axis\"), every method "
-             "measured at each in the same round, native first. Figures are means over "
-             "rounds; the share of native is the geometric mean of each round's ratio to "
-             "native at the same rate (lowest-highest round; n rounds). A method near 100 % "
-             "at a low rate and below it at a high one is bound by its own datapath only "
-             "there.</p>"]
-    for s in found:
-        parts.append(table_html(f"{where(s.workload, s.mtu, s.offloads)}: against rate",
-                                s.rows()))
-    return "".join(parts)
+    return axis_section(
+        "<h2 id=rate>Underlay rate</h2><p>Each scenario is the underlay shaped by tbf "
+        "on both ends to that rate (docs/methodology.md, \"The rate axis\"), every method "
+        "measured at each in the same round, native first. Figures are means over "
+        "rounds; the share of native is the geometric mean of each round's ratio to "
+        "native at the same rate (lowest-highest round; n rounds). A method near 100 % "
+        "at a low rate and below it at a high one is bound by its own datapath only "
+        "there.</p>",
+        ((f"{where(s.workload, s.mtu, s.offloads)}: against rate", s.rows())
+         for s in rate_alongs(c)))

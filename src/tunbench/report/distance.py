@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results.records import CaseRecord
-from .axes import Share, by_method, num, paired_share, share_text, table_html, where
+from .axes import Share, axis_section, by_method, num, paired_share, share_text, where
 from .data import Campaign
 
 C_MATHIS = math.sqrt(1.5)
@@ -211,21 +211,17 @@ def tables(s: Sweep, fixed_loss: float = 0.0) -> list[tuple[str, list[list[str]]
 
 def section_html(c: Campaign) -> str:
     """The report's distance-and-loss section ('' for a campaign off the RTT / loss axes)."""
-    found = sweeps(c)
-    if not found:
-        return ""
     _, fixed_loss = fixed(c)
-    parts = ["<h2 id=distance>Distance and loss</h2><p>Each scenario is an RTT and/or a "
-             "random loss set by netem on both underlay ends (an RTT of X: a delay of X/2 on "
-             "each; docs/methodology.md, \"RTT and loss as axes\"), every method measured at "
-             "each in the same round, native first. Figures are means over rounds; the share "
-             "of native is the geometric mean of each round's ratio to native at the same "
-             "scenario (lowest-highest round; n rounds). The Mathis row is the TCP model's "
-             "rate for one flow (MSS/RTT × √(3/2)/√p, MSS from the tunnel MTU of the first "
-             "method listed) where loss and RTT are above 0: a reference, not a bound (CUBIC "
-             "is not Reno; netem drops whole GSO packets, so segments are lost less often "
-             "than p).</p>"]
-    for s in found:
-        for title, cells in tables(s, fixed_loss):
-            parts.append(table_html(f"{where(s.workload, s.mtu, s.offloads)}: {title}", cells))
-    return "".join(parts)
+    return axis_section(
+        "<h2 id=distance>Distance and loss</h2><p>Each scenario is an RTT and/or a "
+        "random loss set by netem on both underlay ends (an RTT of X: a delay of X/2 on "
+        "each; docs/methodology.md, \"RTT and loss as axes\"), every method measured at "
+        "each in the same round, native first. Figures are means over rounds; the share "
+        "of native is the geometric mean of each round's ratio to native at the same "
+        "scenario (lowest-highest round; n rounds). The Mathis row is the TCP model's "
+        "rate for one flow (MSS/RTT × √(3/2)/√p, MSS from the tunnel MTU of the first "
+        "method listed) where loss and RTT are above 0: a reference, not a bound (CUBIC "
+        "is not Reno; netem drops whole GSO packets, so segments are lost less often "
+        "than p).</p>",
+        ((f"{where(s.workload, s.mtu, s.offloads)}: {title}", cells)
+         for s in sweeps(c) for title, cells in tables(s, fixed_loss)))

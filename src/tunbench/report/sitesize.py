@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results.records import CORES, CaseRecord
-from .axes import by_method, paired_share, share_text, table_html, where
+from .axes import axis_section, by_method, paired_share, share_text, where
 from .data import Campaign
 
 CPU = "cpu_per_gbit"
@@ -103,16 +103,12 @@ def rows(s: Scaling) -> list[list[str]]:
 
 def section_html(c: Campaign) -> str:
     """The report's site-size section ('' for a campaign without the cpus_per_site axis)."""
-    found = scalings(c)
-    if not found:
-        return ""
-    parts = ["<h2 id=site-size>Site size in cores</h2><p>Each site confined to that many "
-             "CPUs (a cpuset cgroup per site, its underlay's receive work steered there by "
-             "RPS; docs/methodology.md, \"Site size in cores\"), every method measured at "
-             "each count in the same round. The figures are means over rounds; CPU/Gbit is "
-             "% of a core per Gbit/s. The last column is how well the method scales: its "
-             "figure at the fewest cores as a share of its figure at the most, the geometric "
-             "mean of each round's ratio (lowest-highest round; n rounds).</p>"]
-    for s in found:
-        parts.append(table_html(where(s.workload, s.mtu, s.offloads), rows(s)))
-    return "".join(parts)
+    return axis_section(
+        "<h2 id=site-size>Site size in cores</h2><p>Each site confined to that many "
+        "CPUs (a cpuset cgroup per site, its underlay's receive work steered there by "
+        "RPS; docs/methodology.md, \"Site size in cores\"), every method measured at "
+        "each count in the same round. The figures are means over rounds; CPU/Gbit is "
+        "% of a core per Gbit/s. The last column is how well the method scales: its "
+        "figure at the fewest cores as a share of its figure at the most, the geometric "
+        "mean of each round's ratio (lowest-highest round; n rounds).</p>",
+        ((where(s.workload, s.mtu, s.offloads), rows(s)) for s in scalings(c)))
