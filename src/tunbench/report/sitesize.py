@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results.records import CORES, CaseRecord
-from .axes import groups, paired_share, share_text, table_html, where
+from .axes import axis_section, by_method, paired_share, share_text, where
 from .data import Campaign
 
 CPU = "cpu_per_gbit"
@@ -62,25 +62,21 @@ def cores_of(r: CaseRecord) -> int | None:
 def scalings(c: Campaign) -> list[Scaling]:
     """One Scaling per (base workload, MTU, offloads) measured at two or more core counts."""
     out = []
-    for g in groups(c, lambda r: cores_of(r) is not None):
-        ks = sorted({k for r in g.cases if (k := cores_of(r)) is not None})
-        if len(ks) < 2:
-            continue
+    for g, ks, cases in by_method(c, cores_of, order=int):
         metric = g.metric
-        methods: dict[str, MethodScaling] = {}
-        for r in g.cases:
-            k = cores_of(r)
-            assert k is not None
-            m = methods.setdefault(r.tunnel.label, MethodScaling(r.tunnel.label))
-            v = r.value(metric)
-            if v is not None:
-                m.head.setdefault(k, []).append(v)
-                m.by_round.setdefault(r.repeat, {})[k] = r.paired(metric) or v
-            cpu = r.value(CPU)
-            if cpu is not None:
-                m.cpu.setdefault(k, []).append(cpu)
-        out.append(Scaling(g.workload, g.mtu, g.offloads, metric, g.unit, ks,
-                           list(methods.values())))
+        methods = []
+        for label, at in cases.items():
+            m = MethodScaling(label)
+            for k, r in at:
+                v = r.value(metric)
+                if v is not None:
+                    m.head.setdefault(k, []).append(v)
+                    m.by_round.setdefault(r.repeat, {})[k] = r.paired(metric) or v
+                cpu = r.value(CPU)
+                if cpu is not None:
+                    m.cpu.setdefault(k, []).append(cpu)
+            methods.append(m)
+        out.append(Scaling(g.workload, g.mtu, g.offloads, metric, g.unit, ks, methods))
     return out
 
 
@@ -107,16 +103,12 @@ def rows(s: Scaling) -> list[list[str]]:
 
 def section_html(c: Campaign) -> str:
     """The report's site-size section ('' for a campaign without the cpus_per_site axis)."""
-    found = scalings(c)
-    if not found:
-        return ""
-    parts = ["<h2 id=site-size>Site size in cores</h2><p>Each site confined to that many "
-             "CPUs (a cpuset cgroup per site, its underlay's receive work steered there by "
-             "RPS; docs/methodology.md, \"Site size in cores\"), every method measured at "
-             "each count in the same round. The figures are means over rounds; CPU/Gbit is "
-             "% of a core per Gbit/s. The last column is how well the method scales: its "
-             "figure at the fewest cores as a share of its figure at the most, the geometric "
-             "mean of each round's ratio (lowest-highest round; n rounds).</p>"]
-    for s in found:
-        parts.append(table_html(where(s.workload, s.mtu, s.offloads), rows(s)))
-    return "".join(parts)
+    return axis_section(
+        "<h2 id=site-size>Site size in cores</h2><p>Each site confined to that many "
+        "CPUs (a cpuset cgroup per site, its underlay's receive work steered there by "
+        "RPS; docs/methodology.md, \"Site size in cores\"), every method measured at "
+        "each count in the same round. The figures are means over rounds; CPU/Gbit is "
+        "% of a core per Gbit/s. The last column is how well the method scales: its "
+        "figure at the fewest cores as a share of its figure at the most, the geometric "
+        "mean of each round's ratio (lowest-highest round; n rounds).</p>",
+        ((where(s.workload, s.mtu, s.offloads), rows(s)) for s in scalings(c)))
