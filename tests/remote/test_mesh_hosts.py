@@ -4,6 +4,12 @@ measured, each case between its pair's two hosts, no site in two measurements at
 the recorded start and end: the pairs run one after another), the grid in the HTML report
 (its text: not looked at in Chromium here), nothing left on any host.
 
+With `parallel = true` (through the CLI, its progress lines on a pipe): the two pairs of each
+of the 3 colours run at the same time (their recorded spans overlap), the next colour only
+after both ended, still no site in two overlapping cases, every case recorded with
+`parallel` and the pair alongside it, every case's result line printed once, nothing left.
+(The four "hosts" share this machine's CPUs: the overlap is what is tested, not the figures.)
+
 And one host made unreachable: its sshd (started by this test's fixture) is stopped as the
 campaign begins, once every host was opened and checked; the cases of its three pairs fail
 with its connect error, the other three pairs complete, and after its sshd is started again
@@ -62,7 +68,7 @@ def docs_of(out: Path) -> dict[str, dict[str, Any]]:
     return {p.stem: json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))}
 
 
-def check_every_pair(hosts4: SshHosts, out: Path) -> None:
+def check_every_pair(hosts4: SshHosts, out: Path, parallel: bool = False) -> None:
     """All 12 cases ok, each on its own pair's hosts at their real addresses, every pair once
     per kind, no site in two measurements at once, and the report's grid linking them."""
     docs = list(docs_of(out).values())
@@ -70,7 +76,7 @@ def check_every_pair(hosts4: SshHosts, out: Path) -> None:
     for d in docs:
         assert d["status"] == "ok", (d["case"]["id"], d["error"], d.get("error_log"))
         a, b = d["mesh"]["pair"]
-        assert d["case"]["pair"] == [a, b] and d["mesh"]["parallel"] is False
+        assert d["case"]["pair"] == [a, b] and d["mesh"]["parallel"] is parallel
         tb = d["testbed"]
         assert tb["kind"] == "hosts" and tb["mesh"]["pair"] == [a, b]
         # the pair's own hosts were sites a and b, at their real addresses
@@ -81,10 +87,15 @@ def check_every_pair(hosts4: SshHosts, out: Path) -> None:
     for kind in ("native", "vxlan"):
         got = sorted(d["mesh"]["pair"] for d in docs if d["case"]["tunnel"]["kind"] == kind)
         assert got == PAIRS, kind
-    # no site in two measurements at once: each case ended before the next one started
     spans = sorted((d["started"], d["ended"], d["mesh"]["pair"]) for d in docs)
-    for (s0, e0, p0), (s1, e1, p1) in zip(spans, spans[1:], strict=False):
-        assert s0 < e0 <= s1 < e1, (p0, p1)
+    if parallel:   # no site in two cases that overlap in time
+        for i, (_s0, e0, p0) in enumerate(spans):
+            for s1, _e1, p1 in spans[i + 1:]:
+                if s1 < e0:
+                    assert not set(p0) & set(p1), (p0, p1)
+    else:   # no site in two measurements at once: each case ended before the next started
+        for (s0, e0, p0), (s1, e1, p1) in zip(spans, spans[1:], strict=False):
+            assert s0 < e0 <= s1 < e1, (p0, p1)
     # the report's grid: a share of native in every pair's cell, each linking its cases
     page = (out / "report" / "index.html").read_text()
     assert "<table class=meshgrid>" in page and "worst pair s" in page
@@ -93,6 +104,56 @@ def check_every_pair(hosts4: SshHosts, out: Path) -> None:
             a, b = d["mesh"]["pair"]
             assert f"data-pair='{a}-{b}'" in page
             assert f'href="../cases/{d["case"]["id"]}.json"' in page
+
+
+def test_the_pairs_of_a_colour_run_at_the_same_time(hosts4: SshHosts,
+                                                    tmp_path: Path) -> None:
+    runs_here("vxlan")
+    f = tmp_path / "mesh.toml"
+    f.write_text('[testbed]\nkind = "mesh"\nparallel = true\n')
+    out = tmp_path / "r"
+    sites = [x for n, h in SITES.items() for x in ("--site", f"{n}={h}")]
+    r = subprocess.run(TB + ["run", "--experiment", str(f), *sites, "--ssh-config",
+                             str(hosts4.ssh_config), "--tunnels", "native,vxlan",
+                             "--workloads", "stream", "--duration", "1", "--warmup", "0",
+                             "--repeats", "1", "--out", str(out), "--db", "off"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    check_every_pair(hosts4, out, parallel=True)
+    docs = list(docs_of(out).values())
+    by_colour: dict[int, list[dict[str, Any]]] = {}
+    for d in docs:
+        by_colour.setdefault(d["mesh"]["colour"], []).append(d)
+    assert sorted(by_colour) == [0, 1, 2]
+    ends = []
+    for _colour, ds in sorted(by_colour.items()):
+        pairs = sorted({tuple(d["mesh"]["pair"]) for d in ds})
+        assert len(pairs) == 2 and not set(pairs[0]) & set(pairs[1])   # disjoint
+        for d in ds:   # each case names the pair that ran alongside it
+            other = pairs[1] if tuple(d["mesh"]["pair"]) == pairs[0] else pairs[0]
+            assert d["mesh"]["alongside"] == ["-".join(other)], d["mesh"]
+        # the two pairs at the same time: each pair's span (native then vxlan) overlaps the
+        # other's, and each pair's cases ran in plan order, native first
+        span = {}
+        for p in pairs:
+            mine = sorted((d for d in ds if tuple(d["mesh"]["pair"]) == p),
+                          key=lambda d: d["started"])
+            assert [d["case"]["tunnel"]["kind"] for d in mine] == ["native", "vxlan"]
+            assert mine[0]["ended"] <= mine[1]["started"]
+            span[p] = (mine[0]["started"], mine[1]["ended"])
+        (s0, e0), (s1, e1) = span.values()
+        assert s0 < e1 and s1 < e0, span
+        ends.append((min(s0, s1), max(e0, e1)))
+    # one colour after another: the next starts when both pairs of this one have ended
+    order = sorted(ends)
+    for (_, e0), (s1, _) in zip(order, order[1:], strict=False):
+        assert e0 <= s1, order
+    # the progress lines: every case's result once, counted 1..12
+    done = [ln for ln in r.stderr.splitlines() if ln.startswith("[")]
+    assert sorted(int(ln[1:ln.index("/")]) for ln in done) == list(range(1, 13)), done
+    assert sorted(ln.split()[1].rstrip(":") for ln in done) == sorted(
+        d["case"]["id"] for d in docs)
+    assert_clean(hosts4)
 
 
 class StopHost(SilentReporter):
