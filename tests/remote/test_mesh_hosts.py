@@ -9,6 +9,9 @@ of the 3 colours run at the same time (their recorded spans overlap), the next c
 after both ended, still no site in two overlapping cases, every case recorded with
 `parallel` and the pair alongside it, every case's result line printed once, nothing left.
 (The four "hosts" share this machine's CPUs: the overlap is what is tested, not the figures.)
+And SIGINT to that run once its first case is recorded: the cases running beside each other
+end (exit 130, index.json "interrupted", only whole cases recorded, none of a later colour),
+nothing is left on any host, and `--resume` completes the mesh with every pair once.
 
 And one host made unreachable: its sshd (started by this test's fixture) is stopped as the
 campaign begins, once every host was opened and checked; the cases of its three pairs fail
@@ -18,8 +21,10 @@ with its connect error, the other three pairs complete, and after its sshd is st
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,18 +111,23 @@ def check_every_pair(hosts4: SshHosts, out: Path, parallel: bool = False) -> Non
             assert f'href="../cases/{d["case"]["id"]}.json"' in page
 
 
+def parallel_run(hosts: SshHosts, tmp_path: Path, duration: int = 1) -> list[str]:
+    """`tunbench run` of the 4-host mesh with parallel = true (argv; --out tmp_path/r)."""
+    f = tmp_path / "mesh.toml"
+    f.write_text('[testbed]\nkind = "mesh"\nparallel = true\n')
+    sites = [x for n, h in SITES.items() for x in ("--site", f"{n}={h}")]
+    return TB + ["run", "--experiment", str(f), *sites, "--ssh-config", str(hosts.ssh_config),
+                 "--tunnels", "native,vxlan", "--workloads", "stream", "--duration",
+                 str(duration), "--warmup", "0", "--repeats", "1", "--out",
+                 str(tmp_path / "r"), "--db", "off"]
+
+
 def test_the_pairs_of_a_colour_run_at_the_same_time(hosts4: SshHosts,
                                                     tmp_path: Path) -> None:
     runs_here("vxlan")
-    f = tmp_path / "mesh.toml"
-    f.write_text('[testbed]\nkind = "mesh"\nparallel = true\n')
     out = tmp_path / "r"
-    sites = [x for n, h in SITES.items() for x in ("--site", f"{n}={h}")]
-    r = subprocess.run(TB + ["run", "--experiment", str(f), *sites, "--ssh-config",
-                             str(hosts4.ssh_config), "--tunnels", "native,vxlan",
-                             "--workloads", "stream", "--duration", "1", "--warmup", "0",
-                             "--repeats", "1", "--out", str(out), "--db", "off"],
-                       capture_output=True, text=True, timeout=900)
+    r = subprocess.run(parallel_run(hosts4, tmp_path), capture_output=True, text=True,
+                       timeout=900)
     assert r.returncode == 0, r.stderr
     check_every_pair(hosts4, out, parallel=True)
     docs = list(docs_of(out).values())
@@ -153,6 +163,44 @@ def test_the_pairs_of_a_colour_run_at_the_same_time(hosts4: SshHosts,
     assert sorted(int(ln[1:ln.index("/")]) for ln in done) == list(range(1, 13)), done
     assert sorted(ln.split()[1].rstrip(":") for ln in done) == sorted(
         d["case"]["id"] for d in docs)
+    assert_clean(hosts4)
+
+
+def test_sigint_ends_the_pairs_running_together_and_resume_completes(
+        hosts4: SshHosts, tmp_path: Path) -> None:
+    runs_here("vxlan")
+    out = tmp_path / "r"
+    p = subprocess.Popen(parallel_run(hosts4, tmp_path, duration=3), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(300, p.kill)
+    watchdog.start()
+    try:
+        seen = []
+        assert p.stderr is not None
+        for line in p.stderr:   # the first case's result line: its neighbour still runs
+            seen.append(line)
+            if line.startswith("[1/12] "):
+                p.send_signal(signal.SIGINT)
+                break
+        _, rest = p.communicate(timeout=120)
+    finally:
+        watchdog.cancel()
+    err = "".join(seen) + rest
+    assert p.returncode == 130, err
+    assert "interrupted by SIGINT" in err and "tunbench run --resume" in err
+    index = json.loads((out / "index.json").read_text())
+    assert index["state"] == "interrupted"
+    docs = docs_of(out)
+    # whole cases only, all of the first colour (its two pairs' natives, perhaps more)
+    assert 1 <= len(docs) < 4, sorted(docs)
+    assert all(d["status"] == "ok" and d["mesh"]["colour"] == 0 for d in docs.values())
+    recorded = {c["id"] for c in index["cases"] if c["status"] != "pending"}
+    assert recorded == set(docs)
+    assert_clean(hosts4)
+    r = subprocess.run(TB + ["run", "--resume", str(out), "--db", "off"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    check_every_pair(hosts4, out, parallel=True)
     assert_clean(hosts4)
 
 
