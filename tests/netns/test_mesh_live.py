@@ -101,7 +101,8 @@ def grid_rows(page: str, tunnel: str) -> list[list[str]]:
     """The cells (their class) of each row of one mesh grid of the report, by its tunnel."""
     part = page.split(f"<h3 id='mesh-{tunnel}-stream-1500'>")[1]
     table = part.split("<table class=meshgrid>")[1].split("</table>")[0]
-    rows = table.split("<tr>")[1:]
+    head, *rows = table.split("<tr>")[1:]
+    assert head.count("<th>") == len(rows)   # a column per site (after "from \\ to")
     return [[td.split(">")[0].split()[0].strip("'").removeprefix("class=").strip("'")
              for td in row.split("<td ")[1:]] for row in rows]
 
