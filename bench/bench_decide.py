@@ -118,8 +118,29 @@ def unsettled(out: Path) -> tuple[int, int, int]:
     return pairs, open_, far
 
 
+def far_settled_at(out: Path) -> tuple[int | None, float]:
+    """The first round after which no neighbouring pair at least 10 points of native apart
+    is open (judged as the rule judges, at its level per look), and the seconds of
+    measurement up to it (the cases' wall times); (None, all seconds) if never."""
+    docs = [json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))]
+    last = max(int(d["case"]["repeat"]) for d in docs)
+    for k in range(1, last + 1):
+        obs = sequential.series_from_docs([d for d in docs if int(d["case"]["repeat"]) <= k])
+        far_open = 0
+        for s in obs.series:
+            r = sequential.rank(s)
+            lr = {m: sequential.log_ratios(v, s.native) for m, v in s.methods.items()}
+            share = {m: math.exp(statistics.fmean(v.values())) for m, v in lr.items() if v}
+            share["native"] = 1.0
+            far_open += sum(1 for d in r.open if abs(share[d.a] - share[d.b]) >= 0.10)
+        if k >= 2 and far_open == 0:
+            return k, obs.measured_s
+    return None, sequential.series_from_docs(docs).measured_s
+
+
 def live(seconds: float, common: list[str] | None = None) -> None:
     rows = {}
+    measured_fixed3, measured = 0.0, 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in (("sequential", []), ("fixed n=3", ["--repeats", "3"]),
                             ("fixed n=10", ["--repeats", "10"])):
@@ -127,10 +148,19 @@ def live(seconds: float, common: list[str] | None = None) -> None:
             wall, index = campaign(out, [*extra, *(common or [])], seconds)
             rows[name] = (wall, len(index["cases"]), *unsettled(out),
                           (index.get("sequential") or {}).get("stopped"))
+            if name == "fixed n=3":
+                measured_fixed3 = far_settled_at(out)[1]
+            if name == "sequential":
+                at, measured = far_settled_at(out)
+                print("sequential: every pair >= 10 points apart settled after "
+                      + (f"round {at}, {measured:.0f} s of measurement" if at else
+                         f"never ({measured:.0f} s of measurement)"))
     for name, (wall, cases, pairs, open_, far, stopped) in rows.items():
         print(f"{name}: {wall:.0f} s wall, {cases} cases; unsettled {open_} of {pairs} pairs, "
               f"{far} of them >= 10 points apart" + (f"; stopped: {stopped}" if stopped else ""))
     seq = rows["sequential"][0]
+    print(f"measurement until every far pair settled (sequential) / all of fixed n=3's: "
+          f"{measured / measured_fixed3:.2f}" if measured_fixed3 else "")
     print(f"wall time sequential / fixed n=3: {seq / rows['fixed n=3'][0]:.2f}; "
           f"sequential / fixed n=10: {seq / rows['fixed n=10'][0]:.2f}")
 

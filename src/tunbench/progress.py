@@ -111,6 +111,7 @@ class CasePlan:
     kind: str            # tunnel kind: bring-up and teardown are learned per kind
     workload: str        # workload name: its actual/expected ratio is learned per workload
     workload_s: float    # the workload's own expected_seconds
+    alongside: bool = False   # runs beside another case (lanes.py): no time of its own
 
 
 @dataclass
@@ -188,6 +189,8 @@ class Estimate:
 
     def case_s(self, index: int) -> float:
         p = self.cases[index]
+        if p.alongside:   # its time passes while the case it runs beside does
+            return 0.0
         return self.overhead_s(p.kind) + p.workload_s * self.ratio(p.workload)
 
     def case_left(self, now: float) -> float:

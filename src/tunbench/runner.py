@@ -12,12 +12,13 @@ import dataclasses
 import functools
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import implchoice, interrupts, pathmtu, proc, topologies, tunnels, workloads
+from . import implchoice, interrupts, lanes, pathmtu, proc, topologies, tunnels, workloads
 from .capabilities import Missing, kernel_missing, root_missing
 from .caserecord import tunnel_identity, workload_identity
 from .chain import hops as chain_hops
@@ -142,15 +143,24 @@ def _raise_missing(missing: list[str]) -> None:
                                "fix the above or leave those out; nothing was changed")
 
 
-def case_plans(exp: Experiment, cases: list[Case]) -> list[CasePlan]:
+def case_plans(exp: Experiment, cases: list[Case],
+               alongside: frozenset[str] = frozenset()) -> list[CasePlan]:
     """What the estimate starts from: each case's kind, workload and the workload's expected
-    seconds (bring-up and teardown are the estimate's to learn)."""
+    seconds (bring-up and teardown are the estimate's to learn); `alongside`: the ids of
+    cases that run beside another one (a lane after the first, lanes.py), which take no time
+    of their own."""
     # a hub case measures twice (one spoke, then all spokes at once): its topology says so
     return [CasePlan(c.tunnel.kind, c.workload.name,
                      topologies.of(exp, c.through_chain).measurements(exp)
                      * workloads.get(c.workload.name).expected_seconds(
-                         c.workload.params, exp.duration, exp.warmup))
+                         c.workload.params, exp.duration, exp.warmup),
+                     alongside=c.case_id in alongside)
             for c in cases]
+
+
+def _alongside(steps: list[list[list[Case]]]) -> frozenset[str]:
+    """The cases of every lane after a step's first (they run beside its cases)."""
+    return frozenset(c.case_id for step in steps for lane in step[1:] for c in lane)
 
 
 @dataclass
@@ -238,12 +248,11 @@ def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], tod
                done: dict[str, str], reporter: Reporter,
                topo: topology.Topology | HubHosts | None,
                retried: dict[str, str] | None = None) -> CampaignOutcome:
-    reporter.campaign_start(todo, case_plans(exp, todo))
+    steps = topologies.of(exp).steps(exp, todo)
+    reporter.campaign_start(todo, case_plans(exp, todo, _alongside(steps)))
     outcome = CampaignOutcome(store, dict(done))
     try:
-        for case in todo:
-            _run_one(exp, store, index, case, outcome, reporter, topo,
-                     (retried or {}).get(case.case_id))
+        _run_steps(exp, store, index, steps, outcome, reporter, topo, retried or {})
         if exp.sequential:
             _more_rounds(exp, store, index, outcome, reporter, topo)
     except Interrupted:
@@ -257,26 +266,52 @@ def _run_cases(exp: Experiment, store: CampaignStore, index: dict[str, Any], tod
     return outcome
 
 
+def _run_steps(exp: Experiment, store: CampaignStore, index: dict[str, Any],
+               steps: list[list[list[Case]]], outcome: CampaignOutcome, reporter: Reporter,
+               topo: topology.Topology | HubHosts | None, retried: dict[str, str]) -> None:
+    """The topology's steps one after another: a step of one lane here, case after case; a
+    step of several lanes (the mesh's pairs of one colour on hosts, with parallel = true)
+    at the same time, one thread per lane (lanes.py), each its cases in order."""
+    for step in steps:
+        if len(step) == 1:
+            for case in step[0]:
+                _run_one(exp, store, index, case, outcome, reporter, topo,
+                         retried.get(case.case_id))
+            continue
+        lanes.run_lanes(step, reporter, lambda case, view: _run_one(
+            exp, store, index, case, outcome, view, topo, retried.get(case.case_id),
+            lane=True))
+
+
+# a case's file, index.json and the reporter's case_end, one case at a time (lanes.py)
+_BOOKS = threading.Lock()
+_RUN_IDS: set[str] = set()   # the run ids this process gave its cases
+
+
 def _run_one(exp: Experiment, store: CampaignStore, index: dict[str, Any], case: Case,
              outcome: CampaignOutcome, reporter: Reporter,
              topo: topology.Topology | HubHosts | None,
-             earlier: str | None = None) -> None:
+             earlier: str | None = None, lane: bool = False) -> None:
+    """One case and its record. `lane`: it runs beside other cases (lanes.py), so only its
+    own sites are healed after it (the others' connections are in use by their lanes)."""
     if topo is not None and topo.impls:   # impl=auto as the sites decided
         case = dataclasses.replace(case, tunnel=implchoice.apply(case.tunnel, topo.impls))
     reporter.case_start(case)
     doc = run_case(exp, case, reporter.phase, topo)
     if earlier is not None:   # a failed case run again by --resume: its first reason stays
         doc.setdefault("notes", []).append(f"run again by --resume; it had failed: {earlier}")
-    unreachable = _heal(topo, doc)
+    unreachable = _heal(topo, doc, case.pair if lane else None)
     interrupts.check()   # a signal whose exception a library swallowed: not recorded
-    store.write_case(case.case_id, doc)
-    outcome.statuses[case.case_id] = doc["status"]
-    index["cases"][case.index]["status"] = doc["status"]
-    store.write_index(index)
-    reporter.case_end(case, doc)
-    if unreachable is not None:   # recorded the case that lost it; stop here
-        index["state"] = "stopped"
+    with _BOOKS:
+        store.write_case(case.case_id, doc)
+        outcome.statuses[case.case_id] = doc["status"]
+        index["cases"][case.index]["status"] = doc["status"]
         store.write_index(index)
+        reporter.case_end(case, doc)
+        if unreachable is not None:   # recorded the case that lost it; stop here
+            index["state"] = "stopped"
+            store.write_index(index)
+    if unreachable is not None:
         raise unreachable
 
 
@@ -295,11 +330,13 @@ def _more_rounds(exp: Experiment, store: CampaignStore, index: dict[str, Any],
         step = seq.next_step(rankings, obs.rounds, obs.measured_s, obs.case_s(),
                              min_rounds=exp.planned_rounds, max_rounds=exp.max_rounds,
                              budget_s=exp.budget)
-        opened = seq.unsettled(rankings)
+        opened = seq.unsettled(rankings, step)
         if not history or history[-1].get("round") != obs.rounds:
             history.append({"round": obs.rounds, "measured_s": round(obs.measured_s, 3),
                             "open_pairs": len(opened),
                             "open": [[p["a"], p["b"], p["workload"]] for p in opened],
+                            "out_of_reach": [[p["a"], p["b"], p["workload"]] for p in opened
+                                             if p["out_of_reach"]],
                             "cases": sum(1 for c in index["cases"]
                                          if c.get("repeat") == obs.rounds)})
         index["sequential"] = seq.record(rankings, step, obs.measured_s,
@@ -320,11 +357,11 @@ def _more_rounds(exp: Experiment, store: CampaignStore, index: dict[str, Any],
                             "file": f"cases/{c.case_id}.json", **_case_keys(c)}
                            for c in cases]
         store.write_index(index)
+        steps = topologies.of(exp).steps(exp, cases)
         start = getattr(reporter, "round_start", None)
         if start is not None:
-            start(obs.rounds + 1, cases, case_plans(exp, cases))
-        for case in cases:
-            _run_one(exp, store, index, case, outcome, reporter, topo)
+            start(obs.rounds + 1, cases, case_plans(exp, cases, _alongside(steps)))
+        _run_steps(exp, store, index, steps, outcome, reporter, topo, {})
 
 
 def _kept(keep: frozenset[SeqKey] | None, case: Case) -> bool:
@@ -333,15 +370,17 @@ def _kept(keep: frozenset[SeqKey] | None, case: Case) -> bool:
     return keep is None or case_key({"case": case.to_dict()}) in keep
 
 
-def _heal(topo: topology.Topology | HubHosts | None, doc: dict[str, Any]
-          ) -> TunbenchError | None:
+def _heal(topo: topology.Topology | HubHosts | None, doc: dict[str, Any],
+          sites: tuple[str, str] | None = None) -> TunbenchError | None:
     """After a case on hosts: reconnect every site whose connection dropped (that case failed
     with the reason; the new agent sweeps the host) so the campaign goes on, noted in the
-    case. A host that stays unreachable: its connect error, to end the campaign with."""
+    case. A host that stays unreachable: its connect error, to end the campaign with.
+    `sites`: only these (a lane's pair, the mesh's MeshHosts.heal_sites)."""
     if topo is None:
         return None
     try:
-        healed = topo.heal()
+        hosts: Any = topo
+        healed = hosts.heal() if sites is None else hosts.heal_sites(sites)
     except TunbenchError as exc:
         doc.setdefault("notes", []).append(f"campaign stopped: {exc.one_line()}")
         return exc
@@ -370,7 +409,9 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     topology that measures itself (the hub) through its own `measure` and `record`."""
     shape = topologies.of(exp, case.through_chain)
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
-    run_id = names.new_run_id(taken)
+    with _BOOKS:   # cases running beside each other (lanes.py) never share a run id
+        run_id = names.new_run_id(taken | _RUN_IDS)
+        _RUN_IDS.add(run_id)
     ledger = Ledger(run_id)
     started = time.time()
     built: Any = None

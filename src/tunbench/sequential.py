@@ -51,6 +51,11 @@ RESOLUTION = 0.10
 DEFAULT_BUDGET_S = 900.0     # 15 min of measurement
 DEFAULT_MAX_ROUNDS = 20
 SETTLED, BUDGET, MAX_ROUNDS = "settled", "budget", "max-rounds"
+OUT_OF_REACH = "out-of-reach"
+# From this many rounds on, a pair whose estimated rounds to a decision exceed what the budget
+# (or --max-rounds) leaves is out of reach and gets no more rounds (`candidates`). At 2 rounds
+# the estimate stands on one degree of freedom: every pair still gets its third round.
+REACH_FROM = 3
 
 # workload label, underlay MTU, offload variant; a mesh case's also its (directed) pair of
 # sites, "s1-s2": each pair is ranked against its own native, and a round added for an open
@@ -150,17 +155,17 @@ class Step:
     stop: str | None
     keep: frozenset[Key] | None = frozenset()   # None: every case of the experiment
     estimate_s: float = 0.0           # the next round's expected seconds (0 when stopping)
+    # the open pairs given up as out of reach (candidates): (a, b, scenario)
+    out_of_reach: tuple[tuple[str, str, Scenario], ...] = ()
 
 
-def next_round(rankings: Iterable[Ranking], wide_only: bool = False) -> frozenset[Key]:
-    """The cases of the next round: each open pair's methods in its scenario (`wide_only`:
-    of the pairs not shown close), and native next to them in the same scenario, so the
-    pairing stays per round."""
+def next_round(rankings: Iterable[Ranking]) -> frozenset[Key]:
+    """Every open pair's methods in its scenario, and native next to them in the same
+    scenario, so the pairing stays per round: the round the budget could not hold."""
     keep: set[Key] = set()
     for rk in rankings:
-        pairs = rk.wide if wide_only else rk.open
-        if pairs:
-            keep |= {(m, rk.scenario) for m in rk.open_methods(pairs) | {rk.native}}
+        if rk.open:
+            keep |= {(m, rk.scenario) for m in rk.open_methods() | {rk.native}}
     return frozenset(keep)
 
 
@@ -169,27 +174,88 @@ def next_step(rankings: list[Ranking], rounds: int, measured_s: float,
               max_rounds: int = DEFAULT_MAX_ROUNDS,
               budget_s: float = DEFAULT_BUDGET_S) -> Step:
     """The stopping rule. Before `min_rounds` every case runs again; then a round is added
-    only while some pair is open, fewer than `max_rounds` rounds ran, and the measurement so
-    far (`measured_s`) plus the next round's expected seconds (each kept case's mean
-    duration so far, `case_s`; an unseen case: the mean of all) fits in `budget_s`. When
-    the round of every open pair does not fit, the round of the wide ones (open pairs not
-    shown within the resolution of each other) is run if it fits."""
+    only while some pair is open, fewer than `max_rounds` rounds ran, and something fits
+    in what is left of `budget_s` after the measurement so far (`measured_s`; a case's
+    expected seconds: its mean duration so far, `case_s`; an unseen case: the mean of all).
+
+    What the round holds (`plan_round`): the open pairs that can still be settled in what is
+    left, the wide ones (not shown within the resolution of each other) first, then those
+    nearest to a decision; a pair out of reach is left out, so its rounds go to the pairs
+    they can decide. When no open pair is in reach the campaign stops (OUT_OF_REACH) rather
+    than spend the rest of the budget on rounds that cannot settle anything."""
     if rounds < min_rounds:
         return Step(rounds, None, None, sum(case_s.values()))
-    keep = next_round(rankings)
-    if not keep:
+    if not any(rk.open for rk in rankings):
         return Step(rounds, SETTLED)
     if rounds >= max_rounds:
         return Step(rounds, MAX_ROUNDS)
+    left_s = budget_s - measured_s
+    cands = candidates(rankings, case_s, left_s, max_rounds - rounds)
+    keep = plan_round(cands, case_s, left_s)
+    gone = tuple((c.a, c.b, c.scenario) for c in cands if not c.reachable)
     mean = statistics.fmean(case_s.values()) if case_s else 0.0
-    est = sum(case_s.get(k, mean) for k in keep)
-    if measured_s + est > budget_s:
-        wide = next_round(rankings, wide_only=True)
-        est_wide = sum(case_s.get(k, mean) for k in wide)
-        if wide and wide != keep and measured_s + est_wide <= budget_s:
-            return Step(rounds, None, wide, est_wide)
-        return Step(rounds, BUDGET, estimate_s=est)
-    return Step(rounds, None, keep, est)
+    if keep:
+        return Step(rounds, None, keep, sum(case_s.get(k, mean) for k in keep), gone)
+    if any(c.reachable for c in cands) or left_s < min(c.cost_s for c in cands):
+        # nothing fits: the budget is spent
+        return Step(rounds, BUDGET,
+                    estimate_s=sum(case_s.get(k, mean) for k in next_round(rankings)),
+                    out_of_reach=gone)
+    return Step(rounds, OUT_OF_REACH, out_of_reach=gone)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An open pair as a claim on the next round: its cases (its two methods and native in
+    its scenario), what one round of them costs alone, and whether it can still settle."""
+    a: str
+    b: str
+    scenario: Scenario
+    keys: frozenset[Key]
+    cost_s: float
+    close: bool
+    need: int | None        # decide.rounds_needed at the observed mean and sd (None: n < 2)
+    reachable: bool
+
+
+def candidates(rankings: Iterable[Ranking], case_s: Mapping[Key, float], left_s: float,
+               rounds_left: int) -> list[Candidate]:
+    """Every open pair, in the order it gets the round: reachable before out of reach, wide
+    before close, fewer rounds needed first. A pair is out of reach when, from REACH_FROM
+    rounds on, the rounds it needs (at its observed mean and sd) exceed what is left: the
+    rounds before `max_rounds`, or the rounds of its own cases the budget left still buys.
+    Before REACH_FROM rounds the estimate stands on too few rounds to give a pair up."""
+    mean = statistics.fmean(case_s.values()) if case_s else 0.0
+    out = []
+    for rk in rankings:
+        wide = {id(d) for d in rk.wide}
+        for d in rk.open:
+            keys = frozenset((m, rk.scenario) for m in {d.a, d.b, rk.native})
+            cost = sum(case_s.get(k, mean) for k in keys)
+            affordable = rounds_left if cost <= 0 else min(rounds_left, int(left_s // cost))
+            reachable = (d.n < REACH_FROM or d.rounds_needed is None
+                         or d.rounds_needed <= affordable)
+            out.append(Candidate(d.a, d.b, rk.scenario, keys, cost, id(d) not in wide,
+                                 d.rounds_needed, reachable))
+    out.sort(key=lambda c: (not c.reachable, c.close,
+                            c.need if c.need is not None else 0))
+    return out
+
+
+def plan_round(cands: Iterable[Candidate], case_s: Mapping[Key, float],
+               left_s: float) -> frozenset[Key]:
+    """The next round's cases within `left_s` seconds: the reachable pairs' cases, added in
+    the order of `candidates` while the round still fits (a pair whose cases do not fit is
+    passed over for the next). Empty: nothing in reach fits."""
+    mean = statistics.fmean(case_s.values()) if case_s else 0.0
+    keep: set[Key] = set()
+    for c in cands:
+        if not c.reachable:
+            break
+        more = keep | c.keys
+        if sum(case_s.get(k, mean) for k in more) <= left_s:
+            keep = more
+    return frozenset(keep)
 
 
 # -- from the case documents ------------------------------------------------------------------
@@ -287,15 +353,18 @@ def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
 
 # -- what the campaign records and prints ------------------------------------------------------
 
-def unsettled(rankings: Iterable[Ranking]) -> list[dict[str, Any]]:
-    """Each open pair with its scenario and the rounds it still needs (numbers)."""
+def unsettled(rankings: Iterable[Ranking], step: Step | None = None) -> list[dict[str, Any]]:
+    """Each open pair with its scenario and the rounds it still needs (numbers), and whether
+    `step` gave it up as out of reach."""
+    gone = set(step.out_of_reach) if step is not None else set()
     out = []
     for rk in rankings:
         wide = {id(d) for d in rk.wide}
         for d in rk.open:
             out.append({**_where(rk.scenario), "metric": rk.metric,
                         "a": d.a, "b": d.b, "decision": d.verdict, "n": d.n,
-                        "rounds_needed": d.rounds_needed, "close": id(d) not in wide})
+                        "rounds_needed": d.rounds_needed, "close": id(d) not in wide,
+                        "out_of_reach": (d.a, d.b, rk.scenario) in gone})
     return out
 
 
@@ -305,7 +374,7 @@ def record(rankings: list[Ranking], step: Step, measured_s: float, *, min_rounds
     return {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
             "alpha_per_look": ALPHA_PER_LOOK, "margin": _margin(), "resolution": RESOLUTION,
             "rounds": step.rounds, "measured_s": round(measured_s, 3), "stopped": step.stop,
-            "rankings": [rk.to_json() for rk in rankings], "unsettled": unsettled(rankings),
+            "rankings": [rk.to_json() for rk in rankings], "unsettled": unsettled(rankings, step),
             "history": history}
 
 
@@ -329,6 +398,8 @@ def pair_text(p: Mapping[str, Any]) -> str:
         tail = f"about {need} more round{'s' if need != 1 else ''}"
     if p.get("close"):
         tail += f"; within {_points(p)} points of each other"
+    if p.get("out_of_reach"):
+        tail += f"; out of reach of the budget after round {p.get('n')}"
     return f"{p['a']} vs {p['b']} ({where}): {p['decision']}, {tail}"
 
 
@@ -338,7 +409,9 @@ def _points(p: Mapping[str, Any]) -> str:
 
 STOPPED = {SETTLED: "every neighbouring pair of every ranking settled",
            BUDGET: "the measurement budget is spent",
-           MAX_ROUNDS: "the maximum number of rounds is reached"}
+           MAX_ROUNDS: "the maximum number of rounds is reached",
+           OUT_OF_REACH: "the pairs still open need more rounds than the budget or "
+                         "--max-rounds leaves (each is named below with the rounds it needs)"}
 
 
 def summary_lines(seq: Mapping[str, Any]) -> list[str]:

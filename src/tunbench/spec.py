@@ -380,7 +380,8 @@ def build(data: dict[str, Any], source: str = "command line",
     if isinstance(testbed_raw, dict) and meshspec.is_mesh(testbed_raw):   # N sites and their pairs (testbed/meshspec.py)
         mesh = meshspec.collect(testbed_raw, where, problems,
                                 frozenset(flags & {"kind", "sites"}), hosts=len(sites),
-                                hosts_refused=bool(raw_sites) and not sites)
+                                hosts_refused=bool(raw_sites) and not sites,
+                                targets={n: s.target for n, s in sites.items()})
         if available is not None:   # "all": every mesh-capable kind
             available = available & set(tunnels.mesh_kinds(on_hosts=bool(sites)))
         hub = None

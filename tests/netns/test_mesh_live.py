@@ -4,7 +4,11 @@ namespaces on one underlay bridge. Every pair is measured once with its pair rec
 case built the bridge and its pair's two sites only, the cases ran one after another (no two
 overlap in their recorded start and end), the report carries the N x N grid with its worst
 pair and links to each cell's cases, and nothing with the project's prefix is left:
-namespaces, links in the root namespace, state folders."""
+namespaces, links in the root namespace, state folders.
+
+And six sites (`--sites 6`, pairs = all: 15 pairs in 5 colours, 30 cases): every pair once
+per kind in the schedule's order, no two cases overlapping, a 6 x 6 grid in the
+report (vxlan's share of native per pair), nothing left."""
 
 from __future__ import annotations
 
@@ -87,6 +91,71 @@ def test_a_three_site_mesh_measures_every_pair_once_in_turn(
             assert f'href="../cases/{d["case"]["id"]}.json"' in rep
     assert (out / "report" / "mesh-vxlan-stream-1500.svg").exists()
     # nothing left: namespaces and root links of this project, state folders
+    assert ours() == before
+    for d in docs:
+        rid = d["case"]["run_id"]
+        assert not (STATE_DIR / rid).exists() and not (STATE_DIR / f"{rid}.jsonl").exists()
+
+
+def grid_rows(page: str, tunnel: str) -> list[list[str]]:
+    """The cells (their class) of each row of one mesh grid of the report, by its tunnel."""
+    part = page.split(f"<h3 id='mesh-{tunnel}-stream-1500'>")[1]
+    table = part.split("<table class=meshgrid>")[1].split("</table>")[0]
+    head, *rows = table.split("<tr>")[1:]
+    assert head.count("<th>") == len(rows)   # a column per site (after "from \\ to")
+    return [[td.split(">")[0].split()[0].strip("'").removeprefix("class=").strip("'")
+             for td in row.split("<td ")[1:]] for row in rows]
+
+
+@pytest.mark.skipif(root_missing() is not None, reason="needs root")
+def test_a_six_site_mesh_measures_its_15_pairs_in_5_colours(
+        tmp_path: Path, root_unchanged: None) -> None:
+    before = ours()
+    out = tmp_path / "mesh6"
+    r = subprocess.run(TB + ["run", "--testbed", "mesh", "--sites", "6", "--tunnels",
+                             "native,vxlan", "--workloads", "stream", "--duration", "1",
+                             "--warmup", "0", "--repeats", "1", "--out", str(out),
+                             "--db", "off"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    docs = [json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))]
+    assert len(docs) == 30
+    sites = [f"s{i}" for i in range(1, 7)]
+    every = sorted([a, b] for i, a in enumerate(sites) for b in sites[i + 1:])
+    for d in docs:
+        assert d["status"] == "ok", (d["case"]["id"], d["error"])
+        a, b = d["mesh"]["pair"]
+        assert set(d["testbed"]["mesh"]["site_netns"]) == {a, b}
+        assert d["raw"]["iperf3"]["bytes_received"] > 0
+    for kind in ("native", "vxlan"):
+        assert sorted(d["mesh"]["pair"] for d in docs
+                      if d["case"]["tunnel"]["kind"] == kind) == every, kind
+    # the schedule: 5 colours of 3 disjoint pairs (6 sites: the round robin's N - 1), run in
+    # its order, native then vxlan of a pair together
+    colours: dict[int, set[tuple[str, ...]]] = {}
+    for d in docs:
+        colours.setdefault(d["mesh"]["colour"], set()).add(tuple(d["mesh"]["pair"]))
+    assert sorted(colours) == [0, 1, 2, 3, 4]
+    for pairs in colours.values():
+        assert len(pairs) == 3 and len({s for p in pairs for s in p}) == 6
+    assert [d["case"]["tunnel"]["kind"] for d in docs] == ["native", "vxlan"] * 15
+    assert [d["mesh"]["colour"] for d in docs] == sorted(d["mesh"]["colour"] for d in docs)
+    # one after another: no two cases overlap
+    spans = sorted((d["started"], d["ended"]) for d in docs)
+    assert all(s < e for s, e in spans)
+    assert all(e0 <= s1 for (_, e0), (s1, _) in zip(spans, spans[1:], strict=False)), spans
+    # the report: vxlan's 6 x 6 grid (native is the reference of every cell: no grid of its
+    # own), every pair's cell a share of native, the diagonal a site with itself
+    rep = (out / "report" / "index.html").read_text()
+    rows = grid_rows(rep, "vxlan")
+    assert len(rows) == 6 and all(len(row) == 6 for row in rows), rows
+    assert [row[i] for i, row in enumerate(rows)] == ["meshself"] * 6
+    assert sum(row.count("meshcell") for row in rows) == 15
+    assert "<h3 id='mesh-native-" not in rep
+    for d in docs:
+        if d["case"]["tunnel"]["kind"] == "vxlan":
+            a, b = d["mesh"]["pair"]
+            assert f"data-pair='{a}-{b}'" in rep
     assert ours() == before
     for d in docs:
         rid = d["case"]["run_id"]

@@ -4,6 +4,15 @@ measured, each case between its pair's two hosts, no site in two measurements at
 the recorded start and end: the pairs run one after another), the grid in the HTML report
 (its text: not looked at in Chromium here), nothing left on any host.
 
+With `parallel = true` (through the CLI, its progress lines on a pipe): the two pairs of each
+of the 3 colours run at the same time (their recorded spans overlap), the next colour only
+after both ended, still no site in two overlapping cases, every case recorded with
+`parallel` and the pair alongside it, every case's result line printed once, nothing left.
+(The four "hosts" share this machine's CPUs: the overlap is what is tested, not the figures.)
+And SIGINT to that run once its first case is recorded: the cases running beside each other
+end (exit 130, index.json "interrupted", only whole cases recorded, none of a later colour),
+nothing is left on any host, and `--resume` completes the mesh with every pair once.
+
 And one host made unreachable: its sshd (started by this test's fixture) is stopped as the
 campaign begins, once every host was opened and checked; the cases of its three pairs fail
 with its connect error, the other three pairs complete, and after its sshd is started again
@@ -12,8 +21,10 @@ with its connect error, the other three pairs complete, and after its sshd is st
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,7 +73,7 @@ def docs_of(out: Path) -> dict[str, dict[str, Any]]:
     return {p.stem: json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))}
 
 
-def check_every_pair(hosts4: SshHosts, out: Path) -> None:
+def check_every_pair(hosts4: SshHosts, out: Path, parallel: bool = False) -> None:
     """All 12 cases ok, each on its own pair's hosts at their real addresses, every pair once
     per kind, no site in two measurements at once, and the report's grid linking them."""
     docs = list(docs_of(out).values())
@@ -70,7 +81,7 @@ def check_every_pair(hosts4: SshHosts, out: Path) -> None:
     for d in docs:
         assert d["status"] == "ok", (d["case"]["id"], d["error"], d.get("error_log"))
         a, b = d["mesh"]["pair"]
-        assert d["case"]["pair"] == [a, b] and d["mesh"]["parallel"] is False
+        assert d["case"]["pair"] == [a, b] and d["mesh"]["parallel"] is parallel
         tb = d["testbed"]
         assert tb["kind"] == "hosts" and tb["mesh"]["pair"] == [a, b]
         # the pair's own hosts were sites a and b, at their real addresses
@@ -81,10 +92,15 @@ def check_every_pair(hosts4: SshHosts, out: Path) -> None:
     for kind in ("native", "vxlan"):
         got = sorted(d["mesh"]["pair"] for d in docs if d["case"]["tunnel"]["kind"] == kind)
         assert got == PAIRS, kind
-    # no site in two measurements at once: each case ended before the next one started
     spans = sorted((d["started"], d["ended"], d["mesh"]["pair"]) for d in docs)
-    for (s0, e0, p0), (s1, e1, p1) in zip(spans, spans[1:], strict=False):
-        assert s0 < e0 <= s1 < e1, (p0, p1)
+    if parallel:   # no site in two cases that overlap in time
+        for i, (_s0, e0, p0) in enumerate(spans):
+            for s1, _e1, p1 in spans[i + 1:]:
+                if s1 < e0:
+                    assert not set(p0) & set(p1), (p0, p1)
+    else:   # no site in two measurements at once: each case ended before the next started
+        for (s0, e0, p0), (s1, e1, p1) in zip(spans, spans[1:], strict=False):
+            assert s0 < e0 <= s1 < e1, (p0, p1)
     # the report's grid: a share of native in every pair's cell, each linking its cases
     page = (out / "report" / "index.html").read_text()
     assert "<table class=meshgrid>" in page and "worst pair s" in page
@@ -93,6 +109,99 @@ def check_every_pair(hosts4: SshHosts, out: Path) -> None:
             a, b = d["mesh"]["pair"]
             assert f"data-pair='{a}-{b}'" in page
             assert f'href="../cases/{d["case"]["id"]}.json"' in page
+
+
+def parallel_run(hosts: SshHosts, tmp_path: Path, duration: int = 1) -> list[str]:
+    """`tunbench run` of the 4-host mesh with parallel = true (argv; --out tmp_path/r)."""
+    f = tmp_path / "mesh.toml"
+    f.write_text('[testbed]\nkind = "mesh"\nparallel = true\n')
+    sites = [x for n, h in SITES.items() for x in ("--site", f"{n}={h}")]
+    return TB + ["run", "--experiment", str(f), *sites, "--ssh-config", str(hosts.ssh_config),
+                 "--tunnels", "native,vxlan", "--workloads", "stream", "--duration",
+                 str(duration), "--warmup", "0", "--repeats", "1", "--out",
+                 str(tmp_path / "r"), "--db", "off"]
+
+
+def test_the_pairs_of_a_colour_run_at_the_same_time(hosts4: SshHosts,
+                                                    tmp_path: Path) -> None:
+    runs_here("vxlan")
+    out = tmp_path / "r"
+    r = subprocess.run(parallel_run(hosts4, tmp_path), capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stderr
+    check_every_pair(hosts4, out, parallel=True)
+    docs = list(docs_of(out).values())
+    by_colour: dict[int, list[dict[str, Any]]] = {}
+    for d in docs:
+        by_colour.setdefault(d["mesh"]["colour"], []).append(d)
+    assert sorted(by_colour) == [0, 1, 2]
+    ends = []
+    for _colour, ds in sorted(by_colour.items()):
+        pairs = sorted({tuple(d["mesh"]["pair"]) for d in ds})
+        assert len(pairs) == 2 and not set(pairs[0]) & set(pairs[1])   # disjoint
+        for d in ds:   # each case names the pair that ran alongside it
+            other = pairs[1] if tuple(d["mesh"]["pair"]) == pairs[0] else pairs[0]
+            assert d["mesh"]["alongside"] == ["-".join(other)], d["mesh"]
+        # the two pairs at the same time: each pair's span (native then vxlan) overlaps the
+        # other's, and each pair's cases ran in plan order, native first
+        span = {}
+        for p in pairs:
+            mine = sorted((d for d in ds if tuple(d["mesh"]["pair"]) == p),
+                          key=lambda d: d["started"])
+            assert [d["case"]["tunnel"]["kind"] for d in mine] == ["native", "vxlan"]
+            assert mine[0]["ended"] <= mine[1]["started"]
+            span[p] = (mine[0]["started"], mine[1]["ended"])
+        (s0, e0), (s1, e1) = span.values()
+        assert s0 < e1 and s1 < e0, span
+        ends.append((min(s0, s1), max(e0, e1)))
+    # one colour after another: the next starts when both pairs of this one have ended
+    order = sorted(ends)
+    for (_, e0), (s1, _) in zip(order, order[1:], strict=False):
+        assert e0 <= s1, order
+    # the progress lines: every case's result once, counted 1..12
+    done = [ln for ln in r.stderr.splitlines() if ln.startswith("[")]
+    assert sorted(int(ln[1:ln.index("/")]) for ln in done) == list(range(1, 13)), done
+    assert sorted(ln.split()[1].rstrip(":") for ln in done) == sorted(
+        d["case"]["id"] for d in docs)
+    assert_clean(hosts4)
+
+
+def test_sigint_ends_the_pairs_running_together_and_resume_completes(
+        hosts4: SshHosts, tmp_path: Path) -> None:
+    runs_here("vxlan")
+    out = tmp_path / "r"
+    p = subprocess.Popen(parallel_run(hosts4, tmp_path, duration=3), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(300, p.kill)
+    watchdog.start()
+    try:
+        seen = []
+        assert p.stderr is not None
+        for line in p.stderr:   # the first case's result line: its neighbour still runs
+            seen.append(line)
+            if line.startswith("[1/12] "):
+                p.send_signal(signal.SIGINT)
+                break
+        _, rest = p.communicate(timeout=120)
+    finally:
+        watchdog.cancel()
+    err = "".join(seen) + rest
+    assert p.returncode == 130, err
+    assert "interrupted by SIGINT" in err and "tunbench run --resume" in err
+    index = json.loads((out / "index.json").read_text())
+    assert index["state"] == "interrupted"
+    docs = docs_of(out)
+    # whole cases only, all of the first colour (its two pairs' natives, perhaps more)
+    assert 1 <= len(docs) < 4, sorted(docs)
+    assert all(d["status"] == "ok" and d["mesh"]["colour"] == 0 for d in docs.values())
+    recorded = {c["id"] for c in index["cases"] if c["status"] != "pending"}
+    assert recorded == set(docs)
+    assert_clean(hosts4)
+    r = subprocess.run(TB + ["run", "--resume", str(out), "--db", "off"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    check_every_pair(hosts4, out, parallel=True)
+    assert_clean(hosts4)
 
 
 class StopHost(SilentReporter):

@@ -80,6 +80,13 @@ def test_sdwan_report_draws_the_chain_and_sets_it_against_direct(
     assert f"<td class=l>{gwa['netns']}</td>" in page
     assert "ipsec (libipsec) tunnel to gwb, encrypts; inner MTU 1400 over WAN MTU 1500" in page
     assert "Through the chain vs direct" in page and "chain % of direct" in page
+    # its rows name each metric as the rest of the report does, not by its key
+    # (rfc2544_pps_imix, throughput); the loss search's direct figure is a lower bound
+    for wl, name in (("loss-search", "RFC 2544 rate, IMIX (packets/s)</td><td>≥"),
+                     ("loss-search", "RFC 2544 rate, 361 B (packets/s)</td><td>≥"),
+                     ("stream", "Throughput (Mbit/s)</td><td>4,586</td>")):
+        assert f"<tr><td class=l>{wl}</td><td class=l>{name}" in page, name
+    assert "<td class=l>rfc2544_pps_" not in page and "<td class=l>throughput (" not in page
     load = browser(rep.html)
     assert not load.console_errors and not load.requests
     assert "Loss starts at gwb (gateway, ipsec (libipsec))" in load.text

@@ -89,3 +89,24 @@ def test_advise_reads_the_highest_rate(campaign: Callable[[str], Path]) -> None:
     assert ("note: figures at rate=1gbit; measured: 100mbit, 1gbit (the report's \"Underlay "
             "rate\" has each)") in lines, lines
     assert any(line.startswith(f"  1. vxlan: {want:.1f}% (n=2") for line in lines), lines
+
+
+def test_rate_axis_reads_as_the_user_spelled_it(built: Callable[[str], build.Report],
+                                                campaign: Callable[[str], Path]) -> None:
+    """The rate axis in the report's environment and in compare's refusal is the rates as
+    given to --rates, comma-separated like the RTT and loss axes and the MTUs, never
+    Python's list text (['100mbit', '1gbit'])."""
+    page = built(NAME).html.read_text()
+    assert ("<th class=l>underlay MTUs</th><td class=l>1500</td></tr>"
+            "<tr><th class=l>rate (tbf shaping)</th><td class=l>100mbit, 1gbit</td>") in page
+    assert "&#x27;100mbit" not in page
+    other = campaign("rtt-loss")   # recorded on the RTT and loss axes, unshaped
+    r = subprocess.run([sys.executable, "-m", "tunbench", "compare", str(campaign(NAME)),
+                        str(other)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == "", r
+    (line,) = r.stderr.strip().splitlines()
+    for want in ("RTT axis: A none, B 0ms, 10ms, 40ms",
+                 "underlay rate: A 100mbit, 1gbit, B none",
+                 "underlay loss: A none, B 0%, 1%"):
+        assert want in line, line
+    assert "[" not in line and "'" not in line, line

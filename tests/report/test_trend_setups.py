@@ -84,6 +84,13 @@ def test_the_setup_changes_of_the_issue_start_new_series(store: tuple[list[dict]
     assert not by_camp["shaped"] & by_camp["mtu"]
     assert not by_camp["chain"] & by_camp["sdwan"]
     assert "rate 200mbit" in t.setups[next(iter(by_camp["shaped"]))].label
+    # a campaign on an axis: its values as given, comma-separated, not Python's list text
+    labels = {(Path(camp).name, t.setups[k[3]].label)
+              for k, pts in ser.items() for _, camp, _ in pts}
+    for camp, want in (("rate", "rate 100mbit, 1gbit, testbed"),
+                       ("rtt-loss", "loss 0%, 1%, testbed")):
+        mine = {label for name, label in labels if name == camp}
+        assert mine and all(want in x and "[" not in x for x in mine), mine
     # and compare refuses both pairs, naming the setup change
     for a, b, why in (("mtu", "shaped", "underlay rate"), ("chain", "sdwan", "")):
         r = _tb("compare", CAMPAIGNS / a, CAMPAIGNS / b)

@@ -68,9 +68,10 @@ def test_a_mesh_is_parsed_recorded_and_rebuilt_on_resume() -> None:
      "e.toml: testbed.pairs must be \"all\" or a non-empty list like [\"s1-s2\", \"s2-s3\"], "
      "got 'some' (fix the values named above; nothing was changed)"),
     ({"sites": 3, "parallel": True},
-     "e.toml: testbed.parallel = true is not built yet: the mesh runs its pairs one after "
-     "another (leave parallel out, or false) (fix the values named above; nothing was "
-     "changed)"),
+     "e.toml: testbed.parallel = true needs the sites on hosts: on this host's namespaces "
+     "every pair shares one host's CPUs, so pairs run one after another (leave parallel out, "
+     "or give [sites] s1..sN / --site s1=USER@HOST ... one host each) (fix the values named "
+     "above; nothing was changed)"),
     ({"sites": 3, "parallel": "yes"},
      "e.toml: testbed.parallel must be true or false, got 'yes' (fix the values named "
      "above; nothing was changed)"),

@@ -82,28 +82,47 @@ def test_equivalent_pair_stops_as_equivalent_and_only_it_goes_on() -> None:
     assert measured["vxlan"] == measured["geneve"] == measured["native"] == step.rounds
 
 
-def test_noisy_close_pair_runs_to_the_budget_and_says_what_it_needs() -> None:
+def test_noisy_close_pair_out_of_reach_stops_and_says_what_it_needs() -> None:
+    """Two methods 2 points apart with a 10 % CV cannot be told apart in the 10 rounds a
+    300 s budget buys: from the third round the pair is out of reach, the campaign stops
+    there instead of spending the budget, and names the rounds the pair would need."""
     truth = {"vxlan": (0.90, 0.10), "ebpf-vxlan": (0.88, 0.10)}
     step, (r,), measured = simulate(truth, seed=5, case_s=10.0, budget_s=300.0)
-    assert step.stop == sequential.BUDGET
-    assert step.rounds < sequential.DEFAULT_MAX_ROUNDS
-    open_ = sequential.unsettled([r])
+    assert step.stop == sequential.OUT_OF_REACH
+    assert step.rounds == sequential.REACH_FROM
+    open_ = sequential.unsettled([r], step)
     pair = next(p for p in open_ if {p["a"], p["b"]} == {"vxlan", "ebpf-vxlan"})
-    assert pair["decision"] == decide.UNDECIDED
-    assert isinstance(pair["rounds_needed"], int) and pair["rounds_needed"] > 0
-    assert pair["n"] == step.rounds
-    # the budget is never overrun by a whole round: spent + the next round > budget
+    assert pair["decision"] == decide.UNDECIDED and pair["n"] == step.rounds
+    # more rounds than what is left buys: (300 s - spent) / 30 s a round of the pair
     spent = 10.0 * sum(measured.values())
-    assert spent <= 300.0 < spent + step.estimate_s
+    assert isinstance(pair["rounds_needed"], int)
+    assert pair["rounds_needed"] > (300.0 - spent) // 30.0
+    assert pair["out_of_reach"] is True
     text = sequential.pair_text(pair)
     assert "undecided" in text and f"about {pair['rounds_needed']} more round" in text
+    assert text.endswith(f"out of reach of the budget after round {step.rounds}")
+    assert "need more rounds than the budget" in sequential.STOPPED[step.stop]
+
+
+def test_a_pair_in_reach_runs_until_the_budget_is_spent() -> None:
+    """A pair 10 points apart, CV 10 %: in reach of a 150 s budget (5 rounds of 3 cases),
+    so rounds go on until it is decided or nothing fits; the budget is never overrun."""
+    truth = {"vxlan": (0.90, 0.10), "srv6": (0.80, 0.10)}
+    step, (r,), measured = simulate(truth, seed=2, case_s=10.0, budget_s=150.0)
+    spent = 10.0 * sum(measured.values())
+    assert spent <= 150.0
+    if step.stop == sequential.BUDGET:
+        assert spent + step.estimate_s > 150.0
+    else:
+        assert step.stop in (sequential.SETTLED, sequential.OUT_OF_REACH), step.stop
+    assert step.rounds > sequential.MIN_ROUNDS
 
 
 def test_max_rounds_stops_before_the_budget() -> None:
     truth = {"vxlan": (0.90, 0.10), "ebpf-vxlan": (0.89, 0.10)}
-    step, _, measured = simulate(truth, seed=7, max_rounds=4, budget_s=1e6)
-    assert (step.stop, step.rounds) == (sequential.MAX_ROUNDS, 4)
-    assert measured["native"] == 4
+    step, _, measured = simulate(truth, seed=7, max_rounds=3, budget_s=1e6)
+    assert (step.stop, step.rounds) == (sequential.MAX_ROUNDS, 3)
+    assert measured["native"] == 3
 
 
 def test_rank_orders_lower_is_better_and_leaves_out_methods_without_native() -> None:
@@ -207,34 +226,52 @@ def test_summary_lines_name_every_open_pair() -> None:
 
 
 
-def test_a_tight_budget_goes_to_the_pairs_that_may_be_far_apart() -> None:
-    """Two open pairs: vxlan~ebpf-vxlan about 2 points apart and shown within the 10-point
-    resolution (close), srv6~vxlan noisy and perhaps 30 points apart (wide). When the budget
-    cannot hold a round of every open method, the next round keeps the wide pair (with
-    native) and leaves the close one; the close pair is reported with its resolution."""
+def test_a_tight_budget_goes_to_the_pair_it_can_settle() -> None:
+    """Two open pairs after 4 rounds: vxlan~ebpf-vxlan about 2 points apart and shown within
+    the 10-point resolution (close; about 6 more rounds), ebpf-vxlan~srv6 perhaps 30 points
+    apart (wide; about 2 more rounds). With room for every open method, the round holds all
+    of them. With 65 s left (10 s a case: 2 rounds of a pair) the close pair is out of reach
+    and the round keeps the wide pair's methods with native. With 25 s left nothing fits:
+    the budget stops it. The close pair is reported with its resolution."""
     rounds = (1, 2, 3, 4)
     vx = dict(zip(rounds, (900.0, 920.0, 880.0, 910.0), strict=True))
     d = dict(zip(rounds, (0.0, 0.04, 0.01, 0.03), strict=True))
     series = sequential.Series(
         SCEN, "throughput", True, {r: 1000.0 for r in rounds},
         {"vxlan": vx, "ebpf-vxlan": {r: vx[r] * math.exp(-d[r]) for r in rounds},
-         "srv6": dict(zip(rounds, (600.0, 850.0, 500.0, 800.0), strict=True))})
+         "srv6": dict(zip(rounds, (600.0, 750.0, 500.0, 700.0), strict=True))})
     r = sequential.rank(series)
-    pairs = {frozenset((x.a, x.b)): (x.verdict, c) for x, c in zip(r.decisions, r.close,
-                                                                    strict=True)}
-    assert pairs[frozenset(("vxlan", "ebpf-vxlan"))] == (decide.UNDECIDED, True)
-    assert pairs[frozenset(("ebpf-vxlan", "srv6"))] == (decide.UNDECIDED, False)
+    pairs = {frozenset((x.a, x.b)): (x.verdict, c, x.rounds_needed)
+             for x, c in zip(r.decisions, r.close, strict=True)}
+    assert pairs[frozenset(("vxlan", "ebpf-vxlan"))] == (decide.UNDECIDED, True, 6)
+    assert pairs[frozenset(("ebpf-vxlan", "srv6"))] == (decide.UNDECIDED, False, 2)
     durations = {(k, SCEN): 10.0 for k in ("native", "vxlan", "ebpf-vxlan", "srv6")}
-    # room for every open method (4 cases): all of them
     roomy = sequential.next_step([r], 4, 100.0, durations, budget_s=1000.0)
     assert roomy.keep == {(k, SCEN) for k in ("native", "vxlan", "ebpf-vxlan", "srv6")}
-    # room for 3 cases: the wide pair's methods and native
-    tight = sequential.next_step([r], 4, 100.0, durations, budget_s=135.0)
-    assert tight.stop is None
+    tight = sequential.next_step([r], 4, 100.0, durations, budget_s=165.0)
+    assert tight.stop is None and tight.estimate_s == 30.0
     assert tight.keep == {(k, SCEN) for k in ("native", "ebpf-vxlan", "srv6")}
-    # room for 2: nothing fits, the budget stops it
     assert sequential.next_step([r], 4, 100.0, durations, budget_s=125.0).stop == \
         sequential.BUDGET
     close = next(p for p in sequential.unsettled([r]) if p["close"])
     assert {close["a"], close["b"]} == {"vxlan", "ebpf-vxlan"}
     assert sequential.pair_text(close).endswith("within 10 points of each other")
+
+
+def test_wide_pairs_come_first_then_the_nearest_to_a_decision() -> None:
+    """The order in which open pairs claim the round (`candidates`)."""
+    rounds = (1, 2, 3, 4)
+    vx = dict(zip(rounds, (900.0, 920.0, 880.0, 910.0), strict=True))
+    d = dict(zip(rounds, (0.0, 0.04, 0.01, 0.03), strict=True))
+    series = sequential.Series(
+        SCEN, "throughput", True, {r: 1000.0 for r in rounds},
+        {"vxlan": vx, "ebpf-vxlan": {r: vx[r] * math.exp(-d[r]) for r in rounds},
+         "srv6": dict(zip(rounds, (600.0, 750.0, 500.0, 700.0), strict=True))})
+    r = sequential.rank(series)
+    durations = {(k, SCEN): 10.0 for k in ("native", "vxlan", "ebpf-vxlan", "srv6")}
+    cands = sequential.candidates([r], durations, left_s=1000.0, rounds_left=16)
+    assert [(c.close, c.need, c.reachable) for c in cands] == [(False, 2, True),
+                                                              (True, 6, True)]
+    # 2 rounds left before --max-rounds: the close pair (6 more) is out of reach, last
+    cands = sequential.candidates([r], durations, left_s=1000.0, rounds_left=2)
+    assert [(c.need, c.reachable) for c in cands] == [(2, True), (6, False)]

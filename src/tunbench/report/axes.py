@@ -19,7 +19,7 @@ import math
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..rates import rate_mbps
 from ..results.records import CaseRecord
@@ -57,6 +57,13 @@ def table_html(heading: str, cells: list[list[str]]) -> str:
     return f"<h3>{html.escape(heading)}</h3><table><tr>{th}</tr>{body}</table>"
 
 
+def axis_section(intro: str, tables: Iterable[tuple[str, list[list[str]]]]) -> str:
+    """An axis section: its heading and text (HTML), then each (heading, cells) as a
+    table_html; '' without a table (a campaign off the axis)."""
+    body = "".join(table_html(heading, cells) for heading, cells in tables)
+    return intro + body if body else ""
+
+
 def num(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
 
@@ -84,6 +91,31 @@ def groups(c: Campaign, on_axis: Callable[[CaseRecord], bool]) -> list[Group]:
         metric = headline_metric(c, cases[0].workload.name) or "throughput"
         unit = next((r.metrics[metric].unit for r in cases if metric in r.metrics), "")
         out.append(Group(base, mtu, off, cases, metric, unit))
+    return out
+
+
+X = TypeVar("X", str, int, tuple[str, str])   # an axis value: '100mbit', 2 cores, (rtt, loss)
+
+
+def by_method(c: Campaign, value_of: Callable[[CaseRecord], X | None],
+              order: Callable[[X], Any] | None = None
+              ) -> list[tuple[Group, list[X], dict[str, list[tuple[X, CaseRecord]]]]]:
+    """The ok cases on the axis `value_of` reads from a case (None: off it), per (base
+    workload, MTU, offloads) measured at two or more of its values: the group, its values
+    (in `order`, else as first seen) and its cases per method (tunnel label, first seen
+    first), each with its value."""
+    out = []
+    for g in groups(c, lambda r: value_of(r) is not None):
+        at = [(x, r) for r in g.cases if (x := value_of(r)) is not None]
+        values = list(dict.fromkeys(x for x, _ in at))
+        if order is not None:
+            values.sort(key=order)
+        if len(values) < 2:
+            continue
+        methods: dict[str, list[tuple[X, CaseRecord]]] = {}
+        for x, r in at:
+            methods.setdefault(r.tunnel.label, []).append((x, r))
+        out.append((g, values, methods))
     return out
 
 
@@ -131,21 +163,18 @@ def along(c: Campaign, value_of: Callable[[CaseRecord], str | None],
     """One Along per (base workload, MTU, offloads) measured at two or more values of the
     axis `value_of` reads from a case (None: off the axis)."""
     out = []
-    for g in groups(c, lambda r: value_of(r) is not None):
-        values = sorted({x for r in g.cases if (x := value_of(r)) is not None}, key=order)
-        if len(values) < 2:
-            continue
-        methods: dict[str, Method] = {}
-        for r in g.cases:
-            x = value_of(r)
-            m = methods.setdefault(r.tunnel.label, Method(r.tunnel.label,
-                                                          c.is_reference(r.tunnel.label)))
-            v = r.value(g.metric)
-            if x is not None and v is not None:
-                m.values.setdefault(x, []).append(v)
-                m.by_round.setdefault(r.repeat, {})[x] = v
+    for g, values, cases in by_method(c, value_of, order):
+        methods = []
+        for label, at in cases.items():
+            m = Method(label, c.is_reference(label))
+            for x, r in at:
+                v = r.value(g.metric)
+                if v is not None:
+                    m.values.setdefault(x, []).append(v)
+                    m.by_round.setdefault(r.repeat, {})[x] = v
+            methods.append(m)
         out.append(Along(g.workload, g.mtu, g.offloads, g.metric, g.unit, values,
-                         sorted(methods.values(), key=lambda m: not m.native)))
+                         sorted(methods, key=lambda m: not m.native)))
     return out
 
 
@@ -168,17 +197,13 @@ def rate_alongs(c: Campaign) -> list[Along]:
 
 def rate_section_html(c: Campaign) -> str:
     """The report's underlay-rate section ('' for a campaign off the rate axis)."""
-    found = rate_alongs(c)
-    if not found:
-        return ""
-    parts = ["<h2 id=rate>Underlay rate</h2><p>Each scenario is the underlay shaped by tbf "
-             "on both ends to that rate (docs/methodology.md, \"The rate axis\"), every method "
-             "measured at each in the same round, native first. Figures are means over "
-             "rounds; the share of native is the geometric mean of each round's ratio to "
-             "native at the same rate (lowest-highest round; n rounds). A method near 100 % "
-             "at a low rate and below it at a high one is bound by its own datapath only "
-             "there.</p>"]
-    for s in found:
-        parts.append(table_html(f"{where(s.workload, s.mtu, s.offloads)}: against rate",
-                                s.rows()))
-    return "".join(parts)
+    return axis_section(
+        "<h2 id=rate>Underlay rate</h2><p>Each scenario is the underlay shaped by tbf "
+        "on both ends to that rate (docs/methodology.md, \"The rate axis\"), every method "
+        "measured at each in the same round, native first. Figures are means over "
+        "rounds; the share of native is the geometric mean of each round's ratio to "
+        "native at the same rate (lowest-highest round; n rounds). A method near 100 % "
+        "at a low rate and below it at a high one is bound by its own datapath only "
+        "there.</p>",
+        ((f"{where(s.workload, s.mtu, s.offloads)}: against rate", s.rows())
+         for s in rate_alongs(c)))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results.records import CaseRecord
-from .axes import Share, groups, num, paired_share, share_text, table_html, where
+from .axes import Share, axis_section, by_method, num, paired_share, share_text, where
 from .data import Campaign
 
 C_MATHIS = math.sqrt(1.5)
@@ -56,6 +56,12 @@ def axis_values(r: CaseRecord) -> tuple[str | None, str | None]:
     rtt, loss = case.get("rtt"), case.get("loss")
     return (rtt if isinstance(rtt, str) and rtt else None,
             loss if isinstance(loss, str) and loss else None)
+
+
+def scenario_of(r: CaseRecord) -> tuple[str, str] | None:
+    """(rtt, loss) of a case on either axis ('' for the one it is not on); None on neither."""
+    rtt, loss = axis_values(r)
+    return None if rtt is None and loss is None else (rtt or "", loss or "")
 
 
 def rtt_key(v: str | None) -> float:
@@ -152,30 +158,24 @@ def sweeps(c: Campaign) -> list[Sweep]:
     family = int((c.index.get("experiment") or {}).get("family") or 4)
     base_rtt, _ = fixed(c)
     out = []
-    for g in groups(c, lambda r: axis_values(r) != (None, None)):
-        cases, metric, unit = g.cases, g.metric, g.unit
-        scen = [(a or "", b or "") for r in cases for a, b in [axis_values(r)]]
-        rtts = list(dict.fromkeys(s[0] for s in scen))
-        losses = list(dict.fromkeys(s[1] for s in scen))
-        rtts.sort(key=rtt_key)
-        losses.sort(key=loss_key)
-        if len(rtts) * len(losses) < 2:
-            continue
-        methods: dict[str, Method] = {}
-        for r in cases:
-            a, b = axis_values(r)
-            s = (a or "", b or "")
-            m = methods.setdefault(r.tunnel.label, Method(r.tunnel.label,
-                                                          c.is_reference(r.tunnel.label)))
-            if m.mss is None:
-                m.mss = _mss(r, family)
-            v = r.value(metric)
-            if v is not None:
-                m.values.setdefault(s, []).append(v)
-                m.by_round.setdefault(r.repeat, {})[s] = v
-        ordered = sorted(methods.values(), key=lambda m: not m.native)
-        out.append(Sweep(g.workload, g.mtu, g.offloads, metric, unit, rtts, losses, ordered,
-                         base_rtt))
+    # two or more scenarios: two or more RTTs or losses (a scenario is a pair of them)
+    for g, scen, cases in by_method(c, scenario_of):
+        rtts = sorted(dict.fromkeys(s[0] for s in scen), key=rtt_key)
+        losses = sorted(dict.fromkeys(s[1] for s in scen), key=loss_key)
+        methods = []
+        for label, at in cases.items():
+            m = Method(label, c.is_reference(label))
+            for s, r in at:
+                if m.mss is None:
+                    m.mss = _mss(r, family)
+                v = r.value(g.metric)
+                if v is not None:
+                    m.values.setdefault(s, []).append(v)
+                    m.by_round.setdefault(r.repeat, {})[s] = v
+            methods.append(m)
+        ordered = sorted(methods, key=lambda m: not m.native)
+        out.append(Sweep(g.workload, g.mtu, g.offloads, g.metric, g.unit, rtts, losses,
+                         ordered, base_rtt))
     return out
 
 
@@ -211,21 +211,17 @@ def tables(s: Sweep, fixed_loss: float = 0.0) -> list[tuple[str, list[list[str]]
 
 def section_html(c: Campaign) -> str:
     """The report's distance-and-loss section ('' for a campaign off the RTT / loss axes)."""
-    found = sweeps(c)
-    if not found:
-        return ""
     _, fixed_loss = fixed(c)
-    parts = ["<h2 id=distance>Distance and loss</h2><p>Each scenario is an RTT and/or a "
-             "random loss set by netem on both underlay ends (an RTT of X: a delay of X/2 on "
-             "each; docs/methodology.md, \"RTT and loss as axes\"), every method measured at "
-             "each in the same round, native first. Figures are means over rounds; the share "
-             "of native is the geometric mean of each round's ratio to native at the same "
-             "scenario (lowest-highest round; n rounds). The Mathis row is the TCP model's "
-             "rate for one flow (MSS/RTT × √(3/2)/√p, MSS from the tunnel MTU of the first "
-             "method listed) where loss and RTT are above 0: a reference, not a bound (CUBIC "
-             "is not Reno; netem drops whole GSO packets, so segments are lost less often "
-             "than p).</p>"]
-    for s in found:
-        for title, cells in tables(s, fixed_loss):
-            parts.append(table_html(f"{where(s.workload, s.mtu, s.offloads)}: {title}", cells))
-    return "".join(parts)
+    return axis_section(
+        "<h2 id=distance>Distance and loss</h2><p>Each scenario is an RTT and/or a "
+        "random loss set by netem on both underlay ends (an RTT of X: a delay of X/2 on "
+        "each; docs/methodology.md, \"RTT and loss as axes\"), every method measured at "
+        "each in the same round, native first. Figures are means over rounds; the share "
+        "of native is the geometric mean of each round's ratio to native at the same "
+        "scenario (lowest-highest round; n rounds). The Mathis row is the TCP model's "
+        "rate for one flow (MSS/RTT × √(3/2)/√p, MSS from the tunnel MTU of the first "
+        "method listed) where loss and RTT are above 0: a reference, not a bound (CUBIC "
+        "is not Reno; netem drops whole GSO packets, so segments are lost less often "
+        "than p).</p>",
+        ((f"{where(s.workload, s.mtu, s.offloads)}: {title}", cells)
+         for s in sweeps(c) for title, cells in tables(s, fixed_loss)))

@@ -295,6 +295,15 @@ def _pct(v: float | None) -> str:
     return "–" if v is None else f"{v:.1f}%"
 
 
+def _cmp_cells(cases: list[CaseRecord], r: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    """One chain-vs-direct row as text, for the console and the page alike: workload, the
+    metric by the catalogue's name and unit ('Ping RTT, average (µs)', never its key),
+    direct, chain (≥: a lower bound) and the chain's share of direct."""
+    return (r["workload"], "{} ({})".format(*_named(cases, r["metric"], r["unit"])),
+            ("≥" if "direct" in r["bound"] else "") + _fmt(r["direct"]),
+            ("≥" if "chain" in r["bound"] else "") + _fmt(r["chain"]), _pct(r["pct"]))
+
+
 def print_chain(console: Console, cases: list[CaseRecord]) -> None:
     """The chain diagram and chain vs direct on the console (nothing without a chain)."""
     rows = diagram(cases)
@@ -312,10 +321,7 @@ def print_chain(console: Console, cases: list[CaseRecord]) -> None:
         for col in ("workload", "metric", "direct", "chain", "chain % of direct"):
             c.add_column(col, justify="left" if col in ("workload", "metric") else "right")
         for r in cmp:
-            c.add_row(r["workload"], "{} ({})".format(*_named(cases, r["metric"], r["unit"])),
-                      ("≥" if "direct" in r["bound"] else "") + _fmt(r["direct"]),
-                      ("≥" if "chain" in r["bound"] else "") + _fmt(r["chain"]),
-                      _pct(r["pct"]))
+            c.add_row(*_cmp_cells(cases, r))
         console.print(c)
     for take in takeaways(cases)[:1]:
         console.print(take.text)
@@ -335,12 +341,11 @@ def chain_html(cases: list[CaseRecord]) -> str:
            f"<th class=l>what</th></tr>{body}</table>")
     cmp = chain_vs_direct(cases)
     if cmp:
-        trs = "".join(
-            f"<tr><td class=l>{esc(r['workload'])}</td><td class=l>{esc(r['metric'])} "
-            f"({esc(r['unit'])})</td><td>{'≥' if 'direct' in r['bound'] else ''}"
-            f"{esc(_fmt(r['direct']))}</td><td>{'≥' if 'chain' in r['bound'] else ''}"
-            f"{esc(_fmt(r['chain']))}</td><td>"
-            f"{_pct(r['pct'])}</td></tr>" for r in cmp)
+        trs = ""
+        for r in cmp:   # workload and metric left-aligned, the figures right
+            cells = _cmp_cells(cases, r)
+            trs += ("<tr>" + "".join(f"<td class=l>{esc(x)}</td>" for x in cells[:2])
+                    + "".join(f"<td>{esc(x)}</td>" for x in cells[2:]) + "</tr>")
         out += ("<h3>Through the chain vs direct</h3><p>The same workloads measured without "
                 "the chain (the plain two-site testbed) in the same run, means over the "
                 "rounds; ≥: a lower bound (the generator's limit, not the path's).</p>"

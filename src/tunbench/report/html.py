@@ -13,6 +13,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from ..results.fingerprint import show
 from . import axes, data, distance, hops, hubs, mesh, sitesize, stats, tradeoff
 from .data import Campaign, Scenario
 from .figures import Figure
@@ -317,8 +318,9 @@ def env_html(c: Campaign) -> str:
              ("duration / warm-up", f"{exp.get('duration')} s / {exp.get('warmup')} s"),
              ("repeats", exp.get("repeats") if exp.get("repeats") is not None else
               f"sequential: rounds until decided, at most {exp.get('max_rounds')} and "
-              f"{float(exp.get('budget') or 0) / 60:g} min"), ("underlay MTUs", exp.get("mtus")),
-             ("rate (tbf shaping)", exp.get("rate") or "none"), ("order", exp.get("order")),
+              f"{float(exp.get('budget') or 0) / 60:g} min"),
+             ("underlay MTUs", show(exp.get("mtus"))),
+             ("rate (tbf shaping)", show(exp.get("rate"))), ("order", exp.get("order")),
              ("inner address family", f"IPv{exp.get('family', 4)}")]
     shared = any(r.shares_cpus for r in c.ok)
     if shared:

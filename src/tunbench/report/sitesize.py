@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results.records import CORES, CaseRecord
-from .axes import groups, paired_share, share_text, table_html, where
+from .axes import by_method, paired_share, share_text, table_html, where
 from .data import Campaign
 
 CPU = "cpu_per_gbit"
@@ -103,32 +103,29 @@ def layout_of(r: CaseRecord) -> tuple[str, str]:
 def scalings(c: Campaign) -> list[Scaling]:
     """One Scaling per (base workload, MTU, offloads) measured at two or more core counts."""
     out = []
-    for g in groups(c, lambda r: cores_of(r) is not None):
-        ks = sorted({k for r in g.cases if (k := cores_of(r)) is not None})
-        if len(ks) < 2:
-            continue
+    for g, ks, cases in by_method(c, cores_of, order=int):
         metric = g.metric
-        methods: dict[str, MethodScaling] = {}
+        methods = []
         layouts: dict[int, set[str]] = {}
         reasons: set[str] = set()
-        for r in g.cases:
-            k = cores_of(r)
-            assert k is not None
-            lay, why = layout_of(r)
-            if lay:
-                layouts.setdefault(k, set()).add(lay)
-            if why:
-                reasons.add(why)
-            m = methods.setdefault(r.tunnel.label, MethodScaling(r.tunnel.label))
-            v = r.value(metric)
-            if v is not None:
-                m.head.setdefault(k, []).append(v)
-                m.by_round.setdefault(r.repeat, {})[k] = r.paired(metric) or v
-            cpu = r.value(CPU)
-            if cpu is not None:
-                m.cpu.setdefault(k, []).append(cpu)
-        out.append(Scaling(g.workload, g.mtu, g.offloads, metric, g.unit, ks,
-                           list(methods.values()), layouts, reasons))
+        for label, at in cases.items():
+            m = MethodScaling(label)
+            for k, r in at:
+                lay, why = layout_of(r)
+                if lay:
+                    layouts.setdefault(k, set()).add(lay)
+                if why:
+                    reasons.add(why)
+                v = r.value(metric)
+                if v is not None:
+                    m.head.setdefault(k, []).append(v)
+                    m.by_round.setdefault(r.repeat, {})[k] = r.paired(metric) or v
+                cpu = r.value(CPU)
+                if cpu is not None:
+                    m.cpu.setdefault(k, []).append(cpu)
+            methods.append(m)
+        out.append(Scaling(g.workload, g.mtu, g.offloads, metric, g.unit, ks, methods,
+                           layouts, reasons))
     return out
 
 
@@ -154,18 +151,18 @@ def rows(s: Scaling) -> list[list[str]]:
 
 
 def section_html(c: Campaign) -> str:
-    """The report's site-size section ('' for a campaign without the cpus_per_site axis)."""
+    """The report's site-size section ('' for a campaign without the cpus_per_site axis):
+    each table followed by the sentence naming the layout its cases ran in and why."""
     found = scalings(c)
     if not found:
         return ""
-    parts = ["<h2 id=site-size>Site size in cores</h2><p>Each site confined to that many "
+    intro = ("<h2 id=site-size>Site size in cores</h2><p>Each site confined to that many "
              "CPUs (a cpuset cgroup per site, its underlay's receive work steered there by "
              "RPS; docs/methodology.md, \"Site size in cores\"), every method measured at "
              "each count in the same round. The figures are means over rounds; CPU/Gbit is "
              "% of a core per Gbit/s. The last column is how well the method scales: its "
              "figure at the fewest cores as a share of its figure at the most, the geometric "
-             "mean of each round's ratio (lowest-highest round; n rounds).</p>"]
-    for s in found:
-        parts.append(table_html(where(s.workload, s.mtu, s.offloads), rows(s)))
-        parts.append(f"<p class=layout>{html.escape(s.layout_text())}</p>")
-    return "".join(parts)
+             "mean of each round's ratio (lowest-highest round; n rounds).</p>")
+    return intro + "".join(
+        table_html(where(s.workload, s.mtu, s.offloads), rows(s))
+        + f"<p class=layout>{html.escape(s.layout_text())}</p>" for s in found)

@@ -78,13 +78,17 @@ def of_index(index: dict[str, Any]) -> dict[str, Any]:
     return derive(index.get("experiment") or {}, index.get("env") or {})
 
 
-def _show(v: Any) -> str:
-    if v is None or v == {} or v == "":
+def show(v: Any) -> str:
+    """A setting as a reader reads it: a list as its values in the user's spelling,
+    comma-separated ('100mbit, 1gbit', MTUs '1500, 9000'), never Python's repr; 'none' unset."""
+    if v is None or v == {} or v == "" or v == []:
         return "none"
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     if isinstance(v, dict):
-        return ", ".join(f"{k}={_show(x)}" for k, x in v.items())
+        return ", ".join(f"{k}={show(x)}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return ", ".join(show(x) for x in v)
     return str(v)
 
 
@@ -107,32 +111,28 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
                        ("warmup", "warm-up (s)"), ("kernel", "kernel"),
                        ("cpu_model", "CPU model"), ("cpus", "CPU count")):
         if a.get(key) != b.get(key):
-            out.append(f"{label}: A {_show(a.get(key))}, B {_show(b.get(key))}")
+            out.append(f"{label}: A {show(a.get(key))}, B {show(b.get(key))}")
     pa, pb = a.get("placement", "off"), b.get("placement", "off")
     if pa != pb:
         out.append(f"CPU placement: A {pa}, B {pb}")
-    ca, cb = a.get("cpus_per_site"), b.get("cpus_per_site")
-    if ca != cb:
-        out.append(f"cores per site: A {_show(ca and ', '.join(map(str, ca)))}, "
-                   f"B {_show(cb and ', '.join(map(str, cb)))}")
-    ra, rb = a.get("rtt"), b.get("rtt")
-    if ra != rb:
-        out.append(f"RTT axis: A {_show(ra and ', '.join(ra))}, B {_show(rb and ', '.join(rb))}")
+    for key, label in (("cpus_per_site", "cores per site"), ("rtt", "RTT axis")):
+        if a.get(key) != b.get(key):
+            out.append(f"{label}: A {show(a.get(key))}, B {show(b.get(key))}")
     ua, ub = a.get("underlay") or {}, b.get("underlay") or {}
     for key in UNDERLAY_KEYS:
         if ua.get(key) != ub.get(key):
-            out.append(f"underlay {key.replace('_', ' ')}: A {_show(ua.get(key))}, "
-                       f"B {_show(ub.get(key))}")
+            out.append(f"underlay {key.replace('_', ' ')}: A {show(ua.get(key))}, "
+                       f"B {show(ub.get(key))}")
     if a.get("mtus") and b.get("mtus") and not set(a["mtus"]) & set(b["mtus"]):
-        out.append(f"underlay MTUs: A {_show(a['mtus'])}, B {_show(b['mtus'])} (none in common)")
+        out.append(f"underlay MTUs: A {show(a['mtus'])}, B {show(b['mtus'])} (none in common)")
     ta, tb = a.get("tools") or {}, b.get("tools") or {}
     for tool in sorted(set(ta) & set(tb)):
         if ta[tool] != tb[tool]:
-            out.append(f"{tool} version: A {_show(ta[tool])}, B {_show(tb[tool])}")
+            out.append(f"{tool} version: A {show(ta[tool])}, B {show(tb[tool])}")
     for what in ("tunnels", "workloads"):
         da, db = a.get(what) or {}, b.get(what) or {}
         for label in [k for k in da if k in db]:
             if _unset_dropped(da[label]) != _unset_dropped(db[label]):
-                out.append(f"{what[:-1]} {label}: A {_show(da[label].get('params'))}, "
-                           f"B {_show(db[label].get('params'))}")
+                out.append(f"{what[:-1]} {label}: A {show(da[label].get('params'))}, "
+                           f"B {show(db[label].get('params'))}")
     return out

@@ -15,8 +15,10 @@ tries, 5 s apart) is marked down: every later case of its pairs fails at once wi
 reason, and the other pairs go on (a pair campaign stops instead). `tunbench run --resume`
 runs those cases again (the mesh's failed cases are rerun, topologies/mesh.py).
 
-The pairs run one after another, as on this host: `parallel` (disjoint pairs on different
-hosts at once) is not built yet.
+With `parallel = true` the pairs of one colour of the schedule run at the same time, one
+thread each (lanes.py): they are disjoint, so each uses its own two endpoints, and after a
+case only its own pair's sites are healed (`heal_sites`); a site marked down is a key of
+`down` that only its own pair's thread writes.
 """
 
 from __future__ import annotations
@@ -133,6 +135,14 @@ class MeshHosts:
         healed = []
         for name, ep in self.endpoints.items():
             if name not in self.down and not ep.alive:
+                healed += self._heal(name)
+        return healed
+
+    def heal_sites(self, names: tuple[str, ...]) -> list[str]:
+        """As `heal`, for these sites only (a case that ran beside others, lanes.py)."""
+        healed = []
+        for name in names:
+            if name not in self.down and not self.endpoints[name].alive:
                 healed += self._heal(name)
         return healed
 

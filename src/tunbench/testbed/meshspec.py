@@ -8,13 +8,18 @@ one line, before anything is created.
                                  # (or [sites] s1 = "root@h1", ..., sN: one host each over SSH)
     pairs = "all"                # N(N-1)/2 pairs, or a list like ["s1-s2", "s2-s3"]
     directions = "one"           # "both": each pair measured s1 -> s2 and s2 -> s1
-    parallel = false             # true (disjoint pairs on different hosts at once): not built
+    parallel = false             # true, sites on hosts only: a colour's pairs at once
 
 The schedule is computed up front: an edge colouring of the pair graph (every pair: the
-round-robin's N-1 or N colours; a list: Misra and Gries, at most max degree + 1 colours), each colour a set of disjoint pairs. Disjoint pairs could run at
-the same time when their sites are on different hosts; every site of this mesh is on this
-host, so the colours and the pairs within them run one after another (`parallel` is recorded
-as false): a site takes part in at most one measurement at a time.
+round-robin's N-1 or N colours; a list: Misra and Gries, at most max degree + 1 colours),
+each colour a set of disjoint pairs, so a site takes part in at most one measurement at a time.
+With every site on this host (namespaces), or `parallel = false`, the colours and the pairs
+within them run one after another. With the sites on hosts and `parallel = true`, the pairs of
+one colour run at the same time (each pair's cases in their usual order, native first; one
+pair per host, since no two sites may share a host target) and the next colour starts when
+every pair of this one has finished (runner._run_lanes). Refused, one line each: parallel on
+this host's namespaces (one host: the pairs would contend for its CPUs), and parallel with two
+sites on one host target.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class MeshSpec:
     pairs: tuple[Pair, ...]          # undirected, (lower, higher) site, in the order given
     directions: str = "one"
     explicit: bool = False           # pairs given as a list (else "all")
+    parallel: bool = False           # a colour's pairs at once (sites on hosts only)
 
     def site_names(self) -> tuple[str, ...]:
         return tuple(f"s{i}" for i in range(1, self.sites + 1))
@@ -51,7 +57,10 @@ class MeshSpec:
 
     def schedule(self) -> list[dict[str, Any]]:
         """The measurement slots in the order they run: each a colour and the (directed)
-        pairs measured in it, one after another on this host."""
+        pairs measured in it; `parallel`: its pairs run at the same time (two or more
+        disjoint pairs and `parallel = true`), else one after another. With directions =
+        "both" a pair's two directions share its sites, so they stay one after another
+        within the pair's own turn."""
         out = []
         for c, pairs in enumerate(self.colours()):
             directed: list[Pair] = []
@@ -60,13 +69,13 @@ class MeshSpec:
                 if self.directions == "both":
                     directed.append((b, a))
             out.append({"colour": c, "pairs": [list(p) for p in directed],
-                        "parallel": False})
+                        "parallel": self.parallel and len(pairs) > 1})
         return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "mesh", "sites": self.sites,
                 "pairs": [f"{a}-{b}" for a, b in self.pairs] if self.explicit else "all",
-                "directions": self.directions}
+                "directions": self.directions, **({"parallel": True} if self.parallel else {})}
 
 
 def is_mesh(raw: Any) -> bool:
@@ -99,11 +108,13 @@ def parse_sites(raw: Any, where: str, problems: list[str]) -> dict[str, SiteSpec
 
 def collect(raw: dict[str, Any], where: str, problems: list[str],
             flags: frozenset[str] = frozenset(), hosts: int = 0,
-            hosts_refused: bool = False) -> MeshSpec | None:
+            hosts_refused: bool = False,
+            targets: dict[str, str] | None = None) -> MeshSpec | None:
     """The `[testbed]` table of a mesh (is_mesh(raw)); None (and problems) when it is bad.
     `flags`: the keys set by command-line flags, named as those flags; `hosts`: the number
     of sites given on hosts ([sites] s1..sN), which `sites` then defaults to and must be;
-    `hosts_refused`: [sites] was given but refused (its problem named: no second one here)."""
+    `hosts_refused`: [sites] was given but refused (its problem named: no second one here);
+    `targets`: each site's SSH target (parallel refuses two sites on one)."""
     def spot(key: str) -> str:
         return FLAGS[key] if key in flags else f"{where}: testbed.{key}"
 
@@ -131,8 +142,7 @@ def collect(raw: dict[str, Any], where: str, problems: list[str],
     if not isinstance(parallel, bool):
         problems.append(f"{spot('parallel')} must be true or false, got {parallel!r}")
     elif parallel:
-        problems.append(f"{spot('parallel')} = true is not built yet: the mesh runs its pairs "
-                        "one after another (leave parallel out, or false)")
+        problems += parallel_problems(spot("parallel"), hosts, hosts_refused, targets or {})
     directions = raw.get("directions", "one")
     if directions not in DIRECTIONS:
         problems.append(f"{spot('directions')} must be \"one\" or \"both\", got "
@@ -173,7 +183,30 @@ def collect(raw: dict[str, Any], where: str, problems: list[str],
                         f"[\"s1-s2\", \"s2-s3\"], got {given!r}")
     if len(problems) > count:
         return None
-    return MeshSpec(n, tuple(pairs), str(directions), explicit=given != "all")
+    return MeshSpec(n, tuple(pairs), str(directions), explicit=given != "all",
+                    parallel=parallel is True)
+
+
+def parallel_problems(spot: str, hosts: int, hosts_refused: bool,
+                      targets: dict[str, str]) -> list[str]:
+    """Why `parallel = true` cannot be kept, one line each (none: it can): the sites must be
+    on hosts, each on a host target of its own (one host running two of a colour's pairs
+    would put a site's machine in two measurements at once)."""
+    if hosts_refused:
+        return []   # [sites] refused: its problem is named already
+    if not hosts:
+        return [f"{spot} = true needs the sites on hosts: on this host's namespaces every "
+                "pair shares one host's CPUs, so pairs run one after another (leave parallel "
+                "out, or give [sites] s1..sN / --site s1=USER@HOST ... one host each)"]
+    seen: dict[str, str] = {}
+    for name, target in targets.items():
+        key = target.strip().lower()
+        if key in seen:
+            return [f"{spot} = true: sites {seen[key]} and {name} are both on {target}, so "
+                    "two pairs of one colour would run on one host at once (give each site a "
+                    "host of its own, or leave parallel out)"]
+        seen[key] = name
+    return []
 
 
 def conflicts(where: str, *, kinds: list[str], mesh_kinds: tuple[str, ...],

@@ -44,6 +44,10 @@ its direct cases build on the pair):
 - `slots(exp)`: the parts of a round (plan.py), each a `Slot`: every case of the round runs
   once in each, slot after slot (the chain's direct and through-chain halves, the mesh's
   pairs in the order of its schedule);
+- `steps(exp, cases)`: how the runner runs the planned cases: steps one after another, each
+  a list of lanes run at the same time, one thread each (lanes.py), each lane its cases in
+  order; the default one case per step (the mesh on hosts with `parallel = true`: a colour's
+  pairs as the lanes of one step);
 - `plan_text(exp)`: what `--dry-run` prints about it before the cases (the mesh's schedule).
 """
 
@@ -168,6 +172,13 @@ class Topology:
     def slots(cls, exp: Any) -> tuple[Slot, ...]:
         """The parts of a round, in order (plan.py). The default: one, the round itself."""
         return (Slot(),)
+
+    @classmethod
+    def steps(cls, exp: Any, cases: list[Any]) -> list[list[list[Any]]]:
+        """`cases` (in plan order) as the runner runs them: steps one after another, each a
+        list of lanes that run at the same time, each lane's cases in order. The default:
+        every case a step of its own, one after another."""
+        return [[[c]] for c in cases]
 
     @classmethod
     def plan_text(cls, exp: Any) -> list[str]:

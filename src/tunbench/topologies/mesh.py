@@ -1,7 +1,9 @@
 """mesh: N sites (namespaces here on one underlay bridge, or hosts over SSH), every listed
-pair measured in turn, each pair with every tunnel kind and workload and its own native
+pair measured, each pair with every tunnel kind and workload and its own native
 (testbed/meshspec.py for the spec and the schedule, testbed/mesh.py for the testbed here,
-testbed/meshhosts.py on hosts; docs/topologies.md)."""
+testbed/meshhosts.py on hosts; docs/topologies.md). The pairs run one after another; on hosts
+with `parallel = true` the pairs of one colour of the schedule run at the same time (`steps`,
+lanes.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from .pair import site_kernel, site_tools  # what each site of a pair needs: a m
 
 class Mesh(Topology):
     name = "mesh"
-    summary = "N sites, every pair measured one at a time; one N x N grid per figure"
+    summary = ("N sites, every pair measured (one at a time, or on hosts a colour of disjoint "
+               "pairs at once); one N x N grid per figure")
     chosen_by = '[testbed] kind = "mesh" (--testbed mesh --sites N)'
     resume_reruns_failed = True   # a failed pair is a hole in the grid: --resume fills it
     params = (
@@ -32,8 +35,9 @@ class Mesh(Topology):
         TopoParam("[testbed] directions", None, "one",
                   '"both": each pair also measured from its second site to its first'),
         TopoParam("[testbed] parallel", None, "false",
-                  "true (disjoint pairs on different hosts at the same time) is not built "
-                  "yet: pairs run one after another"),
+                  "true, sites on hosts only: the disjoint pairs of one colour of the "
+                  "schedule at the same time, the next colour when all have ended (refused "
+                  "here, and with two sites on one host)"),
         TopoParam("[sites] s1..sN", "--site s1=TARGET --site s2=TARGET ...", "namespaces here",
                   "each site on a host of its own, over SSH (testbed.sites defaults to N)"),
     )
@@ -43,7 +47,7 @@ class Mesh(Topology):
         return TopoNeeds(tools=("ip", "ping", "sysctl"),
                          kernel=("CONFIG_NET_NS", "CONFIG_VETH", "CONFIG_BRIDGE"),
                          hosts="none (N namespaces and a bridge namespace here), or N hosts "
-                               "over SSH (pairs one after another)")
+                               "over SSH (parallel = true: a colour's pairs at once)")
 
     @classmethod
     def tunnel_kinds(cls, on_hosts: bool = False) -> tuple[str, ...]:
@@ -63,14 +67,46 @@ class Mesh(Topology):
                      for slot in exp.mesh.schedule() for a, b in slot["pairs"])
 
     @classmethod
+    def parallel(cls, exp: Any) -> bool:
+        """Whether a colour's pairs run at the same time: `parallel = true`, sites on hosts
+        (the spec refuses parallel here; this guards a spec built around it)."""
+        return bool(exp.mesh.parallel and exp.sites)
+
+    @classmethod
+    def steps(cls, exp: Any, cases: list[Any]) -> list[list[list[Any]]]:
+        """parallel: each colour of a round one step, its pairs the lanes (a pair's two
+        directions, directions = "both", in one lane: they share its sites), each lane its
+        pair's cases in plan order; else one case after another."""
+        if not cls.parallel(exp):
+            return super().steps(exp, cases)
+        out: list[list[list[Any]]] = []
+        key = None
+        lanes: dict[frozenset[str], list[Any]] = {}
+        for case in cases:   # plan order: a round's colours one after another
+            if (case.repeat, case.colour) != key:
+                key = (case.repeat, case.colour)
+                out.append([])
+                lanes = {}
+            pair = frozenset(case.pair)
+            if pair not in lanes:
+                lanes[pair] = []
+                out[-1].append(lanes[pair])
+            lanes[pair].append(case)
+        return out
+
+    @classmethod
     def plan_text(cls, exp: Any) -> list[str]:
-        """The schedule, computed up front (testbed/meshspec.py)."""
+        """The schedule, computed up front (testbed/meshspec.py), and which pairs run
+        together."""
         spec = exp.mesh
         slots = spec.schedule()
+        how = ("on hosts, the pairs of a colour at the same time (parallel = true), one "
+               "colour after another" if cls.parallel(exp)
+               else ("on hosts" if exp.sites else "on this host") + " one pair at a time")
         return [f"mesh: {spec.sites} sites, {len(spec.pairs)} pair(s), {len(slots)} "
-                "colour(s) of disjoint pairs; "
-                + ("on hosts" if exp.sites else "on this host") + " one pair at a time"] + [
-            f"  colour {slot['colour']}: "
+                f"colour(s) of disjoint pairs; {how}"] + [
+            f"  colour {slot['colour']}"
+            + (" (together)" if cls.parallel(exp) and len(_lanes(slot)) > 1 else "") + ": "
             + ", ".join(f"{a}->{b}" if spec.directions == "both" else f"{a}-{b}"
                         for a, b in slot["pairs"])
             for slot in slots]
@@ -110,11 +146,20 @@ class Mesh(Topology):
 
     @classmethod
     def sections(cls, exp: Any, case: Any) -> dict[str, Any]:
-        """The case's pair and its slot in the schedule."""
+        """The case's pair and its slot in the schedule; `parallel`: the campaign ran a
+        colour's pairs at the same time, and then `alongside`: the other pairs of its colour,
+        which ran while it did (none for a colour of one pair). Its start and end are the
+        case's `started` and `ended`."""
         if case.pair is None:
             return {}
-        return {"mesh": {"pair": list(case.pair), "colour": case.colour, "parallel": False,
-                         "sites": exp.mesh.sites}}
+        parallel = cls.parallel(exp)
+        slot = next((s for s in exp.mesh.schedule() if s["colour"] == case.colour), None)
+        others = [] if slot is None or not parallel else \
+            ["-".join(sorted(p, key=lambda n: int(n[1:]))) for p in _lanes(slot)
+             if p != frozenset(case.pair)]
+        return {"mesh": {"pair": list(case.pair), "colour": case.colour,
+                         "parallel": parallel, "sites": exp.mesh.sites,
+                         **({"alongside": others} if parallel else {})}}
 
     @classmethod
     def build(cls, exp: Any, case: Any, run_id: str, ledger: Ledger,
@@ -127,6 +172,12 @@ class Mesh(Topology):
             built: Testbed = hosts.build(run_id, ledger, case.pair, mtu=case.mtu)
             return built
         return mesh.build(run_id, ledger, exp.mesh, case.pair, mtu=case.mtu)
+
+
+def _lanes(slot: dict[str, Any]) -> list[frozenset[str]]:
+    """The undirected pairs of a colour of the schedule, in its order (a pair's two
+    directions are one lane)."""
+    return list(dict.fromkeys(frozenset(p) for p in slot["pairs"]))
 
 
 TOPOLOGY = Mesh

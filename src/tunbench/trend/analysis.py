@@ -129,7 +129,7 @@ def setup_of(fp: dict[str, Any] | None, p: Point) -> Setup:
                         if t in tools},
               "mtu": p.mtu, "offloads": p.offloads}
     text = json.dumps(fields, sort_keys=True, default=str)
-    under = ", ".join(f"{k.replace('_', ' ')} {v}"
+    under = ", ".join(f"{k.replace('_', ' ')} {fingerprint.show(v)}"
                       for k, v in (fp.get("underlay") or {}).items() if v)
     label = ", ".join(x for x in (f"mtu {p.mtu}", f"{p.offloads or 'default'} offloads",
                                   under, f"testbed {fp.get('testbed') or 'local'}") if x)
