@@ -16,6 +16,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,18 +41,25 @@ def ours() -> tuple[set[str], set[str]]:
             {n for n in netlink.link_names(None) if names.is_ours_link(n)})
 
 
+def run_mesh(out: Path, sites: int, timeout: int
+             ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """`tunbench run --testbed mesh --sites N`, native and vxlan, stream 1 s, one round: the
+    finished process (exit 0 asserted) and its case documents in file order."""
+    r = subprocess.run(TB + ["run", "--testbed", "mesh", "--sites", str(sites), "--tunnels",
+                             "native,vxlan", "--workloads", "stream", "--duration", "1",
+                             "--warmup", "0", "--repeats", "1", "--out", str(out),
+                             "--db", "off"],
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    return r, [json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))]
+
+
 @pytest.mark.skipif(root_missing() is not None, reason="needs root")
 def test_a_three_site_mesh_measures_every_pair_once_in_turn(
         tmp_path: Path, root_unchanged: None) -> None:
     before = ours()
     out = tmp_path / "mesh"
-    r = subprocess.run(TB + ["run", "--testbed", "mesh", "--sites", "3", "--tunnels",
-                             "native,vxlan", "--workloads", "stream", "--duration", "1",
-                             "--warmup", "0", "--repeats", "1", "--out", str(out),
-                             "--db", "off"],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    docs = [json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))]
+    _, docs = run_mesh(out, 3, timeout=600)
     assert len(docs) == 6
     for d in docs:
         assert d["status"] == "ok", (d["case"]["id"], d["error"])
@@ -112,13 +120,7 @@ def test_a_six_site_mesh_measures_its_15_pairs_in_5_colours(
         tmp_path: Path, root_unchanged: None) -> None:
     before = ours()
     out = tmp_path / "mesh6"
-    r = subprocess.run(TB + ["run", "--testbed", "mesh", "--sites", "6", "--tunnels",
-                             "native,vxlan", "--workloads", "stream", "--duration", "1",
-                             "--warmup", "0", "--repeats", "1", "--out", str(out),
-                             "--db", "off"],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr
-    docs = [json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))]
+    _, docs = run_mesh(out, 6, timeout=900)
     assert len(docs) == 30
     sites = [f"s{i}" for i in range(1, 7)]
     every = sorted([a, b] for i, a in enumerate(sites) for b in sites[i + 1:])

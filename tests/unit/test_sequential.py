@@ -226,6 +226,18 @@ def test_summary_lines_name_every_open_pair() -> None:
 
 
 
+def two_open_pairs() -> sequential.Ranking:
+    """After 4 rounds: vxlan~ebpf-vxlan about 2 points apart (close, about 6 more rounds) and
+    ebpf-vxlan~srv6 perhaps 30 points apart (wide, about 2 more rounds)."""
+    rounds = (1, 2, 3, 4)
+    vx = dict(zip(rounds, (900.0, 920.0, 880.0, 910.0), strict=True))
+    d = dict(zip(rounds, (0.0, 0.04, 0.01, 0.03), strict=True))
+    return sequential.rank(sequential.Series(
+        SCEN, "throughput", True, {r: 1000.0 for r in rounds},
+        {"vxlan": vx, "ebpf-vxlan": {r: vx[r] * math.exp(-d[r]) for r in rounds},
+         "srv6": dict(zip(rounds, (600.0, 750.0, 500.0, 700.0), strict=True))}))
+
+
 def test_a_tight_budget_goes_to_the_pair_it_can_settle() -> None:
     """Two open pairs after 4 rounds: vxlan~ebpf-vxlan about 2 points apart and shown within
     the 10-point resolution (close; about 6 more rounds), ebpf-vxlan~srv6 perhaps 30 points
@@ -233,14 +245,7 @@ def test_a_tight_budget_goes_to_the_pair_it_can_settle() -> None:
     of them. With 65 s left (10 s a case: 2 rounds of a pair) the close pair is out of reach
     and the round keeps the wide pair's methods with native. With 25 s left nothing fits:
     the budget stops it. The close pair is reported with its resolution."""
-    rounds = (1, 2, 3, 4)
-    vx = dict(zip(rounds, (900.0, 920.0, 880.0, 910.0), strict=True))
-    d = dict(zip(rounds, (0.0, 0.04, 0.01, 0.03), strict=True))
-    series = sequential.Series(
-        SCEN, "throughput", True, {r: 1000.0 for r in rounds},
-        {"vxlan": vx, "ebpf-vxlan": {r: vx[r] * math.exp(-d[r]) for r in rounds},
-         "srv6": dict(zip(rounds, (600.0, 750.0, 500.0, 700.0), strict=True))})
-    r = sequential.rank(series)
+    r = two_open_pairs()
     pairs = {frozenset((x.a, x.b)): (x.verdict, c, x.rounds_needed)
              for x, c in zip(r.decisions, r.close, strict=True)}
     assert pairs[frozenset(("vxlan", "ebpf-vxlan"))] == (decide.UNDECIDED, True, 6)
@@ -260,14 +265,7 @@ def test_a_tight_budget_goes_to_the_pair_it_can_settle() -> None:
 
 def test_wide_pairs_come_first_then_the_nearest_to_a_decision() -> None:
     """The order in which open pairs claim the round (`candidates`)."""
-    rounds = (1, 2, 3, 4)
-    vx = dict(zip(rounds, (900.0, 920.0, 880.0, 910.0), strict=True))
-    d = dict(zip(rounds, (0.0, 0.04, 0.01, 0.03), strict=True))
-    series = sequential.Series(
-        SCEN, "throughput", True, {r: 1000.0 for r in rounds},
-        {"vxlan": vx, "ebpf-vxlan": {r: vx[r] * math.exp(-d[r]) for r in rounds},
-         "srv6": dict(zip(rounds, (600.0, 750.0, 500.0, 700.0), strict=True))})
-    r = sequential.rank(series)
+    r = two_open_pairs()
     durations = {(k, SCEN): 10.0 for k in ("native", "vxlan", "ebpf-vxlan", "srv6")}
     cands = sequential.candidates([r], durations, left_s=1000.0, rounds_left=16)
     assert [(c.close, c.need, c.reachable) for c in cands] == [(False, 2, True),
