@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .results.model import VIA_CHAIN, paired_value
+from .results.model import VIA_CHAIN, by_best_second, paired_value, slowed_rounds
 
 if TYPE_CHECKING:   # imported where used: scipy stays out of spec validation
     from .report import decide
@@ -335,18 +335,24 @@ def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
         metric, hib = head
         native: dict[int, float] = {}
         methods: dict[str, dict[int, float]] = {}
+        best: set[str | None] = set()   # the methods (None: native) paired by best seconds
         for d in sdocs:
             m = (d.get("metrics") or {}).get(metric) or {}
             if m.get("value") is None:
                 continue
             # the value a round pairs against native's: a rate's best second (model.paired_value)
-            v = float(paired_value(float(m["value"]), bool(m.get("higher_is_better", True)),
-                                   (d.get("series") or {}).get(metric)) or m["value"])
+            hib_m, series = bool(m.get("higher_is_better", True)), (d.get("series") or {}).get(metric)
+            v = float(paired_value(float(m["value"]), hib_m, series) or m["value"])
             rep = int(d["case"].get("repeat") or 0)
-            if _is_native(d):
-                native[rep] = v
-            else:
-                methods.setdefault(case_key(d)[0], {})[rep] = v
+            label = None if _is_native(d) else case_key(d)[0]
+            (native if label is None else methods.setdefault(label, {}))[rep] = v
+            if by_best_second(hib_m, series):
+                best.add(label)
+        # a case the host slowed for its whole window pairs with nothing (model.slowed_rounds,
+        # as the report's records.mark_slowed): the rule sees the round as not measured
+        for label, vals in [(None, native), *methods.items()]:
+            for rep in slowed_rounds(vals) if label in best else ():
+                del vals[rep]
         obs.series.append(Series(scen, metric, hib, native, methods))
     return obs
 

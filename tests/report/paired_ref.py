@@ -32,12 +32,28 @@ def paired(d: dict[str, Any], metric: str) -> float:
     return float(m["value"])
 
 
+def slowed(ok: list[dict[str, Any]], metric: str) -> set[str]:
+    """Ids of the cases whose best second is below 0.75 of the median best second of the same
+    case (its id without index and round) over the rounds, given at least 3 rounds: the host
+    slowed them for the whole window and they pair with nothing."""
+    by: dict[str, dict[str, float]] = {}
+    for d in ok:
+        series = (d.get("series") or {}).get(metric) or []
+        if d["metrics"][metric].get("higher_is_better", True) and len(series) >= 4:
+            stem = d["case"]["id"].split("-", 1)[1].rsplit("-r", 1)[0]
+            by.setdefault(stem, {})[d["case"]["id"]] = float(max(series))
+    return {i for vals in by.values() if len(vals) >= 3
+            for i, v in vals.items() if v < 0.75 * statistics.median(vals.values())}
+
+
 def log_ratios(root: Path, label: str, metric: str, mtu: int = 1500,
                streams: int | None = None) -> dict[int, float]:
     """Round (repeat) -> ln(value / native's value in that round), for the cases of the
-    recorded tunnel `label`."""
+    recorded tunnel `label`; a case the host slowed throughout (`slowed`) is left out."""
     ok = [d for d in docs(root) if d["status"] == "ok" and d["case"]["mtu"] == mtu
           and metric in d["metrics"] and (streams is None or _streams(d) == streams)]
+    gone = slowed(ok, metric)
+    ok = [d for d in ok if d["case"]["id"] not in gone]
     nat = {d["case"]["repeat"]: paired(d, metric) for d in ok
            if d["case"]["tunnel"]["kind"] == "native"
            and not d["case"]["tunnel"]["label"].endswith(" via chain")}

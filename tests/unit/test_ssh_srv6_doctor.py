@@ -59,6 +59,7 @@ def test_srv6_overhead(segments: int, overhead: int) -> None:
     ("ssh-forward", {"cipher": "des"}, "unknown cipher 'des'"),
     ("srv6", {"segments": 0}, "segments 0 out of range"),
     ("ssh-forward", {"ports": 0}, "ports 0 out of range"),
+    ("ssh-forward", {"forward_port": 60000}, "sockperf's port 66000 is out of range"),
 ])
 def test_bad_params_one_clear_line(kind: str, raw: dict[str, object], needle: str) -> None:
     with pytest.raises(SpecError) as exc:
@@ -66,6 +67,15 @@ def test_bad_params_one_clear_line(kind: str, raw: dict[str, object], needle: st
     line = exc.value.one_line()
     assert needle in line and kind in line
     assert "\n" not in line
+
+
+def test_ssh_forward_forwards_the_workloads_ports() -> None:
+    """The stream ports from forward_port and sockperf's (ports.py), unless turned off."""
+    drv = tunnels.get("ssh-forward")
+    assert drv.parse_params({}).forwarded() == [5201, 5202, 5203, 5204, 11201]
+    assert drv.parse_params({"forward_port": 7000, "ports": 1}).forwarded() == [7000, 13000]
+    assert drv.parse_params({"sockperf": False, "ports": 2}).forwarded() == [5201, 5202]
+    assert drv.parse_params({"forward_port": 60000, "sockperf": False}).forwarded()[0] == 60000
 
 
 def test_valid_ciphers_accepted() -> None:

@@ -6,10 +6,11 @@ at one underlay MTU and offload variant; what each method is, from the drivers' 
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 from ..errors import SpecError
-from ..results.model import BEST_OF_SECONDS
+from ..results.model import BEST_OF_SECONDS, SLOWED_BELOW, case_stem, paired_value
 from ..results.records import CaseRecord
 from . import data, stats
 from .advise_figures import declared, loss_metrics
@@ -118,6 +119,25 @@ def _latency_metric(c: Campaign, ok: list[CaseRecord]) -> tuple[str, str] | None
     return None
 
 
+def slowed_note(slow: list[CaseRecord], cases: list[CaseRecord]) -> str:
+    """'left out of the shares, slowed by the host for their whole window: ...' naming each
+    case with its best second against the median of its rounds (records.mark_slowed)."""
+    by_stem: dict[str, list[float]] = {}
+    for d in cases:
+        v = paired_value(d.value(THROUGHPUT), True, d.series.get(THROUGHPUT))
+        if v:
+            by_stem.setdefault(case_stem(d.id), []).append(v)
+    parts = []
+    for d in slow:
+        best = paired_value(d.value(THROUGHPUT), True, d.series.get(THROUGHPUT)) or 0.0
+        med = statistics.median(by_stem.get(case_stem(d.id)) or [best])
+        parts.append(f"{d.id} ({best / med:.2f} of its rounds' median)")
+    return (f"left out of the shares, slowed by the host for their whole window (best second "
+            f"below {SLOWED_BELOW:.2f} of the median of the same case's rounds): "
+            f"{', '.join(parts)} (their Mbit/s stay in the tables; docs/methodology.md, "
+            "\"What a round pairs\")")
+
+
 def _paired(docs: list[CaseRecord], native: dict[tuple[Any, ...], float], key: Any,
             metric: str, op: str) -> list[tuple[Any, float]]:
     """Per round: (round, ln(method / native)) or (round, method - native), against native
@@ -216,6 +236,9 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
         elif any(len(d.series.get(THROUGHPUT) or ()) >= BEST_OF_SECONDS for d in tdocs):
             notes.append("share of native: each round's best 1-s interval against native's in "
                          "the same round (the Mbit/s columns are means; docs/methodology.md)")
+        slow = [d for d in tdocs if THROUGHPUT in d.slowed]
+        if slow:
+            notes.append(slowed_note(slow, tdocs))
     lat = _latency_metric(c, ok)
     if lat is not None:
         wl, metric = lat

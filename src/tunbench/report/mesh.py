@@ -109,8 +109,8 @@ def grids(c: Campaign) -> list[Grid]:
                     continue
                 values.setdefault(p, []).append(v)
                 nv = base.paired(metric) if base is not None and base.status == "ok" else None
-                pv = r.paired(metric) or v
-                if nv and pv > 0:
+                pv = r.paired(metric)   # None: slowed by the host throughout, not paired
+                if nv and pv:
                     ratios.setdefault(p, []).append(pv / nv if hib else nv / pv)
             for p, cell in cells.items():
                 if values.get(p):

@@ -119,7 +119,9 @@ def scalings(c: Campaign) -> list[Scaling]:
                 v = r.value(metric)
                 if v is not None:
                     m.head.setdefault(k, []).append(v)
-                    m.by_round.setdefault(r.repeat, {})[k] = r.paired(metric) or v
+                    pv = r.paired(metric)   # None: slowed by the host throughout
+                    if pv is not None:
+                        m.by_round.setdefault(r.repeat, {})[k] = pv
                 cpu = r.value(CPU)
                 if cpu is not None:
                     m.cpu.setdefault(k, []).append(cpu)

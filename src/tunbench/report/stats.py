@@ -134,7 +134,9 @@ def _group(cases: list[CaseRecord]) -> tuple[dict[Key, dict[Any, float]], dict[
             r = _round(case, len(vals))
             r = r if r not in vals else (r, len(vals))   # none lost
             vals[r] = m.value
-            paired.setdefault(key, {})[r] = case.paired(name) or m.value
+            pv = case.paired(name)   # None: the host slowed this case throughout (not paired)
+            if pv is not None:
+                paired.setdefault(key, {})[r] = pv
             meta[key] = (m.unit, m.higher_is_better, wl.sweep_value)
             if rate:
                 rates[key] = rate

@@ -13,8 +13,11 @@ name, whether it encrypts), so a reader never asks a live registry what a result
 from __future__ import annotations
 
 import math
+import re
+import statistics
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 FORMAT_VERSION = 2
 CASE_FORMAT = "tunbench-case"
@@ -131,6 +134,47 @@ def paired_value(value: float | None, higher_is_better: bool,
     if len(best) < BEST_OF_SECONDS:
         return value
     return max(best)
+
+
+def by_best_second(higher_is_better: bool, series: list[Any] | None) -> bool:
+    """Whether paired_value takes this figure's best second (a rate with its per-second
+    series over at least BEST_OF_SECONDS seconds)."""
+    return bool(higher_is_better and series and sum(
+        1 for x in series if isinstance(x, (int, float)) and math.isfinite(x))
+        >= BEST_OF_SECONDS)
+
+
+# A case whose best second is below SLOWED_BELOW of the median of the same case's best
+# seconds over the campaign's rounds ran slowed by the host for its whole window (every
+# second of it, or the best second would be a fast one): left out of every share of native,
+# so one such case cannot move a ranking, and named in the decision summary (its Mbit/s
+# stays in the tables). Needs SLOWED_MIN_ROUNDS rounds of that case: with two, which one is
+# slow cannot be told. Measured here (make run mr13/mr14, 2026-11-28): a round's best second
+# is within 10 % of its case's median but for the slow stretches of the host, at 0.5-0.65 of
+# it ("What a round pairs", docs/methodology.md).
+SLOWED_BELOW = 0.75
+SLOWED_MIN_ROUNDS = 3
+K = TypeVar("K", bound=Hashable)
+
+
+def slowed_rounds(values: Mapping[K, float]) -> set[K]:
+    """The rounds (keys) of one case, by its best seconds over the campaign's rounds, that
+    the host slowed for the whole window (SLOWED_BELOW of the median); empty with fewer
+    than SLOWED_MIN_ROUNDS rounds."""
+    vals = [v for v in values.values() if v > 0]
+    if len(vals) < SLOWED_MIN_ROUNDS:
+        return set()
+    limit = SLOWED_BELOW * statistics.median(vals)
+    return {r for r, v in values.items() if 0 < v < limit}
+
+
+_INDEX, _ROUND = re.compile(r"^\d+-"), re.compile(r"-r\d+$")
+
+
+def case_stem(case_id: str) -> str:
+    """A case's id without its index and round ('0026-native-stream-mtu1500-r2' ->
+    'native-stream-mtu1500'): the same case in every round (plan.py names them)."""
+    return _ROUND.sub("", _INDEX.sub("", case_id))
 
 
 def metric_records(doc: dict[str, Any]) -> dict[str, MetricRecord]:

@@ -24,11 +24,18 @@ first); the records keep the named document in `doc` for what has no typed field
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .model import MetricRecord, metric_records, paired_value
+from .model import (
+    MetricRecord,
+    by_best_second,
+    case_stem,
+    metric_records,
+    paired_value,
+    slowed_rounds,
+)
 
 Scenario = tuple[str, int, str]   # workload name, underlay MTU, offload variant
 
@@ -130,6 +137,9 @@ class CaseRecord:
     # full samples a workload recorded: {name: {"unit", "values" | "percentiles"}}
     distributions: dict[str, Any] = field(default_factory=dict)
     doc: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # the rates whose best second says the host slowed this case for its whole window
+    # (model.slowed_rounds over the campaign's rounds, marked by `named`): left out of shares
+    slowed: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:
@@ -145,9 +155,10 @@ class CaseRecord:
 
     def paired(self, metric: str) -> float | None:
         """The value this case's round pairs against native's (model.paired_value: the best
-        second of a rate recorded with its per-second series, else the value)."""
+        second of a rate recorded with its per-second series, else the value); None when the
+        host slowed this case for its whole window (`slowed`): it pairs with nothing."""
         m = self.metrics.get(metric)
-        if m is None:
+        if m is None or metric in self.slowed:
             return None
         return paired_value(m.value, m.higher_is_better, self.series.get(metric))
 
@@ -386,4 +397,25 @@ def named(docs: list[dict[str, Any]], *, sweeps: bool = True) -> list[CaseRecord
     cases = name_wan(name_cores(name_directions(name_tunnels(docs))))
     if sweeps:
         split_sweeps(cases)
-    return [CaseRecord.from_doc(d) for d in cases]
+    return mark_slowed([CaseRecord.from_doc(d) for d in cases])
+
+
+def mark_slowed(cases: list[CaseRecord]) -> list[CaseRecord]:
+    """Each ok case's rates that the host slowed for the whole window, judged against the
+    same case in the campaign's other rounds (model.slowed_rounds over the best seconds of
+    the cases with one id stem)."""
+    best: dict[tuple[str, str], dict[int, float]] = {}
+    for i, c in enumerate(cases):
+        if not c.ok or not c.id:
+            continue
+        for name, m in c.metrics.items():
+            if m.value is not None and by_best_second(m.higher_is_better, c.series.get(name)):
+                v = c.paired(name)
+                if v is not None:
+                    best.setdefault((case_stem(c.id), name), {})[i] = v
+    slowed: dict[int, set[str]] = {}
+    for (_, name), vals in best.items():
+        for i in slowed_rounds(vals):
+            slowed.setdefault(i, set()).add(name)
+    return [replace(c, slowed=frozenset(slowed[i])) if i in slowed else c
+            for i, c in enumerate(cases)]

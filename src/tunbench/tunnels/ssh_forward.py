@@ -8,7 +8,8 @@ to 127.0.0.1:PORT / [::1]:PORT in site b (every namespace has its own loopback).
 that binds its server to ep.b4 in site b and connects its client to ep.b4 from site a (as the
 stream workload does, on ctx.port_base = 5201) goes through the forward. iperf3's control
 connection uses the same port, so one -L per port carries both. `ports` forwards PORT ..
-PORT+ports-1 for workloads that use several.
+PORT+ports-1 for workloads that use several, and sockperf's port (PORT + 6000, ports.py)
+unless sockperf = false, so the TCP latency workloads cross it too.
 
 There is no per-packet overhead or MTU: mtu is the loopback MTU the workload's TCP sees, and
 overhead 0. The cost is two extra TCP terminations plus SSH's encryption in user space.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import ports as service_ports
 from ..capabilities import Missing
 from ..testbed.base import Testbed
 from . import _ssh
@@ -26,10 +28,13 @@ from .base import Endpoints, TunnelDriver
 
 @dataclass(frozen=True)
 class SshForwardParams(_ssh.SshParams):
-    forward_port: int = field(default=5201, metadata={
+    forward_port: int = field(default=service_ports.PORT_BASE, metadata={
         "help": "first forwarded port (the stream workload's port_base)"})
     ports: int = field(default=4, metadata={
         "help": "consecutive ports forwarded (4: 512 streams over 4 processes)"})
+    sockperf: bool = field(default=True, metadata={
+        "help": "also forward sockperf's port (forward_port + 6000), so the latency "
+                "workloads run over TCP through the relay"})
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -37,7 +42,18 @@ class SshForwardParams(_ssh.SshParams):
             problems.append(f"ports {self.ports} out of range (1..64)")
         if self.forward_port < 1 or self.forward_port + self.ports - 1 > 65535:
             problems.append(f"forward_port {self.forward_port} (+{self.ports}) out of range")
+        elif self.sockperf and service_ports.sockperf_port(self.forward_port) > 65535:
+            problems.append(f"forward_port {self.forward_port}: sockperf's port "
+                            f"{service_ports.sockperf_port(self.forward_port)} is out of range "
+                            "(a lower forward_port, or sockperf = false)")
         return problems
+
+    def forwarded(self) -> list[int]:
+        """The TCP ports the relay carries: forward_port .. +ports-1, and sockperf's."""
+        out = list(range(self.forward_port, self.forward_port + self.ports))
+        if self.sockperf:
+            out.append(service_ports.sockperf_port(self.forward_port))
+        return out
 
 
 def listening(text: str) -> set[str]:
@@ -77,7 +93,7 @@ class SshForward(TunnelDriver[SshForwardParams]):
     def up(self, tb: Testbed, params: SshForwardParams) -> Endpoints:
         files = _ssh.make_keys(tb)
         sshd = _ssh.start_sshd(tb, files, params, tcp_forwarding="local")
-        ports = range(params.forward_port, params.forward_port + params.ports)
+        ports = params.forwarded()
         extra = []
         for port in ports:
             extra.append(f"LocalForward 127.0.0.1:{port} 127.0.0.1:{port}")

@@ -19,6 +19,7 @@ from ..capabilities import Missing, congestion_missing, congestion_problems, too
 from ..errors import SpecError
 from ..metrics.cpu import CpuRecord, CpuSampler, SplitSampler
 from ..params import coerce_fields
+from ..ports import PORT_BASE
 from ..proc import Process, wait_ready
 from ..progress import PhaseEvent, ProgressSink, ignore
 from ..testbed.base import Site, Testbed
@@ -75,7 +76,7 @@ class Context:
     duration: float
     warmup: float = 1.0
     family: Literal[4, 6] = 4          # inner address family to use
-    port_base: int = 5201
+    port_base: int = PORT_BASE
     cpu_interval: float = 1.0
     cpu_record: CpuRecord | None = None
     progress: ProgressSink = ignore    # phase events for whoever shows progress (one way)

@@ -22,12 +22,13 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .. import ports
 from ..errors import CommandFailed
 from ..proc import Process
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 
 LOG_DIR = "/var/tmp"           # disk-backed by convention (FHS), unlike /run
-PORT_OFFSET = 6000            # sockperf port = ctx.port_base + this
+PORT_OFFSET = ports.SOCKPERF_OFFSET   # sockperf port = ctx.port_base + this
 SOCKPERF_WARMUP = 0.4         # sockperf's own warm-up, already excluded from its full log
 # before that, the client's "Warmup stage (sending a few dummy messages)" and a pause: its
 # test starts ~2 s after it does (captured: a UDP client's first packet 2.0-2.2 s after its
