@@ -11,11 +11,14 @@ the recorded start and end), nothing left on any host or in the orchestrator's n
 And with `parallel = true` over 4 sites (h1, local, h2, h3): the local site is one host like
 the others, its pair running beside a disjoint pair of hosts, still no site in two
 overlapping cases, nothing left. (The hosts and the orchestrator share this machine's CPUs:
-the overlap and the records are tested, not the figures.)"""
+the overlap and the records are tested, not the figures.) And the harness itself: what runs
+through it runs in its own network namespace, and it is removed when the test fails."""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,7 @@ from test_sites import assert_clean
 
 from tunbench import proc
 from tunbench.testbed import netlink
-from tunbench.testbed.ledger import STATE_DIR
+from tunbench.testbed.ledger import OWNERS_DIR, STATE_DIR
 
 pytestmark = [pytest.mark.netns, pytest.mark.correctness]
 TUNNELS = ("native", "vxlan")
@@ -103,10 +106,13 @@ def check_clean(orch: Orchestrator, hosts: SshHosts, docs: list[dict[str, Any]])
     machine's state directory (the local site's case directories and journals)."""
     assert_clean(hosts)
     assert orch.leftovers() == []
-    rids = {d["testbed"]["run_id"] for d in docs}
-    if STATE_DIR.is_dir():
-        left = [p.name for p in STATE_DIR.iterdir() if any(r in p.name for r in rids)]
-        assert not left, left
+    assert not state_of({d["testbed"]["run_id"] for d in docs})
+
+
+def state_of(rids: set[str]) -> list[str]:
+    """This machine's state files of these run ids: case directories, journals, owners."""
+    return [p.name for d in (STATE_DIR, OWNERS_DIR) if d.is_dir() for p in d.iterdir()
+            if any(r in p.name for r in rids)]
 
 
 def test_a_mesh_with_a_site_here_and_two_hosts(hosts3: SshHosts, tmp_path: Path) -> None:
@@ -133,7 +139,7 @@ def test_a_mesh_with_a_site_here_and_two_hosts(hosts3: SshHosts, tmp_path: Path)
         page = (out / "report" / "index.html").read_text()
         assert "<table class=meshgrid>" in page and "worst pair s" in page
         assert "Sites: s1 local (this host), s2 h1, s3 h2." in page
-        assert "site s1 this host&#x27;s own network stack" in page
+        assert "at a time with site s1 on this host (its own network stack) and each " in page
         for d in docs:
             if d["case"]["tunnel"]["kind"] == "vxlan":
                 a, b = d["mesh"]["pair"]
@@ -178,3 +184,18 @@ def test_parallel_takes_the_local_site_as_one_host(hosts3: SshHosts, tmp_path: P
                 other = pairs[1] if tuple(d["mesh"]["pair"]) == pairs[0] else pairs[0]
                 assert d["mesh"]["alongside"] == ["-".join(other)], d["mesh"]
         check_clean(orch, hosts3, docs)
+
+
+def test_the_orchestrator_namespace_goes_when_the_test_fails(hosts3: SshHosts) -> None:
+    """The harness itself: while it stands, what runs through it runs in its own network
+    namespace (not the test's); what orchestrator() made is removed when the block raises."""
+    with pytest.raises(RuntimeError, match="a test failing"), orchestrator(hosts3) as orch:
+        there = proc.run([sys.executable, "-c", "import os; print(os.readlink("
+                          "'/proc/self/ns/net'))"], netns=orch.netns).stdout.strip()
+        assert there.startswith("net:[") and there != os.readlink("/proc/self/ns/net")
+        assert orch.leftovers() == []
+        raise RuntimeError("a test failing")
+    assert orch.netns not in netlink.list_netns()
+    mgmt = f"tb-{hosts3.run_id}-m"
+    assert not [n for n in netlink.link_names(mgmt) if n.startswith(f"tb{orch.run_id}")]
+    assert not state_of({orch.run_id})   # its ledger's journal and owner file

@@ -187,8 +187,8 @@ def section_html(c: Campaign) -> str:
     if on_hosts:
         here = [n for n, s in on_hosts.items() if isinstance(s, dict)
                 and s.get("target") == "local"]
-        where = (f"with site {here[0]} this host's own network stack and each other site on "
-                 "a host of its own" if here else "with each site on a host of its own")
+        where = (f"with site {here[0]} on this host (its own network stack) and each other "
+                 "site on a host of its own" if here else "with each site on a host of its own")
     if slots.get("kind") == "mesh":
         sched = (f" {slots.get('sites')} sites, pairs {esc_pairs(slots.get('pairs'))}, "
                  f"directions {slots.get('directions')}.")
