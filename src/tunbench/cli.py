@@ -749,7 +749,8 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                        help="run between real hosts over SSH: --site a=USER@HOST --site "
                        "b=USER@HOST ('local' = this host); default: two namespaces here. With "
                        "--testbed hub: --site hub=USER@HOST --site s1=USER@HOST ... sN=..., "
-                       "one host each")
+                       "one host each; with --testbed mesh: --site s1=TARGET ... sN=..., one "
+                       "host each, at most one of them local")
     where.add_argument("--ssh-config", dest="ssh_config", metavar="FILE",
                        help="ssh config file for the sites (ssh -F; default ~/.ssh/config)")
     where.add_argument("--heartbeat", type=float, metavar="S", help="the hosts' agents end the "

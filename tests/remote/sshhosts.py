@@ -17,6 +17,12 @@ starts like on a fresh host (this machine's root .bashrc runs `pyenv init`: +0.5
 config (-F) with its own key and known_hosts: the user's ~/.ssh is never read or written.
 `build(..., private_run=False)` gives hosts that share this machine's /run (two sites on one
 machine, as sshd in containers of one box): /run/tunbench there is this machine's own.
+
+`orchestrator(hosts)`: a namespace of its own on the hosts' bridge (tb-<rid2>-o, its link
+tb<rid2>o0 at 198.18.N.5, the bridge's port tb<rid2>o1), in which a test runs tunbench
+itself (`ip netns exec`): a site `local` of that run is this namespace, so a test of a
+site "here" never changes the machine's root namespace. Its own ledger; removed on success
+and failure.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -302,3 +310,76 @@ def _wait_reachable(hosts: SshHosts, timeout: float = 10.0) -> None:
         while proc.run(["ping", "-c1", "-W1", h.addr], check=False, timeout=5).returncode:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"test host {h.name} ({h.addr}) not reachable")
+
+
+@dataclass
+class Orchestrator:
+    """A network namespace on the hosts' bridge where a test runs tunbench itself: the
+    `local` site of that run (orchestrator(hosts))."""
+
+    run_id: str
+    netns: str
+    link: str            # its end of the veth to the hosts' bridge
+    addr: str
+
+    def tunbench(self, *args: str | Path, timeout: float = 900) -> proc.Completed:
+        """`python -m tunbench ARGS` inside the namespace (`ip netns exec`, through proc.run),
+        this interpreter and environment (PYTHONPATH: the code under test)."""
+        return proc.run([sys.executable, "-m", "tunbench", *map(str, args)], netns=self.netns,
+                        timeout=timeout, check=False)
+
+    def leftovers(self) -> list[str]:
+        """What is in the namespace beyond what orchestrator() made: links, addresses (its
+        own, loopback and link-local aside), routes, processes."""
+        out = [f"link {n}" for n in netlink.link_names(self.netns) if n not in ("lo", self.link)]
+        for line in proc.run(["ip", "-o", "addr", "show"], netns=self.netns).stdout.splitlines():
+            fields = line.split()
+            addr = fields[3] if len(fields) > 3 else ""
+            if addr.split("/")[0] not in (self.addr, "127.0.0.1", "::1") \
+                    and not addr.startswith("fe80:"):
+                out.append(f"address {addr} on {fields[1]}")
+        for fam in ("-4", "-6"):
+            for line in proc.run(["ip", fam, "route", "show", "table", "all"],
+                                 netns=self.netns).stdout.splitlines():
+                if " dev lo " not in f"{line} " and f" dev {self.link} " not in f"{line} ":
+                    out.append(f"route {line}")
+        out += [f"process {pid}" for pid in
+                proc.run(["ip", "netns", "pids", self.netns], timeout=10).stdout.split()]
+        return out
+
+
+@contextmanager
+def orchestrator(hosts: SshHosts, host_part: int = 5) -> Iterator[Orchestrator]:
+    """A namespace of its own (run id apart from the hosts') with a veth to the hosts'
+    bridge and 198.18.N.<host_part>, every object in its own ledger; removed when the block
+    ends, a test's failure or not (and then checked gone)."""
+    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
+    rid = names.new_run_id(taken | {hosts.run_id})
+    ns = names.netns_name(rid, "o")
+    inner, port = names.link_name(rid, "o0"), names.link_name(rid, "o1")
+    mgmt = names.netns_name(hosts.run_id, "m")
+    addr = str(hosts.subnet.network_address + host_part)
+    ledger = Ledger(rid)
+    try:
+        netlink.create_netns(ns)
+        ledger.netns(ns)
+        netlink.add_veth(inner, ns, port, mgmt)
+        ledger.link(port, mgmt)
+        netlink.set_link(mgmt, port, master=_idx(mgmt, names.link_name(hosts.run_id, "br")),
+                         state="up")
+        netlink.add_addr(ns, inner, f"{addr}/{hosts.subnet.prefixlen}")
+        netlink.set_link(ns, inner, state="up")
+        netlink.set_link(ns, "lo", state="up")
+        deadline = time.monotonic() + 10
+        for h in hosts.hosts.values():   # the bridge port forwards once out of listening
+            while proc.run(["ping", "-c1", "-W1", h.addr], netns=ns, check=False,
+                           timeout=5).returncode:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"test host {h.name} ({h.addr}) not reachable from {ns}")
+        yield Orchestrator(rid, ns, inner, addr)
+    finally:
+        errors = ledger.close()
+    left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
+    ports = [n for n in netlink.link_names(mgmt) if n.startswith(f"tb{rid}")]
+    assert not errors, errors
+    assert not left and not ports, (left, ports)

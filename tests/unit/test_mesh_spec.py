@@ -98,9 +98,9 @@ def test_a_kind_the_mesh_cannot_run_is_refused_naming_those_it_can() -> None:
      "s1=USER@HOST --site s2=USER@HOST ...)"),
     ({}, {"s1": "root@h1", "s2": "root@h2", "s4": "root@h4"},
      "e.toml: mesh sites must be s1..sN without gaps: s3 is missing (given: s1, s2, s4)"),
-    ({}, {"s1": "root@h1", "s2": "local", "s3": "root@h3"},
-     "e.toml: sites.s2 is 'local': a mesh on hosts puts every site on a host of its own "
-     "(leave [sites] / --site out for the mesh on this host's namespaces)"),
+    ({}, {"s1": "root@h1", "s2": "local", "s3": "local"},
+     "e.toml: sites.s2 and sites.s3 are both 'local': this host's network stack is one site "
+     "(a tunnel needs two network stacks); give sites.s3 a host of its own"),
     ({"sites": 4}, {"s1": "root@h1", "s2": "root@h2", "s3": "root@h3"},
      "e.toml: testbed.sites is 4 but [sites] gives 3 host(s) (s1..s3): give one host per "
      "site, or leave testbed.sites out"),

@@ -182,18 +182,28 @@ def section_html(c: Campaign) -> str:
         return ""
     sched = ""
     slots = (c.index.get("experiment") or {}).get("testbed") or {}
-    where = "with each site on a host of its own" if (c.index.get("experiment") or {}).get(
-        "sites") else "on this host"
+    on_hosts = (c.index.get("experiment") or {}).get("sites") or {}
+    where = "on this host"
+    if on_hosts:
+        here = [n for n, s in on_hosts.items() if isinstance(s, dict)
+                and s.get("target") == "local"]
+        where = (f"with site {here[0]} on this host (its own network stack) and each other "
+                 "site on a host of its own" if here else "with each site on a host of its own")
     if slots.get("kind") == "mesh":
         sched = (f" {slots.get('sites')} sites, pairs {esc_pairs(slots.get('pairs'))}, "
                  f"directions {slots.get('directions')}.")
+    if on_hosts:
+        sched += " Sites: " + ", ".join(
+            f"{n} {'local (this host)' if t == 'local' else t}"
+            for n, s in on_hosts.items() if isinstance(s, dict)
+            for t in [str(s.get("target", "?"))]) + "."
     return ("<h2 id=mesh>Mesh: every pair</h2><p>Each cell is the share of native of that "
             "pair (rows send, columns receive) on the workload's headline figure: the "
             "geometric mean over rounds of the tunnel's value against native's for the same "
             "pair in the same round (native / tunnel where lower is better), the tunnel's mean "
             "value under it; red 0 %, green 100 % and above. The numbers link to the cell's "
             "cases (tunnel and native). Pairs ran one after another, one measurement at a "
-            f"time {where}.{html.escape(sched)}</p>"
+            f"time {html.escape(where)}.{html.escape(sched)}</p>"
             "<style>table.meshgrid td.meshcell{text-align:center;min-width:6em}"
             "table.meshgrid td.meshself{background:#eee;text-align:center}</style>"
             + "".join(grid_html(g, c) for g in gs))

@@ -19,6 +19,12 @@ With `parallel = true` the pairs of one colour of the schedule run at the same t
 thread each (lanes.py): they are disjoint, so each uses its own two endpoints, and after a
 case only its own pair's sites are healed (`heal_sites`); a site marked down is a key of
 `down` that only its own pair's thread writes.
+
+One site may be `local`: this host's own network stack (as a pair's `a = "local"`). It has
+no endpoint (no connection, no agent, never healed or marked down); its pairs' views are the
+pair `Topology` with one local site, which resolves its route from this host, checks this
+host's tools and kernel options (`_check_tools`), builds it as a `Site` here and records it
+as `local`. With `parallel = true` it is one host like the others.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import TunbenchError, UnavailableError
+from ..remote.agent.journal import machine_identity
 from ..remote.transport import SshOptions
 from .base import Testbed
 from .ledger import Ledger
@@ -48,7 +55,9 @@ class MeshHosts:
     def __init__(self, specs: dict[str, SiteSpec], options: SshOptions | None = None) -> None:
         self.specs = specs
         self.options = options or SshOptions()
-        self.endpoints = {n: Endpoint(s, self.options) for n, s in specs.items()}
+        # the sites on hosts; a `local` site (at most one, meshspec) has none
+        self.endpoints = {n: Endpoint(s, self.options) for n, s in specs.items()
+                          if not s.local}
         self.views: dict[Pair, Topology] = {}
         self.down: dict[str, str] = {}      # site -> why it stays unreachable
         self.impls: dict[str, Any] = {}     # as Topology's (impl=auto): no mesh kind has one
@@ -67,8 +76,7 @@ class MeshHosts:
             for ep in self.endpoints.values():
                 ep.connect()
             self.shared = machine_groups(
-                {n: dict(self._agent(n).hello) for n in self.specs}, self.target,
-                lambda owner, other: sees_state(self._agent(owner), self._agent(other)))
+                {n: self._identity(n) for n in self.specs}, self.target, self._sees)
             for x, y in pairs:
                 view = self._view(x, y)
                 try:
@@ -97,11 +105,25 @@ class MeshHosts:
         assert agent is not None
         return agent
 
+    def _identity(self, name: str) -> dict[str, Any]:
+        """Where site `name` runs (its agent's hello; the local site: this process's)."""
+        if self.specs[name].local:
+            return dict(machine_identity())
+        return dict(self._agent(name).hello)
+
+    def _sees(self, owner: str, other: str) -> bool:
+        """Does site `other` see site `owner`'s agent directory (the local site has none)?"""
+        if self.specs[owner].local or self.specs[other].local:
+            return False
+        return sees_state(self._agent(owner), self._agent(other))
+
     def _view(self, x: str, y: str) -> Topology:
-        """Pair (x, y) as a two-site topology on the shared endpoints: x is a, y is b."""
+        """Pair (x, y) as a two-site topology on the shared endpoints: x is a, y is b (the
+        local site, if one of them, has no endpoint: the pair Topology's local site)."""
         view = Topology({"a": replace(self.specs[x], name="a"),
                          "b": replace(self.specs[y], name="b")}, self.options)
-        view.endpoints = {"a": self.endpoints[x], "b": self.endpoints[y]}
+        view.endpoints = {k: self.endpoints[n] for k, n in (("a", x), ("b", y))
+                          if n in self.endpoints}
         return view
 
     # -- per case -------------------------------------------------------------------------
@@ -109,7 +131,8 @@ class MeshHosts:
         """The pair testbed between the pair's two hosts (its sender a, its receiver b); a
         site that is down (or drops now and cannot be reconnected) fails the case at once."""
         for name in pair:
-            if name not in self.down and not self.endpoints[name].alive:
+            if name in self.endpoints and name not in self.down \
+                    and not self.endpoints[name].alive:
                 self._heal(name)
             if name in self.down:
                 raise UnavailableError(
@@ -142,7 +165,8 @@ class MeshHosts:
         """As `heal`, for these sites only (a case that ran beside others, lanes.py)."""
         healed = []
         for name in names:
-            if name not in self.down and not self.endpoints[name].alive:
+            if name in self.endpoints and name not in self.down \
+                    and not self.endpoints[name].alive:
                 healed += self._heal(name)
         return healed
 

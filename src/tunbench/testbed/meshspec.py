@@ -5,7 +5,8 @@ one line, before anything is created.
     [testbed]
     kind = "mesh"
     sites = 4                    # N >= 3 sites s1..sN: namespaces here on one underlay bridge
-                                 # (or [sites] s1 = "root@h1", ..., sN: one host each over SSH)
+                                 # (or [sites] s1 = "root@h1", ..., sN: one host each over SSH;
+                                 # one of them may be "local": this host's own network stack)
     pairs = "all"                # N(N-1)/2 pairs, or a list like ["s1-s2", "s2-s3"]
     directions = "one"           # "both": each pair measured s1 -> s2 and s2 -> s1
     parallel = false             # true, sites on hosts only: a colour's pairs at once
@@ -88,14 +89,23 @@ def _index(name: str) -> int:
 
 def parse_sites(raw: Any, where: str, problems: list[str]) -> dict[str, SiteSpec]:
     """`[sites]` of a mesh on hosts: s1..sN, each a host of its own over SSH (targets and
-    tables as docs/remote.md; IPv4 underlay). Empty when none is given or when refused."""
+    tables as docs/remote.md; IPv4 underlay), at most one of them 'local': this host's own
+    network stack, as a pair's `a = "local"`. Empty when none is given or when refused."""
     out = parse_host_sites(raw, where, problems, testbed="mesh",
                            example='{ s1 = "root@h1", s2 = "root@h2", s3 = "root@h3" }',
                            named=lambda n: SITE_RE.fullmatch(n) is not None,
                            naming="name them s1..sN, one host each: --site s1=USER@HOST "
                                   "--site s2=USER@HOST ...",
-                           order=_index, cpus=False)
+                           order=_index, cpus=False, local=True)
     if not out:
+        return {}
+    if all(s.local for s in out.values()):   # one site here, the others namespaces here?
+        name = next(iter(out))
+        problems.append(f"{where}: sites.{name} is 'local' but no site is on a host: a "
+                        "mesh's site 'local' is this host's own network stack beside sites "
+                        "on hosts (give the other sites hosts of their own: --site "
+                        "s2=USER@HOST ...), or leave [sites] / --site out for the mesh on "
+                        "this host's namespaces")
         return {}
     indexes = sorted(_index(n) for n in out)
     if indexes != list(range(1, len(indexes) + 1)):

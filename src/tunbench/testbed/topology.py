@@ -97,13 +97,14 @@ def parse_site(name: str, val: Any, where: str, problems: list[str]) -> SiteSpec
 
 def parse_host_sites(raw: Any, where: str, problems: list[str], *, testbed: str,
                      example: str, named: Callable[[str], bool], naming: str,
-                     order: Callable[[str], Any] = str, cpus: bool = True
-                     ) -> dict[str, SiteSpec] | None:
+                     order: Callable[[str], Any] = str, cpus: bool = True,
+                     local: bool = False) -> dict[str, SiteSpec] | None:
     """`[sites]` of a testbed whose every site is a host of its own (a hub's, a mesh's):
-    each entry as parse_site, none 'local', IPv4 underlay only (`cpus`: a site may have
-    cpus). {} when none is given; None when refused (the problem named). `testbed`: how
-    the refusals name it ('hub testbed', 'mesh'); `example`: a table like the one expected;
-    `named`: whether a site name is one of this testbed's, `naming` how they are named."""
+    each entry as parse_site, none 'local' (`local`: at most one, this host's own network
+    stack), IPv4 underlay only (`cpus`: a site may have cpus). {} when none is given; None
+    when refused (the problem named). `testbed`: how the refusals name it ('hub testbed',
+    'mesh'); `example`: a table like the one expected; `named`: whether a site name is one
+    of this testbed's, `naming` how they are named."""
     if raw in (None, {}):
         return {}
     if not isinstance(raw, dict):
@@ -116,11 +117,19 @@ def parse_host_sites(raw: Any, where: str, problems: list[str], *, testbed: str,
                         f"({naming})")
         return None
     out: dict[str, SiteSpec] = {}
+    here: list[str] = []     # the 'local' sites given (`local`: one is kept)
     for name in sorted(raw, key=order):
         site = parse_site(name, raw[name], where, problems)
         if site is None:
             continue
-        if site.local:
+        if site.local and local and here:   # a third one adds no second line
+            if len(here) == 1:
+                problems.append(f"{where}: sites.{here[0]} and sites.{name} are both "
+                                "'local': this host's network stack is one site (a tunnel "
+                                f"needs two network stacks); give sites.{name} a host "
+                                "of its own")
+            here.append(name)
+        elif site.local and not local:
             problems.append(f"{where}: sites.{name} is 'local': a {testbed} on hosts puts "
                             "every site on a host of its own (leave [sites] / --site out for "
                             f"the {testbed.split()[0]} on this host's namespaces)")
@@ -132,6 +141,8 @@ def parse_host_sites(raw: Any, where: str, problems: list[str], *, testbed: str,
                             "place a site's processes on CPUs yet (leave cpus out)")
         else:
             out[name] = site
+            if site.local:
+                here.append(name)
     return out if len(problems) == count else None
 
 

@@ -1,4 +1,5 @@
-"""mesh: N sites (namespaces here on one underlay bridge, or hosts over SSH), every listed
+"""mesh: N sites (namespaces here on one underlay bridge, or hosts over SSH, one of which may
+be this host's own network stack: `local`), every listed
 pair measured, each pair with every tunnel kind and workload and its own native
 (testbed/meshspec.py for the spec and the schedule, testbed/mesh.py for the testbed here,
 testbed/meshhosts.py on hosts; docs/topologies.md). The pairs run one after another; on hosts
@@ -39,7 +40,9 @@ class Mesh(Topology):
                   "schedule at the same time, the next colour when all have ended (refused "
                   "here, and with two sites on one host)"),
         TopoParam("[sites] s1..sN", "--site s1=TARGET --site s2=TARGET ...", "namespaces here",
-                  "each site on a host of its own, over SSH (testbed.sites defaults to N)"),
+                  "each site on a host of its own, over SSH (testbed.sites defaults to N); "
+                  "at most one TARGET may be 'local': this host's own network stack as one "
+                  "site, beside the others on hosts"),
     )
 
     @classmethod
@@ -47,7 +50,8 @@ class Mesh(Topology):
         return TopoNeeds(tools=("ip", "ping", "sysctl"),
                          kernel=("CONFIG_NET_NS", "CONFIG_VETH", "CONFIG_BRIDGE"),
                          hosts="none (N namespaces and a bridge namespace here), or N hosts "
-                               "over SSH (parallel = true: a colour's pairs at once)")
+                               "over SSH, one of which may be this host ('local'; parallel = "
+                               "true: a colour's pairs at once)")
 
     @classmethod
     def tunnel_kinds(cls, on_hosts: bool = False) -> tuple[str, ...]:
@@ -100,16 +104,18 @@ class Mesh(Topology):
         together."""
         spec = exp.mesh
         slots = spec.schedule()
-        how = ("on hosts, the pairs of a colour at the same time (parallel = true), one "
+        here = [n for n, s in exp.sites.items() if s.local]
+        hosts = f"on hosts and this host ({here[0]})" if here else "on hosts"
+        how = (f"{hosts}, the pairs of a colour at the same time (parallel = true), one "
                "colour after another" if cls.parallel(exp)
-               else ("on hosts" if exp.sites else "on this host") + " one pair at a time")
+               else (hosts if exp.sites else "on this host") + " one pair at a time")
         return [f"mesh: {spec.sites} sites, {len(spec.pairs)} pair(s), {len(slots)} "
                 f"colour(s) of disjoint pairs; {how}"] + [
             f"  colour {slot['colour']}"
             + (" (together)" if cls.parallel(exp) and len(_lanes(slot)) > 1 else "") + ": "
             + ", ".join(f"{a}->{b}" if spec.directions == "both" else f"{a}-{b}"
                         for a, b in slot["pairs"])
-            for slot in slots]
+            for slot in slots] + ([f"  sites: {where(exp.sites)}"] if exp.sites else [])
 
     @classmethod
     def open(cls, exp: Any, ssh: SshOptions) -> MeshHosts:
@@ -172,6 +178,12 @@ class Mesh(Topology):
             built: Testbed = hosts.build(run_id, ledger, case.pair, mtu=case.mtu)
             return built
         return mesh.build(run_id, ledger, exp.mesh, case.pair, mtu=case.mtu)
+
+
+def where(sites: dict[str, Any]) -> str:
+    """Where each site of a mesh on hosts is: `s1 local (this host), s2 root@h2, ...`."""
+    return ", ".join(f"{n} {'local (this host)' if s.local else s.target}"
+                     for n, s in sites.items())
 
 
 def _lanes(slot: dict[str, Any]) -> list[frozenset[str]]:
