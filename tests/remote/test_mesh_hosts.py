@@ -158,6 +158,10 @@ def test_the_pairs_of_a_colour_run_at_the_same_time(hosts4: SshHosts,
     order = sorted(ends)
     for (_, e0), (s1, _) in zip(order, order[1:], strict=False):
         assert e0 <= s1, order
+    # and the report says how they ran
+    page = (out / "report" / "index.html").read_text()
+    assert "The pairs of a colour (no site in two of them) ran at the same time" in page
+    assert "Pairs ran one after another" not in page
     # the progress lines: every case's result once, counted 1..12
     done = [ln for ln in r.stderr.splitlines() if ln.startswith("[")]
     assert sorted(int(ln[1:ln.index("/")]) for ln in done) == list(range(1, 13)), done

@@ -189,6 +189,10 @@ def section_html(c: Campaign) -> str:
                 and s.get("target") == "local"]
         where = (f"with site {here[0]} on this host (its own network stack) and each other "
                  "site on a host of its own" if here else "with each site on a host of its own")
+    # recorded by meshspec.to_dict: a colour's disjoint pairs at once on hosts (lanes.py)
+    how = ("The pairs of a colour (no site in two of them) ran at the same time, each site "
+           "in one measurement at a time," if slots.get("parallel") else
+           "Pairs ran one after another, one measurement at a time")
     if slots.get("kind") == "mesh":
         sched = (f" {slots.get('sites')} sites, pairs {esc_pairs(slots.get('pairs'))}, "
                  f"directions {slots.get('directions')}.")
@@ -202,8 +206,8 @@ def section_html(c: Campaign) -> str:
             "geometric mean over rounds of the tunnel's value against native's for the same "
             "pair in the same round (native / tunnel where lower is better), the tunnel's mean "
             "value under it; red 0 %, green 100 % and above. The numbers link to the cell's "
-            "cases (tunnel and native). Pairs ran one after another, one measurement at a "
-            f"time {html.escape(where)}.{html.escape(sched)}</p>"
+            f"cases (tunnel and native). {html.escape(how)} {html.escape(where)}."
+            f"{html.escape(sched)}</p>"
             "<style>table.meshgrid td.meshcell{text-align:center;min-width:6em}"
             "table.meshgrid td.meshself{background:#eee;text-align:center}</style>"
             + "".join(grid_html(g, c) for g in gs))
