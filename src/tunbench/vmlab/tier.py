@@ -36,8 +36,10 @@ class TierRun:
 
 
 def pytest_argv(targets: list[str]) -> list[str]:
+    # no hypothesis plugin: no guest test uses it, and importing it at the session's end
+    # costs seconds under TCG (a fresh host's loaded CI ran out of time right there)
     return ["python3", "-m", "pytest", *targets, "--rootdir=/mnt/tb", "-p", "no:cacheprovider",
-            "-q", "-rA",
+            "-p", "no:hypothesispytest", "-q", "-rA",
             "--junitxml=/results/junit.xml", "-o", "junit_logging=all",
             "-o", "junit_family=xunit2", "-o", "junit_duration_report=call"]
 
