@@ -74,8 +74,11 @@ def test_sequential_campaign_measures_until_decided(tmp_path: Path,
     for p in rec["pairs"]:
         assert p["decision"] in ("different", "equivalent", "undecided", "untested")
         assert isinstance(p["n"], int) and isinstance(p["mean"], float)
-    # wireguard-go is far below vxlan: that pair is decided
-    far = pairs[frozenset(("vxlan", "wg-go"))]
+    # wireguard-go (userspace, a few % of native) is far below both kernel paths: it ranks
+    # last and its pair with the one above it is decided. Which one that is, native or vxlan,
+    # is not asserted: 2 s cases on a busy host have put vxlan above native (ciP, 2026-11-28)
+    assert rec["order"][-1] == "wg-go", rec["order"]
+    far = pairs[frozenset(rec["order"][-2:])]
     assert far["decision"] == "different"
     # every added round measured exactly native and the methods of the pairs open after
     # the round before it and still in reach: a method whose pairs were settled (or given up
