@@ -6,9 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshhosts import SshHosts, build
+from sshhosts import SshHosts, hosts_for
 
-from tunbench import proc
 from tunbench.remote.transport import Connection
 from tunbench.testbed import names, netlink
 from tunbench.testbed.ledger import Ledger
@@ -16,34 +15,15 @@ from tunbench.testbed.ledger import Ledger
 pytestmark = pytest.mark.netns
 
 
-def _missing() -> str | None:
-    for tool in ("ssh", "sshd", "ssh-keygen", "ping"):
-        if proc.which(tool) is None:
-            return f"{tool} is not installed (apt-get install {proc.TOOL_PACKAGES.get(tool, tool)})"
-    return None
-
-
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
-    reason = _missing()
-    if reason:
-        pytest.skip(reason)
-    h = build(Path(tmp_path_factory.mktemp("sshhosts")) / "h", count=2)
-    rid = h.run_id
-    try:
+    with hosts_for(Path(tmp_path_factory.mktemp("sshhosts")) / "h", count=2) as h:
         yield h
         for name in h.hosts:        # nothing left on any host, seen the only way: over SSH
             with Connection.open(name, options=h.options(), name="check") as c:
                 left_run = c.run(["find", "/run/tunbench", "-mindepth", "1"],
                                  check=False).stdout
                 assert left_run == "", f"left under /run/tunbench on {name}: {left_run}"
-    finally:
-        errors = h.close()
-        left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
-        links = [n for n in netlink.link_names(None) if n.startswith(f"tb{rid}")]
-        assert not errors, errors
-        assert not left, f"namespaces left behind: {left}"
-        assert not links, f"root links left behind: {links}"
 
 
 @pytest.fixture

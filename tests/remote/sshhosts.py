@@ -234,6 +234,40 @@ class SshHosts:
         return self.ledger.close()
 
 
+TOOLS = ("ssh", "sshd", "ssh-keygen", "ping")
+
+
+def missing_tool(tools: tuple[str, ...] = TOOLS) -> str | None:
+    """The first of `tools` not installed, as a skip reason naming its package; else None."""
+    for tool in tools:
+        if proc.which(tool) is None:
+            return f"{tool} is not installed (apt-get install {proc.package_for(tool)})"
+    return None
+
+
+@contextmanager
+def hosts_for(tmp: Path, count: int = 2, *, tools: tuple[str, ...] = TOOLS,
+              private_run: bool = True) -> Iterator[SshHosts]:
+    """A module's hosts (the body of every remote fixture): skipped with the missing tool
+    named, built, and closed on success and failure, asserting that closing raised nothing
+    and that no namespace or root link of theirs is left."""
+    import pytest
+    reason = missing_tool(tools)
+    if reason:
+        pytest.skip(reason)
+    h = build(tmp, count=count, private_run=private_run)
+    rid = h.run_id
+    try:
+        yield h
+    finally:
+        errors = h.close()
+        left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
+        links = [n for n in netlink.link_names(None) if n.startswith(f"tb{rid}")]
+        assert not errors, errors
+        assert not left, f"namespaces left behind: {left}"
+        assert not links, f"root links left behind: {links}"
+
+
 def build(tmp: Path, count: int = 2, private_run: bool = True) -> SshHosts:
     """Create the management network and `count` sshd hosts (h1, h2, ...); with
     `private_run` False they share this machine's /run."""

@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sshhosts import SshHosts, build
+from sshhosts import TOOLS, SshHosts, hosts_for
 from test_remote_kinds import runs_here
 from test_sites import assert_clean
 
-from tunbench import proc, spec
+from tunbench import spec
 from tunbench.plan import Case
 from tunbench.runner import SilentReporter, run_campaign
-from tunbench.testbed import netlink, topology
+from tunbench.testbed import topology
 
 pytestmark = [pytest.mark.netns, pytest.mark.correctness]
 TB = [sys.executable, "-m", "tunbench"]
@@ -47,18 +47,9 @@ PAIRS = [["s1", "s2"], ["s1", "s3"], ["s1", "s4"], ["s2", "s3"], ["s2", "s4"], [
 
 @pytest.fixture(scope="module")
 def hosts4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
-    for tool in ("ssh", "sshd", "ssh-keygen", "ping", "iperf3"):
-        if proc.which(tool) is None:
-            pytest.skip(f"{tool} is not installed (apt-get install {proc.package_for(tool)})")
-    h = build(Path(tmp_path_factory.mktemp("sshhosts4")) / "h", count=4)
-    rid = h.run_id
-    try:
+    with hosts_for(Path(tmp_path_factory.mktemp("sshhosts4")) / "h", count=4,
+                   tools=(*TOOLS, "iperf3")) as h:
         yield h
-    finally:
-        errors = h.close()
-        left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
-        assert not errors, errors
-        assert not left, f"namespaces left behind: {left}"
 
 
 def experiment(hosts: SshHosts) -> dict[str, Any]:

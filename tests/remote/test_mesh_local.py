@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sshhosts import Orchestrator, SshHosts, build, orchestrator
+from sshhosts import TOOLS, Orchestrator, SshHosts, hosts_for, orchestrator
 from test_remote_kinds import runs_here
 from test_sites import assert_clean
 
@@ -38,18 +38,9 @@ TUNNELS = ("native", "vxlan")
 
 @pytest.fixture(scope="module")
 def hosts3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
-    for tool in ("ssh", "sshd", "ssh-keygen", "ping", "iperf3"):
-        if proc.which(tool) is None:
-            pytest.skip(f"{tool} is not installed (apt-get install {proc.package_for(tool)})")
-    h = build(Path(tmp_path_factory.mktemp("sshhosts3")) / "h", count=3)
-    rid = h.run_id
-    try:
+    with hosts_for(Path(tmp_path_factory.mktemp("sshhosts3")) / "h", count=3,
+                   tools=(*TOOLS, "iperf3")) as h:
         yield h
-    finally:
-        errors = h.close()
-        left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
-        assert not errors, errors
-        assert not left, f"namespaces left behind: {left}"
 
 
 def run_mesh(orch: Orchestrator, hosts: SshHosts, sites: dict[str, str], out: Path,

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshhosts import SshHosts, build
+from sshhosts import TOOLS, SshHosts, hosts_for
 from test_remote_kinds import runs_here
 from test_remote_tbtun import host_bpf_state
 from test_sites import assert_clean
@@ -23,7 +23,7 @@ from tunbench.errors import UnavailableError
 from tunbench.remote.transport import Connection
 from tunbench.runner import run_campaign
 from tunbench.tbtun import hub as tbhub
-from tunbench.testbed import names, netlink
+from tunbench.testbed import names
 from tunbench.testbed.hubhosts import HubHosts
 from tunbench.testbed.ledger import Ledger
 from tunbench.testbed.topology import SiteSpec
@@ -35,18 +35,9 @@ SITES = {"hub": "h1", "s1": "h2", "s2": "h3"}
 
 @pytest.fixture(scope="module")
 def hosts3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
-    for tool in ("ssh", "sshd", "ssh-keygen", "ping", "iperf3"):
-        if proc.which(tool) is None:
-            pytest.skip(f"{tool} is not installed (apt-get install {proc.package_for(tool)})")
-    h = build(Path(tmp_path_factory.mktemp("sshhosts3")) / "h", count=3)
-    rid = h.run_id
-    try:
+    with hosts_for(Path(tmp_path_factory.mktemp("sshhosts3")) / "h", count=3,
+                   tools=(*TOOLS, "iperf3")) as h:
         yield h
-    finally:
-        errors = h.close()
-        left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
-        assert not errors, errors
-        assert not left, f"namespaces left behind: {left}"
 
 
 def overlay_left(hosts: SshHosts) -> dict[str, str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sshhosts import SshHosts, build, comms_in
+from sshhosts import SshHosts, comms_in, hosts_for
 
 from tunbench import proc, spec
 from tunbench.errors import SpecError
@@ -30,18 +30,9 @@ AGENT_DIR = re.compile(r"^tb-[0-9a-f]{6}-[ab]$")
 
 @pytest.fixture(scope="module")
 def shared_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
-    for tool in ("ssh", "sshd", "ssh-keygen"):
-        if proc.which(tool) is None:
-            pytest.skip(f"{tool} is not installed")
-    h = build(Path(tmp_path_factory.mktemp("sharedhosts")) / "h", count=3, private_run=False)
-    rid = h.run_id
-    try:
+    with hosts_for(Path(tmp_path_factory.mktemp("sharedhosts")) / "h", count=3,
+                   tools=("ssh", "sshd", "ssh-keygen"), private_run=False) as h:
         yield h
-    finally:
-        errors = h.close()
-        assert not errors, errors
-        assert not [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
-        assert not [n for n in netlink.link_names(None) if n.startswith(f"tb{rid}")]
 
 
 def _wg_sockets() -> set[str]:
