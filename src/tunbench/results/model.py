@@ -128,20 +128,21 @@ def paired_value(value: float | None, higher_is_better: bool,
     Only over a window of at least BEST_OF_SECONDS seconds: the best of 2 or 3 seconds that
     swing both ways (no slow stretch, just noise) spreads more than their mean (recorded
     campaign `basic`, 2 s: sd of the per-round log share 0.077 against 0.010)."""
-    if value is None or not higher_is_better or not series:
+    if value is None or not by_best_second(higher_is_better, series):
         return value
-    best = [float(x) for x in series if isinstance(x, (int, float)) and math.isfinite(x)]
-    if len(best) < BEST_OF_SECONDS:
-        return value
-    return max(best)
+    return max(_finite(series))
+
+
+def _finite(series: list[Any] | None) -> list[float]:
+    return [float(x) for x in series or () if isinstance(x, (int, float)) and math.isfinite(x)]
 
 
 def by_best_second(higher_is_better: bool, series: list[Any] | None) -> bool:
     """Whether paired_value takes this figure's best second (a rate with its per-second
-    series over at least BEST_OF_SECONDS seconds)."""
-    return bool(higher_is_better and series and sum(
-        1 for x in series if isinstance(x, (int, float)) and math.isfinite(x))
-        >= BEST_OF_SECONDS)
+    series over at least BEST_OF_SECONDS seconds). Not a delay: a round trip's lowest 1-s p50
+    spreads as much between methods as its p50 over the window (docs/methodology.md, "What a
+    round pairs")."""
+    return higher_is_better and len(_finite(series)) >= BEST_OF_SECONDS
 
 
 # A case whose best second is below SLOWED_BELOW of the median of the same case's best
