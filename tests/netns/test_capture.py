@@ -17,6 +17,7 @@ from test_loss_search import (  # noqa: F401
 )
 
 import physics
+from kinds_here import skip_unless_here
 from tunbench import tunnels
 from tunbench.errors import CommandFailed
 from tunbench.testbed import bpfdrop, local
@@ -171,6 +172,7 @@ def test_loss_search_uses_sockets_where_nothing_is_received_on_a_device(
     """SRv6 decapsulates in a seg6local route: no device receives the inner packet, so the
     tunnel declares no rx_ifnames and the search counts with sockets. Declaring the underlay
     anyway exercises the probe: it sees no inner packets and falls back, with a note."""
+    skip_unless_here("srv6")
     drv = tunnels.get("srv6")
     ep = drv().up(testbed, drv.parse_params({}))
     assert ep.rx_ifnames == ()

@@ -19,21 +19,16 @@ from typing import Any
 import pytest
 from test_chain import chain_testbed, ours
 
-from tunbench import pcap, presets, tunnels
+from kinds_here import lacks
+from tunbench import pcap, presets
 from tunbench import spec as exp_spec
 from tunbench.chain import hops, srv6
 from tunbench.plan import plan
 from tunbench.runner import run_case
 from tunbench.testbed.base import Site, Testbed
 
-
-def _lacks() -> str | None:
-    drv = tunnels.get("srv6")
-    missing = drv.requirements(drv.default_params())
-    return "; ".join(m.one_line() for m in missing) or None
-
-
-pytestmark = [pytest.mark.skipif(_lacks() is not None, reason=f"no SRv6 here: {_lacks()}"),
+pytestmark = [pytest.mark.skipif(lacks("srv6") is not None,
+                                 reason=f"no SRv6 here: {lacks('srv6')}"),
               pytest.mark.correctness]
 
 CHAIN: dict[str, Any] = {

@@ -21,7 +21,8 @@ import pytest
 from sshhosts import SshHosts
 from test_sites import assert_clean
 
-from tunbench import pcap, proc, spec, tunnels
+from kinds_here import lacks
+from tunbench import pcap, proc, spec
 from tunbench.chain import srv6
 from tunbench.chain.base import addr4, addr6
 from tunbench.chain.build import place
@@ -285,12 +286,6 @@ SRV6_CHAIN: dict[str, Any] = {
     "direct": True}
 
 
-def _srv6_lacks() -> str | None:
-    """What this kernel lacks for SRv6 (the test hosts are namespaces on it)."""
-    drv = tunnels.get("srv6")
-    return "; ".join(m.one_line() for m in drv.requirements(drv.default_params())) or None
-
-
 class TransitCapture(SilentReporter):
     """A capture on the transit node's host, over SSH: while the chain's ping case runs (from
     the ping through the path to teardown), tcpdump in the transit's namespace on h2 on both
@@ -349,7 +344,7 @@ class TransitCapture(SilentReporter):
         self.conn.close()
 
 
-@pytest.mark.skipif(_srv6_lacks() is not None, reason=f"no SRv6 here: {_srv6_lacks()}")
+@pytest.mark.skipif(lacks("srv6") is not None, reason=f"no SRv6 here: {lacks('srv6')}")
 def test_srv6_gateways_and_a_transit_node_between_hosts(hosts: SshHosts,
                                                         tmp_path: Path) -> None:
     """Seed 004's SRv6 deployment across two hosts: a -> gwa (seg6 encap, SRH) -> wan (h1)

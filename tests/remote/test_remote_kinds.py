@@ -23,6 +23,7 @@ import pytest
 from sshhosts import SshHosts
 from test_sites import assert_clean
 
+from kinds_here import skip_unless_here
 from tunbench import proc, spec, tunnels
 from tunbench.errors import SpecError, UnavailableError
 from tunbench.runner import run_campaign
@@ -43,10 +44,7 @@ def experiment(hosts: SshHosts, tunnel: dict[str, Any], workload: dict[str, Any]
 
 def runs_here(kind: str, **raw: Any) -> None:
     """The hosts share this kernel and these binaries: what cannot run here cannot there."""
-    drv = tunnels.get(kind)
-    missing = drv.requirements(drv.parse_params(raw))
-    if missing:
-        pytest.skip(f"{kind} {raw} cannot run on this machine: {missing[0].one_line()}")
+    skip_unless_here(kind, **raw)
 
 
 def host_comms(hosts: SshHosts) -> set[str]:

@@ -8,6 +8,7 @@ gwa -> transit (End) -> gwb -> router, captured on both sides of the transit nod
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,26 @@ from tunbench.plan import plan
 DATA = Path(__file__).parent.parent / "data" / "chain"
 GW = {"kind": "gateway", "tunnel": "srv6"}
 END = {"kind": "router", "srv6_end": True}
+
+
+class Seg6Kernel:
+    """A kernel built with SRv6, as Debian's is: what these tests plan for (the host's own
+    kernel may lack it; test_a_kernel_without_seg6_is_refused_once_for_the_pair covers that)."""
+
+    where, release = "this host", "6.1.0-amd64"
+
+    def kernel_config(self) -> dict[str, str]:
+        return {"CONFIG_IPV6": "y", "CONFIG_IPV6_SEG6_LWTUNNEL": "y"}
+
+    def has_tool(self, tool: str) -> bool:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def seg6_kernel() -> Iterator[None]:
+    """Plans are made for a kernel with SRv6, whichever kernel runs the tests."""
+    with capabilities.viewing(Seg6Kernel()):
+        yield
 
 
 def refused(chain: dict) -> str:
