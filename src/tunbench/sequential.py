@@ -134,18 +134,13 @@ def rank(s: Series, margin: float | None = None, native: str = "native",
         return Ranking(s.scenario, s.metric, (), (), native)
     sign = -1.0 if s.higher_is_better else 1.0
     order = sorted(logs, key=lambda k: sign * statistics.fmean(logs[k].values()))
-    pairs = [decide.pair_of_shares(a, b, logs[a], logs[b], margin)
+    hib = s.higher_is_better
+    pairs = [decide.pair_of_shares(a, b, logs[a], logs[b], margin, hib)
              for a, b in zip(order, order[1:], strict=False)]
     decisions = tuple(decide.decide(pairs, alpha))
-    close = tuple(decide.shown_within(
-        d.mean, d.sd, d.n, decide.log_margin(resolution, _level(logs[d.a], logs[d.b])), alpha)
-                  for d in decisions)
+    close = tuple(decide.shown_within(d.mean, d.sd, d.n, decide.log_margin(
+        resolution, decide.pair_level(logs[d.a], logs[d.b], hib)), alpha) for d in decisions)
     return Ranking(s.scenario, s.metric, tuple(order), decisions, native, close)
-
-
-def _level(la: Mapping[int, float], lb: Mapping[int, float]) -> float:
-    """The geometric mean of two methods' shares of native (as decide.pair_of_shares)."""
-    return math.exp((statistics.fmean(la.values()) + statistics.fmean(lb.values())) / 2)
 
 
 @dataclass(frozen=True)

@@ -157,3 +157,32 @@ def test_against_reference_holds_every_method_to_holm() -> None:
     js = got["ipsec"].to_json()
     assert set(js) >= {"mean", "ci_low", "ci_high", "n", "decision"}
     assert all(isinstance(js[k], (int, float)) for k in ("mean", "ci_low", "ci_high", "n"))
+
+
+def test_a_delay_is_judged_on_natives_share_of_it() -> None:
+    """Two slow methods at 5.4× and 5.5× native's p50 are 18.5 % and 18.2 % of native's
+    transaction rate: the ±3-point margin is read there (δ = 2·asinh(0.03 / 2g) at g the
+    geometric mean of 1/5.4 and 1/5.5), not on the multiples, where it would be 0.5 % of the
+    figure. The paired differences themselves do not change."""
+    a = dict(enumerate(_rounds(5.4, 0.03, 6, 7)))
+    b = dict(enumerate(_rounds(5.5, 0.03, 6, 8)))
+    delay = D.pair_of_shares("a", "b", a, b, higher_is_better=False)
+    g = 1 / math.exp((statistics.fmean(a.values()) + statistics.fmean(b.values())) / 2)
+    assert delay.margin == pytest.approx(2 * math.asinh(0.03 / (2 * g)))
+    assert 0.16 < delay.margin < 0.17
+    as_rate = D.pair_of_shares("a", "b", {r: -v for r, v in a.items()},
+                               {r: -v for r, v in b.items()})
+    assert as_rate.margin == pytest.approx(delay.margin)
+    assert as_rate.diffs == pytest.approx([-d for d in delay.diffs])
+    assert D.pair_of_shares("a", "b", a, b).margin < 0.006       # read on the multiple
+    assert D.share_level(math.log(2.0), higher_is_better=False) == pytest.approx(0.5)
+    assert D.share_level(math.log(0.5)) == pytest.approx(0.5)
+
+
+def test_against_reference_reads_a_delay_on_the_rate() -> None:
+    """A method at 1.005× native's p50, ±1 % round to round: equivalent to native within 3
+    points of its transaction rate; the same decision as its rate (0.995 of native's) gets."""
+    logs = {"vxlan": [math.log(1.005) + (0.01 if r % 2 else -0.01) for r in range(8)]}
+    delay = D.against_reference(logs, scale=1.0, higher_is_better=False)["vxlan"]
+    rate = D.against_reference({"vxlan": [-v for v in logs["vxlan"]]})["vxlan"]
+    assert delay.decision == rate.decision == D.EQUIVALENT

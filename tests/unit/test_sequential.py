@@ -136,6 +136,33 @@ def test_rank_orders_lower_is_better_and_leaves_out_methods_without_native() -> 
     assert [(d.a, d.b) for d in r.decisions] == [("native", "vxlan"), ("vxlan", "wg")]
 
 
+def test_a_delay_ranks_as_its_transaction_rate() -> None:
+    """Ranking round-trip times (lower is better) decides every pair exactly as ranking their
+    reciprocals, transaction rates (higher is better): the same order, verdicts and margins.
+    Two slow methods 1 % apart (5.40× and 5.45× native's p50) are within 3 points of native's
+    rate (18.5 and 18.3 %): equivalent, not 'more than 1000 rounds'."""
+    rng = random.Random(5)
+    nat, slow, slower, near = {}, {}, {}, {}
+    for r in range(1, 9):
+        host = rng.uniform(0.9, 1.1)
+        nat[r] = 30.0 * host
+        near[r] = 30.0 * 1.10 * host * math.exp(rng.gauss(0, 0.01))
+        slow[r] = 30.0 * 5.40 * host * math.exp(rng.gauss(0, 0.02))
+        slower[r] = 30.0 * 5.45 * host * math.exp(rng.gauss(0, 0.02))
+    methods = {"ssh-forward": slow, "ovs-gre": slower, "vxlan": near}
+    delay = sequential.rank(sequential.Series(SCEN, "tcp_rtt_p50", False, nat, methods))
+    rate = sequential.rank(sequential.Series(
+        SCEN, "tcp_rr_rate", True, {r: 1 / v for r, v in nat.items()},
+        {k: {r: 1 / v for r, v in m.items()} for k, m in methods.items()}))
+    assert delay.order == rate.order == ("native", "vxlan", "ssh-forward", "ovs-gre")
+    assert [(d.verdict, d.n) for d in delay.decisions] == \
+        [(d.verdict, d.n) for d in rate.decisions]
+    assert [d.margin for d in delay.decisions] == pytest.approx(
+        [d.margin for d in rate.decisions])
+    assert delay.close == rate.close
+    assert delay.decisions[2].verdict == decide.EQUIVALENT
+
+
 def test_series_from_case_documents() -> None:
     def doc(label: str, kind: str, rep: int, value: float | None, status: str = "ok",
             wl: str = "stream", t0: float = 0.0) -> dict[str, object]:

@@ -58,6 +58,7 @@ class Figure:
     scale: float | None = 100.0
     verdict: str | None = None
     need: int | None = None
+    higher_is_better: bool = True    # False for a cost (CPU per Gbit/s): decide.share_level
 
     @cached_property
     def est(self) -> decide.Estimate:
@@ -186,7 +187,8 @@ def summarize(campaigns: list[Campaign], variant: tuple[int | None, str | None] 
                       gateway_encrypts=p["gateway_encrypts"], gateway_kernel=p["gateway_kernel"],
                       latency_unit=p.get("latency_unit"))
         for k, scale in SCALES.items():
-            setattr(meth, k, {x: Figure(tuple(v), scale) for x, v in p[k].items() if v})
+            setattr(meth, k, {x: Figure(tuple(v), scale, higher_is_better=k not in LOWER)
+                              for x, v in p[k].items() if v})
         if len(p["mtu"]) > 1 and not relay:
             notes.append(f"{label} left MTUs {sorted(p['mtu'])}: the lowest is shown")
         methods.append(meth)
@@ -199,6 +201,7 @@ def summarize(campaigns: list[Campaign], variant: tuple[int | None, str | None] 
 # latency added (None: a difference, linear)
 SCALES: dict[str, float | None] = {"share": 100.0, "cpu": 1.0, "cpu_abs": 1.0, "latency": None,
                                    "loss": 100.0}
+LOWER = ("cpu", "cpu_abs", "latency")    # the figures where lower is better
 
 
 # -- constraints and the ranking -------------------------------------------------------------

@@ -13,7 +13,9 @@ Pure functions over per-round numbers (docs/methodology.md, "Estimator and decis
   comparisons made (the CI of d̄ at the Holm level excludes 0); *equivalent*: the two
   one-sided tests (TOST) put d̄ within ±δ, δ = 2·asinh(m / 2g) the log-scale image of a
   margin of m points of native (default 3) at the pair's level g = √(share_A·share_B);
-  else *undecided*, with the rounds still needed (`rounds_needed`).
+  else *undecided*, with the rounds still needed (`rounds_needed`). For a delay or a cost
+  (lower is better) the share is native's share of it, native / method (`share_level`): a round
+  trip at 2× native's is a transaction rate at 50 % of native's, netperf TCP_RR's figure.
 
 `decide(pairs)` is what a sequential design calls after each round.
 """
@@ -42,6 +44,17 @@ def _t(q: float, df: int) -> float:
 
 def mean_sd(xs: Sequence[float]) -> tuple[float, float]:
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+
+
+def share_level(mean_log: float, higher_is_better: bool = True) -> float:
+    """The share of native a mean log-ratio ln(method / native) stands for, on which margins
+    in points of native are read: exp(l̄) for a rate (throughput, packets/s); for a delay or a
+    cost (lower is better) native's share of it, exp(-l̄), as a rate: a round trip at 2×
+    native's is a transaction rate at 50 % of native's (netperf TCP_RR's own figure). So "3
+    points of native" means the same on both kinds of figure, and a pair of slow methods
+    (5.4× and 6.2× native's p50: 18.5 % and 16.0 %) is as close as their rates are, not 83
+    points apart (docs/methodology.md, "Points of native for a delay")."""
+    return math.exp(mean_log if higher_is_better else -mean_log)
 
 
 def log_margin(margin: float, level: float) -> float:
@@ -245,23 +258,33 @@ def decide(pairs: Sequence[Pair], alpha: float = ALPHA) -> list[Decision]:
     return out
 
 
+def pair_level(la: Mapping[Any, float], lb: Mapping[Any, float],
+               higher_is_better: bool = True) -> float:
+    """The level of a pair: the geometric mean of the two methods' shares of native
+    (`share_level`); 1.0 when either has no round."""
+    if not la or not lb:
+        return 1.0
+    return share_level((statistics.fmean(la.values()) + statistics.fmean(lb.values())) / 2,
+                 higher_is_better)
+
+
 def pair_of_shares(a: str, b: str, la: Mapping[Any, float], lb: Mapping[Any, float],
-                   margin: float = MARGIN) -> Pair:
+                   margin: float = MARGIN, higher_is_better: bool = True) -> Pair:
     """Two methods' log-ratios to native by round -> their paired Pair, δ from MARGIN at the
-    pair's level (the geometric mean of their two shares)."""
+    pair's level (the geometric mean of their two shares: `pair_level`)."""
     rounds = [r for r in la if r in lb]
     diffs = tuple(la[r] - lb[r] for r in rounds)
-    level = math.exp((statistics.fmean(la.values()) + statistics.fmean(lb.values())) / 2) \
-        if la and lb else 1.0
-    return Pair(a, b, diffs, log_margin(margin, level))
+    return Pair(a, b, diffs, log_margin(margin, pair_level(la, lb, higher_is_better)))
 
 
 def against_reference(logs: Mapping[str, Sequence[float]], scale: float = 100.0,
-                      margin: float = MARGIN) -> dict[str, Estimate]:
+                      margin: float = MARGIN, higher_is_better: bool = True
+                      ) -> dict[str, Estimate]:
     """Each method's share of the reference (native) from its per-round log-ratios, with its
-    decision against the reference, Holm taken over the methods given together."""
-    pairs = [Pair(k, "native", tuple(v), log_margin(margin, math.exp(
-        statistics.fmean(v) / 2))) for k, v in logs.items() if v]
+    decision against the reference, Holm taken over the methods given together (the level:
+    the geometric mean of the method's share and native's 1)."""
+    pairs = [Pair(k, "native", tuple(v), log_margin(margin, share_level(
+        statistics.fmean(v) / 2, higher_is_better))) for k, v in logs.items() if v]
     decided = {d.a: d for d in decide(pairs)}
     out = {}
     for k, v in logs.items():

@@ -22,7 +22,8 @@ def pair(a: str, fa: Figure, b: str, fb: Figure) -> decide.Pair:
     """Two methods' figures, paired round by round, for decide.decide: log-ratios with the
     ±3-point margin at their level; differences (latency) with no equivalence margin."""
     if fa.scale is not None:
-        return decide.pair_of_shares(a, b, fa.by_round(), fb.by_round())
+        return decide.pair_of_shares(a, b, fa.by_round(), fb.by_round(),
+                                     higher_is_better=fa.higher_is_better)
     la, lb = fa.by_round(), fb.by_round()
     return decide.Pair(a, b, tuple(la[r] - lb[r] for r in la if r in lb), 0.0)
 
@@ -36,7 +37,8 @@ def against_native(methods: list[Method]) -> None:
             figs = {m.label: getattr(m, k)[x] for m in methods
                     if x in getattr(m, k) and not m.reference}
             pairs = [decide.Pair(label, "native", tuple(v for _, v in f.rounds),
-                                 decide.log_margin(decide.MARGIN, math.sqrt(f.est.mean / f.scale))
+                                 decide.log_margin(decide.MARGIN, decide.share_level(
+                                     math.log(f.est.mean / f.scale) / 2, f.higher_is_better))
                                  if f.scale else 0.0) for label, f in figs.items()]
             for m, d in ((m, d) for d in decide.decide(pairs) for m in methods
                          if m.label == d.a):

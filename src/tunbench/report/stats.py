@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -150,10 +151,11 @@ def _ref_key(key: Key, groups: dict[Key, dict[Any, float]]) -> Key | None:
                  and k[2:] == key[2:]), None)
 
 
-def _shares(groups: dict[Key, dict[Any, float]]
+def _shares(groups: dict[Key, dict[Any, float]], higher_is_better: Mapping[Key, bool]
             ) -> tuple[dict[Key, decide.Estimate], dict[Key, tuple[tuple[Any, float], ...]]]:
     """Every non-reference row's share of native, paired per round on the log scale; the
-    decisions against native Holm-corrected over the rows of one column (scenario, metric)."""
+    decisions against native Holm-corrected over the rows of one column (scenario, metric),
+    the margin read on native's share of a delay or a cost (decide.share_level)."""
     ratios: dict[Key, tuple[tuple[Any, float], ...]] = {}
     for key, vals in groups.items():
         ref = _ref_key(key, groups)
@@ -166,7 +168,9 @@ def _shares(groups: dict[Key, dict[Any, float]]
     columns = {k[2:] for k in ratios}
     for col in columns:
         logs = {k: [x for _, x in ratios[k]] for k in ratios if k[2:] == col and ratios[k]}
-        got = decide.against_reference({"|".join(map(str, k)): v for k, v in logs.items()})
+        hib = all(higher_is_better.get(k, True) for k in logs)
+        got = decide.against_reference({"|".join(map(str, k)): v for k, v in logs.items()},
+                                       higher_is_better=hib)
         shares.update({k: got["|".join(map(str, k))] for k in logs})
     return shares, ratios
 
@@ -174,7 +178,7 @@ def _shares(groups: dict[Key, dict[Any, float]]
 def rows(cases: list[CaseRecord], noisy_cv: float = NOISY_CV) -> list[Row]:
     """Aggregate the ok cases of a campaign into rows, in the campaign's tunnel order."""
     groups, meta, rates, bounds, order, paired = _group(cases)
-    shares, ratios = _shares(paired)
+    shares, ratios = _shares(paired, {k: m[1] for k, m in meta.items()})
     out = []
     for key, vals in groups.items():
         s = summarize(list(vals.values()))

@@ -40,7 +40,8 @@ def _vs_second(best: Any, second: Any, p2: float) -> tuple[str, bool | None]:
     """The clause on the runner-up and whether the two are decided different (True),
     equivalent (False), or neither (None)."""
     d = decide.decide([decide.pair_of_shares(best.tunnel, second.tunnel, dict(best.ratios),
-                                             dict(second.ratios))])[0]
+                                             dict(second.ratios),
+                                             higher_is_better=best.higher_is_better)])[0]
     p2_txt = share_text(p2, best.higher_is_better)
     if d.verdict == decide.UNTESTED:
         return f", then {second.tunnel} ({p2_txt})", None
