@@ -5,13 +5,16 @@
    - the pure tiers (tests/unit, tests/report: no root, no traffic, CPU-bound) on every core
      with pytest-xdist (~7 min of CPU here);
    - the VM lab tiers (tests/vmlab_bridge, tests/vmlab_sites: the image build, then qemu under
-     TCG) and the remote tier (tests/remote: sshd hosts in namespaces), each one test at a
-     time, their output kept in a file and printed when the phase ends. All of them are
-     correctness tests (no figure is judged), so sharing the cores costs them time, not
-     answers.
-2. Everything else (tests/netns and the pure-tier tests marked `serial`) in one process, one
-   test at a time, alone: the physics tests among them compare figures measured on the
-   host's cores, which a test beside them would skew, and the serial tests watch the host.
+     TCG), the remote tier (tests/remote: sshd hosts in namespaces) and the netns tests marked
+     `beside` (their own testbeds, no figure judged), each one test at a time, their output
+     kept in a file and printed when the phase ends. All of them are correctness tests (no
+     figure is judged), so sharing the cores costs them time, not answers; the netns tests
+     are mostly waiting (bring-up, warm-up, a 2 s workload), which the CPU-bound tiers beside
+     them fill.
+2. Everything else (the rest of tests/netns and the pure-tier tests marked `serial`) in one
+   process, one test at a time, alone: the physics tests among them compare figures measured
+   on the host's cores, which a test beside them would skew, the serial tests watch the host,
+   and the others look at every namespace of ours or judge a figure.
 
 Each phase prints pytest's own summary (-ra: every skip with its reason). The last lines add
 the phases up: passed, failed, errors, skipped, each skip reason with its count, the wall time
@@ -65,8 +68,8 @@ class Phase:
 
 def phases(python: str, tmp: Path) -> list[Phase]:
     """tests/conftest.py keeps each phase's tests by TUNBENCH_TEST_PHASE: the pure tiers
-    without their `serial` tests and the VM lab tiers side by side (group 1), then everything
-    else (group 2)."""
+    without their `serial` tests, the VM lab tiers, the remote tier and the netns tests marked
+    `beside` side by side (group 1), then everything else (group 2)."""
     workers = str(max(1, min(os.cpu_count() or 1, 8)))
     junit = ["-o", "junit_family=xunit1"]   # node ids with their file, for the tier times
     return [Phase("pure", "pure tiers (unit, report) on " + workers + " workers",
@@ -78,6 +81,9 @@ def phases(python: str, tmp: Path) -> list[Phase]:
             Phase("remote", "remote tier (beside the pure tiers)",
                   [python, "-m", "pytest", *junit, "tests/remote"], tmp / "remote.xml",
                   group=1, log=tmp / "remote.log"),
+            Phase("beside", "netns tests marked beside (beside the pure tiers)",
+                  [python, "-m", "pytest", *junit, "tests/netns"], tmp / "beside.xml",
+                  group=1, log=tmp / "beside.log"),
             Phase("live", "netns tier and serial tests, one at a time, alone",
                   [python, "-m", "pytest", *junit, "tests"], tmp / "live.xml", group=2)]
 

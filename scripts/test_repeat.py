@@ -173,7 +173,7 @@ def main(argv: list[str]) -> int:
         argv_, what = [python, "-m", "pytest", *selection], " ".join(selection)
     else:
         argv_, what = live.argv, "the live tiers (netns, remote, VM lab)"
-        env[tp.PHASE_ENV] = f"{live.key},remote,vm"
+        env[tp.PHASE_ENV] = f"{live.key},beside,remote,vm"
     runs: list[Phase] = []
     per_run: list[dict[str, Result]] = []
     for i in range(1, n + 1):

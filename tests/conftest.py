@@ -33,7 +33,9 @@ def _netns_unavailable() -> str | None:
 
 # make test's phases (scripts/test_phases.py): "pure" keeps the pure tiers (tests/unit,
 # tests/report) that may share the cores with each other (pytest-xdist); "vm" the VM lab tiers
-# and "remote" the sshd-hosts tier (correctness only: they run beside the pure tiers); "live"
+# and "remote" the sshd-hosts tier (correctness only: they run beside the pure tiers);
+# "beside" the netns tests marked `beside` (correctness tests that look only at their own
+# run's objects and judge no figure: they run beside the pure tiers too); "live"
 # keeps the rest (tests/netns, where the physics tests are) plus the pure-tier tests marked
 # `serial` (they time something, or check that nothing appeared on the host, which a test
 # running beside them would falsify). A comma list keeps several ("live,remote,vm": make
@@ -54,13 +56,23 @@ def phase_of(item: pytest.Item) -> str:
         return "pure"
     if tier in VM_TIERS:
         return "vm"
-    return "remote" if tier == "remote" else "live"
+    if tier == "remote":
+        return "remote"
+    if (tier == "netns" and item.get_closest_marker("beside") is not None
+            and item.get_closest_marker("physics") is None):
+        return "beside"
+    return "live"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     sigterm_teardown.install()   # a killed session tears its fixtures down like Ctrl-C
     config.addinivalue_line("markers", "serial: a pure-tier test make test runs alone, in its "
                                        "live phase (it times something or watches the host)")
+    config.addinivalue_line("markers", "beside: a netns correctness test make test runs beside "
+                                       "the pure, VM lab and remote tiers: it looks only at its "
+                                       "own run's namespaces, links and processes (never every "
+                                       "namespace of ours, never `tunbench cleanup`), asserts "
+                                       "no figure but that traffic flowed, and watches no CPU")
     config.addinivalue_line("markers", "correctness: a live test that asserts what the system "
                                        "did, never a rate, latency or ratio bound")
     config.addinivalue_line("markers", "physics(*figures): a live test that compares figures "

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 
 import pytest
 from testbeds import fresh_testbed
 
+from tunbench.testbed import names
 from tunbench.testbed.base import Testbed
 
 
@@ -39,13 +41,28 @@ def _strip(obj: object) -> object:
     return obj
 
 
+# the remote tier's one root-namespace object, its hosts' management link (tests/remote/
+# sshhosts.py: tb<run>m0, with its address and routes), which comes and goes with the remote
+# tests that make test runs beside the netns tests marked `beside`: not this test's change
+REMOTE_MGMT = re.compile(rf"^{names.PREFIX}[0-9a-f]{{{names.RUN_ID_LEN}}}m0$")
+
+
+def _not_remote_mgmt(objs: object) -> object:
+    """The entries of an `ip -j` list whose device is not a remote-tier management link."""
+    if not isinstance(objs, list):
+        return objs
+    return [o for o in objs if not (isinstance(o, dict) and any(
+        REMOTE_MGMT.match(str(o.get(k, ""))) for k in ("ifname", "dev")))]
+
+
 def root_snapshot() -> dict[str, object]:
-    """The root namespace's links, addresses, routes and the sysctls tunbench could touch."""
+    """The root namespace's links, addresses, routes and the sysctls tunbench could touch
+    (without the remote tier's management links: REMOTE_MGMT)."""
     snap: dict[str, object] = {
-        "links": _strip(_ip_json("link", "show")),
-        "addrs": _strip(_ip_json("addr", "show")),
-        "routes4": _ip_json("-4", "route", "show", "table", "all"),
-        "routes6": _strip(_ip_json("-6", "route", "show", "table", "all")),
+        "links": _strip(_not_remote_mgmt(_ip_json("link", "show"))),
+        "addrs": _strip(_not_remote_mgmt(_ip_json("addr", "show"))),
+        "routes4": _not_remote_mgmt(_ip_json("-4", "route", "show", "table", "all")),
+        "routes6": _strip(_not_remote_mgmt(_ip_json("-6", "route", "show", "table", "all"))),
         "rules": _ip_json("rule", "show"),
     }
     for key in SYSCTLS:

@@ -20,7 +20,8 @@ TB = [sys.executable, "-m", "tunbench"]
 
 
 pytestmark = [pytest.mark.skipif(agg_unavailable() is not None,
-                                reason=f"agg: {agg_unavailable()}"), pytest.mark.correctness]
+                                reason=f"agg: {agg_unavailable()}"), pytest.mark.correctness,
+              pytest.mark.beside]
 
 EXPERIMENT = """
 [experiment]

@@ -29,7 +29,7 @@ from tunbench.tunnels.base import TunnelDriver
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
-pytestmark = pytest.mark.correctness
+pytestmark = [pytest.mark.correctness, pytest.mark.beside]
 
 DEPS = Path(__file__).resolve().parents[2] / "deps"
 KINDS = sorted(tunnels.registry())

@@ -13,7 +13,7 @@ import pytest
 
 from tunbench import tunnels
 
-pytestmark = pytest.mark.correctness
+pytestmark = [pytest.mark.correctness, pytest.mark.beside]
 
 TB = [sys.executable, "-m", "tunbench"]
 KINDS = ("native", "wireguard", "ssh-tun")

@@ -19,7 +19,7 @@ from jumbo_checks import check_jumbo
 from tunbench import pathmtu
 from tunbench.report import build
 
-pytestmark = pytest.mark.correctness
+pytestmark = [pytest.mark.correctness, pytest.mark.beside]
 
 TB = [sys.executable, "-m", "tunbench"]
 OVERHEAD = {"native": 0, "vxlan": 14 + 8 + 8 + 20}   # inner Ethernet, VXLAN, UDP, outer IPv4

@@ -13,7 +13,7 @@ from tunbench import pcap, tunnels
 from tunbench.capabilities import kernel_config
 from tunbench.testbed.base import Testbed
 
-pytestmark = pytest.mark.correctness
+pytestmark = [pytest.mark.correctness, pytest.mark.beside]
 
 TB = [sys.executable, "-m", "tunbench"]
 OPTION = {"geneve": "CONFIG_GENEVE", "gre": "CONFIG_NET_IPGRE", "gretap": "CONFIG_NET_IPGRE",

@@ -12,7 +12,8 @@ from tunbench.workloads import loadgen, traffic
 
 pytestmark = [pytest.mark.skipif(
     loadgen.find_binary() is None,
-    reason=f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})"), pytest.mark.correctness]
+    reason=f"tunbench-loadgen is not built ({loadgen.BUILD_FIX})"), pytest.mark.correctness,
+              pytest.mark.beside]
 
 
 def _weights(spec: str) -> dict[str, float]:

@@ -26,7 +26,8 @@ from tunbench.workloads.stream import Stream, StreamParams
 
 pytestmark = [pytest.mark.skipif(not proc.which("ovs-vswitchd"),
                                 reason="Open vSwitch is not installed "
-                                       "(apt-get install openvswitch-switch)"), pytest.mark.correctness]
+                                       "(apt-get install openvswitch-switch)"), pytest.mark.correctness,
+              pytest.mark.beside]
 
 SYSTEM_DB = Path("/etc/openvswitch/conf.db")
 

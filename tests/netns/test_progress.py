@@ -22,7 +22,7 @@ import pytest
 from tunbench.testbed import netlink
 from tunbench.workloads import loadgen
 
-pytestmark = pytest.mark.correctness
+pytestmark = [pytest.mark.correctness, pytest.mark.beside]
 
 TB = [sys.executable, "-m", "tunbench"]
 ESC = "\x1b"

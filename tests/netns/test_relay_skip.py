@@ -12,7 +12,7 @@ from tunbench import spec
 from tunbench.report import stats
 from tunbench.runner import run_campaign
 
-pytestmark = pytest.mark.correctness
+pytestmark = [pytest.mark.correctness, pytest.mark.beside]
 
 
 def test_relay_skips_what_cannot_cross_and_runs_the_rest(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from tunbench.report import headlines
 
-pytestmark = pytest.mark.correctness
+pytestmark = [pytest.mark.correctness, pytest.mark.beside]
 
 TB = [sys.executable, "-m", "tunbench"]
 EXPERIMENT = """

@@ -35,7 +35,8 @@ connections = [1, 32]
 """
 
 pytestmark = [pytest.mark.skipif(rpc.find_binary() is None,
-                                reason="tunbench-rpc is not built (make loadgen)"), pytest.mark.correctness]
+                                reason="tunbench-rpc is not built (make loadgen)"), pytest.mark.correctness,
+              pytest.mark.beside]
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from kinds_here import skip_unless_here
 from tunbench import proc, tunnels
 from tunbench.testbed import netlink
 from tunbench.testbed.base import Testbed
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
-pytestmark = pytest.mark.correctness
+pytestmark = [pytest.mark.correctness, pytest.mark.beside]
 
 SYSTEM_SSHD_PID = Path("/run/sshd.pid")
 
@@ -83,6 +84,7 @@ def test_ssh_forward_relays_iperf3(testbed: Testbed, root_unchanged: None) -> No
 @pytest.mark.parametrize("segments", [1, 2])
 def test_srv6_both_families_df_mtu_and_seg6local_counters(testbed: Testbed, segments: int,
                                                            root_unchanged: None) -> None:
+    skip_unless_here("srv6")
     drv = tunnels.get("srv6")
     ep = drv().up(testbed, drv.parse_params({"segments": segments}))
     assert ep.mtu == 1500 - 40 - 8 - 16 * segments

@@ -24,7 +24,7 @@ from tunbench.store import db
 from tunbench.store.copies import retimed
 from tunbench.testbed.base import Testbed
 
-pytestmark = pytest.mark.correctness
+pytestmark = [pytest.mark.correctness, pytest.mark.beside]
 
 TB = [sys.executable, "-m", "tunbench"]
 SHORT = ["--tunnels", "native", "--duration", "1", "--warmup", "0", "--repeats", "1",

@@ -47,7 +47,8 @@ def _why_not() -> str | None:
     return missing[0].one_line() if missing else None
 
 
-pytestmark = [pytest.mark.skipif(_why_not() is not None, reason=f"tbtun: {_why_not()}"), pytest.mark.correctness]
+pytestmark = [pytest.mark.skipif(_why_not() is not None, reason=f"tbtun: {_why_not()}"), pytest.mark.correctness,
+              pytest.mark.beside]
 
 
 def _up(tb: Testbed, kind: str = "ebpf-vxlan", **raw: Any) -> tuple[TbtunDriver, Endpoints]:

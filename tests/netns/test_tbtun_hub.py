@@ -32,7 +32,8 @@ def _why_not() -> str | None:
     return missing[0].one_line() if missing else None
 
 
-pytestmark = [pytest.mark.skipif(_why_not() is not None, reason=f"tbtun hub: {_why_not()}"), pytest.mark.correctness]
+pytestmark = [pytest.mark.skipif(_why_not() is not None, reason=f"tbtun hub: {_why_not()}"), pytest.mark.correctness,
+              pytest.mark.beside]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from tunbench.testbed.base import Testbed
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
-pytestmark = pytest.mark.correctness
+pytestmark = [pytest.mark.correctness, pytest.mark.beside]
 
 
 def test_testbed_underlay_both_families(testbed: Testbed, root_unchanged: None) -> None:

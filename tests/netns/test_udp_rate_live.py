@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.correctness
+pytestmark = [pytest.mark.correctness, pytest.mark.beside]
 
 TB = [sys.executable, "-m", "tunbench"]
 EXPERIMENT = """

@@ -15,7 +15,8 @@ from tunbench.errors import UnavailableError
 from tunbench.testbed.base import Site, Testbed
 from tunbench.tunnels import _xfrm
 
-pytestmark = [pytest.mark.netns, pytest.mark.correctness]
+pytestmark = [pytest.mark.netns, pytest.mark.correctness,
+              pytest.mark.beside]
 
 
 def policies(site: Site) -> list[str]:

@@ -102,8 +102,9 @@ PHASE_LIST_ENV = "TUNBENCH_TEST_PHASE_LIST"   # tests/conftest.py's
 
 
 def test_the_phases_split_the_suite_exactly(tmp_path: Path) -> None:
-    """Every test runs in exactly one phase (pure, vm, remote, live); serial pure-tier tests go
-    to the live phase, the VM lab tiers to the vm phase. One collection of the whole suite as
+    """Every test runs in exactly one phase (pure, vm, remote, beside, live); serial pure-tier
+    tests go to the live phase, the VM lab tiers to the vm phase, netns tests marked `beside`
+    (none of them physics) to the beside phase. One collection of the whole suite as
     make test's vm phase runs it: every collected test is listed with its phase (the
     conftest's phase_of), and the tests the vm phase keeps are exactly those given that phase
     (the filter make test uses)."""
@@ -112,10 +113,12 @@ def test_the_phases_split_the_suite_exactly(tmp_path: Path) -> None:
     rows = [ln.split("\t") for ln in listing.read_text().splitlines()]
     phase = dict(rows)
     assert len(rows) == len(phase) == collected               # every test has one phase
-    got = {k: {n for n, p in phase.items() if p == k} for k in ("pure", "vm", "remote", "live")}
+    keys = ("pure", "vm", "remote", "beside", "live")
+    got = {k: {n for n, p in phase.items() if p == k} for k in keys}
     assert set(phase.values()) == set(got)                # and no other
-    pure, vm, remote, live = (got[k] for k in ("pure", "vm", "remote", "live"))
-    assert pure and vm and remote and live
+    pure, vm, remote, beside, live = (got[k] for k in keys)
+    assert pure and vm and remote and beside and live
+    assert all(n.startswith("tests/netns/") for n in beside)
     assert vm_run == vm
     assert all(n.startswith("tests/remote/") for n in remote)
     assert all(n.startswith(("tests/unit/", "tests/report/")) for n in pure)
@@ -127,7 +130,7 @@ def test_the_phases_split_the_suite_exactly(tmp_path: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         groups = [(p.key, p.group, p.log is not None) for p in tp.phases("python3", Path(tmp))]
     assert groups == [("pure", 1, False), ("vm", 1, True), ("remote", 1, True),
-                      ("live", 2, False)]
+                      ("beside", 1, True), ("live", 2, False)]
 
 
 def test_src_is_byte_compiled_before_the_phases(tmp_path: Path) -> None:
