@@ -3,9 +3,11 @@
 
 1. Side by side:
    - the pure tiers (tests/unit, tests/report: no root, no traffic, CPU-bound) on every core
-     with pytest-xdist (~7 min of CPU here);
-   - the VM lab tiers (tests/vmlab_bridge, tests/vmlab_sites: the image build, then qemu under
-     TCG), the remote tier (tests/remote: sshd hosts in namespaces) and the netns tests marked
+     with pytest-xdist (~8 min of CPU here), at a lower priority (nice 5): they end minutes
+     before the VM lab's guest run, the group's longest;
+   - the VM lab tiers (tests/vmlab_bridge: the image build, then qemu under TCG;
+     tests/vmlab_sites, two guests, in a process of its own, waiting for the image), the
+     remote tier (tests/remote: sshd hosts in namespaces) and the netns tests marked
      `beside` (their own testbeds, no figure judged), each one test at a time, their output
      kept in a file and printed when the phase ends. All of them are correctness tests (no
      figure is judged), so sharing the cores costs them time, not answers; the netns tests
@@ -46,7 +48,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PURE = ["tests/unit", "tests/report"]
-VM = ["tests/vmlab_bridge", "tests/vmlab_sites"]
+VM = ["tests/vmlab_bridge"]
+VM_SITES = ["tests/vmlab_sites"]
+# The first group's longest phase is the VM lab's guest run (qemu under TCG): the pure tiers,
+# done minutes before it, yield the cores to it (nice), and the two-guest tier boots its
+# guests beside it instead of after it.
+PURE_NICE = 5
 # pytest: 0 all passed, 1 some failed, 5 nothing collected; anything else broke the run
 OK_CODES = (0, 5)
 PHASE_ENV = "TUNBENCH_TEST_PHASE"
@@ -73,11 +80,14 @@ def phases(python: str, tmp: Path) -> list[Phase]:
     workers = str(max(1, min(os.cpu_count() or 1, 8)))
     junit = ["-o", "junit_family=xunit1"]   # node ids with their file, for the tier times
     return [Phase("pure", "pure tiers (unit, report) on " + workers + " workers",
-                  [python, "-m", "pytest", *junit, "-n", workers, *PURE], tmp / "pure.xml",
-                  group=1),
-            Phase("vm", "VM lab tiers (beside the pure tiers)",
+                  ["nice", "-n", str(PURE_NICE), python, "-m", "pytest", *junit, "-n", workers,
+                   *PURE], tmp / "pure.xml", group=1),
+            Phase("vm", "VM lab tier (beside the pure tiers)",
                   [python, "-m", "pytest", *junit, *VM], tmp / "vm.xml", group=1,
                   log=tmp / "vm.log"),
+            Phase("vm", "VM lab two-guest tier (beside the pure tiers)",
+                  [python, "-m", "pytest", *junit, *VM_SITES], tmp / "vm-sites.xml", group=1,
+                  log=tmp / "vm-sites.log"),
             Phase("remote", "remote tier (beside the pure tiers)",
                   [python, "-m", "pytest", *junit, "tests/remote"], tmp / "remote.xml",
                   group=1, log=tmp / "remote.log"),

@@ -20,8 +20,7 @@ TB = [sys.executable, "-m", "tunbench"]
 
 
 pytestmark = [pytest.mark.skipif(agg_unavailable() is not None,
-                                reason=f"agg: {agg_unavailable()}"), pytest.mark.correctness,
-              pytest.mark.beside]
+                                reason=f"agg: {agg_unavailable()}"), pytest.mark.correctness]
 
 EXPERIMENT = """
 [experiment]

@@ -192,6 +192,7 @@ WG_CHAIN: dict[str, Any] = {
 
 
 @needs_wg
+@pytest.mark.beside   # its own run's objects only, no figure judged
 def test_wireguard_gateways_encrypt_across_the_wan() -> None:
     for tb in chain_testbed(WG_CHAIN):
         by = by_name(tb)
@@ -213,6 +214,7 @@ def test_wireguard_gateways_encrypt_across_the_wan() -> None:
 
 
 @needs_wg
+@pytest.mark.beside   # its own run's objects only, no figure judged
 def test_a_wireguard_tunnel_of_the_sites_through_wireguard_gateways() -> None:
     """Tunnel in tunnel: the sites' wireguard-go and the gateways' never clash (the gateways'
     interface names carry their own tag), and the site tunnel's MTU is the inner path's
@@ -233,6 +235,7 @@ def test_a_wireguard_tunnel_of_the_sites_through_wireguard_gateways() -> None:
 
 
 @needs_ipsec
+@pytest.mark.beside   # its own run's objects only, no figure judged
 def test_the_sdwan_preset_at_the_smallest_scale_runs_end_to_end(tmp_path) -> None:
     """`tunbench run --preset sdwan --scale 0.001 --sizes imix`: loss search (RFC 2544, 2 s
     trials, 5 % resolution) and a stream, direct and through router -> fw -> IPsec gw -> WAN

@@ -129,7 +129,7 @@ def test_the_phases_split_the_suite_exactly(tmp_path: Path) -> None:
     # the phases make test runs: pure and vm side by side, then live
     with tempfile.TemporaryDirectory() as tmp:
         groups = [(p.key, p.group, p.log is not None) for p in tp.phases("python3", Path(tmp))]
-    assert groups == [("pure", 1, False), ("vm", 1, True), ("remote", 1, True),
+    assert groups == [("pure", 1, False), ("vm", 1, True), ("vm", 1, True), ("remote", 1, True),
                       ("beside", 1, True), ("live", 2, False)]
 
 
