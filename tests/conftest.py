@@ -38,8 +38,8 @@ def _netns_unavailable() -> str | None:
 # run's objects and judge no figure: they run beside the pure tiers too); "live"
 # keeps the rest (tests/netns, where the physics tests are) plus the pure-tier tests marked
 # `serial` (they time something, or check that nothing appeared on the host, which a test
-# running beside them would falsify). A comma list keeps several ("live,remote,vm": make
-# test-repeat). Unset: everything.
+# running beside them would falsify). A comma list keeps several ("live,beside,remote,vm":
+# make test-repeat). Unset: everything.
 PHASE_ENV = "TUNBENCH_TEST_PHASE"
 PHASE_LIST_ENV = "TUNBENCH_TEST_PHASE_LIST"   # a file: each test's phase written there
 PURE_TIERS = ("unit", "report")

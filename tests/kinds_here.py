@@ -20,7 +20,9 @@ def lacks(kind: str, **raw: Any) -> str | None:
 
 
 def skip_unless_here(kind: str, **raw: Any) -> None:
-    """Skip the calling test, naming what is missing, when `kind` cannot run here."""
+    """Skip the calling test, naming the variant (e.g. "wireguard (go)") and what is
+    missing, when `kind` with parameters `raw` cannot run here."""
     why = lacks(kind, **raw)
     if why:
-        pytest.skip(f"{kind} cannot run on this machine: {why}")
+        drv = tunnels.get(kind)
+        pytest.skip(f"{drv.display(drv.parse_params(raw))} cannot run on this machine: {why}")

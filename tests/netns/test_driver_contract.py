@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from kinds_here import skip_unless_here
 from tunbench import doctor, runner, tunnels
 from tunbench.capabilities import root_missing
 from tunbench.testbed import local, names, netlink
@@ -168,11 +169,10 @@ def test_up_traffic_teardown(kind: str, impl: str | None) -> None:
     params = drv.parse_params(_raw(drv, impl))
     if impl is None and drv.implementations():
         pytest.skip(f"{kind}: the automatic choice ({drv.display(params)}) is its own row")
-    why = [m.one_line() for m in drv.requirements(params)]
-    if root_missing():
-        why.insert(0, root_missing().one_line())  # type: ignore[union-attr]
-    if why:
-        pytest.skip(f"{drv.display(params)} cannot run here: {why[0]}")
+    root = root_missing()
+    if root:
+        pytest.skip(f"{drv.display(params)} cannot run here: {root.one_line()}")
+    skip_unless_here(kind, **_raw(drv, impl))
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
     rid = names.new_run_id(taken)
     ledger = Ledger(rid)

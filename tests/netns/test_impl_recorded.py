@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kinds_here import skip_unless_here
 from tunbench import tunnels
 
 pytestmark = [pytest.mark.correctness, pytest.mark.beside]
@@ -21,10 +22,7 @@ KINDS = ("native", "wireguard", "ssh-tun")
 
 def test_cases_record_impl_and_the_report_names_it(tmp_path: Path, root_unchanged: None) -> None:
     for kind in KINDS:
-        drv = tunnels.get(kind)
-        missing = drv.requirements(drv.default_params())
-        if missing:
-            pytest.skip(f"{kind} cannot run here: {missing[0].one_line()}")
+        skip_unless_here(kind)
     wg = tunnels.get("wireguard")
     impl = wg.resolve_impl(wg.default_params())
     out = tmp_path / "camp"

@@ -265,7 +265,7 @@ def pair_level(la: Mapping[Any, float], lb: Mapping[Any, float],
     if not la or not lb:
         return 1.0
     return share_level((statistics.fmean(la.values()) + statistics.fmean(lb.values())) / 2,
-                 higher_is_better)
+                       higher_is_better)
 
 
 def pair_of_shares(a: str, b: str, la: Mapping[Any, float], lb: Mapping[Any, float],
@@ -277,14 +277,21 @@ def pair_of_shares(a: str, b: str, la: Mapping[Any, float], lb: Mapping[Any, flo
     return Pair(a, b, diffs, log_margin(margin, pair_level(la, lb, higher_is_better)))
 
 
+def reference_pair(name: str, logs: Sequence[float], margin: float = MARGIN,
+                   higher_is_better: bool = True) -> Pair:
+    """A method against the reference (native, 0 on the log scale) from its per-round
+    log-ratios: δ from MARGIN at the level of the geometric mean of its share and native's."""
+    level = share_level(statistics.fmean(logs) / 2, higher_is_better) if logs else 1.0
+    return Pair(name, "native", tuple(logs), log_margin(margin, level))
+
+
 def against_reference(logs: Mapping[str, Sequence[float]], scale: float = 100.0,
                       margin: float = MARGIN, higher_is_better: bool = True
                       ) -> dict[str, Estimate]:
     """Each method's share of the reference (native) from its per-round log-ratios, with its
     decision against the reference, Holm taken over the methods given together (the level:
     the geometric mean of the method's share and native's 1)."""
-    pairs = [Pair(k, "native", tuple(v), log_margin(margin, share_level(
-        statistics.fmean(v) / 2, higher_is_better))) for k, v in logs.items() if v]
+    pairs = [reference_pair(k, v, margin, higher_is_better) for k, v in logs.items() if v]
     decided = {d.a: d for d in decide(pairs)}
     out = {}
     for k, v in logs.items():

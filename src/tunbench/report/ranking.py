@@ -5,7 +5,6 @@ says what is settled and what is not, with the rounds it would take."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import TYPE_CHECKING, Any
 
 from . import decide
@@ -36,10 +35,11 @@ def against_native(methods: list[Method]) -> None:
         for x in xs:
             figs = {m.label: getattr(m, k)[x] for m in methods
                     if x in getattr(m, k) and not m.reference}
-            pairs = [decide.Pair(label, "native", tuple(v for _, v in f.rounds),
-                                 decide.log_margin(decide.MARGIN, decide.share_level(
-                                     math.log(f.est.mean / f.scale) / 2, f.higher_is_better))
-                                 if f.scale else 0.0) for label, f in figs.items()]
+            pairs = [decide.reference_pair(label, [v for _, v in f.rounds],
+                                           higher_is_better=f.higher_is_better)
+                     if f.scale else decide.Pair(label, "native",
+                                                 tuple(v for _, v in f.rounds), 0.0)
+                     for label, f in figs.items()]
             for m, d in ((m, d) for d in decide.decide(pairs) for m in methods
                          if m.label == d.a):
                 f = figs[d.a]
