@@ -135,7 +135,10 @@ def run_lanes(lanes: Sequence[Sequence[Any]], reporter: Any,
     for t, done in zip(threads, ended, strict=True):
         while not done.is_set():
             try:
-                done.wait()
+                # in slices: a signal the kernel gave a lane thread (it picks another thread
+                # while this one holds SIGINT off, starting the lanes) leaves this thread's
+                # wait asleep; its handler runs here when the wait returns
+                done.wait(0.2)
             except Interrupted as exc:   # recorded by the handler; wait for the lanes' ends
                 signalled = signalled or exc
         while t.is_alive():   # the lane's last step, after its Event

@@ -111,10 +111,10 @@ def test_compare_exit_code_on_a_real_regression(tmp_path: Path) -> None:
     data = Path(__file__).parent.parent / "data" / "campaigns"
     a, b = data / "basic", data / "shaped"      # b was recorded with --rate 200mbit
     refused = subprocess.run(TB + ["compare", str(a), str(b)], capture_output=True, text=True,
-                             timeout=60)
+                             timeout=120)
     assert refused.returncode == 2 and "underlay rate" in refused.stderr
     r = subprocess.run(TB + ["compare", str(a), str(b), "--json", "--threshold", "5",
-                             "--force"], capture_output=True, text=True, timeout=60)
+                             "--force"], capture_output=True, text=True, timeout=120)
     doc = json.loads(r.stdout)
     assert r.returncode == doc["exit_code"], r.stderr
     for tun in ("native", "vxlan"):
@@ -129,7 +129,7 @@ def test_compare_exit_code_on_a_real_regression(tmp_path: Path) -> None:
                ("native", "iperf3_cpu_client"))
     assert cpu["absolute_verdict"] == "improved"
     same = subprocess.run(TB + ["compare", str(a), str(a)], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=120)
     assert same.returncode == 0 and "no significant regression" in same.stdout
 
 

@@ -21,12 +21,11 @@ from tunbench.testbed.remote import record_from_samples
 
 ENTRY_KEYS = {"cpu_seconds", "pct_of_one_core", "comm", "busiest_thread_pct", "threads"}
 
-# one thread spins, two sleep: the process total is about its busiest thread's
+# one thread spins until killed, two sleep: the process total is about its busiest thread's
 SPIN = ("import threading, time\n"
-        "for _ in range(2): threading.Thread(target=time.sleep, args=(3,), daemon=True).start()\n"
+        "for _ in range(2): threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
         "print('ready', flush=True)\n"
-        "stop = time.time() + 2.5\n"
-        "while time.time() < stop: pass\n")
+        "while True: pass\n")
 
 
 def spinner() -> subprocess.Popen[bytes]:
@@ -37,9 +36,10 @@ def spinner() -> subprocess.Popen[bytes]:
 
 
 def cpu_of(child: subprocess.Popen[bytes]) -> float:
-    """The child's whole CPU time (user + system, seconds), from the kernel at its exit."""
+    """Ends the child; its whole CPU time (user + system, seconds), from the kernel."""
+    child.kill()
     _, _, usage = os.wait4(child.pid, 0)
-    child.returncode = 0
+    child.returncode = -9
     if child.stdout is not None:
         child.stdout.close()
     return float(usage.ru_utime + usage.ru_stime)
@@ -47,10 +47,15 @@ def cpu_of(child: subprocess.Popen[bytes]) -> float:
 
 def within_its_life(e: dict[str, Any], used: float) -> None:
     """The sampler saw the spinner use CPU, and no more than the kernel says it used in its
-    whole life (one 10 ms tick of rounding). How much it got is the host's business: on a
-    busy shared host a spinning thread may get a few percent of a core."""
-    assert 0 < e["cpu_seconds"] <= used + 0.011
+    whole life (one 10 ms tick of rounding); its busiest thread, the spinning one, did
+    about all of it (the sleepers nothing), within two ticks of /proc's rounding of the
+    process and of the thread. How much it got is the host's business: on a busy shared
+    host a spinning thread may get a few percent of a core."""
+    secs = e["cpu_seconds"]
+    assert 0 < secs <= used + 0.011
     assert e["pct_of_one_core"] > 0
+    top = secs * e["busiest_thread_pct"] / e["pct_of_one_core"]
+    assert 0.5 * secs - 0.02 <= top <= secs * (1 + 1e-9), (secs, top)
 
 
 def test_busiest_thread_and_command_name_of_a_real_process() -> None:
@@ -68,8 +73,6 @@ def test_busiest_thread_and_command_name_of_a_real_process() -> None:
     assert e["comm"].startswith("python")
     assert e["threads"] >= 3
     within_its_life(e, used)
-    # the busiest thread did almost all of it: a one-thread process, seen as such
-    assert 0.8 * e["pct_of_one_core"] <= e["busiest_thread_pct"] <= e["pct_of_one_core"]
 
 
 def test_busiest_thread_picks_the_thread_that_used_most() -> None:
@@ -102,7 +105,6 @@ def test_the_agents_readings_give_the_local_samplers_entry() -> None:
     assert set(e) == ENTRY_KEYS
     assert e["comm"].startswith("python") and e["threads"] >= 3
     within_its_life(e, used)
-    assert 0.8 * e["pct_of_one_core"] <= e["busiest_thread_pct"] <= e["pct_of_one_core"]
     assert rec.samples and "cpu" in rec.samples[0]["cpus"]
 
 

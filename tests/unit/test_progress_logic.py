@@ -157,12 +157,13 @@ def test_reporter_plain_lines_and_reprinted_estimate() -> None:
     assert not any("\x1b" in line for line in lines)
     assert re.fullmatch(r"tunbench: 1 case\(s\), about \d s \(estimated; refined as cases "
                         r"run\)", lines[0])
-    assert ": measuring: iperf3; case 0:00, about 0:0" in lines[3]
-    assert lines[4].startswith("tunbench: [1/1] 0000-native-stream-mtu1500-r1: measuring: "
-                               "iperf3; case 0:00, about 5:0")
+    # the clock is the real one: a stalled host may let a second or two pass between lines
+    assert re.search(r": measuring: iperf3; case 0:0\d, about 0:0\d", lines[3])
+    assert re.match(r"tunbench: \[1/1\] 0000-native-stream-mtu1500-r1: measuring: "
+                    r"iperf3; case 0:0\d, about (5:0\d|4:5\d)", lines[4])
     assert lines[5].startswith("tunbench: estimate now about 5.0 min in all, was ")
     # (no time passed here, so the teardown brings the whole estimate back down: said again)
-    assert lines[7] == "tunbench: estimate now about 1 s in all, was 5.0 min"
+    assert re.fullmatch(r"tunbench: estimate now about \d+ s in all, was 5\.0 min", lines[7])
     assert lines[-1] == "[1/1] 0000-native-stream-mtu1500-r1: failed - example failure"
     assert len(lines) == 9
 

@@ -124,7 +124,7 @@ def test_agent_ops_and_undo_in_a_local_state_dir(tmp_path: Path) -> None:
     assert r["ok"] and r["result"] == {"returncode": 3, "stdout": "a b", "stderr": "err\n"}
     r = _req(agent, "run", argv=["cat"], input="through stdin")
     assert r["result"]["stdout"] == "through stdin"
-    assert _req(agent, "run", argv=["sleep", "5"], timeout=0.3)["type"] == "timeout"
+    assert _req(agent, "run", argv=["sleep", "60"], timeout=0.3)["type"] == "timeout"
     assert _req(agent, "run", argv=["tb-no-such-tool"])["type"] == "notfound"
     secret = tmp_path / "psk"
     assert _req(agent, "write_file", path=str(secret),

@@ -111,13 +111,13 @@ def test_killed_import_leaves_the_store_consistent(tmp_path: Path) -> None:
     again completes the store without duplicates."""
     dirs = [retimed(BASIC, tmp_path / f"c{i}", 1_800_000_000.0 + i * 3600) for i in range(4)]
     store = tmp_path / "r.db"
-    env = {**os.environ, "TUNBENCH_DB_TEST_SLOW_CASE": "0.3"}
+    env = {**os.environ, "TUNBENCH_DB_TEST_SLOW_CASE": "0.8"}
     p = subprocess.Popen([*TB, "db", "import", "--db", str(store), *map(str, dirs)],
                          env=env, stderr=subprocess.PIPE, text=True)
     assert p.stderr is not None
     line = p.stderr.readline()          # "[1/4] added: ..." : the first campaign committed
     assert line.startswith("[1/4] added"), line
-    time.sleep(0.7)                     # well inside the second campaign's 6 x 0.3 s
+    time.sleep(0.7)                     # well inside the second campaign's 6 x 0.8 s
     p.send_signal(signal.SIGKILL)
     p.wait()
     conn = db.connect(store)

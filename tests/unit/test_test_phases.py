@@ -90,7 +90,7 @@ def _collected(phase: str, listing: Path) -> tuple[set[str], int]:
     env[PHASE_LIST_ENV] = str(listing)
     r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
                         "no:xdist", "-p", "no:cacheprovider", "--assert=plain", "tests"],
-                       cwd=tp.ROOT, env=env, capture_output=True, text=True, timeout=300)
+                       cwd=tp.ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     # "42/1920 tests collected (1878 deselected) in 4.61s"
     (total,) = [int(ln.split("/")[1].split()[0]) for ln in r.stdout.splitlines()
