@@ -29,9 +29,8 @@ import time
 from typing import Any
 
 from tunbench import tunnels
-from tunbench.testbed import local, names, netlink
+from tunbench.testbed import local
 from tunbench.testbed.base import Site
-from tunbench.testbed.ledger import Ledger
 
 PORT_NATIVE, PORT_TUNNEL = 5301, 5302
 
@@ -49,11 +48,7 @@ def slice_rate(site: Site, addr: str, port: int, seconds: float, affinity: str
 
 def measure(kind: str, slices: int, seconds: float, affinity: str) -> dict[str, list[float]]:
     """Per slice pair: native's and the tunnel's (mean, best) in Mbit/s, ABBA order."""
-    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
-    rid = names.new_run_id(taken)
-    ledger = Ledger(rid)
-    try:
-        tb = local.build(rid, ledger)
+    with local.scratch() as tb:
         drv = tunnels.get(kind)
         ep = drv().up(tb, drv.parse_params({}))
         native = tb.b.underlay4
@@ -75,11 +70,6 @@ def measure(kind: str, slices: int, seconds: float, affinity: str) -> dict[str, 
             for s in servers:
                 s.stop()
         return out
-    finally:
-        errors = ledger.close()
-        local.sweep(rid)
-        if errors:
-            raise SystemExit(f"teardown of {rid}: {errors}")
 
 
 def cv(xs: list[float]) -> float:

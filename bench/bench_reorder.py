@@ -30,9 +30,8 @@ import time
 from typing import Any
 
 from tunbench import tunnels
-from tunbench.testbed import local, names, netlink, placement
+from tunbench.testbed import local, placement
 from tunbench.testbed.base import Site
-from tunbench.testbed.ledger import Ledger
 
 LAYOUTS = ("as-is", "sites", "one-cpu")
 METHODS = ("native", "vxlan")
@@ -59,11 +58,7 @@ def run_one(site: Site, addr: str, port: int, seconds: float) -> dict[str, float
 
 
 def one_round(layout: str, seconds: float) -> dict[str, dict[str, float]]:
-    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
-    rid = names.new_run_id(taken)
-    ledger = Ledger(rid)
-    try:
-        tb = local.build(rid, ledger)
+    with local.scratch() as tb:
         drv = tunnels.get("vxlan")
         ep = drv().up(tb, drv.parse_params({}))
         if layout == "sites":
@@ -81,11 +76,6 @@ def one_round(layout: str, seconds: float) -> dict[str, dict[str, float]]:
         finally:
             for s in servers:
                 s.stop()
-    finally:
-        errors = ledger.close()
-        local.sweep(rid)
-        if errors:
-            raise SystemExit(f"teardown of {rid}: {errors}")
 
 
 def summary(rounds: list[dict[str, dict[str, dict[str, float]]]]) -> list[str]:

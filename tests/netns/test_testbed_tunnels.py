@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tunbench import proc, tunnels
-from tunbench.testbed import netlink
+from tunbench.testbed import local, netlink
 from tunbench.testbed.base import Testbed
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
@@ -73,3 +73,17 @@ def test_server_stopped_after_measurement(testbed: Testbed) -> None:
     Stream().run(Context(testbed, ep, duration=1, warmup=0), StreamParams())
     left = proc.run(["ip", "netns", "pids", str(testbed.b.netns)]).stdout.split()
     assert left == []
+
+
+def test_scratch_testbed_is_gone_after_an_error_inside() -> None:
+    """local.scratch (the benches' and capture scripts' testbed): built with both sites'
+    namespaces, and on an exception inside, torn down (nothing of its run id left) with the
+    exception passed on."""
+    seen: list[str] = []
+    with pytest.raises(ZeroDivisionError), local.scratch() as tb:
+        seen += [tb.a.netns, tb.b.netns]
+        assert all(ns in netlink.list_netns() for ns in seen)
+        assert tb.a.run(["ping", "-c", "1", "-W", "2", tb.b.underlay4]).ok
+        _ = 1 / 0
+    assert len(seen) == 2
+    assert not [n for n in netlink.list_netns() if n.startswith(f"tb-{tb.run_id}-")]

@@ -8,6 +8,8 @@ pair is created with one end directly inside each site's namespace.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .. import proc
@@ -25,6 +27,23 @@ SITE_SYSCTLS = (
     "net.ipv4.ip_forward=1",
     "net.ipv6.conf.all.forwarding=1",
 )
+
+
+@contextmanager
+def scratch(mtu: int = 1500) -> Iterator[Testbed]:
+    """A two-site testbed under a fresh run id, for a bench or a capture script: built,
+    yielded, and torn down on success and on failure (its ledger, then a sweep of its run
+    id). Teardown errors raise after the sweep, naming the run id."""
+    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
+    rid = names.new_run_id(taken)
+    ledger = Ledger(rid)
+    try:
+        yield build(rid, ledger, mtu=mtu)
+    finally:
+        errors = ledger.close()
+        sweep(rid)
+        if errors:
+            raise RuntimeError(f"teardown of testbed {rid}: {'; '.join(map(str, errors))}")
 
 
 def tbf_args(rate: str) -> list[str]:
