@@ -10,37 +10,23 @@ import signal
 import stat
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from testbeds import fresh_testbed
 
 from kinds_here import skip_unless_here
 from tunbench import proc, runner, tunnels
 from tunbench.spec import Experiment, TunnelSpec, WorkloadSpec
-from tunbench.testbed import local, names, netlink
+from tunbench.testbed import netlink
 from tunbench.testbed.base import Testbed
-from tunbench.testbed.ledger import STATE_DIR, Ledger
+from tunbench.testbed.ledger import STATE_DIR
 from tunbench.workloads.base import Context
 from tunbench.workloads.stream import Stream, StreamParams
 
 pytestmark = pytest.mark.correctness
 
 KINDS = [("wireguard", {"impl": "go"}), ("ipsec", {"impl": "libipsec"})]
-
-
-@contextmanager
-def bed(mtu: int = 1500) -> Iterator[Testbed]:
-    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
-    rid = names.new_run_id(taken)
-    ledger = Ledger(rid)
-    try:
-        yield local.build(rid, ledger, mtu=mtu)
-    finally:
-        errors = ledger.close()
-        local.sweep(rid)
-        assert not errors, errors
 
 
 def _ours_left(rid: str) -> list[str]:
@@ -60,7 +46,7 @@ def test_stream_through_datapath_secrets_and_teardown(kind: str, raw: dict[str, 
                                                       root_unchanged: None) -> None:
     skip_unless_here(kind, **raw)
     drv = tunnels.get(kind)
-    with bed() as tb:
+    with fresh_testbed() as tb:
         ep = drv().up(tb, drv.parse_params(raw))
         rid = tb.run_id
         pids = [p for v in ep.datapath_pids.values() for p in v]
@@ -114,7 +100,7 @@ def test_df_ping_mtu_matches_overhead(kind: str, raw: dict[str, object], underla
     """
     skip_unless_here(kind, **raw)
     drv = tunnels.get(kind)
-    with bed(underlay) as tb:
+    with fresh_testbed(underlay) as tb:
         ep = drv().up(tb, drv.parse_params(raw))
         assert ep.mtu == underlay - ep.overhead
         assert netlink.link_mtu(tb.a.netns, str(ep.a_ifname)) == ep.mtu
@@ -140,7 +126,7 @@ def test_df_ping_mtu_matches_overhead(kind: str, raw: dict[str, object], underla
 def test_two_tunnels_spread_parallel_streams(kind: str, raw: dict[str, object]) -> None:
     skip_unless_here(kind, **raw)
     drv = tunnels.get(kind)
-    with bed() as tb:
+    with fresh_testbed() as tb:
         ep = drv().up(tb, drv.parse_params({**raw, "tunnels": 2}))
         assert ep.b4 == "198.19.255.2"            # the workload targets the spread address
         assert len(ep.datapath_pids["a"]) == 2

@@ -8,9 +8,8 @@ from contextlib import contextmanager
 
 from tunbench import tunnels
 from tunbench.capabilities import root_missing
-from tunbench.testbed import local, names, netlink
+from tunbench.testbed import local
 from tunbench.testbed.base import Testbed
-from tunbench.testbed.ledger import Ledger
 from tunbench.workloads import loadgen
 
 
@@ -27,17 +26,8 @@ def agg_unavailable() -> str | None:
 
 @contextmanager
 def fresh_testbed(mtu: int = 1500) -> Iterator[Testbed]:
-    """A real two-namespace testbed with a run id no other is using; on exit its ledger undoes
-    everything without error and no namespace of it is left. Tests that need several at once
-    enter it several times."""
-    taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
-    rid = names.new_run_id(taken)
-    ledger = Ledger(rid)
-    try:
-        yield local.build(rid, ledger, mtu=mtu)
-    finally:
-        errors = ledger.close()
-        left = [n for n in netlink.list_netns() if n.startswith(f"tb-{rid}-")]
-        local.sweep(rid)
-        assert not errors, errors
-        assert not left, f"namespaces left behind: {left}"
+    """A real two-namespace testbed with a run id no other is using (local.scratch): on exit
+    its ledger undoes everything without error and no namespace of it is left, or it raises.
+    Tests that need several at once enter it several times."""
+    with local.scratch(mtu) as tb:
+        yield tb

@@ -31,19 +31,23 @@ SITE_SYSCTLS = (
 
 @contextmanager
 def scratch(mtu: int = 1500) -> Iterator[Testbed]:
-    """A two-site testbed under a fresh run id, for a bench or a capture script: built,
-    yielded, and torn down on success and on failure (its ledger, then a sweep of its run
-    id). Teardown errors raise after the sweep, naming the run id."""
+    """A two-site testbed under a fresh run id, for a bench, a capture script or a test:
+    built, yielded, and torn down on success and on failure (its ledger, then a sweep of its
+    run id). A ledger that failed to undo something, or left a namespace of the run for the
+    sweep, raises after the sweep, naming the run id."""
     taken = {n.split("-")[1] for n in netlink.list_netns() if names.is_ours_netns(n)}
     rid = names.new_run_id(taken)
     ledger = Ledger(rid)
     try:
         yield build(rid, ledger, mtu=mtu)
     finally:
-        errors = ledger.close()
+        errors = [str(e) for e in ledger.close()]
+        left = [n for n in netlink.list_netns() if n.startswith(f"{names.PREFIX}-{rid}-")]
         sweep(rid)
+        if left:
+            errors.append(f"namespaces left behind by the ledger: {left}")
         if errors:
-            raise RuntimeError(f"teardown of testbed {rid}: {'; '.join(map(str, errors))}")
+            raise RuntimeError(f"teardown of testbed {rid}: {'; '.join(errors)}")
 
 
 def tbf_args(rate: str) -> list[str]:
