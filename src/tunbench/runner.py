@@ -23,6 +23,7 @@ from .capabilities import Missing, kernel_missing, root_missing
 from .caserecord import tunnel_identity, workload_identity
 from .chain import hops as chain_hops
 from .errors import CommandFailed, Interrupted, SpecError, TunbenchError, UnavailableError
+from .metrics import tcpstat
 from .metrics.cpu import CpuRecord
 from .plan import Case, next_round, plan
 from .progress import SETUP, TEARDOWN, CasePlan, PhaseEvent, ProgressSink, ignore
@@ -425,6 +426,7 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     watch: DatapathWatch | None = None
     hopwatch: chain_hops.HopWatch | None = None
     path_mtu: dict[str, Any] | None = None     # the DF probes (none for a stream relay)
+    tcp: dict[str, dict[str, int]] | None = None   # each site's TCP counters' delta (tcpstat)
     case_notes: list[str] = []
     try:
         progress(PhaseEvent(SETUP, shape.setup_text(exp, case, topo)))
@@ -467,8 +469,11 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
                 hopwatch = chain_hops.HopWatch(tb)
                 hopwatch.start()
             watch = DatapathWatch(ep, ledger, {s.name: s for s in tb.sites()})
+            tcp_before = {s.name: tcpstat.read(s) for s in (tb.a, tb.b)}
             with watch:
                 out = wl.run(ctx, case.workload.params)
+            tcp = {s.name: tcpstat.delta(tcp_before[s.name], tcpstat.read(s))
+                   for s in (tb.a, tb.b)}
             if hopwatch is not None:
                 hopwatch.stop()
             if watch.problem:
@@ -507,6 +512,10 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         if ctx is not None and ctx.cpu_record is not None:
             cpu = cpu_summary(ctx.cpu_record, ctx.warmup)
             metrics.update(_cpu_metrics(cpu, out))
+        spurious = tcpstat.spurious_pct(tcp) if tcp and "retransmits" in out.metrics else None
+        if spurious is not None:
+            metrics["spurious_retransmits"] = MetricRecord(
+                "spurious_retransmits", spurious, "% of retransmitted segments", False)
         parts = {"testbed": tb.describe() if tb else None,
                  "tunnel": ep.describe() if ep else None, "metrics": metrics,
                  "series": out.series, "cpu": cpu, "counters": counters, "raw": out.raw,
@@ -521,6 +530,8 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         doc["chain"] = hopwatch.describe()   # additive: readers without chains ignore it
     if path_mtu is not None:
         doc["path_mtu"] = path_mtu           # additive, as `chain`
+    if tcp is not None:
+        doc["tcp_counters"] = tcp            # additive, as `chain`
     doc.update(sections)                     # additive: the mesh's `mesh`, the hub's `hub`
     return doc
 

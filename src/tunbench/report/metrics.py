@@ -21,6 +21,8 @@ EXACT: dict[str, tuple[str, str | None]] = {
     "throughput_a_to_b": ("Throughput, site a → b", None),
     "throughput_b_to_a": ("Throughput, site b → a", None),
     "retransmits": ("TCP retransmits", None),
+    # of them, what the receiver D-SACKed: it already had them (reordering, not loss)
+    "spurious_retransmits": ("Spurious TCP retransmits", "% of retransmitted segments"),
     "iperf3_cpu_client": ("iperf3 client CPU", "% of one core"),
     "iperf3_cpu_server": ("iperf3 server CPU", "% of one core"),
     "cpu_busy": ("CPU busy", "% of all cores"),

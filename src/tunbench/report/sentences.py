@@ -14,7 +14,7 @@ from .data import Campaign, Scenario
 @dataclass(frozen=True)
 class Takeaway:
     topic: str   # share-of-native, cpu-per-gbit, jumbo, scaling, scale-out, latency,
-    #              on-wire, one-core, noisy, chain
+    #              on-wire, one-core, reordered, noisy, chain
     text: str
     facts: dict[str, Any] = field(default_factory=dict)
 
