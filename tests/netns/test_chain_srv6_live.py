@@ -13,6 +13,8 @@ of any of it is left after teardown."""
 
 from __future__ import annotations
 
+import struct
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,6 +48,15 @@ def srv6_chain() -> Iterator[Testbed]:
     yield from chain_testbed(CHAIN)
 
 
+def _srh_count(cap: pcap.CaptureResult, segments: tuple[str, ...]) -> int:
+    """SRv6 packets with this segment list in a capture still being written (a record
+    tcpdump is writing right now counts at the next look)."""
+    try:
+        return sum(s.segments == segments for s in pcap.parse_srh_pcap(cap.path.read_bytes()))
+    except (ValueError, IndexError, struct.error):
+        return 0
+
+
 def test_the_srh_steers_through_the_transit_node_which_counts_as_a_hop(
         srv6_chain: Testbed) -> None:
     tb = srv6_chain
@@ -61,6 +72,13 @@ def test_the_srh_steers_through_the_transit_node_which_counts_as_a_hop(
                       check=False, timeout=15)
         r6 = tb.a.run(["ping", "-6", "-n", "-c", "3", "-i", "0.2", "-W", "1",
                        tb.b.underlay6], check=False, timeout=15)
+        # answered pings were on the wire; a starved tcpdump may not have read them yet (the
+        # capture stops it 0.2 s after the block): wait up to 10 s for 3 of each on each side
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(
+                _srh_count(c, seg) >= 3 for c in (cap_l, cap_r)
+                for seg in ((end, b4), (end, b6), (end, a4))):
+            time.sleep(0.05)
     # end to end both ways, the inner TTL / hop limit counting the routing hops only
     assert r4.ok and f"ttl={64 - ROUTED}" in r4.stdout, r4.stdout + r4.stderr
     assert r6.ok and f"ttl={64 - ROUTED}" in r6.stdout, r6.stdout + r6.stderr

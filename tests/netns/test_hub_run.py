@@ -53,7 +53,7 @@ def test_hub_campaign_vxlan_and_ebpf_vxlan_to_one_and_all_spokes(
         h, m = d["hub"], d["metrics"]
         assert d["testbed"]["kind"] == "hub" and d["testbed"]["spokes"] == 3
         assert h["spokes"] == 3 and h["all_spokes"] == 3 and h["kind"] == kind
-        assert 0 < h["setup_s"] < 60 and isinstance(h["memory_kb"], int)
+        assert h["setup_s"] > 0 and isinstance(h["memory_kb"], int)
         assert h["one_mbps"] > 0 and h["all_mbps"] > 0, h
         assert len(h["per_spoke_mbps"]) == 3 and min(h["per_spoke_mbps"]) > 0, h
         assert m["throughput"]["value"] == h["one_mbps"]

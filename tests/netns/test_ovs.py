@@ -57,9 +57,11 @@ def _ovs_pids(under: list[Path] | None = None) -> set[int]:
     return out
 
 
-def _ping(tb: Testbed, addr: str, size: int) -> bool:
-    return tb.a.run(["ping", "-c", "1", "-W", "1", "-M", "do", "-s", str(size), addr],
-                    check=False, timeout=10).ok
+def _ping(tb: Testbed, addr: str, size: int, wait: int = 1) -> bool:
+    """One DF ping waiting `wait` s for its reply: 1 s where none should come (or in a retry
+    loop), 5 s where one must (a busy host may answer late)."""
+    return tb.a.run(["ping", "-c", "1", "-W", str(wait), "-M", "do", "-s", str(size), addr],
+                    check=False, timeout=wait + 10).ok
 
 
 def _up(tb: Testbed, kind: str) -> tuple[Any, Any]:
@@ -96,7 +98,7 @@ def test_ovs_tunnel_carries_iperf3_through_the_datapath(testbed: Testbed, kind: 
         assert sorted(ports.values()) == [0, 1, 2, 3, 4], ports   # + the tunnel's backer
 
     # exact tunnel MTU: the largest DF packet passes, one byte more does not
-    assert _ping(testbed, ep.b4, ep.mtu - 28)
+    assert _ping(testbed, ep.b4, ep.mtu - 28, wait=5)
     assert not _ping(testbed, ep.b4, ep.mtu - 27)
     # and the overhead is not overstated: with the inner MTU one byte larger, that packet
     # no longer fits the underlay once encapsulated and is dropped
@@ -248,7 +250,7 @@ def test_ovs_geneve_over_ipv6_underlay_exact_mtu(testbed: Testbed) -> None:
     while not _ping(testbed, ep.b4, 56) and time.monotonic() < deadline:
         pass
     before = drv().counters(testbed, ep)
-    assert _ping(testbed, ep.b4, ep.mtu - 28)
+    assert _ping(testbed, ep.b4, ep.mtu - 28, wait=5)
     assert not _ping(testbed, ep.b4, ep.mtu - 27)
     after = drv().counters(testbed, ep)
     # the full-size packet went out encapsulated in IPv6 by OVS (40-byte outer header)

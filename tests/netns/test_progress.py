@@ -83,11 +83,13 @@ def test_json_run_plain_progress_in_order(tmp_path: Path) -> None:
     for line in lines[1:-1]:
         assert re.search(r"case \d+:\d\d, about \d+:\d\d left; campaign \d+:\d\d, about "
                          r"\d+:\d\d left$", line), line
-    # the 11 s measurement is not silent: a "still measuring" line at least every ~10 s
-    still = [line for line in lines if ": still measuring: iperf3" in line]
-    assert still, lines
-    gaps = [b - a for (a, _), (b, _) in zip(timed, timed[1:], strict=False)]
-    assert max(gaps) < 12.5, list(zip(gaps, lines[1:], strict=False))
+    # the 11 s measurement is not silent: past the 10 s calm interval (report/live.py CALM_S)
+    # a "still measuring" line comes, while the measurement runs (after its "measuring" line,
+    # before teardown); how late each line arrives is the host's pace, not checked
+    still = [i for i, line in enumerate(lines)
+             if line.startswith(f"tunbench: [1/1] {CASE}: still measuring: iperf3, 1 TCP stream; ")]
+    order = [at[5], *still, at[6]]   # measuring, each still-measuring line, teardown
+    assert still and order == sorted(order), (order, lines)
     rid = json.loads(next((tmp_path / "c" / "cases").glob("*.json")).read_text())["case"]["run_id"]
     assert not [n for n in netlink.list_netns() if f"-{rid}-" in n]   # torn down
 

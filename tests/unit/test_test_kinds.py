@@ -4,7 +4,8 @@ asserts a rate, latency or ratio against a fixed bound (tests/physics.py).
 This reads the live tiers' source (no test runs): every test function is marked, by its own
 decorator or its module's `pytestmark`; in a function that is not a physics test, an assert
 that compares a figure (throughput, Mbit/s, packets/s, µs/ms, RTT, latency, rate, knee, gain,
-percent, ratio, seconds) with a constant is refused. Orderings of two measured figures
+percent, ratio, seconds) with a constant is refused, and so is one that compares a measured
+quantity with a multiple of another (`received > 0.99 * offered`, `got <= sent * 1.01`). Orderings of two measured figures
 (p50 <= p99), counts of bytes and packets, and equality are correctness and pass.
 """
 
@@ -95,8 +96,24 @@ def _number(node: ast.expr) -> float | None:
     return float(eval(compile(ast.Expression(node), "<approx>", "eval"), {"__builtins__": {}}))
 
 
+def _scaled(node: ast.expr) -> bool:
+    """A measured quantity times (or over) a number written in the test, `0.95 * sent` or
+    `rate * 1.01`: a comparison with it bounds a ratio of two measured figures (a loss, a
+    share, one end's rate against the other's), whatever the names say. A whole factor is
+    accounting (2 packets per round trip, 64 B each) and passes."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div)):
+        return False
+    for num, other in ((node.left, node.right), (node.right, node.left)):
+        value = _number(num)
+        whole = value is not None and value.is_integer() and isinstance(node.op, ast.Mult)
+        if value is not None and not whole and not _constant_side(other):
+            return True
+    return False
+
+
 def _bounds(fn: ast.FunctionDef) -> list[tuple[int, str]]:
-    """Asserts in `fn` that bound a figure by a constant."""
+    """Asserts in `fn` that bound a figure by a constant, or a measured quantity by a
+    multiple of another."""
     found = []
     for node in ast.walk(fn):
         if not isinstance(node, ast.Assert):
@@ -112,7 +129,8 @@ def _bounds(fn: ast.FunctionDef) -> list[tuple[int, str]]:
                 if not isinstance(op, ORDER):
                     continue
                 if (_constant_side(b) and not _zero(b) and _names_figure(a)) or \
-                        (_constant_side(a) and not _zero(a) and _names_figure(b)):
+                        (_constant_side(a) and not _zero(a) and _names_figure(b)) or \
+                        _scaled(a) or _scaled(b):
                     found.append((cmp.lineno, ast.unparse(cmp)))
     return list(dict.fromkeys(found))
 
@@ -157,6 +175,7 @@ def test_the_scan_finds_what_it_refuses(tmp_path: Path) -> None:
         "    assert m['throughput']['value'] > 5\n"
         "    assert 0.5 * 200 < mbps < 200 * 1.02\n"
         "    assert p50 <= p99 and got > 1_000_000\n"
+        "    assert got <= sent * 1.01 and 0.95 * offered < received and sent >= 2 * acks\n"
         "@pytest.mark.physics('f')\n"
         "def test_b(m):\n"
         "    assert rtt_ms < 40\n"
@@ -165,6 +184,8 @@ def test_the_scan_finds_what_it_refuses(tmp_path: Path) -> None:
     found = [f.what for f in scan(src, tmp_path)]
     assert found == ["bounds a figure: m['throughput']['value'] > 5",
                      "bounds a figure: 0.5 * 200 < mbps < 200 * 1.02",
+                     "bounds a figure: got <= sent * 1.01",
+                     "bounds a figure: 0.95 * offered < received",
                      "bounds a figure: elapsed == pytest.approx(2.0, rel=0.1)"], found
     src.write_text("import pytest\ndef test_d():\n    pass\n")
     assert [f.what for f in scan(src, tmp_path)] == ["marked neither correctness nor physics"]

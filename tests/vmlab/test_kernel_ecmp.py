@@ -68,7 +68,10 @@ def test_ecmp_scale_out(guest_testbed: Testbed, kind: str, raw: dict, n: int) ->
     assert got > 100_000, res.processes[0]
     share = [after["b"][f"tun{i}_rx_bytes"] - before["b"][f"tun{i}_rx_bytes"] for i in range(n)]
     assert sum(share) >= got, (got, share)
-    assert min(share) >= 0.02 * sum(share), f"a path carried (almost) nothing: {share}"
+    # every path carried some of the streams (how evenly depends on the hash and on how
+    # fast each stream ran, not asserted); the counters are read after the ping, so a path's
+    # bytes here are the streams'
+    assert min(share) > 0, f"a path carried nothing: {share}"
     if kind == "ipsec":                      # the SAs encrypted what crossed
         key = "sa_bytes" if raw["impl"] == "xfrm" else "sa_in_bytes"
         assert after["b"][key] - before["b"][key] >= got
