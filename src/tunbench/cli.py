@@ -109,7 +109,7 @@ def spec_from_args(args: argparse.Namespace) -> spec.Experiment:
     if args.offloads is not None:
         over["offloads"] = spec.offload_tables(args.offloads)
     for key in ("duration", "warmup", "repeats", "budget", "max_rounds", "rate",
-                "seed") + spec.NETEM_KEYS:
+                "seed", "natives") + spec.NETEM_KEYS:
         val = getattr(args, key)
         if val is not None:
             e[key] = val
@@ -426,6 +426,7 @@ def _spec_dict(recorded: dict[str, Any]) -> dict[str, Any]:
         "family", "name", "cpu_interval", "noisy_cv", "cpus_per_site", "rtt")
         if recorded.get(k) is not None}
     exp["placement"] = recorded.get("placement", "off")   # recorded before it existed: off
+    exp["natives"] = recorded.get("natives", 1)   # recorded before it existed: one per round
     for key in ("rate",) + spec.NETEM_KEYS:
         if recorded.get(key):
             exp[key] = recorded[key]
@@ -729,6 +730,9 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                       "at most, e.g. 15m, 90s, 1h (default 15m)")
     when.add_argument("--max-rounds", dest="max_rounds", type=int, metavar="N",
                       help="without --repeats: rounds at most (default 20)")
+    when.add_argument("--natives", type=int, metavar="N", help="native runs per round, "
+                      "spread through it; each method is paired with their geometric mean "
+                      "(default: about the square root of the number of methods, 1 to 3)")
     when.add_argument("--scale", type=float, metavar="F", help="multiply the preset's/file's "
                       "durations and repeats by F for a quick run (e.g. 0.05; minimum 2 s, "
                       "1 repeat)")

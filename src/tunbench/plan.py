@@ -23,6 +23,11 @@ The sequential design (no fixed repeats) plans its minimum rounds here; the runn
 further round with `next_round`, only the cases the stopping rule keeps (sequential.py), in
 the same order as a full round (native first), numbered on from the cases before it.
 
+With several natives per round (Experiment.natives_per_round) each round measures native
+that many times, the further runs spread through the round (`spread_natives`), so a method's
+share is taken against the geometric mean of the natives around it (docs/methodology.md,
+"Several natives per round").
+
 With `cpus_per_site` (site size in cores, testbed/sitecores.py) each round measures every
 case at each core count in turn (native first at each), so a method at 1 core meets native at
 1 core of the same round. The RTT, loss and rate axes (testbed/wanaxis.py) the same way: every
@@ -67,6 +72,9 @@ class Case:
     loss: str = ""
     # the rate axis (testbed/wanaxis.py): this case's tbf rate as given ('100mbit'); '' else
     rate: str = ""
+    # which of the round's native runs this is (1..Experiment.natives_per_round,
+    # spread_natives); 1 for every other case
+    native_run: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "id": self.case_id, "tunnel": self.tunnel.to_dict(),
@@ -77,7 +85,8 @@ class Case:
                 **({"cpus_per_site": self.cpus} if self.cpus else {}),
                 **({"rtt": self.rtt} if self.rtt else {}),
                 **({"loss": self.loss} if self.loss else {}),
-                **({"rate": self.rate} if self.rate else {})}
+                **({"rate": self.rate} if self.rate else {}),
+                **({"native_run": self.native_run} if self.native_run > 1 else {})}
 
     @property
     def through_chain(self) -> bool:
@@ -100,16 +109,20 @@ def next_round(exp: Experiment, rep: int, start: int,
     return _round(exp, rep, start, random.Random(f"{exp.seed}-{rep}"), keep)
 
 
+Entry = tuple[TunnelSpec, WorkloadSpec, int, OffloadVariant, int]
+
+
 def _round(exp: Experiment, rep: int, start: int, rng: random.Random,
            keep: Callable[[Case], bool] | None = None) -> list[Case]:
-    round_: list[tuple[TunnelSpec, WorkloadSpec, int, OffloadVariant]] = [
-        (t, w, m, o) for m in exp.all_mtus() for o in exp.offloads for t in exp.tunnels
+    round_: list[Entry] = [
+        (t, w, m, o, 1) for m in exp.all_mtus() for o in exp.offloads for t in exp.tunnels
         for w in exp.workloads if m in (w.mtus or exp.mtus)]
     if exp.order == "shuffled":
         rng.shuffle(round_)
         round_.sort(key=lambda c: c[0].kind != "native")  # stable: native first
     elif exp.rtts or exp.losses or exp.rates:   # each scenario's baseline first, as listed
         round_.sort(key=lambda c: c[0].kind != "native")
+    round_ = spread_natives(round_, exp.natives_per_round)
     cases: list[Case] = []
     # the scenarios of the axes (site size in cores; RTT x loss; the rate): each in turn, all
     # of a round's cases (native first) at one before the next
@@ -117,18 +130,40 @@ def _round(exp: Experiment, rep: int, start: int, rng: random.Random,
             for loss in exp.losses or ("",) for rate in exp.rates or ("",)]
     for slot in topologies.of(exp).slots(exp):   # the topology's parts of a round, in order
         for k, rtt, loss, rate in axes:
-            for t, w, m, o in round_:
+            for t, w, m, o, run in round_:
+                if run > 1 and slot.label_suffix:   # a chain's native is not the reference
+                    continue
                 i = start + len(cases)
                 variant = "" if o.name == "default" else f"-{o.name}"
                 pair = f"{slot.pair[0]}-{slot.pair[1]}-" if slot.pair else ""
                 via = f"-{slot.topology}" if slot.topology else ""
                 cores = f"-cpu{k}" if k else ""
-                cid = (f"{i:04d}-{pair}{t.label}-{w.label}-mtu{m}{variant}{cores}"
+                nrun = f"-n{run}" if run > 1 else ""
+                cid = (f"{i:04d}-{pair}{t.label}{nrun}-{w.label}-mtu{m}{variant}{cores}"
                        f"{wanaxis.case_tag(rtt, loss, rate)}{via}-r{rep}")
                 if slot.label_suffix:
                     t = replace(t, label=t.label + slot.label_suffix)
                 case = Case(i, cid, t, w, m, o, rep, slot.topology, slot.pair, slot.colour,
-                            cpus=k, rtt=rtt, loss=loss, rate=rate)
+                            cpus=k, rtt=rtt, loss=loss, rate=rate, native_run=run)
                 if keep is None or keep(case):
                     cases.append(case)
     return cases
+
+
+def spread_natives(round_: list[Entry], runs: int) -> list[Entry]:
+    """The round with its native entries measured `runs` times: run 1 where it was, run j
+    (2..runs) inserted (j - 1) / runs of the way through the round, so each method is
+    paired with natives measured before and after it (docs/methodology.md, "Several natives
+    per round"). Native's noise from run to run is the host's, not shared by the methods
+    measured minutes later: its geometric mean over a round's runs is what each method's
+    share is taken against (results/model.round_reference)."""
+    natives = [e for e in round_ if e[0].kind == "native"]
+    if runs <= 1 or not natives:
+        return round_
+    out = list(round_)
+    for j in range(runs, 1, -1):   # from the back: earlier positions stay valid
+        at = round((j - 1) * len(round_) / runs)
+        while 0 < at < len(round_) and round_[at][0] == round_[at - 1][0]:
+            at += 1   # not between two cases of one method
+        out[at:at] = [(t, w, m, o, j) for t, w, m, o, _ in natives]
+    return out

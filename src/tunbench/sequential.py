@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .results.model import VIA_CHAIN, by_best_second, paired_value, slowed_rounds
+from .results.model import VIA_CHAIN, by_best_second, paired_value, round_reference, slowed_rounds
 
 if TYPE_CHECKING:   # imported where used: scipy stays out of spec validation
     from .report import decide
@@ -257,7 +257,8 @@ def plan_round(cands: Iterable[Candidate], case_s: Mapping[Key, float],
 
 @dataclass
 class Observed:
-    """What the recorded cases say: per scenario its Series; per case key its durations;
+    """What the recorded cases say: per scenario its Series; per case key its durations (per
+    round: native's runs in a round together);
     the rounds begun and the seconds measured (the sum of the cases' wall times)."""
     series: list[Series]
     durations: dict[Key, list[float]] = field(default_factory=dict)
@@ -313,6 +314,7 @@ def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
     """Per scenario, the headline figure of every ok case by round (its `repeat`)."""
     by_scen: dict[Scenario, list[Mapping[str, Any]]] = {}
     obs = Observed([])
+    per_round: dict[tuple[Key, int], float] = {}   # a round's native runs cost together
     for d in docs:
         key = case_key(d)
         rep = int(d["case"].get("repeat") or 0)
@@ -320,15 +322,17 @@ def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
         if d.get("started") is not None and d.get("ended") is not None:
             took = max(float(d["ended"]) - float(d["started"]), 0.0)
             obs.measured_s += took
-            obs.durations.setdefault(key, []).append(took)
+            per_round[(key, rep)] = per_round.get((key, rep), 0.0) + took
         if d.get("status") == "ok":
             by_scen.setdefault(key[1], []).append(d)
+    for (key, _), took in per_round.items():
+        obs.durations.setdefault(key, []).append(took)
     for scen, sdocs in by_scen.items():
         head = _headline(sdocs)
         if head is None:
             continue
         metric, hib = head
-        native: dict[int, float] = {}
+        natives: dict[tuple[int, int], float] = {}   # (round, native run): a round has several
         methods: dict[str, dict[int, float]] = {}
         best: set[str | None] = set()   # the methods (None: native) paired by best seconds
         for d in sdocs:
@@ -340,14 +344,24 @@ def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
             v = float(paired_value(float(m["value"]), hib_m, series) or m["value"])
             rep = int(d["case"].get("repeat") or 0)
             label = None if _is_native(d) else case_key(d)[0]
-            (native if label is None else methods.setdefault(label, {}))[rep] = v
+            if label is None:
+                natives[(rep, int(d["case"].get("native_run") or 1))] = v
+            else:
+                methods.setdefault(label, {})[rep] = v
             if by_best_second(hib_m, series):
                 best.add(label)
         # a case the host slowed for its whole window pairs with nothing (model.slowed_rounds,
         # as the report's records.mark_slowed): the rule sees the round as not measured
-        for label, vals in [(None, native), *methods.items()]:
+        for run in slowed_rounds(natives) if None in best else ():
+            del natives[run]
+        for label, vals in methods.items():
             for rep in slowed_rounds(vals) if label in best else ():
                 del vals[rep]
+        # native's figure in a round: the geometric mean of its runs there (plan.spread_natives)
+        by_rep: dict[int, list[float]] = {}
+        for (rep, _), v in natives.items():
+            by_rep.setdefault(rep, []).append(v)
+        native = {rep: round_reference(vs) for rep, vs in by_rep.items()}
         obs.series.append(Series(scen, metric, hib, native, methods))
     return obs
 

@@ -21,6 +21,8 @@ them together before anything runs. The same dict shape is used for TOML files a
     netem_rate = "100mbit"
     order = "listed"              # or "shuffled" (with seed)
     seed = 1
+    natives = 3                   # native runs per round, spread through it (default: from
+                                  # the number of methods, plan.py natives_for)
 
     [[tunnel]]
     kind = "vxlan"
@@ -77,6 +79,20 @@ from .tunnels.base import TunnelParams
 from .workloads.base import WorkloadParams
 
 DEFAULT_TUNNELS = ("native", "vxlan")
+# Native runs per round chosen for k methods: about sqrt(k) (Dunnett's allocation for k
+# comparisons with one control), at most MAX_AUTO_NATIVES. On this 2-core host native's own
+# run-to-run noise dominated every share: three natives spread through a round, each method
+# paired with their geometric mean, halved the sd of the per-round log share (vxlan 0.141 ->
+# 0.066, ovs-vxlan 0.186 -> 0.127; docs/methodology.md, "Several natives per round").
+MAX_AUTO_NATIVES = 3
+MAX_NATIVES = 9
+
+
+def natives_for(methods: int) -> int:
+    """Native runs per round for `methods` methods besides native: round(sqrt(k)) within
+    1..MAX_AUTO_NATIVES (1 or 2 methods: 1; 3-6: 2; 7 and more: 3)."""
+    return max(1, min(MAX_AUTO_NATIVES, round(math.sqrt(methods))))
+
 DEFAULT_WORKLOADS = ("stream",)
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")
 NAME_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,80}$")
@@ -85,7 +101,7 @@ OFFLOAD_FEATURES = ("tso", "gso", "gro", "lro", "rx", "tx", "sg", "tx-udp_tnl-se
 EXPERIMENT_KEYS = {"repeats", "budget", "max_rounds", "duration", "warmup", "mtus", "rate",
                    "order", "seed", "family",
                    "name", "cpu_interval", "noisy_cv", "delay", "jitter", "loss", "netem_rate",
-                   "placement", "cpus_per_site", "rtt"}
+                   "placement", "cpus_per_site", "rtt", "natives"}
 NETEM_KEYS = ("delay", "jitter", "loss", "netem_rate")
 WORKLOAD_SPEC_KEYS = ("name", "label", "mtus")   # keys of a [[workload]] table that are not params
 
@@ -184,6 +200,9 @@ class Experiment:
     rates: tuple[str, ...] = ()
     budget: float = 900.0             # sequential: seconds of measurement at most
     max_rounds: int = 20              # sequential: rounds at most
+    # native runs per round, spread through it, each method paired with their geometric mean
+    # (plan.py); 0: chosen from the number of methods (natives_for)
+    natives: int = 0
 
     @property
     def sequential(self) -> bool:
@@ -195,6 +214,20 @@ class Experiment:
         design's minimum (more are added while pairs are open: runner, sequential.py)."""
         from .sequential import MIN_ROUNDS
         return self.repeats if self.repeats is not None else min(MIN_ROUNDS, self.max_rounds)
+
+    @property
+    def natives_per_round(self) -> int:
+        """Native runs in each round: the experiment's `natives`, else about the square root
+        of the number of methods (at most MAX_AUTO_NATIVES); 1 on a hub, with a chain or on
+        an axis (cpus_per_site, RTT, loss, rate: their reports pair one native), on a
+        shaped underlay (rate, netem), where native runs at the shaper's rate, not at the
+        host's whim, and with a loss search, whose native takes minutes."""
+        if self.natives:
+            return self.natives
+        if (self.hub is not None or self.chain is not None or self.shaped
+                or self.cpus_per_site or any(w.name == "loss-search" for w in self.workloads)):
+            return 1
+        return natives_for(sum(1 for t in self.tunnels if t.kind != "native"))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -219,6 +252,9 @@ class Experiment:
             # always written: a campaign recorded before placement existed has none (read as
             # "off"), and --resume must rebuild an explicit "off" as off, not as the default
             "placement": self.placement,
+            # always written, resolved: --resume must plan the same rounds (a campaign
+            # recorded before it existed had one native per round)
+            "natives": self.natives_per_round,
             **({"cpus_per_site": list(self.cpus_per_site)} if self.cpus_per_site else {}),
             # the axes (a list under "loss" is the loss axis, as in the file)
             **({"rtt": list(self.rtts)} if self.rtts else {}),
@@ -275,7 +311,7 @@ FLAG_NAMES = {"repeats": "--repeats", "budget": "--budget", "max_rounds": "--max
               "order": "--shuffle", "delay": "--delay", "jitter": "--jitter", "loss": "--loss",
               "netem_rate": "--netem-rate", "tunnel": "--tunnels", "workload": "--workloads",
               "offloads": "--offloads", "testbed": "--testbed", "placement": "--placement",
-              "cpus_per_site": "--cpus-per-site", "rtt": "--rtts"}
+              "cpus_per_site": "--cpus-per-site", "rtt": "--rtts", "natives": "--natives"}
 
 
 # each testbed kind's [testbed] keys -> the run flags that set them (testbed/hubspec.py,
@@ -365,6 +401,10 @@ def build(data: dict[str, Any], source: str = "command line",
     if order not in ("listed", "shuffled"):
         problems.append(f"{spot('order')} must be 'listed' or 'shuffled', got {order!r}")
     placement_mode = _placement(exp, sites, spot, problems)
+    natives = 0
+    if "natives" in exp and _num(problems, spot("natives"), exp["natives"], 1, MAX_NATIVES,
+                                 integer=True):
+        natives = int(exp["natives"])
     name = exp.get("name", "campaign")
     if not isinstance(name, str) or not NAME_RE.match(name):
         problems.append(f"{spot('name')} must be 1-80 printable characters, got {name!r}")
@@ -440,6 +480,14 @@ def build(data: dict[str, Any], source: str = "command line",
                                  mesh=mesh is not None, cores="cpus_per_site" in exp,
                                  sequential=repeats is None,
                                  local=not sites or any(s.local for s in sites.values()))
+    if natives > 1:
+        not_here = ("a hub" if hub is not None else "a chain" if chain is not None else
+                    "the cpus_per_site axis" if "cpus_per_site" in exp else
+                    "an RTT, loss or rate axis" if wanaxis.asked(exp) else None)
+        if not_here:
+            problems.append(f"{spot('natives')} {natives}: several natives per round need a "
+                            f"pair or a mesh testbed without an axis, not {not_here} (leave "
+                            "natives out)")
     problems = list(dict.fromkeys(problems))   # a swept workload repeats its table's problem
     if problems:
         raise SpecError("\n".join(problems) if len(problems) > 1 else problems[0],
@@ -451,6 +499,7 @@ def build(data: dict[str, Any], source: str = "command line",
                       ssh_config=str(ssh_config) if ssh_config else None,
                       heartbeat=float(heartbeat), chain=chain, hub=hub, mesh=mesh,
                       placement=placement_mode, budget=budget, max_rounds=max_rounds,
+                      natives=natives,
                       cpus_per_site=cores, rtts=axes.rtts, losses=axes.losses,
                       rates=axes.rates)
 

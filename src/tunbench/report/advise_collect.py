@@ -10,7 +10,7 @@ import statistics
 from typing import Any
 
 from ..errors import SpecError
-from ..results.model import BEST_OF_SECONDS, SLOWED_BELOW, case_stem, paired_value
+from ..results.model import BEST_OF_SECONDS, SLOWED_BELOW, case_stem, paired_value, round_reference
 from ..results.records import CaseRecord
 from . import data, stats
 from .advise_figures import declared, loss_metrics
@@ -145,7 +145,7 @@ def _paired(docs: list[CaseRecord], native: dict[tuple[Any, ...], float], key: A
     out = []
     for d in docs:
         v = d.paired(metric)
-        r = d.repeat
+        r = stats.round_of(d)
         ref = native.get((key, r))
         if v is None or ref is None:
             continue
@@ -158,12 +158,23 @@ def _paired(docs: list[CaseRecord], native: dict[tuple[Any, ...], float], key: A
 
 def _native_values(ok: list[CaseRecord], keyf: Any, metric: str
                    ) -> dict[tuple[Any, ...], float]:
-    by_round: dict[tuple[Any, ...], float] = {}
+    by_round: dict[tuple[Any, ...], list[float]] = {}
     for d in ok:
         v = d.paired(metric)
         if _is_reference(d) and v is not None:
-            by_round[(keyf(d), d.repeat)] = v
-    return by_round
+            by_round.setdefault((keyf(d), stats.round_of(d)), []).append(v)
+    return _per_round(by_round)
+
+
+def _one_run_each(docs: list[CaseRecord]) -> list[CaseRecord]:
+    """The cases a method's per-round figures come from: native's further runs in a round
+    (plan.spread_natives) only make its reference (_native_values), one value per round."""
+    return [d for d in docs if d.native_run == 1]
+
+
+def _per_round(runs: dict[tuple[Any, ...], list[float]]) -> dict[tuple[Any, ...], float]:
+    """Native's figure per round from its runs there (several: plan.spread_natives)."""
+    return {k: round_reference(vs) for k, vs in runs.items()}
 
 
 def _is_reference(d: CaseRecord) -> bool:
@@ -224,7 +235,7 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
         tdocs = [d for d in ok if d.workload.base == base]
         nat = _native_values(tdocs, _streams, THROUGHPUT)
         cnat = _native_values(tdocs, _streams, CPU)
-        for d in tdocs:
+        for d in _one_run_each(tdocs):
             m, n = out[d.tunnel.label], _streams(d)
             m["share"].setdefault(n, []).extend(_paired([d], nat, n, THROUGHPUT, "ratio"))
             m["cpu"].setdefault(n, []).extend(_paired([d], cnat, n, CPU, "ratio"))
@@ -236,6 +247,10 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
         elif any(len(d.series.get(THROUGHPUT) or ()) >= BEST_OF_SECONDS for d in tdocs):
             notes.append("share of native: each round's best 1-s interval against native's in "
                          "the same round (the Mbit/s columns are means; docs/methodology.md)")
+        runs = max((d.native_run for d in tdocs), default=1)
+        if runs > 1:
+            notes.append(f"native measured {runs} times in each round, spread through it: "
+                         "every share is against the geometric mean of those runs")
         slow = [d for d in tdocs if THROUGHPUT in d.slowed]
         if slow:
             notes.append(slowed_note(slow, tdocs))
@@ -245,7 +260,7 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
         ldocs = [d for d in ok if d.workload.name == wl]
         for q in ("p50", "p99"):
             nat = _native_values(ldocs, lambda d: 0, f"{metric}_{q}")
-            for d in ldocs:
+            for d in _one_run_each(ldocs):
                 out[d.tunnel.label]["latency"].setdefault(q, []).extend(
                     _paired([d], nat, 0, f"{metric}_{q}", "diff"))
         unit = data.metric_unit(ldocs, f"{metric}_p50")
@@ -264,14 +279,15 @@ def _collect_loss(c: Campaign, ok: list[CaseRecord], out: Samples,
     if not wls:
         return
     ldocs = [d for d in ok if d.workload.name == wls[0]]
-    native: dict[tuple[Any, ...], float] = {}
+    runs: dict[tuple[Any, ...], list[float]] = {}
     for d in ldocs:
         if _is_reference(d):
             for name, key in loss_metrics(c, d).items():
                 v = d.value(name)
                 if v is not None:
-                    native[(key, d.repeat)] = v
-    for d in ldocs:
+                    runs.setdefault((key, stats.round_of(d)), []).append(v)
+    native = _per_round(runs)
+    for d in _one_run_each(ldocs):
         for name, key in loss_metrics(c, d).items():
             out[d.tunnel.label]["loss"].setdefault(key, []).extend(
                 _paired([d], native, key, name, "ratio"))

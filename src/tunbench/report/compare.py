@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results import fingerprint
+from ..results.model import round_reference
 from . import data, decide, stats
 
 JUMPAVG_MIN = 5
@@ -130,13 +131,14 @@ def judge(a: list[float], b: list[float], higher_is_better: bool) -> tuple[bool,
 
 def _by_repeat(c: data.Campaign, tun: str, scen: data.Scenario,
                metric: str) -> dict[int, float]:
-    out: dict[int, float] = {}
+    runs: dict[int, list[float]] = {}   # native: its runs in the round (plan.spread_natives)
     for r in c.ok:
         if r.tunnel.label == tun and r.scenario == scen:
             v = r.paired(metric)   # the value a round pairs against native's
             if v is not None:
-                out[r.repeat if r.repeat is not None else len(out) + 1] = v
-    return out
+                runs.setdefault(r.repeat if r.repeat is not None else len(runs) + 1,
+                                []).append(v)
+    return {rep: round_reference(vs) for rep, vs in runs.items()}
 
 
 def shares(c: data.Campaign, tun: str, scen: data.Scenario, metric: str) -> list[float]:

@@ -18,6 +18,7 @@ from matplotlib import colormaps
 from matplotlib.colors import Normalize, to_hex
 from rich.table import Table
 
+from ..results.model import round_reference
 from ..results.records import CaseRecord
 from . import advise, stats
 from .data import Campaign, headline_metric
@@ -83,7 +84,10 @@ def grids(c: Campaign) -> list[Grid]:
         if metric is None:
             continue
         mine = [(r, p) for r, p in cases if r.workload.name == wl and r.mtu == mtu]
-        native = {(p, r.repeat): r for r, p in mine if r.tunnel.kind == "native"}
+        native: dict[tuple[Any, Any], list[CaseRecord]] = {}   # a round's native runs
+        for r, p in mine:
+            if r.tunnel.kind == "native":
+                native.setdefault((p, r.repeat), []).append(r)
         unit, hib = "", True
         for r, _ in mine:
             if metric in r.metrics:
@@ -102,13 +106,14 @@ def grids(c: Campaign) -> list[Grid]:
                     cell.failed.append(r.id)
                     continue
                 v = r.value(metric)
-                base = native.get((p, r.repeat))
-                if base is not None:
-                    cell.cases.append((f"native r{r.repeat}", base.path))
+                bases = native.get((p, r.repeat), [])
+                cell.cases += [(f"native r{r.repeat}", b.path) for b in bases]
                 if v is None:
                     continue
                 values.setdefault(p, []).append(v)
-                nv = base.paired(metric) if base is not None and base.status == "ok" else None
+                paired = [x for b in bases if b.status == "ok"
+                          for x in [b.paired(metric)] if x is not None]
+                nv = round_reference(paired) if paired else None
                 pv = r.paired(metric)   # None: slowed by the host throughout, not paired
                 if nv and pv:
                     ratios.setdefault(p, []).append(pv / nv if hib else nv / pv)

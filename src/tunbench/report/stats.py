@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..rates import rate_mbps
-from ..results.model import VIA_CHAIN
+from ..results.model import VIA_CHAIN, round_reference
 from ..results.records import CaseRecord
 from . import decide
 
@@ -108,14 +108,20 @@ def _round(case: CaseRecord, seen: int) -> Any:
     return case.repeat if case.repeat is not None else seen
 
 
+def round_of(case: CaseRecord) -> Any:
+    """The round a case pairs by (_round): its repeat, on a mesh with its pair."""
+    return _round(case, 0)
+
+
 def _group(cases: list[CaseRecord]) -> tuple[dict[Key, dict[Any, float]], dict[
         Key, tuple[str, bool, Any]], dict[Key, str], dict[Key, str], list[str],
         dict[Key, dict[Any, float]]]:
     """Per row key: value by round (repeat), (unit, higher is better, sweep), shaped rate,
     bound; the tunnels in campaign order; and per row key the value each round pairs against
-    native (CaseRecord.paired: a rate's best second)."""
+    native (CaseRecord.paired: a rate's best second; native measured several times in a round:
+    the geometric mean of its runs, model.round_reference)."""
     groups: dict[Key, dict[Any, float]] = {}
-    paired: dict[Key, dict[Any, float]] = {}
+    runs: dict[Key, dict[Any, list[float]]] = {}   # paired values by round (natives: several)
     meta: dict[Key, tuple[str, bool, Any]] = {}
     rates: dict[Key, str] = {}
     bounds: dict[Key, str] = {}
@@ -132,17 +138,20 @@ def _group(cases: list[CaseRecord]) -> tuple[dict[Key, dict[Any, float]], dict[
                 continue
             key = (label, kind, wl.name, wl.label, name, case.mtu, case.offloads)
             vals = groups.setdefault(key, {})
-            r = _round(case, len(vals))
-            r = r if r not in vals else (r, len(vals))   # none lost
+            base = _round(case, len(vals))
+            r = base if base not in vals else (base, len(vals))   # none lost
             vals[r] = m.value
             pv = case.paired(name)   # None: the host slowed this case throughout (not paired)
-            if pv is not None:
-                paired.setdefault(key, {})[r] = pv
+            if pv is not None:   # a round's further native runs join its first
+                runs.setdefault(key, {}).setdefault(
+                    base if case.native_run > 1 else r, []).append(pv)
             meta[key] = (m.unit, m.higher_is_better, wl.sweep_value)
             if rate:
                 rates[key] = rate
             if m.bound:
                 bounds[key] = m.bound
+    paired = {k: {r: round_reference(v) for r, v in by_round.items()}
+              for k, by_round in runs.items()}
     return groups, meta, rates, bounds, order, paired
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -131,6 +131,17 @@ def paired_value(value: float | None, higher_is_better: bool,
     if value is None or not by_best_second(higher_is_better, series):
         return value
     return max(_finite(series))
+
+
+def round_reference(values: Sequence[float]) -> float:
+    """Native's figure in one round from its runs in that round (plan.spread_natives): their
+    geometric mean, the mean on the log scale each share of native is taken on; the
+    arithmetic mean if one is not positive."""
+    if len(values) == 1:
+        return values[0]
+    if all(v > 0 for v in values):
+        return math.exp(statistics.fmean(math.log(v) for v in values))
+    return statistics.fmean(values)
 
 
 def _finite(series: list[Any] | None) -> list[float]:

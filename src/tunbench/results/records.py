@@ -146,6 +146,12 @@ class CaseRecord:
         return self.status == "ok"
 
     @property
+    def native_run(self) -> int:
+        """Which of its round's native runs this case is (plan.spread_natives); 1 for every
+        other case and for a campaign with one native per round."""
+        return int((self.doc.get("case") or {}).get("native_run") or 1)
+
+    @property
     def scenario(self) -> Scenario:
         return (self.workload.name, self.mtu, self.offloads)
 
