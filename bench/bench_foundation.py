@@ -19,6 +19,7 @@ import sys
 import time
 
 from tunbench import proc, tunnels
+from tunbench.report.decide import share
 from tunbench.results.model import paired_value
 from tunbench.testbed import local, names, netlink
 from tunbench.testbed.ledger import Ledger
@@ -63,28 +64,42 @@ def main() -> int:
         tb = local.build(rid, ledger)
         drv = tunnels.get("vxlan")
         ep = drv().up(tb, drv.parse_params({}))
-        ratios, best_ratios, cpu_pcts, ours, hand = [], [], [], [], []
+        ratios, best_ratios, cpu_pcts = [], [], []
+        mean_pairs, best_pairs = [], []
         for i in range(args.pairs):
+            # A B, then B A: whichever of the two runs first in a pair, half the pairs each,
+            # so an order effect (a warmer host for the second run) cancels in the median
+            hand_first = i % 2 == 1
+            if hand_first:
+                b, b_best = hand_iperf3(tb, ep.b4, args.duration)
             ctx = Context(tb, ep, duration=args.duration, warmup=1)
             c0, t0 = _self_cpu(), time.monotonic()
             out = Stream().run(ctx, StreamParams())
             c1, t1 = _self_cpu(), time.monotonic()
             a = float(out.metrics["throughput"].value or 0)
             a_best = float(paired_value(a, True, out.series.get("throughput")) or a)
-            b, b_best = hand_iperf3(tb, ep.b4, args.duration)
-            ours.append(a)
-            hand.append(b)
+            if not hand_first:
+                b, b_best = hand_iperf3(tb, ep.b4, args.duration)
+            mean_pairs.append((a, b))
+            best_pairs.append((a_best, b_best))
             ratios.append(a / b)
             best_ratios.append(a_best / b_best)
             cpu_pcts.append(100.0 * (c1 - c0) / (t1 - t0))
-            print(f"pair {i + 1}: tunbench {a:,.0f} Mbit/s (best second {a_best:,.0f}), hand "
-                  f"iperf3 {b:,.0f} (best second {b_best:,.0f}), ratio of means {a / b:.3f}, "
+            order = "hand first" if hand_first else "tunbench first"
+            print(f"pair {i + 1} ({order}): tunbench {a:,.0f} Mbit/s (best second {a_best:,.0f}), "
+                  f"hand iperf3 {b:,.0f} (best second {b_best:,.0f}), ratio of means {a / b:.3f}, "
                   f"of best seconds {a_best / b_best:.3f}, tunbench CPU {cpu_pcts[-1]:.2f}% "
                   "of one core", flush=True)
     print(f"(a) throughput tunbench/hand: median ratio of the means "
           f"{statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}); "
           f"of the best seconds (what a round pairs) {statistics.median(best_ratios):.3f} "
           f"(min {min(best_ratios):.3f}, max {max(best_ratios):.3f}); target 0.97..1.03")
+    for what, pairs in (("means", mean_pairs), ("best seconds", best_pairs)):
+        est = share(pairs, scale=1.0)   # the paired log-scale estimate a report uses
+        if est is not None and est.ci_low is not None and est.ci_high is not None:
+            print(f"    paired geometric mean of the ratios of {what}: {est.mean:.3f} "
+                  f"(95% CI {est.ci_low:.3f}-{est.ci_high:.3f}, n={est.n}); the target is met "
+                  f"when the CI lies inside 0.97..1.03, refuted when it lies outside")
     print(f"(b) tunbench's own CPU during a measurement: median "
           f"{statistics.median(cpu_pcts):.2f}% of one core (max {max(cpu_pcts):.2f}%); "
           "target <= 0.5%")

@@ -379,8 +379,21 @@ def unsettled(rankings: Iterable[Ranking], step: Step | None = None) -> list[dic
             out.append({**_where(rk.scenario), "metric": rk.metric,
                         "a": d.a, "b": d.b, "decision": d.verdict, "n": d.n,
                         "rounds_needed": d.rounds_needed, "close": id(d) not in wide,
+                        "apart": points_apart(d),
                         "out_of_reach": (d.a, d.b, rk.scenario) in gone})
     return out
+
+
+def points_apart(d: decide.Decision) -> float | None:
+    """The pair's estimated distance in points of native (|A - B| × 100, A and B shares of
+    native): the inverse of decide.log_margin. The pair's level g (the geometric mean of its
+    two shares) is the one its margin was set at, δ = 2·asinh(MARGIN / 2g); then
+    |A - B| = 2g·sinh(|d̄| / 2). None when untested (no mean) or the level was 0."""
+    from .report import decide as dec
+    if d.n < 2 or not math.isfinite(d.margin) or d.margin <= 0:
+        return None
+    level = dec.MARGIN / (2.0 * math.sinh(d.margin / 2.0))
+    return round(100.0 * 2.0 * level * math.sinh(abs(d.mean) / 2.0), 2)
 
 
 def record(rankings: list[Ranking], step: Step, measured_s: float, *, min_rounds: int,
@@ -411,6 +424,8 @@ def pair_text(p: Mapping[str, Any]) -> str:
         tail = f"more than {decide.MAX_ROUNDS} rounds"
     else:
         tail = f"about {need} more round{'s' if need != 1 else ''}"
+    if p.get("apart") is not None:
+        tail = f"estimated {float(p['apart']):.1f} points apart, " + tail
     if p.get("close"):
         tail += f"; within {_points(p)} points of each other"
     if p.get("out_of_reach"):
@@ -436,8 +451,28 @@ def summary_lines(seq: Mapping[str, Any]) -> list[str]:
              f"{float(seq.get('measured_s') or 0) / 60:.1f} min of measurement; stopped: {why} "
              f"(at least {seq.get('min_rounds')}, at most {seq.get('max_rounds')} rounds, "
              f"budget {float(seq.get('budget_s') or 0) / 60:g} min)"]
-    lines += [f"unsettled: {pair_text(p)}" for p in seq.get("unsettled") or []]
+    open_ = list(seq.get("unsettled") or [])
+    if open_:
+        lines.append(apart_line(open_, float(seq.get("resolution") or RESOLUTION)))
+    lines += [f"unsettled: {pair_text(p)}" for p in open_]
     return lines
+
+
+def apart_line(open_: list[Mapping[str, Any]], resolution: float = RESOLUTION) -> str:
+    """Whether the pairs left open are only close ones: 'open pairs: 3, estimated 1.1-7.8
+    points of native apart; every pair estimated more than 10 points apart is settled'."""
+    pts = f"{100 * resolution:g}"
+    est = [float(p["apart"]) for p in open_ if p.get("apart") is not None]
+    far = [p for p in open_ if p.get("apart") is not None and float(p["apart"]) > 100 * resolution]
+    span = (f", estimated {min(est):.1f}-{max(est):.1f} points of native apart" if est else "")
+    if far:
+        tail = (f"{len(far)} of them estimated more than {pts} points apart: more rounds "
+                "(--budget, --max-rounds) would decide them")
+    elif len(est) == len(open_):
+        tail = f"every pair estimated more than {pts} points apart is settled"
+    else:
+        tail = "some were measured in a single round: run more rounds"
+    return f"open pairs: {len(open_)}{span}; {tail}"
 
 
 def open_text(rankings: Iterable[Ranking], limit: int = 4) -> str:

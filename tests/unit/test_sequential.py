@@ -245,7 +245,7 @@ def test_summary_lines_name_every_open_pair() -> None:
                             history=[])
     lines = sequential.summary_lines(rec)
     assert "stopped: the measurement budget is spent" in lines[0]
-    assert len(lines) == 1 + len(rec["unsettled"]) and len(rec["unsettled"]) >= 1
+    assert len(lines) == 2 + len(rec["unsettled"]) and len(rec["unsettled"]) >= 1
     for p in rec["unsettled"]:
         assert isinstance(p["n"], int)
         assert p["rounds_needed"] is None or isinstance(p["rounds_needed"], int)
@@ -300,3 +300,57 @@ def test_wide_pairs_come_first_then_the_nearest_to_a_decision() -> None:
     # 2 rounds left before --max-rounds: the close pair (6 more) is out of reach, last
     cands = sequential.candidates([r], durations, left_s=1000.0, rounds_left=2)
     assert [(c.need, c.reachable) for c in cands] == [(2, True), (6, False)]
+
+
+def test_points_apart_is_the_distance_of_the_two_shares() -> None:
+    """An open pair carries its estimated distance in points of native: with both methods
+    measured in the same rounds, exactly |A - B| × 100 for A and B the geometric-mean shares
+    (the inverse of decide.log_margin at the pair's level), whichever is ranked first."""
+    rounds = (1, 2, 3, 4)
+    nat = dict(zip(rounds, (1000.0, 1040.0, 960.0, 1010.0), strict=True))
+    a = dict(zip(rounds, (900.0, 950.0, 860.0, 905.0), strict=True))
+    b = dict(zip(rounds, (880.0, 900.0, 850.0, 900.0), strict=True))
+    rk = sequential.rank(sequential.Series(SCEN, "throughput", True, nat, {"a": a, "b": b}))
+    d = next(x for x in rk.decisions if {x.a, x.b} == {"a", "b"})
+
+    def gshare(vals: dict[int, float]) -> float:
+        return math.exp(sum(math.log(vals[r] / nat[r]) for r in rounds) / len(rounds))
+
+    assert sequential.points_apart(d) == pytest.approx(100 * abs(gshare(a) - gshare(b)),
+                                                       abs=0.01)
+    # a delay: the points are on native's share of it, as the margin is
+    lat_nat = {r: 100.0 for r in rounds}
+    slow = dict(zip(rounds, (125.0, 126.0, 124.0, 125.0), strict=True))
+    slower = dict(zip(rounds, (250.0, 240.0, 260.0, 250.0), strict=True))
+    rk2 = sequential.rank(sequential.Series(SCEN, "tcp_rtt_p50", False, lat_nat,
+                                            {"slow": slow, "slower": slower}))
+    d2 = next(x for x in rk2.decisions if {x.a, x.b} == {"slow", "slower"})
+    inv = {k: math.exp(-sum(math.log(v[r] / 100.0) for r in rounds) / 4)
+           for k, v in (("slow", slow), ("slower", slower))}
+    assert sequential.points_apart(d2) == pytest.approx(100 * (inv["slow"] - inv["slower"]),
+                                                        abs=0.01)
+    untested = sequential.rank(sequential.Series(SCEN, "throughput", True, {1: 1000.0},
+                                                 {"a": {1: 900.0}}))
+    assert sequential.points_apart(untested.decisions[0]) is None
+
+
+def test_the_open_pairs_line_says_whether_a_far_pair_is_left() -> None:
+    """The console and the report say whether every pair left open is a close one (the
+    campaign's question answered) or some are estimated far apart (more rounds would decide
+    them); each unsettled line carries its own estimate."""
+    r = two_open_pairs()   # vxlan~ebpf-vxlan about 2 points apart, ebpf-vxlan~srv6 about 30
+    open_ = sequential.unsettled([r])
+    near = next(p for p in open_ if {p["a"], p["b"]} == {"vxlan", "ebpf-vxlan"})
+    far = next(p for p in open_ if {p["a"], p["b"]} == {"ebpf-vxlan", "srv6"})
+    assert 0 < near["apart"] < 10 < far["apart"]
+    line = sequential.apart_line(open_)
+    assert line.startswith("open pairs: 2, estimated ")
+    assert line.endswith("1 of them estimated more than 10 points apart: more rounds "
+                         "(--budget, --max-rounds) would decide them")
+    assert sequential.apart_line([near]).endswith(
+        "every pair estimated more than 10 points apart is settled")
+    assert f"estimated {near['apart']:.1f} points apart, about " in sequential.pair_text(near)
+    rec = sequential.record([r], sequential.Step(4, sequential.BUDGET), 100.0, min_rounds=2,
+                            max_rounds=20, budget_s=120.0, history=[])
+    lines = sequential.summary_lines(rec)
+    assert lines[1] == line and len(lines) == 2 + len(open_)

@@ -49,8 +49,10 @@ def sequential_html(seq: dict[str, Any] | None) -> str:
     from ..sequential import summary_lines
     first, *rest = summary_lines(seq)
     items = "".join(f"<li>{advise_view.esc(line.removeprefix('unsettled: '))}</li>"
-                    for line in rest)
+                    for line in rest if line.startswith("unsettled: "))
+    apart = "".join(f"<p class=meta>{advise_view.esc(line[0].upper() + line[1:])}.</p>"
+                    for line in rest if not line.startswith("unsettled: "))
     return ("<section class=decision id=sequential><p class=meta>"
-            f"{advise_view.esc(first[0].upper() + first[1:])}.</p>"
+            f"{advise_view.esc(first[0].upper() + first[1:])}.</p>" + apart
             + (f"<p><b>Unsettled</b></p><ul class=unsettled>{items}</ul>" if items else "")
             + "</section>")
