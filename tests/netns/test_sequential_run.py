@@ -98,6 +98,8 @@ def test_sequential_campaign_measures_until_decided(tmp_path: Path,
         assert seq["unsettled"]
         for p in seq["unsettled"]:
             assert p["rounds_needed"] is None or isinstance(p["rounds_needed"], int)
+            assert p["apart"] is None or p["apart"] >= 0    # points of native, a number
+        assert sequential.summary_lines(seq)[1].startswith(f"open pairs: {len(seq['unsettled'])}")
     # the history says how many cases each decision saw, and how many pairs were open
     assert [h["round"] for h in seq["history"]] == list(range(sequential.MIN_ROUNDS,
                                                               rounds + 1))
