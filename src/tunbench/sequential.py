@@ -84,6 +84,7 @@ class Ranking:
     decisions: tuple[decide.Decision, ...]
     native: str = "native"
     close: tuple[bool, ...] = ()   # per pair: shown within ±RESOLUTION of each other
+    shares: tuple[float, ...] = ()   # per method of `order`: its share of native (1 = native)
 
     @property
     def open(self) -> list[decide.Decision]:
@@ -102,6 +103,26 @@ class Ranking:
         anyway."""
         return {x for d in (self.open if pairs is None else pairs)
                 for x in (d.a, d.b)} - {self.native}
+
+    def open_spans(self) -> list[tuple[str, str, float]]:
+        """The runs of methods the ranking has not ordered: neighbours joined by any decision
+        but "different", with at least one pair open. Each as (first, last, the distance of
+        their shares in points of native): every pair inside a run is at most that far apart,
+        and none of them is settled by the chain (a far pair of a run of close open pairs is
+        open too). Methods a "different" pair separates are ordered through it."""
+        from .report import decide
+        if len(self.shares) != len(self.order):
+            return []
+        out, start, has_open = [], 0, False
+        for i, d in enumerate(self.decisions + (None,)):
+            if d is not None and d.verdict != decide.DIFFERENT:
+                has_open = has_open or d.verdict != decide.EQUIVALENT
+                continue
+            if has_open and i > start:
+                out.append((self.order[start], self.order[i], round(
+                    100.0 * abs(self.shares[start] - self.shares[i]), 2)))
+            start, has_open = i + 1, False
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {**_where(self.scenario), "metric": self.metric,
@@ -140,7 +161,8 @@ def rank(s: Series, margin: float | None = None, native: str = "native",
     decisions = tuple(decide.decide(pairs, alpha))
     close = tuple(decide.shown_within(d.mean, d.sd, d.n, decide.log_margin(
         resolution, decide.pair_level(logs[d.a], logs[d.b], hib)), alpha) for d in decisions)
-    return Ranking(s.scenario, s.metric, tuple(order), decisions, native, close)
+    shares = tuple(math.exp(-sign * statistics.fmean(logs[k].values())) for k in order)
+    return Ranking(s.scenario, s.metric, tuple(order), decisions, native, close, shares)
 
 
 @dataclass(frozen=True)
@@ -384,6 +406,13 @@ def unsettled(rankings: Iterable[Ranking], step: Step | None = None) -> list[dic
     return out
 
 
+def open_spans(rankings: Iterable[Ranking]) -> list[dict[str, Any]]:
+    """Each run of methods a ranking left unordered (Ranking.open_spans), with its scenario:
+    its first and last method and how far apart their shares are (points of native)."""
+    return [{**_where(rk.scenario), "metric": rk.metric, "first": a, "last": b, "apart": pts}
+            for rk in rankings for a, b, pts in rk.open_spans()]
+
+
 def points_apart(d: decide.Decision) -> float | None:
     """The pair's estimated distance in points of native (|A - B| × 100, A and B shares of
     native): the inverse of decide.log_margin. The pair's level g (the geometric mean of its
@@ -403,7 +432,7 @@ def record(rankings: list[Ranking], step: Step, measured_s: float, *, min_rounds
             "alpha_per_look": ALPHA_PER_LOOK, "margin": _margin(), "resolution": RESOLUTION,
             "rounds": step.rounds, "measured_s": round(measured_s, 3), "stopped": step.stop,
             "rankings": [rk.to_json() for rk in rankings], "unsettled": unsettled(rankings, step),
-            "history": history}
+            "open_spans": open_spans(rankings), "history": history}
 
 
 def _margin() -> float:
@@ -453,26 +482,35 @@ def summary_lines(seq: Mapping[str, Any]) -> list[str]:
              f"budget {float(seq.get('budget_s') or 0) / 60:g} min)"]
     open_ = list(seq.get("unsettled") or [])
     if open_:
-        lines.append(apart_line(open_, float(seq.get("resolution") or RESOLUTION)))
+        lines.append(apart_line(open_, float(seq.get("resolution") or RESOLUTION),
+                                seq.get("open_spans")))
     lines += [f"unsettled: {pair_text(p)}" for p in open_]
     return lines
 
 
-def apart_line(open_: list[Mapping[str, Any]], resolution: float = RESOLUTION) -> str:
-    """Whether the pairs left open are only close ones: 'open pairs: 3, estimated 1.1-7.8
-    points of native apart; every pair estimated more than 10 points apart is settled'."""
+def apart_line(open_: list[Mapping[str, Any]], resolution: float = RESOLUTION,
+               spans: list[Mapping[str, Any]] | None = None) -> str:
+    """Whether what is left open is only close methods: 'open pairs: 3 (estimated 1.1-7.8
+    points of native apart); the methods they leave unordered span at most 9.4 points: every
+    pair estimated more than 10 points apart is settled'. A run of open neighbour pairs can
+    join methods further apart than any one pair (Ranking.open_spans): the spans decide.
+    Without spans (a record written before them), the pairs themselves."""
     pts = f"{100 * resolution:g}"
     est = [float(p["apart"]) for p in open_ if p.get("apart") is not None]
-    far = [p for p in open_ if p.get("apart") is not None and float(p["apart"]) > 100 * resolution]
-    span = (f", estimated {min(est):.1f}-{max(est):.1f} points of native apart" if est else "")
+    head = f"open pairs: {len(open_)}" + (
+        f" (estimated {min(est):.1f}-{max(est):.1f} points of native apart)" if est else "")
+    if len(est) < len(open_):
+        return f"{head}; some were measured in a single round: run more rounds"
+    widths = [float(s["apart"]) for s in spans] if spans else est
+    far = [w for w in widths if w > 100 * resolution]
+    what = "the methods they leave unordered span" if spans else "they are"
     if far:
-        tail = (f"{len(far)} of them estimated more than {pts} points apart: more rounds "
-                "(--budget, --max-rounds) would decide them")
-    elif len(est) == len(open_):
-        tail = f"every pair estimated more than {pts} points apart is settled"
-    else:
-        tail = "some were measured in a single round: run more rounds"
-    return f"open pairs: {len(open_)}{span}; {tail}"
+        unit = ("group" if spans else "pair") + ("s" if len(far) != 1 else "")
+        return (f"{head}; {what} up to {max(widths):.1f} points: {len(far)} {unit} of methods "
+                f"more than {pts} points apart not yet ordered, more rounds (--budget, "
+                "--max-rounds) would decide them")
+    return (f"{head}; {what} at most {max(widths):.1f} points apart: every pair estimated "
+            f"more than {pts} points apart is settled")
 
 
 def open_text(rankings: Iterable[Ranking], limit: int = 4) -> str:

@@ -335,22 +335,60 @@ def test_points_apart_is_the_distance_of_the_two_shares() -> None:
 
 
 def test_the_open_pairs_line_says_whether_a_far_pair_is_left() -> None:
-    """The console and the report say whether every pair left open is a close one (the
-    campaign's question answered) or some are estimated far apart (more rounds would decide
-    them); each unsettled line carries its own estimate."""
+    """The console and the report say whether what is left open is only close methods (the
+    campaign's question answered) or methods far apart are not yet ordered (more rounds would
+    decide them); each unsettled line carries its own estimate."""
     r = two_open_pairs()   # vxlan~ebpf-vxlan about 2 points apart, ebpf-vxlan~srv6 about 30
     open_ = sequential.unsettled([r])
     near = next(p for p in open_ if {p["a"], p["b"]} == {"vxlan", "ebpf-vxlan"})
     far = next(p for p in open_ if {p["a"], p["b"]} == {"ebpf-vxlan", "srv6"})
     assert 0 < near["apart"] < 10 < far["apart"]
-    line = sequential.apart_line(open_)
-    assert line.startswith("open pairs: 2, estimated ")
-    assert line.endswith("1 of them estimated more than 10 points apart: more rounds "
-                         "(--budget, --max-rounds) would decide them")
+    # native~vxlan is settled, the three below it are one unordered run
+    (span,) = r.open_spans()
+    assert span[:2] == ("vxlan", "srv6") and span[2] > far["apart"]
+    spans = sequential.open_spans([r])
+    line = sequential.apart_line(open_, spans=spans)
+    assert line.startswith("open pairs: 2 (estimated ")
+    assert line.endswith(f"the methods they leave unordered span up to {span[2]:.1f} points: "
+                         "1 group of methods more than 10 points apart not yet ordered, more "
+                         "rounds (--budget, --max-rounds) would decide them")
     assert sequential.apart_line([near]).endswith(
         "every pair estimated more than 10 points apart is settled")
     assert f"estimated {near['apart']:.1f} points apart, about " in sequential.pair_text(near)
     rec = sequential.record([r], sequential.Step(4, sequential.BUDGET), 100.0, min_rounds=2,
                             max_rounds=20, budget_s=120.0, history=[])
+    assert rec["open_spans"] == spans
     lines = sequential.summary_lines(rec)
     assert lines[1] == line and len(lines) == 2 + len(open_)
+
+
+def test_close_open_pairs_in_a_chain_can_leave_far_methods_unordered() -> None:
+    """Three open neighbour pairs, each about 6 points apart, join methods 18 points apart:
+    no pair is far, but the run they make is, and the line says the far ones are not yet
+    ordered. A 'different' pair in the middle splits the run."""
+    rounds = tuple(range(1, 5))
+    wob = dict(zip(rounds, (0.0, 0.08, -0.07, 0.05), strict=True))
+    noisy = (-0.06, 0.07, 0.03, -0.05)
+
+    def method(level: float, k: int) -> dict[int, float]:
+        return {r: 1000.0 * level * math.exp(wob[r] * (k % 2) + noisy[(r + k) % 4])
+                for r in rounds}
+
+    nat = {r: 1000.0 for r in rounds}
+    meths = {"a": method(0.94, 0), "b": method(0.88, 1), "c": method(0.82, 2)}
+    rk = sequential.rank(sequential.Series(SCEN, "throughput", True, nat, meths))
+    assert rk.order == ("native", "a", "b", "c")
+    assert all(d.verdict == decide.UNDECIDED for d in rk.decisions)
+    pairs = sequential.unsettled([rk])
+    assert max(p["apart"] for p in pairs) < 10
+    (span,) = rk.open_spans()
+    assert span[:2] == ("native", "c") and span[2] == pytest.approx(
+        100 * (1 - rk.shares[-1]), abs=0.01) and span[2] > 10
+    line = sequential.apart_line(pairs, spans=sequential.open_spans([rk]))
+    assert "1 group of methods more than 10 points apart not yet ordered" in line
+    # settled in the middle (b far below a in every round): two runs, each close
+    split = dict(meths, b=method(0.50, 1), c=method(0.47, 2))
+    rk2 = sequential.rank(sequential.Series(SCEN, "throughput", True, nat, split))
+    assert [d.verdict for d in rk2.decisions][1] == decide.DIFFERENT
+    assert [s[:2] for s in rk2.open_spans()] == [("native", "a"), ("b", "c")]
+    assert all(s[2] < 10 for s in rk2.open_spans())
