@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +77,8 @@ class Series:
 @dataclass(frozen=True)
 class Ranking:
     """A scenario's methods (native included) best first, and each neighbouring pair's
-    decision (decisions[i]: order[i] against order[i + 1])."""
+    decision (decisions[i]: order[i] against order[i + 1]). `far`: the decisions of the pairs
+    further apart than the resolution that no "different" neighbour orders (far_pairs)."""
     scenario: Scenario
     metric: str
     order: tuple[str, ...]
@@ -85,11 +86,12 @@ class Ranking:
     native: str = "native"
     close: tuple[bool, ...] = ()   # per pair: shown within ±RESOLUTION of each other
     shares: tuple[float, ...] = ()   # per method of `order`: its share of native (1 = native)
+    far: tuple[decide.Decision, ...] = ()
 
     @property
     def open(self) -> list[decide.Decision]:
         from .report import decide
-        return [d for d in self.decisions
+        return [d for d in self.decisions + self.far
                 if d.verdict not in (decide.DIFFERENT, decide.EQUIVALENT)]
 
     @property
@@ -104,32 +106,13 @@ class Ranking:
         return {x for d in (self.open if pairs is None else pairs)
                 for x in (d.a, d.b)} - {self.native}
 
-    def open_spans(self) -> list[tuple[str, str, float]]:
-        """The runs of methods the ranking has not ordered: neighbours joined by any decision
-        but "different", with at least one pair open. Each as (first, last, the distance of
-        their shares in points of native): every pair inside a run is at most that far apart,
-        and none of them is settled by the chain (a far pair of a run of close open pairs is
-        open too). Methods a "different" pair separates are ordered through it."""
-        from .report import decide
-        if len(self.shares) != len(self.order):
-            return []
-        out, start, has_open = [], 0, False
-        for i, d in enumerate(self.decisions + (None,)):
-            if d is not None and d.verdict != decide.DIFFERENT:
-                has_open = has_open or d.verdict != decide.EQUIVALENT
-                continue
-            if has_open and i > start:
-                out.append((self.order[start], self.order[i], round(
-                    100.0 * abs(self.shares[start] - self.shares[i]), 2)))
-            start, has_open = i + 1, False
-        return out
-
     def to_json(self) -> dict[str, Any]:
         return {**_where(self.scenario), "metric": self.metric,
                 "order": list(self.order),
                 "pairs": [{**d.to_json(), "close": c} for d, c in zip(
                     self.decisions, self.close or (False,) * len(self.decisions),
-                    strict=True)]}
+                    strict=True)],
+                "far_pairs": [d.to_json() for d in self.far]}
 
 
 def log_ratios(values: Mapping[int, float], native: Mapping[int, float]) -> dict[int, float]:
@@ -162,7 +145,40 @@ def rank(s: Series, margin: float | None = None, native: str = "native",
     close = tuple(decide.shown_within(d.mean, d.sd, d.n, decide.log_margin(
         resolution, decide.pair_level(logs[d.a], logs[d.b], hib)), alpha) for d in decisions)
     shares = tuple(math.exp(-sign * statistics.fmean(logs[k].values())) for k in order)
-    return Ranking(s.scenario, s.metric, tuple(order), decisions, native, close, shares)
+    far = [decide.pair_of_shares(order[i], order[j], logs[order[i]], logs[order[j]], margin,
+                                 hib)
+           for i, j in unordered_pairs(decisions)
+           if paired_distance(logs[order[i]], logs[order[j]], hib) > resolution]
+    return Ranking(s.scenario, s.metric, tuple(order), decisions, native, close, shares,
+                   tuple(decide.decide(far, alpha)) if far else ())
+
+
+def unordered_pairs(decisions: Sequence[decide.Decision]) -> list[tuple[int, int]]:
+    """The pairs (i, j) of a ranking's positions, not neighbours, that its neighbours leave
+    unordered: neighbours joined by any decision but "different" form a run, and within a
+    run close pairs in a row can join methods far apart (three open pairs 6 points apart
+    each: the first and the last 18 points apart, ordered by nothing). `rank` decides those
+    further apart than the resolution directly (Ranking.far), Holm over them."""
+    from .report import decide
+    out, start = [], 0
+    for k in range(len(decisions) + 1):
+        if k < len(decisions) and decisions[k].verdict != decide.DIFFERENT:
+            continue
+        out += [(i, j) for i in range(start, k + 1) for j in range(i + 2, k + 1)]
+        start = k + 1
+    return out
+
+
+def paired_distance(la: Mapping[int, float], lb: Mapping[int, float],
+                    higher_is_better: bool = True) -> float:
+    """|A - B| in units of native for two methods' shares over the rounds both were measured
+    in (the geometric mean of each one's per-round share): what points_apart reads back."""
+    rounds = [r for r in la if r in lb]
+    if not rounds:
+        return 0.0
+    sign = 1.0 if higher_is_better else -1.0
+    return abs(math.exp(sign * statistics.fmean(la[r] for r in rounds))
+               - math.exp(sign * statistics.fmean(lb[r] for r in rounds)))
 
 
 @dataclass(frozen=True)
@@ -406,13 +422,6 @@ def unsettled(rankings: Iterable[Ranking], step: Step | None = None) -> list[dic
     return out
 
 
-def open_spans(rankings: Iterable[Ranking]) -> list[dict[str, Any]]:
-    """Each run of methods a ranking left unordered (Ranking.open_spans), with its scenario:
-    its first and last method and how far apart their shares are (points of native)."""
-    return [{**_where(rk.scenario), "metric": rk.metric, "first": a, "last": b, "apart": pts}
-            for rk in rankings for a, b, pts in rk.open_spans()]
-
-
 def points_apart(d: decide.Decision) -> float | None:
     """The pair's estimated distance in points of native (|A - B| × 100, A and B shares of
     native): the inverse of decide.log_margin. The pair's level g (the geometric mean of its
@@ -432,7 +441,7 @@ def record(rankings: list[Ranking], step: Step, measured_s: float, *, min_rounds
             "alpha_per_look": ALPHA_PER_LOOK, "margin": _margin(), "resolution": RESOLUTION,
             "rounds": step.rounds, "measured_s": round(measured_s, 3), "stopped": step.stop,
             "rankings": [rk.to_json() for rk in rankings], "unsettled": unsettled(rankings, step),
-            "open_spans": open_spans(rankings), "history": history}
+            "history": history}
 
 
 def _margin() -> float:
@@ -482,35 +491,27 @@ def summary_lines(seq: Mapping[str, Any]) -> list[str]:
              f"budget {float(seq.get('budget_s') or 0) / 60:g} min)"]
     open_ = list(seq.get("unsettled") or [])
     if open_:
-        lines.append(apart_line(open_, float(seq.get("resolution") or RESOLUTION),
-                                seq.get("open_spans")))
+        lines.append(apart_line(open_, float(seq.get("resolution") or RESOLUTION)))
     lines += [f"unsettled: {pair_text(p)}" for p in open_]
     return lines
 
 
-def apart_line(open_: list[Mapping[str, Any]], resolution: float = RESOLUTION,
-               spans: list[Mapping[str, Any]] | None = None) -> str:
-    """Whether what is left open is only close methods: 'open pairs: 3 (estimated 1.1-7.8
-    points of native apart); the methods they leave unordered span at most 9.4 points: every
-    pair estimated more than 10 points apart is settled'. A run of open neighbour pairs can
-    join methods further apart than any one pair (Ranking.open_spans): the spans decide.
-    Without spans (a record written before them), the pairs themselves."""
+def apart_line(open_: list[Mapping[str, Any]], resolution: float = RESOLUTION) -> str:
+    """Whether what is left open is only close pairs: 'open pairs: 3 (estimated 1.1-7.8
+    points of native apart); every pair estimated more than 10 points apart is settled'.
+    The open pairs include the far pairs a run of close neighbours leaves unordered
+    (far_pairs), so a far pair is never hidden behind close neighbours."""
     pts = f"{100 * resolution:g}"
     est = [float(p["apart"]) for p in open_ if p.get("apart") is not None]
     head = f"open pairs: {len(open_)}" + (
         f" (estimated {min(est):.1f}-{max(est):.1f} points of native apart)" if est else "")
     if len(est) < len(open_):
         return f"{head}; some were measured in a single round: run more rounds"
-    widths = [float(s["apart"]) for s in spans] if spans else est
-    far = [w for w in widths if w > 100 * resolution]
-    what = "the methods they leave unordered span" if spans else "they are"
+    far = [x for x in est if x > 100 * resolution]
     if far:
-        unit = ("group" if spans else "pair") + ("s" if len(far) != 1 else "")
-        return (f"{head}; {what} up to {max(widths):.1f} points: {len(far)} {unit} of methods "
-                f"more than {pts} points apart not yet ordered, more rounds (--budget, "
-                "--max-rounds) would decide them")
-    return (f"{head}; {what} at most {max(widths):.1f} points apart: every pair estimated "
-            f"more than {pts} points apart is settled")
+        return (f"{head}; {len(far)} of them more than {pts} points apart, not yet decided: "
+                "more rounds (--budget, --max-rounds) would decide them")
+    return f"{head}; every pair estimated more than {pts} points apart is settled"
 
 
 def open_text(rankings: Iterable[Ranking], limit: int = 4) -> str:

@@ -42,6 +42,6 @@ def test_kinds_campaign_after_two_rounds(campaign: Callable[[str], Path]) -> Non
     for p in rec["unsettled"]:
         assert sequential.pair_text(p).replace("&", "&amp;") in page.replace("&#x27;", "'")
     # whether what is left open is only close pairs: a paragraph above the list
-    line = sequential.apart_line(rec["unsettled"], spans=rec["open_spans"])
+    line = sequential.apart_line(rec["unsettled"])
     assert f"<p class=meta>{line[0].upper() + line[1:]}.</p>" in page
     assert "<li>open pairs" not in page

@@ -85,8 +85,10 @@ def test_equivalent_pair_stops_as_equivalent_and_only_it_goes_on() -> None:
 def test_noisy_close_pair_out_of_reach_stops_and_says_what_it_needs() -> None:
     """Two methods 2 points apart with a 10 % CV cannot be told apart in the 10 rounds a
     300 s budget buys: from the third round the pair is out of reach, the campaign stops
-    there instead of spending the budget, and names the rounds the pair would need."""
-    truth = {"vxlan": (0.90, 0.10), "ebpf-vxlan": (0.88, 0.10)}
+    there instead of spending the budget, and names the rounds the pair would need. (Both
+    are far below native, so nothing else is open: at 90 and 88 % of native, native against
+    the 88 % one would be a far pair worth the rounds, Ranking.far.)"""
+    truth = {"vxlan": (0.60, 0.10), "ebpf-vxlan": (0.58, 0.10)}
     step, (r,), measured = simulate(truth, seed=5, case_s=10.0, budget_s=300.0)
     assert step.stop == sequential.OUT_OF_REACH
     assert step.rounds == sequential.REACH_FROM
@@ -255,7 +257,9 @@ def test_summary_lines_name_every_open_pair() -> None:
 
 def two_open_pairs() -> sequential.Ranking:
     """After 4 rounds: vxlan~ebpf-vxlan about 2 points apart (close, about 6 more rounds) and
-    ebpf-vxlan~srv6 perhaps 30 points apart (wide, about 2 more rounds)."""
+    ebpf-vxlan~srv6 perhaps 30 points apart (wide, about 2 more rounds); native~vxlan is
+    settled, so vxlan, ebpf-vxlan and srv6 are one unordered run and its ends, vxlan~srv6,
+    are decided directly (Ranking.far: wide, about 1 more round)."""
     rounds = (1, 2, 3, 4)
     vx = dict(zip(rounds, (900.0, 920.0, 880.0, 910.0), strict=True))
     d = dict(zip(rounds, (0.0, 0.04, 0.01, 0.03), strict=True))
@@ -266,23 +270,31 @@ def two_open_pairs() -> sequential.Ranking:
 
 
 def test_a_tight_budget_goes_to_the_pair_it_can_settle() -> None:
-    """Two open pairs after 4 rounds: vxlan~ebpf-vxlan about 2 points apart and shown within
-    the 10-point resolution (close; about 6 more rounds), ebpf-vxlan~srv6 perhaps 30 points
-    apart (wide; about 2 more rounds). With room for every open method, the round holds all
-    of them. With 65 s left (10 s a case: 2 rounds of a pair) the close pair is out of reach
-    and the round keeps the wide pair's methods with native. With 25 s left nothing fits:
-    the budget stops it. The close pair is reported with its resolution."""
+    """Three open pairs after 4 rounds: vxlan~ebpf-vxlan about 2 points apart and shown
+    within the 10-point resolution (close; about 6 more rounds), ebpf-vxlan~srv6 perhaps 30
+    points apart (wide; about 2 more rounds) and the run's ends vxlan~srv6 (wide; 1 more).
+    With room for every open method, the round holds all of them. With 65 s left (10 s a
+    case: 2 rounds of a pair) the close pair is out of reach and the round keeps the wide
+    pairs' methods with native; with 35 s left only the far pair's (1 round of it fits).
+    With 25 s left nothing fits: the budget stops it. The close pair is reported with its
+    resolution."""
     r = two_open_pairs()
     pairs = {frozenset((x.a, x.b)): (x.verdict, c, x.rounds_needed)
              for x, c in zip(r.decisions, r.close, strict=True)}
     assert pairs[frozenset(("vxlan", "ebpf-vxlan"))] == (decide.UNDECIDED, True, 6)
     assert pairs[frozenset(("ebpf-vxlan", "srv6"))] == (decide.UNDECIDED, False, 2)
+    assert [(x.a, x.b, x.verdict, x.rounds_needed) for x in r.far] == [
+        ("vxlan", "srv6", decide.UNDECIDED, 1)]
     durations = {(k, SCEN): 10.0 for k in ("native", "vxlan", "ebpf-vxlan", "srv6")}
     roomy = sequential.next_step([r], 4, 100.0, durations, budget_s=1000.0)
     assert roomy.keep == {(k, SCEN) for k in ("native", "vxlan", "ebpf-vxlan", "srv6")}
     tight = sequential.next_step([r], 4, 100.0, durations, budget_s=165.0)
-    assert tight.stop is None and tight.estimate_s == 30.0
-    assert tight.keep == {(k, SCEN) for k in ("native", "ebpf-vxlan", "srv6")}
+    assert tight.stop is None and tight.estimate_s == 40.0
+    assert tight.keep == {(k, SCEN) for k in ("native", "vxlan", "ebpf-vxlan", "srv6")}
+    assert tight.out_of_reach == (("vxlan", "ebpf-vxlan", SCEN),)
+    tighter = sequential.next_step([r], 4, 100.0, durations, budget_s=135.0)
+    assert tighter.stop is None and tighter.estimate_s == 30.0
+    assert tighter.keep == {(k, SCEN) for k in ("native", "vxlan", "srv6")}
     assert sequential.next_step([r], 4, 100.0, durations, budget_s=125.0).stop == \
         sequential.BUDGET
     close = next(p for p in sequential.unsettled([r]) if p["close"])
@@ -295,11 +307,12 @@ def test_wide_pairs_come_first_then_the_nearest_to_a_decision() -> None:
     r = two_open_pairs()
     durations = {(k, SCEN): 10.0 for k in ("native", "vxlan", "ebpf-vxlan", "srv6")}
     cands = sequential.candidates([r], durations, left_s=1000.0, rounds_left=16)
-    assert [(c.close, c.need, c.reachable) for c in cands] == [(False, 2, True),
+    assert [(c.close, c.need, c.reachable) for c in cands] == [(False, 1, True),
+                                                              (False, 2, True),
                                                               (True, 6, True)]
     # 2 rounds left before --max-rounds: the close pair (6 more) is out of reach, last
     cands = sequential.candidates([r], durations, left_s=1000.0, rounds_left=2)
-    assert [(c.need, c.reachable) for c in cands] == [(2, True), (6, False)]
+    assert [(c.need, c.reachable) for c in cands] == [(1, True), (2, True), (6, False)]
 
 
 def test_points_apart_is_the_distance_of_the_two_shares() -> None:
@@ -335,60 +348,82 @@ def test_points_apart_is_the_distance_of_the_two_shares() -> None:
 
 
 def test_the_open_pairs_line_says_whether_a_far_pair_is_left() -> None:
-    """The console and the report say whether what is left open is only close methods (the
-    campaign's question answered) or methods far apart are not yet ordered (more rounds would
-    decide them); each unsettled line carries its own estimate."""
+    """The console and the report say whether what is left open is only close pairs (the
+    campaign's question answered) or pairs far apart (more rounds would decide them); each
+    unsettled line carries its own estimate."""
     r = two_open_pairs()   # vxlan~ebpf-vxlan about 2 points apart, ebpf-vxlan~srv6 about 30
     open_ = sequential.unsettled([r])
     near = next(p for p in open_ if {p["a"], p["b"]} == {"vxlan", "ebpf-vxlan"})
     far = next(p for p in open_ if {p["a"], p["b"]} == {"ebpf-vxlan", "srv6"})
-    assert 0 < near["apart"] < 10 < far["apart"]
-    # native~vxlan is settled, the three below it are one unordered run
-    (span,) = r.open_spans()
-    assert span[:2] == ("vxlan", "srv6") and span[2] > far["apart"]
-    spans = sequential.open_spans([r])
-    line = sequential.apart_line(open_, spans=spans)
-    assert line.startswith("open pairs: 2 (estimated ")
-    assert line.endswith(f"the methods they leave unordered span up to {span[2]:.1f} points: "
-                         "1 group of methods more than 10 points apart not yet ordered, more "
-                         "rounds (--budget, --max-rounds) would decide them")
+    ends = next(p for p in open_ if {p["a"], p["b"]} == {"vxlan", "srv6"})   # Ranking.far
+    assert 0 < near["apart"] < 10 < far["apart"] < ends["apart"]
+    line = sequential.apart_line(open_)
+    assert line.startswith(f"open pairs: 3 (estimated {near['apart']:.1f}-"
+                           f"{ends['apart']:.1f} points of native apart)")
+    assert line.endswith("2 of them more than 10 points apart, not yet decided: more rounds "
+                         "(--budget, --max-rounds) would decide them")
     assert sequential.apart_line([near]).endswith(
         "every pair estimated more than 10 points apart is settled")
     assert f"estimated {near['apart']:.1f} points apart, about " in sequential.pair_text(near)
     rec = sequential.record([r], sequential.Step(4, sequential.BUDGET), 100.0, min_rounds=2,
                             max_rounds=20, budget_s=120.0, history=[])
-    assert rec["open_spans"] == spans
+    assert [(p["a"], p["b"]) for p in rec["rankings"][0]["far_pairs"]] == [("vxlan", "srv6")]
     lines = sequential.summary_lines(rec)
     assert lines[1] == line and len(lines) == 2 + len(open_)
 
 
-def test_close_open_pairs_in_a_chain_can_leave_far_methods_unordered() -> None:
+def test_close_open_pairs_in_a_chain_leave_a_far_pair_that_is_decided_directly() -> None:
     """Three open neighbour pairs, each about 6 points apart, join methods 18 points apart:
-    no pair is far, but the run they make is, and the line says the far ones are not yet
-    ordered. A 'different' pair in the middle splits the run."""
+    no neighbour pair is far, but native~c is, and nothing orders it. The ranking decides it
+    directly (Ranking.far), so it is open until decided and the rule measures for it; when
+    the rounds tell it, it is settled while the close pairs stay open. A 'different' pair in
+    the middle splits the run: no far pair is left."""
     rounds = tuple(range(1, 5))
     wob = dict(zip(rounds, (0.0, 0.08, -0.07, 0.05), strict=True))
     noisy = (-0.06, 0.07, 0.03, -0.05)
 
-    def method(level: float, k: int) -> dict[int, float]:
-        return {r: 1000.0 * level * math.exp(wob[r] * (k % 2) + noisy[(r + k) % 4])
-                for r in rounds}
+    def method(level: float, k: int, rs: tuple[int, ...] = rounds) -> dict[int, float]:
+        return {r: 1000.0 * level * math.exp(wob[(r - 1) % 4 + 1] * (k % 2)
+                                             + noisy[(r + k) % 4]) for r in rs}
 
     nat = {r: 1000.0 for r in rounds}
     meths = {"a": method(0.94, 0), "b": method(0.88, 1), "c": method(0.82, 2)}
     rk = sequential.rank(sequential.Series(SCEN, "throughput", True, nat, meths))
     assert rk.order == ("native", "a", "b", "c")
     assert all(d.verdict == decide.UNDECIDED for d in rk.decisions)
-    pairs = sequential.unsettled([rk])
-    assert max(p["apart"] for p in pairs) < 10
-    (span,) = rk.open_spans()
-    assert span[:2] == ("native", "c") and span[2] == pytest.approx(
-        100 * (1 - rk.shares[-1]), abs=0.01) and span[2] > 10
-    line = sequential.apart_line(pairs, spans=sequential.open_spans([rk]))
-    assert "1 group of methods more than 10 points apart not yet ordered" in line
+    assert all(sequential.points_apart(d) < 10 for d in rk.decisions)   # neighbours: close
+    # the run's pairs more than 10 points apart, each decided directly and open for now
+    assert {(d.a, d.b) for d in rk.far} == {("native", "b"), ("native", "c"), ("a", "c")}
+    assert all(sequential.points_apart(d) > 10 and d in rk.open for d in rk.far)
+    assert ("c", SCEN) in sequential.next_round([rk])
+    line = sequential.apart_line(sequential.unsettled([rk]))
+    assert line.endswith("3 of them more than 10 points apart, not yet decided: more rounds "
+                         "(--budget, --max-rounds) would decide them")
+    # twelve rounds of the same spread: native~a is told, which splits the run; a~c, the
+    # far pair left in it, is told too; only the close pairs a~b and b~c stay open
+    more = tuple(range(1, 13))
+    nat12 = {r: 1000.0 for r in more}
+    long = {"a": method(0.94, 0, more), "b": method(0.88, 1, more), "c": method(0.82, 2, more)}
+    rk12 = sequential.rank(sequential.Series(SCEN, "throughput", True, nat12, long))
+    assert [(d.a, d.b, d.verdict) for d in rk12.far] == [("a", "c", decide.DIFFERENT)]
+    assert {(d.a, d.b) for d in rk12.open} == {("a", "b"), ("b", "c")}
+    assert sequential.apart_line(sequential.unsettled([rk12])).endswith(
+        "every pair estimated more than 10 points apart is settled")
     # settled in the middle (b far below a in every round): two runs, each close
     split = dict(meths, b=method(0.50, 1), c=method(0.47, 2))
     rk2 = sequential.rank(sequential.Series(SCEN, "throughput", True, nat, split))
     assert [d.verdict for d in rk2.decisions][1] == decide.DIFFERENT
-    assert [s[:2] for s in rk2.open_spans()] == [("native", "a"), ("b", "c")]
-    assert all(s[2] < 10 for s in rk2.open_spans())
+    assert rk2.far == ()
+
+
+def test_unordered_pairs_are_the_non_neighbours_inside_a_run() -> None:
+    """Positions 0..4 with neighbour decisions open, different, open, open: runs {0, 1} and
+    {2, 3, 4}; the only non-neighbour pair inside a run is (2, 4)."""
+    def dec(verdict: str) -> decide.Decision:
+        return decide.Decision("x", "y", verdict, 3, 0.0, 0.1, None, None, None, None, None,
+                               0.03, None)
+    ds = [dec(decide.UNDECIDED), dec(decide.DIFFERENT), dec(decide.UNDECIDED),
+          dec(decide.EQUIVALENT)]
+    assert sequential.unordered_pairs(ds) == [(2, 4)]
+    assert sequential.unordered_pairs([dec(decide.UNDECIDED)] * 3) == [(0, 2), (0, 3), (1, 3)]
+    assert sequential.unordered_pairs([dec(decide.DIFFERENT)] * 3) == []
