@@ -516,9 +516,16 @@ def apart_line(open_: list[Mapping[str, Any]], resolution: float = RESOLUTION) -
 
 def open_text(rankings: Iterable[Ranking], limit: int = 4) -> str:
     """For the progress line: 'open: vxlan~ebpf-vxlan (stream), ...' or 'all settled'."""
+    rankings = list(rankings)
+    far = {id(d) for rk in rankings for d in rk.far}
+    opened = [(rk, d) for rk in rankings for d in rk.open]
+    # neighbours first: a far pair is open while its run is, and says less of what decides
+    opened.sort(key=lambda x: id(x[1]) in far)
     pairs = [f"{d.a}~{d.b} ({', '.join(map(str, rk.scenario[:1] + rk.scenario[3:]))})"
-             for rk in rankings for d in rk.open]
+             for rk, d in opened]
     if not pairs:
         return "all pairs settled"
+    n_far = sum(id(d) in far for _, d in opened)
+    of_far = f" ({n_far} far, inside unordered runs)" if n_far else ""
     more = f", +{len(pairs) - limit} more" if len(pairs) > limit else ""
-    return f"{len(pairs)} pair(s) open: " + ", ".join(pairs[:limit]) + more
+    return f"{len(pairs)} pair(s) open{of_far}: " + ", ".join(pairs[:limit]) + more

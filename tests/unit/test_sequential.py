@@ -427,3 +427,10 @@ def test_unordered_pairs_are_the_non_neighbours_inside_a_run() -> None:
     assert sequential.unordered_pairs(ds) == [(2, 4)]
     assert sequential.unordered_pairs([dec(decide.UNDECIDED)] * 3) == [(0, 2), (0, 3), (1, 3)]
     assert sequential.unordered_pairs([dec(decide.DIFFERENT)] * 3) == []
+
+
+def test_progress_names_neighbour_pairs_first_and_counts_the_far_ones() -> None:
+    r = two_open_pairs()   # two open neighbour pairs and the far pair vxlan~srv6
+    text = sequential.open_text([r])
+    assert text.startswith("3 pair(s) open (1 far, inside unordered runs): ")
+    assert text.endswith(", vxlan~srv6 (stream)")
