@@ -29,6 +29,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from tunbench.results.model import round_reference
+
 Estimator = Callable[[list[float]], float]
 ESTIMATORS: dict[str, Estimator] = {
     "mean": statistics.fmean,
@@ -69,7 +71,7 @@ def log_shares(native: dict[int, list[Figures]], methods: Rounds, name: str
     """Per method, ln(share) per round against the geometric mean of the round's natives."""
     out: dict[str, list[float]] = {}
     for label, by_round in methods.items():
-        xs = [math.log(f[name]) - statistics.fmean(math.log(n[name]) for n in native[r])
+        xs = [math.log(f[name] / round_reference([n[name] for n in native[r]]))
               for r, cases in by_round.items() if native.get(r) for f in cases]
         if xs:
             out[label] = xs

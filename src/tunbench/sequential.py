@@ -85,7 +85,6 @@ class Ranking:
     decisions: tuple[decide.Decision, ...]
     native: str = "native"
     close: tuple[bool, ...] = ()   # per pair: shown within ±RESOLUTION of each other
-    shares: tuple[float, ...] = ()   # per method of `order`: its share of native (1 = native)
     far: tuple[decide.Decision, ...] = ()
 
     @property
@@ -144,12 +143,11 @@ def rank(s: Series, margin: float | None = None, native: str = "native",
     decisions = tuple(decide.decide(pairs, alpha))
     close = tuple(decide.shown_within(d.mean, d.sd, d.n, decide.log_margin(
         resolution, decide.pair_level(logs[d.a], logs[d.b], hib)), alpha) for d in decisions)
-    shares = tuple(math.exp(-sign * statistics.fmean(logs[k].values())) for k in order)
-    far = [decide.pair_of_shares(order[i], order[j], logs[order[i]], logs[order[j]], margin,
-                                 hib)
-           for i, j in unordered_pairs(decisions)
-           if paired_distance(logs[order[i]], logs[order[j]], hib) > resolution]
-    return Ranking(s.scenario, s.metric, tuple(order), decisions, native, close, shares,
+    far = [p for p in (decide.pair_of_shares(order[i], order[j], logs[order[i]],
+                                             logs[order[j]], margin, hib)
+                       for i, j in unordered_pairs(decisions))
+           if p.diffs and distance(statistics.fmean(p.diffs), p.margin) > 100 * resolution]
+    return Ranking(s.scenario, s.metric, tuple(order), decisions, native, close,
                    tuple(decide.decide(far, alpha)) if far else ())
 
 
@@ -167,18 +165,6 @@ def unordered_pairs(decisions: Sequence[decide.Decision]) -> list[tuple[int, int
         out += [(i, j) for i in range(start, k + 1) for j in range(i + 2, k + 1)]
         start = k + 1
     return out
-
-
-def paired_distance(la: Mapping[int, float], lb: Mapping[int, float],
-                    higher_is_better: bool = True) -> float:
-    """|A - B| in units of native for two methods' shares over the rounds both were measured
-    in (the geometric mean of each one's per-round share): what points_apart reads back."""
-    rounds = [r for r in la if r in lb]
-    if not rounds:
-        return 0.0
-    sign = 1.0 if higher_is_better else -1.0
-    return abs(math.exp(sign * statistics.fmean(la[r] for r in rounds))
-               - math.exp(sign * statistics.fmean(lb[r] for r in rounds)))
 
 
 @dataclass(frozen=True)
@@ -427,11 +413,19 @@ def points_apart(d: decide.Decision) -> float | None:
     native): the inverse of decide.log_margin. The pair's level g (the geometric mean of its
     two shares) is the one its margin was set at, δ = 2·asinh(MARGIN / 2g); then
     |A - B| = 2g·sinh(|d̄| / 2). None when untested (no mean) or the level was 0."""
-    from .report import decide as dec
     if d.n < 2 or not math.isfinite(d.margin) or d.margin <= 0:
         return None
-    level = dec.MARGIN / (2.0 * math.sinh(d.margin / 2.0))
-    return round(100.0 * 2.0 * level * math.sinh(abs(d.mean) / 2.0), 2)
+    return round(distance(d.mean, d.margin), 2)
+
+
+def distance(mean: float, margin: float) -> float:
+    """Points of native between two shares from their mean log difference and the margin
+    their pair was given (points_apart); inf when the margin's level was 0."""
+    from .report import decide as dec
+    if not math.isfinite(margin) or margin <= 0:
+        return math.inf
+    level = dec.MARGIN / (2.0 * math.sinh(margin / 2.0))
+    return 100.0 * 2.0 * level * math.sinh(abs(mean) / 2.0)
 
 
 def record(rankings: list[Ranking], step: Step, measured_s: float, *, min_rounds: int,
