@@ -12,13 +12,25 @@ Two parts:
   the neighbouring pairs left unsettled, all of them and those at least 10 points of native
   apart (judged as the report judges the final rounds: report/decide at 5 %).
 
+- `plan` (pure, no root): the rule with its budget on campaigns simulated from recorded
+  ones (`make run` directories): each method's share and per-round sd of ln(share) per
+  workload fitted from them (sd pooled within each campaign), native's runs' own sd, the
+  cases' durations; the per-round values drawn from those. For each simulated campaign:
+  rounds, seconds of measurement, and the pairs more than 10 points of native apart (in
+  the fitted truth) left unsettled, per workload. `--sd-scale` and `--time-scale` ask what a
+  quieter or a faster design would reach (e.g. interleaving, bench_interleave.py).
+
 Run: python bench/bench_decide.py sim [campaigns]   |   python bench/bench_decide.py live [S [FLAGS]]
+     python bench/bench_decide.py plan DIR... [--campaigns N] [--budget S] [--sd-scale X]
+     [--time-scale X]
 (S: seconds per measurement, default 2; FLAGS: more `tunbench run` flags for all three, e.g.
 --placement processes.)
 """
 
 from __future__ import annotations
 
+import argparse
+import itertools
 import json
 import math
 import random
@@ -28,12 +40,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from tunbench import sequential  # noqa: E402
 from tunbench.report import decide  # noqa: E402
+from tunbench.results.model import paired_value  # noqa: E402
 
 SCEN = ("stream", 1500, "default")
 KINDS = "native,vxlan,ebpf-vxlan,srv6,wireguard,ssh-forward"
@@ -165,11 +179,163 @@ def live(seconds: float, common: list[str] | None = None) -> None:
           f"sequential / fixed n=10: {seq / rows['fixed n=10'][0]:.2f}")
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """What `plan` simulates, per scenario: each method's mean ln(share) and its own
+    per-round sd (the reference's part taken out), native's per-run sd and runs per round,
+    and every case's seconds."""
+    mean: dict[sequential.Key, float]
+    own_sd: dict[sequential.Key, float]
+    native_sd: dict[sequential.Scenario, float]
+    natives: int
+    higher: dict[sequential.Scenario, bool]
+    seconds: dict[sequential.Key, float]
+
+
+def fit(dirs: list[Path]) -> Fitted:
+    """The model of `plan` from recorded campaigns: shares pooled over all of them, sds pooled
+    within each (a campaign's own level is not noise a round sees)."""
+    logs: dict[sequential.Key, list[list[float]]] = {}
+    nat: dict[sequential.Scenario, list[list[float]]] = {}
+    seconds: dict[sequential.Key, list[float]] = {}
+    higher: dict[sequential.Scenario, bool] = {}
+    runs = 1
+    for d in dirs:
+        docs = [json.loads(p.read_text()) for p in sorted((d / "cases").glob("*.json"))]
+        obs = sequential.series_from_docs(docs)
+        for s in obs.series:
+            higher[s.scenario] = s.higher_is_better
+            for m, vals in s.methods.items():
+                lr = list(sequential.log_ratios(vals, s.native).values())
+                if len(lr) >= 2:
+                    logs.setdefault((m, s.scenario), []).append(lr)
+        by_round: dict[tuple[sequential.Scenario, int], list[float]] = {}
+        for doc in docs:   # native's runs within a round: its own run-to-run noise
+            if doc.get("status") != "ok" or not sequential.is_native(doc):
+                continue
+            key = sequential.case_key(doc)
+            s = next(x for x in obs.series if x.scenario == key[1])
+            m = (doc.get("metrics") or {}).get(s.metric) or {}
+            if m.get("value"):
+                v = paired_value(float(m["value"]), s.higher_is_better,
+                                 (doc.get("series") or {}).get(s.metric))
+                by_round.setdefault((key[1], int(doc["case"]["repeat"])), []).append(
+                    math.log(float(v or m["value"])))
+        for (scen, _), vs in by_round.items():
+            runs = max(runs, len(vs))
+            if len(vs) >= 2:
+                nat.setdefault(scen, []).append(vs)
+        for k, v in obs.case_s().items():
+            seconds.setdefault(k, []).append(v)
+    native_sd = {s: _pooled_sd(v) for s, v in nat.items()}
+    mean, own = {}, {}
+    for k, groups in logs.items():
+        mean[k] = statistics.fmean(x for g in groups for x in g)
+        ref = native_sd.get(k[1], 0.0) / math.sqrt(runs)
+        own[k] = math.sqrt(max(_pooled_sd(groups) ** 2 - ref ** 2, 0.01 ** 2))
+    return Fitted(mean, own, native_sd, runs, higher,
+                  {k: statistics.fmean(v) for k, v in seconds.items()})
+
+
+def _pooled_sd(groups: list[list[float]]) -> float:
+    ss = sum((x - statistics.fmean(g)) ** 2 for g in groups for x in g)
+    df = sum(len(g) - 1 for g in groups)
+    return math.sqrt(ss / df) if df else 0.0
+
+
+def plan_campaign(f: Fitted, seed: int, budget_s: float, sd_scale: float,
+                  time_scale: float, only: str = "") -> tuple[int, float, str, Counter[str]]:
+    """One simulated campaign of the budgeted rule: (rounds, seconds, why it stopped, the
+    pairs more than RESOLUTION apart in the truth left unsettled, per workload)."""
+    rng = random.Random(seed)
+    scens = sorted(f.higher)
+    native: dict[sequential.Scenario, dict[int, float]] = {s: {} for s in scens}
+    methods: dict[sequential.Scenario, dict[str, dict[int, float]]] = {s: {} for s in scens}
+    durations: dict[sequential.Key, list[float]] = {}
+    keep: frozenset[sequential.Key] | None = None
+    measured, rnd = 0.0, 0
+    while True:
+        rnd += 1
+        for scen in scens:
+            if keep is not None and ("native", scen) not in keep:
+                continue
+            scaled = not only or scen[0] == only
+            sd_x, time_x = (sd_scale, time_scale) if scaled else (1.0, 1.0)
+            host = rng.gauss(0, 0.05)   # a round's common drift: cancels in every pair
+            sd = f.native_sd.get(scen, 0.0) * sd_x
+            native[scen][rnd] = math.exp(host + statistics.fmean(
+                rng.gauss(0, sd) for _ in range(f.natives)))
+            for (m, s), mu in f.mean.items():
+                if s != scen or (keep is not None and (m, scen) not in keep):
+                    continue
+                methods[scen].setdefault(m, {})[rnd] = math.exp(
+                    host + mu + rng.gauss(0, f.own_sd[(m, s)] * sd_x))
+            for k in [("native", scen), *((m, scen) for m in methods[scen])]:
+                if keep is None or k in keep:
+                    took = f.seconds.get(k, 0.0) * time_x
+                    measured += took
+                    durations.setdefault(k, []).append(took)
+        rankings = [sequential.rank(sequential.Series(s, "x", f.higher[s], native[s],
+                                                      methods[s])) for s in scens]
+        step = sequential.next_step(rankings, rnd, measured,
+                                    {k: statistics.fmean(v) for k, v in durations.items()},
+                                    budget_s=budget_s)
+        if step.stop is not None:
+            break
+        keep = step.keep
+    left: Counter[str] = Counter()
+    for rk in rankings:
+        truth = {m: math.exp(mu) for (m, s), mu in f.mean.items() if s == rk.scenario}
+        truth["native"] = 1.0
+        ordered = {frozenset((d.a, d.b)) for d in rk.far if d.verdict == decide.DIFFERENT}
+        cut = [i for i, d in enumerate(rk.decisions) if d.verdict == decide.DIFFERENT]
+        pos = {m: i for i, m in enumerate(rk.order)}
+        for a, b in itertools.combinations(sorted(truth), 2):
+            if abs(truth[a] - truth[b]) <= sequential.RESOLUTION:
+                continue
+            i, j = sorted((pos[a], pos[b]))
+            if not (any(i <= c < j for c in cut) or frozenset((a, b)) in ordered):
+                left[str(rk.scenario[0])] += 1
+    return rnd, measured, str(step.stop), left
+
+
+def plan(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser(prog="bench_decide.py plan")
+    ap.add_argument("dirs", nargs="+", type=Path)
+    ap.add_argument("--campaigns", type=int, default=20)
+    ap.add_argument("--budget", type=float, default=1200.0, help="seconds (make run: 1200)")
+    ap.add_argument("--sd-scale", type=float, default=1.0)
+    ap.add_argument("--time-scale", type=float, default=1.0)
+    ap.add_argument("--only", default="", metavar="WORKLOAD",
+                    help="scale this workload's cases only (e.g. stream)")
+    args = ap.parse_args(argv)
+    f = fit(args.dirs)
+    for (m, s), mu in sorted(f.mean.items(), key=lambda kv: (kv[0][1], -kv[1])):
+        print(f"fitted {s[0]} {m}: {math.exp(mu):.3f} of native, own sd {f.own_sd[(m, s)]:.3f}")
+    for s, sd in sorted(f.native_sd.items()):
+        print(f"fitted {s[0]} native: sd of a run {sd:.3f}, {f.natives} per round")
+    runs = [plan_campaign(f, seed, args.budget, args.sd_scale, args.time_scale, args.only)
+            for seed in range(args.campaigns)]
+    done = sum(1 for r in runs if not r[3])
+    wls = sorted({w for r in runs for w in r[3]} | {str(s[0]) for s in f.higher})
+    per = ", ".join(f"{w} {statistics.fmean(r[3][w] for r in runs):.1f}" for w in wls)
+    print(f"budget {args.budget:.0f} s, sd x{args.sd_scale:g}, case seconds "
+          f"x{args.time_scale:g}{' (' + args.only + ' only)' if args.only else ''}: every pair > {100 * sequential.RESOLUTION:.0f} points apart "
+          f"settled in {done} of {len(runs)} campaigns; unsettled such pairs per campaign: "
+          f"{per}; rounds {statistics.fmean(r[0] for r in runs):.1f}, measurement "
+          f"{statistics.fmean(r[1] for r in runs):.0f} s; stopped: "
+          f"{dict(Counter(r[2] for r in runs))}")
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "sim"
     if mode == "sim":
         sim(int(sys.argv[2]) if len(sys.argv) > 2 else 150)
     elif mode == "live":
         live(float(sys.argv[2]) if len(sys.argv) > 2 else 2.0, sys.argv[3:])
+    elif mode == "plan":
+        plan(sys.argv[2:])
     else:
-        raise SystemExit("usage: bench_decide.py sim [N] | live [SECONDS [RUN FLAGS...]]")
+        raise SystemExit("usage: bench_decide.py sim [N] | live [SECONDS [RUN FLAGS...]] | "
+                         "plan DIR... [--campaigns N] [--budget S] [--sd-scale X] "
+                         "[--time-scale X]")

@@ -310,7 +310,8 @@ def _where(scen: Scenario) -> dict[str, Any]:
             **({"pair": scen[3]} if len(scen) > 3 else {})}
 
 
-def _is_native(doc: Mapping[str, Any]) -> bool:
+def is_native(doc: Mapping[str, Any]) -> bool:
+    """Whether a case document is native's own run (not native through a chain)."""
     t = doc["case"]["tunnel"]
     return t["kind"] == "native" and not str(t["label"]).endswith(VIA_CHAIN)
 
@@ -325,7 +326,7 @@ def _headline(docs: list[Mapping[str, Any]]) -> tuple[str, bool] | None:
             declared = list(workloads.get(str(docs[0]["case"]["workload"]["name"])).headline)
         except Exception:   # a workload this version does not know: nothing to rank by
             return None
-    for pool in ([d for d in docs if _is_native(d)], docs):
+    for pool in ([d for d in docs if is_native(d)], docs):
         for name in declared:
             for d in pool:
                 m = (d.get("metrics") or {}).get(name)
@@ -367,7 +368,7 @@ def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
             hib_m, series = bool(m.get("higher_is_better", True)), (d.get("series") or {}).get(metric)
             v = float(paired_value(float(m["value"]), hib_m, series) or m["value"])
             rep = int(d["case"].get("repeat") or 0)
-            label = None if _is_native(d) else case_key(d)[0]
+            label = None if is_native(d) else case_key(d)[0]
             if label is None:
                 natives[(rep, int(d["case"].get("native_run") or 1))] = v
             else:
