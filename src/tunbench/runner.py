@@ -343,7 +343,7 @@ def _more_rounds(exp: Experiment, store: CampaignStore, index: dict[str, Any],
         index["sequential"] = seq.record(rankings, step, obs.measured_s,
                                          min_rounds=exp.planned_rounds,
                                          max_rounds=exp.max_rounds, budget_s=exp.budget,
-                                         history=history)
+                                         history=history, case_s=obs.case_s())
         store.write_index(index)
         said = getattr(reporter, "round_end", None)
         if said is not None:

@@ -429,13 +429,50 @@ def distance(mean: float, margin: float) -> float:
     return 100.0 * 2.0 * level * math.sinh(abs(mean) / 2.0)
 
 
+# Beyond this many more rounds a campaign is not the way to settle a pair: to_settle's hint
+# says so instead of naming a budget of hours.
+HINT_MAX_ROUNDS = 100
+
+
+def to_settle(rankings: Iterable[Ranking], case_s: Mapping[Key, float], rounds: int,
+              measured_s: float, resolution: float = RESOLUTION) -> dict[str, Any] | None:
+    """What would settle the open pairs estimated more than `resolution` apart, at the pace
+    measured so far: the most rounds one of them needs (decide.rounds_needed at its observed
+    mean and sd), the cases those pairs are measured by (their methods and native in their
+    scenarios) and one round of them in seconds (their mean durations so far), and the
+    budget and --max-rounds that hold that many more rounds. None when no such pair is open
+    (or one was measured in a single round)."""
+    if not case_s:   # nothing measured to price a round by
+        return None
+    mean = statistics.fmean(case_s.values())
+    keys: set[Key] = set()
+    need = 0
+    for rk in rankings:
+        for d in rk.open:
+            apart = points_apart(d)
+            if apart is None or apart <= 100 * resolution:
+                continue
+            if d.rounds_needed is None:
+                return None
+            need = max(need, d.rounds_needed)
+            keys |= {(m, rk.scenario) for m in (d.a, d.b, rk.native)}
+    if not keys:
+        return None
+    round_s = sum(case_s.get(k, mean) for k in keys)
+    return {"rounds": need, "cases": len(keys), "round_s": round(round_s, 1),
+            "budget_s": round(measured_s + need * round_s, 1), "max_rounds": rounds + need}
+
+
 def record(rankings: list[Ranking], step: Step, measured_s: float, *, min_rounds: int,
-           max_rounds: int, budget_s: float, history: list[dict[str, Any]]) -> dict[str, Any]:
-    """The campaign's `sequential` section of index.json."""
+           max_rounds: int, budget_s: float, history: list[dict[str, Any]],
+           case_s: Mapping[Key, float] | None = None) -> dict[str, Any]:
+    """The campaign's `sequential` section of index.json; `case_s` (each case's mean seconds
+    so far) prices what would settle the far pairs still open (`to_settle`)."""
     return {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
             "alpha_per_look": ALPHA_PER_LOOK, "margin": _margin(), "resolution": RESOLUTION,
             "rounds": step.rounds, "measured_s": round(measured_s, 3), "stopped": step.stop,
             "rankings": [rk.to_json() for rk in rankings], "unsettled": unsettled(rankings, step),
+            "to_settle": to_settle(rankings, case_s or {}, step.rounds, measured_s),
             "history": history}
 
 
@@ -486,16 +523,21 @@ def summary_lines(seq: Mapping[str, Any]) -> list[str]:
              f"budget {float(seq.get('budget_s') or 0) / 60:g} min)"]
     open_ = list(seq.get("unsettled") or [])
     if open_:
-        lines.append(apart_line(open_, float(seq.get("resolution") or RESOLUTION)))
+        lines.append(apart_line(open_, float(seq.get("resolution") or RESOLUTION),
+                                seq.get("to_settle"), int(seq.get("max_rounds") or 0)))
     lines += [f"unsettled: {pair_text(p)}" for p in open_]
     return lines
 
 
-def apart_line(open_: list[Mapping[str, Any]], resolution: float = RESOLUTION) -> str:
+def apart_line(open_: list[Mapping[str, Any]], resolution: float = RESOLUTION,
+               settle: Mapping[str, Any] | None = None, max_rounds: int = 0) -> str:
     """Whether what is left open is only close pairs: 'open pairs: 3 (estimated 1.1-7.8
     points of native apart); every pair estimated more than 10 points apart is settled'.
     The open pairs include the far pairs a run of close neighbours leaves unordered
-    (far_pairs), so a far pair is never hidden behind close neighbours."""
+    (far_pairs), so a far pair is never hidden behind close neighbours. With `settle`
+    (to_settle) the line prices the far ones: the rounds they need at the pace measured,
+    and the --budget (and --max-rounds, when the campaign's `max_rounds` would stop first)
+    that holds them."""
     pts = f"{100 * resolution:g}"
     est = [float(p["apart"]) for p in open_ if p.get("apart") is not None]
     head = f"open pairs: {len(open_)}" + (
@@ -505,8 +547,27 @@ def apart_line(open_: list[Mapping[str, Any]], resolution: float = RESOLUTION) -
     far = [x for x in est if x > 100 * resolution]
     if far:
         return (f"{head}; {len(far)} of them more than {pts} points apart, not yet decided: "
-                "more rounds (--budget, --max-rounds) would decide them")
+                + settle_text(settle, max_rounds))
     return f"{head}; every pair estimated more than {pts} points apart is settled"
+
+
+def settle_text(settle: Mapping[str, Any] | None, max_rounds: int = 0) -> str:
+    """'at the pace measured they need about 9 more rounds at 104 s a round (about 15.6 min
+    more): --budget 36m would likely decide them' (to_settle), or the plain advice."""
+    plain = "more rounds (--budget, --max-rounds) would decide them"
+    if not settle or settle.get("rounds") is None:
+        return plain
+    need = int(settle["rounds"])
+    if need > HINT_MAX_ROUNDS:
+        return (f"at the pace measured they need more than {HINT_MAX_ROUNDS} more rounds, "
+                "more than a campaign on this host can give them")
+    minutes = need * float(settle["round_s"]) / 60
+    flags = f"--budget {math.ceil(float(settle['budget_s']) / 60)}m"
+    if max_rounds and int(settle["max_rounds"]) > max_rounds:
+        flags += f" --max-rounds {int(settle['max_rounds'])}"
+    return (f"at the pace measured they need about {need} more round{'s' if need != 1 else ''}"
+            f" at {float(settle['round_s']):.0f} s a round (about {minutes:.1f} min more): "
+            f"{flags} would likely decide them")
 
 
 def open_text(rankings: Iterable[Ranking], limit: int = 4) -> str:

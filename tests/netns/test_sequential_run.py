@@ -100,6 +100,11 @@ def test_sequential_campaign_measures_until_decided(tmp_path: Path,
             assert p["rounds_needed"] is None or isinstance(p["rounds_needed"], int)
             assert p["apart"] is None or p["apart"] >= 0    # points of native, a number
         assert sequential.summary_lines(seq)[1].startswith(f"open pairs: {len(seq['unsettled'])}")
+    # what would settle the far pairs left open is priced from the recorded cases themselves
+    assert seq["to_settle"] == sequential.to_settle([ranking], obs.case_s(), rounds,
+                                                    seq["measured_s"])
+    if seq["to_settle"] is not None:
+        assert seq["to_settle"]["round_s"] > 0 and seq["to_settle"]["rounds"] >= 0
     # the history says how many cases each decision saw, and how many pairs were open
     assert [h["round"] for h in seq["history"]] == list(range(sequential.MIN_ROUNDS,
                                                               rounds + 1))

@@ -372,6 +372,47 @@ def test_the_open_pairs_line_says_whether_a_far_pair_is_left() -> None:
     assert lines[1] == line and len(lines) == 2 + len(open_)
 
 
+def test_the_far_pairs_left_open_are_priced_in_rounds_seconds_and_flags() -> None:
+    """When pairs more than the resolution apart are left open, the line says what would
+    settle them at the pace measured: the most rounds one of them needs, what a round of
+    their cases costs (their mean durations so far), and the --budget that holds that (and
+    --max-rounds when the campaign's maximum would stop first)."""
+    r = two_open_pairs()   # vxlan~ebpf-vxlan about 2 points apart; ebpf-vxlan~srv6, vxlan~srv6 far
+    far = [d for d in r.open if sequential.points_apart(d) > 10]
+    assert {frozenset((d.a, d.b)) for d in far} == {frozenset(("ebpf-vxlan", "srv6")),
+                                                   frozenset(("vxlan", "srv6"))}
+    case_s = {("native", SCEN): 15.0, ("vxlan", SCEN): 5.0, ("ebpf-vxlan", SCEN): 6.0,
+              ("srv6", SCEN): 7.0, ("wireguard", SCEN): 100.0}   # wireguard: in no open pair
+    got = sequential.to_settle([r], case_s, 4, 300.0)
+    need = max(d.rounds_needed for d in far)
+    assert got == {"rounds": need, "cases": 4, "round_s": 33.0,
+                   "budget_s": round(300.0 + need * 33.0, 1), "max_rounds": 4 + need}
+    line = sequential.apart_line(sequential.unsettled([r]), settle=got, max_rounds=20)
+    minutes = need * 33.0 / 60
+    assert line.endswith(
+        f"2 of them more than 10 points apart, not yet decided: at the pace measured they need "
+        f"about {need} more round{'s' if need != 1 else ''} at 33 s a round (about "
+        f"{minutes:.1f} min more): --budget {math.ceil((300 + need * 33) / 60)}m would likely "
+        "decide them")
+    # a maximum of rounds that would stop first is named too
+    assert f"m --max-rounds {4 + need} would" in sequential.settle_text(got, max_rounds=4)
+    # beyond HINT_MAX_ROUNDS, no budget is named: a campaign is not the way
+    slow = {**got, "rounds": sequential.HINT_MAX_ROUNDS + 1}
+    assert sequential.settle_text(slow).startswith(
+        f"at the pace measured they need more than {sequential.HINT_MAX_ROUNDS} more rounds")
+    # nothing to price: no durations, or no far pair open
+    assert sequential.to_settle([r], {}, 4, 300.0) is None
+    assert sequential.settle_text(None) == ("more rounds (--budget, --max-rounds) would "
+                                            "decide them")
+    settled = sequential.rank(sequential.Series(SCEN, "throughput", True, {1: 1000.0, 2: 990.0},
+                                                {"x": {1: 20.0, 2: 21.0}}))
+    assert sequential.to_settle([settled], case_s, 2, 50.0) is None
+    # recorded in index.json's section, and the summary line carries it
+    rec = sequential.record([r], sequential.Step(4, sequential.BUDGET), 300.0, min_rounds=2,
+                            max_rounds=20, budget_s=360.0, history=[], case_s=case_s)
+    assert rec["to_settle"] == got and sequential.summary_lines(rec)[1] == line
+
+
 def test_close_open_pairs_in_a_chain_leave_a_far_pair_that_is_decided_directly() -> None:
     """Three open neighbour pairs, each about 6 points apart, join methods 18 points apart:
     no neighbour pair is far, but native~c is, and nothing orders it. The ranking decides it
