@@ -308,7 +308,18 @@ def plan(argv: list[str]) -> None:
     ap.add_argument("--time-scale", type=float, default=1.0)
     ap.add_argument("--only", default="", metavar="WORKLOAD",
                     help="scale this workload's cases only (e.g. stream)")
+    ap.add_argument("--wide-only", action="store_true",
+                    help="a variant of the rule: while a wide pair in reach fits, the round "
+                         "holds the wide pairs only (close pairs wait)")
     args = ap.parse_args(argv)
+    if args.wide_only:
+        plain = sequential.plan_round
+
+        def wide_first(cands, case_s, left_s):   # type: ignore[no-untyped-def]
+            cands = list(cands)
+            wide = plain([c for c in cands if not c.close], case_s, left_s)
+            return wide or plain(cands, case_s, left_s)
+        sequential.plan_round = wide_first   # type: ignore[assignment]
     f = fit(args.dirs)
     for (m, s), mu in sorted(f.mean.items(), key=lambda kv: (kv[0][1], -kv[1])):
         print(f"fitted {s[0]} {m}: {math.exp(mu):.3f} of native, own sd {f.own_sd[(m, s)]:.3f}")
@@ -320,7 +331,8 @@ def plan(argv: list[str]) -> None:
     wls = sorted({w for r in runs for w in r[3]} | {str(s[0]) for s in f.higher})
     per = ", ".join(f"{w} {statistics.fmean(r[3][w] for r in runs):.1f}" for w in wls)
     print(f"budget {args.budget:.0f} s, sd x{args.sd_scale:g}, case seconds "
-          f"x{args.time_scale:g}{' (' + args.only + ' only)' if args.only else ''}: every pair > {100 * sequential.RESOLUTION:.0f} points apart "
+          f"x{args.time_scale:g}{' (' + args.only + ' only)' if args.only else ''}"
+          f"{', close pairs wait' if args.wide_only else ''}: every pair > {100 * sequential.RESOLUTION:.0f} points apart "
           f"settled in {done} of {len(runs)} campaigns; unsettled such pairs per campaign: "
           f"{per}; rounds {statistics.fmean(r[0] for r in runs):.1f}, measurement "
           f"{statistics.fmean(r[1] for r in runs):.0f} s; stopped: "
