@@ -47,7 +47,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from tunbench import sequential  # noqa: E402
 from tunbench.report import decide  # noqa: E402
-from tunbench.results.model import paired_value  # noqa: E402
 
 SCEN = ("stream", 1500, "default")
 KINDS = "native,vxlan,ebpf-vxlan,srv6,wireguard,ssh-forward"
@@ -215,12 +214,10 @@ def fit(dirs: list[Path]) -> Fitted:
                 continue
             key = sequential.case_key(doc)
             s = next(x for x in obs.series if x.scenario == key[1])
-            m = (doc.get("metrics") or {}).get(s.metric) or {}
-            if m.get("value"):
-                v = paired_value(float(m["value"]), s.higher_is_better,
-                                 (doc.get("series") or {}).get(s.metric))
+            v = sequential.paired_figure(doc, s.metric)
+            if v:
                 by_round.setdefault((key[1], int(doc["case"]["repeat"])), []).append(
-                    math.log(float(v or m["value"])))
+                    math.log(v))
         for (scen, _), vs in by_round.items():
             runs = max(runs, len(vs))
             if len(vs) >= 2:

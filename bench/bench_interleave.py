@@ -37,7 +37,6 @@ the tunnel against native's with nothing up, in the same sitting.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -49,6 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from tunbench import proc, tunnels  # noqa: E402
 from tunbench.testbed import local, names, placement  # noqa: E402
 from tunbench.testbed.ledger import Ledger  # noqa: E402
+from tunbench.workloads.base import wait_for_output  # noqa: E402
+from tunbench.workloads.stream import parse_iperf3  # noqa: E402
 
 PORT = 5331
 
@@ -62,10 +63,8 @@ def burst(tb, addr: str, port: int, seconds: float, omit: float) -> tuple[float,
     if "a" in tb.placement:
         argv = placement.confine(argv, tb.placement["a"])
     r = proc.run(argv, netns=tb.a.netns, timeout=seconds + omit + 30)
-    doc = json.loads(r.stdout)
-    rates = [i["sum"]["bits_per_second"] for i in doc["intervals"]
-             if not i["sum"].get("omitted")]
-    return doc["end"]["sum_received"]["bits_per_second"] / 1e6, max(rates) / 1e6
+    got = parse_iperf3(r.stdout)
+    return got["throughput_mbps"], max(mbps for _, _, mbps in got["intervals"])
 
 
 def survey(tb, kinds: list[str], bursts: int, seconds: float) -> None:
@@ -73,8 +72,9 @@ def survey(tb, kinds: list[str], bursts: int, seconds: float) -> None:
     alone (bursts before and after, alternated with the kind's)."""
     addr, port = tb.b.underlay4, PORT
     main_ledger = tb.ledger
-    srv = tb.spawn(tb.b, ["iperf3", "-s", "-B", addr, "-p", str(port)], "server-native")
-    _listening(srv)
+    srv = tb.spawn(tb.b, ["iperf3", "-s", "--forceflush", "-B", addr, "-p", str(port)],
+                   "server-native")
+    wait_for_output(srv, "Server listening")
 
     def native() -> float:
         return statistics.fmean(burst(tb, addr, port, seconds, 0)[0] for _ in range(bursts))
@@ -103,13 +103,6 @@ def survey(tb, kinds: list[str], bursts: int, seconds: float) -> None:
         print(f"{kind}: native beside it {rate:,.0f} Mbit/s = {rate / alone:.2f} of native "
               f"alone; the kind's largest byte counter grew by {100 * grew / sent:.1f} % of "
               "what native sent", flush=True)
-
-
-def _listening(srv) -> None:
-    for _ in range(500):
-        if "Server listening" in srv.output():
-            return
-        time.sleep(0.01)
 
 
 def spread(name: str, logs: list[float], secs: list[float]) -> float:
@@ -148,9 +141,9 @@ def main() -> int:
         addrs = {"native": tb.b.underlay4, args.kind: ep.b4}
         ports = {"native": PORT, args.kind: PORT + 1}
         for m, addr in addrs.items():   # one standing server per method, in site b
-            srv = tb.spawn(tb.b, ["iperf3", "-s", "-B", addr, "-p", str(ports[m])],
+            srv = tb.spawn(tb.b, ["iperf3", "-s", "--forceflush", "-B", addr, "-p", str(ports[m])],
                            f"server-{m}")
-            _listening(srv)
+            wait_for_output(srv, "Server listening")
         case_logs, case_s, inter_logs, inter_s, split_logs, split_s = [], [], [], [], [], []
         for i in range(args.blocks):
             order = ["native", args.kind] if i % 2 == 0 else [args.kind, "native"]

@@ -178,6 +178,18 @@ class Step:
     out_of_reach: tuple[tuple[str, str, Scenario], ...] = ()
 
 
+def cost_s(keys: Iterable[Key], case_s: Mapping[Key, float]) -> float:
+    """Seconds one round of these cases takes: each case's mean duration so far (`case_s`),
+    an unseen case the mean of all."""
+    mean = statistics.fmean(case_s.values()) if case_s else 0.0
+    return sum(case_s.get(k, mean) for k in keys)
+
+
+def pair_keys(rk: Ranking, d: decide.Decision) -> frozenset[Key]:
+    """The cases a pair of `rk` is measured by in a round: its two methods and native."""
+    return frozenset((m, rk.scenario) for m in {d.a, d.b, rk.native})
+
+
 def next_round(rankings: Iterable[Ranking]) -> frozenset[Key]:
     """Every open pair's methods in its scenario, and native next to them in the same
     scenario, so the pairing stays per round: the round the budget could not hold."""
@@ -212,13 +224,11 @@ def next_step(rankings: list[Ranking], rounds: int, measured_s: float,
     cands = candidates(rankings, case_s, left_s, max_rounds - rounds)
     keep = plan_round(cands, case_s, left_s)
     gone = tuple((c.a, c.b, c.scenario) for c in cands if not c.reachable)
-    mean = statistics.fmean(case_s.values()) if case_s else 0.0
     if keep:
-        return Step(rounds, None, keep, sum(case_s.get(k, mean) for k in keep), gone)
+        return Step(rounds, None, keep, cost_s(keep, case_s), gone)
     if any(c.reachable for c in cands) or left_s < min(c.cost_s for c in cands):
         # nothing fits: the budget is spent
-        return Step(rounds, BUDGET,
-                    estimate_s=sum(case_s.get(k, mean) for k in next_round(rankings)),
+        return Step(rounds, BUDGET, estimate_s=cost_s(next_round(rankings), case_s),
                     out_of_reach=gone)
     return Step(rounds, OUT_OF_REACH, out_of_reach=gone)
 
@@ -244,13 +254,12 @@ def candidates(rankings: Iterable[Ranking], case_s: Mapping[Key, float], left_s:
     rounds on, the rounds it needs (at its observed mean and sd) exceed what is left: the
     rounds before `max_rounds`, or the rounds of its own cases the budget left still buys.
     Before REACH_FROM rounds the estimate stands on too few rounds to give a pair up."""
-    mean = statistics.fmean(case_s.values()) if case_s else 0.0
     out = []
     for rk in rankings:
         wide = {id(d) for d in rk.wide}
         for d in rk.open:
-            keys = frozenset((m, rk.scenario) for m in {d.a, d.b, rk.native})
-            cost = sum(case_s.get(k, mean) for k in keys)
+            keys = pair_keys(rk, d)
+            cost = cost_s(keys, case_s)
             affordable = rounds_left if cost <= 0 else min(rounds_left, int(left_s // cost))
             reachable = (d.n < REACH_FROM or d.rounds_needed is None
                          or d.rounds_needed <= affordable)
@@ -266,13 +275,12 @@ def plan_round(cands: Iterable[Candidate], case_s: Mapping[Key, float],
     """The next round's cases within `left_s` seconds: the reachable pairs' cases, added in
     the order of `candidates` while the round still fits (a pair whose cases do not fit is
     passed over for the next). Empty: nothing in reach fits."""
-    mean = statistics.fmean(case_s.values()) if case_s else 0.0
     keep: set[Key] = set()
     for c in cands:
         if not c.reachable:
             break
         more = keep | c.keys
-        if sum(case_s.get(k, mean) for k in more) <= left_s:
+        if cost_s(more, case_s) <= left_s:
             keep = more
     return frozenset(keep)
 
@@ -335,6 +343,16 @@ def _headline(docs: list[Mapping[str, Any]]) -> tuple[str, bool] | None:
     return None
 
 
+def paired_figure(doc: Mapping[str, Any], metric: str) -> float | None:
+    """The value of `metric` a round pairs against native's (a rate's best second,
+    model.paired_value); None when the case did not record it."""
+    m = (doc.get("metrics") or {}).get(metric) or {}
+    if m.get("value") is None:
+        return None
+    hib, series = bool(m.get("higher_is_better", True)), (doc.get("series") or {}).get(metric)
+    return float(paired_value(float(m["value"]), hib, series) or m["value"])
+
+
 def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
     """Per scenario, the headline figure of every ok case by round (its `repeat`)."""
     by_scen: dict[Scenario, list[Mapping[str, Any]]] = {}
@@ -361,12 +379,11 @@ def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
         methods: dict[str, dict[int, float]] = {}
         best: set[str | None] = set()   # the methods (None: native) paired by best seconds
         for d in sdocs:
-            m = (d.get("metrics") or {}).get(metric) or {}
-            if m.get("value") is None:
+            v = paired_figure(d, metric)
+            if v is None:
                 continue
-            # the value a round pairs against native's: a rate's best second (model.paired_value)
+            m = d["metrics"][metric]
             hib_m, series = bool(m.get("higher_is_better", True)), (d.get("series") or {}).get(metric)
-            v = float(paired_value(float(m["value"]), hib_m, series) or m["value"])
             rep = int(d["case"].get("repeat") or 0)
             label = None if is_native(d) else case_key(d)[0]
             if label is None:
@@ -444,7 +461,6 @@ def to_settle(rankings: Iterable[Ranking], case_s: Mapping[Key, float], rounds: 
     (or one was measured in a single round)."""
     if not case_s:   # nothing measured to price a round by
         return None
-    mean = statistics.fmean(case_s.values())
     keys: set[Key] = set()
     need = 0
     for rk in rankings:
@@ -455,10 +471,10 @@ def to_settle(rankings: Iterable[Ranking], case_s: Mapping[Key, float], rounds: 
             if d.rounds_needed is None:
                 return None
             need = max(need, d.rounds_needed)
-            keys |= {(m, rk.scenario) for m in (d.a, d.b, rk.native)}
+            keys |= pair_keys(rk, d)
     if not keys:
         return None
-    round_s = sum(case_s.get(k, mean) for k in keys)
+    round_s = cost_s(keys, case_s)
     return {"rounds": need, "cases": len(keys), "round_s": round(round_s, 1),
             "budget_s": round(measured_s + need * round_s, 1), "max_rounds": rounds + need}
 
