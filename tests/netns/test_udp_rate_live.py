@@ -75,8 +75,11 @@ def test_figures(campaign: tuple[Path, str, dict[str, Any]], kind: str, mtu: int
     # sender's and the receiver's seconds differ by a few ms, so neither are their rates)
     assert it["target_bps_per_stream"] == rate * 1_000_000 and it["streams"] == 1
     assert m["sent_rate"] > 0 and m["throughput"] > 0
-    # nothing arrives that was not sent
-    assert 0 < it["bytes_received"] <= it["bytes_sent"]
+    # nothing arrives that was not sent: the receiver's datagrams against the highest sequence
+    # number it saw. Not against the sender's own end sum: its byte count is closed a few ms
+    # before the last datagrams leave (CI saw 5,025,348 B received of 4,999,752 B "sent",
+    # 18 datagrams of 1422 B at 20 Mbit/s), so that comparison failed at random
+    assert 0 < it["bytes_received"] <= it["datagrams_sent"] * it["length"]
     assert 0 <= m["loss"] < 100 and m["jitter"] >= 0
     delivered = it["bytes_received"] / it["length"]
     assert delivered == pytest.approx(it["datagrams_sent"] - it["datagrams_lost"], abs=2)
