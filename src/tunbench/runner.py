@@ -554,10 +554,13 @@ def _announce(progress: ProgressSink, event: PhaseEvent) -> None:
 
 
 def cpu_summary(record: CpuRecord, warmup: float) -> dict[str, Any]:
-    """The CPU figures of a case, the warm-up excluded: samples ending within the first
-    `warmup` seconds of the measurement window are left out of min/avg/max (they stay in
-    `samples`). A window too short to have any other sample keeps them all, and says so."""
-    kept = [s for s in record.samples if s["t"] > warmup + 0.05]
+    """The CPU figures of a case, the warm-up excluded: a sample that began within the first
+    `warmup` seconds of the measurement window (a sample spans from the one before it, the
+    first from 0) is left out of min/avg/max (it stays in `samples`). By its start, not its
+    end: a sampler that woke late (its first sample at 1.07 s of a 1 s warm-up) still covers
+    the warm-up. A window too short to have any other sample keeps them all, and says so."""
+    starts = [0.0] + [float(s["t"]) for s in record.samples[:-1]]
+    kept = [s for s, t0 in zip(record.samples, starts) if t0 >= warmup - 0.05]
     excluded = len(record.samples) - len(kept)
     if not kept:
         kept, excluded = record.samples, 0

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testbeds import agg_unavailable, fresh_testbed
+from testbeds import agg_unavailable, fresh_testbed, until
 
 import physics
 from tunbench import pcap, proc
@@ -270,6 +270,9 @@ def test_small_packets_share_a_datagram_an_idle_ping_does_not(testbed: Testbed) 
     mean = sum(busy) / len(busy)
     with pcap.capture(testbed, testbed.a, testbed.a.underlay_if, "idle") as _idle:
         testbed.a.run(["ping", "-c", "5", "-i", "0.2", "-W", "2", ep.b4], timeout=20)
+        # a starved tcpdump writes late: wait for the frames while it still runs
+        until("5 requests and 5 replies in the idle capture",
+              lambda: len(_counts(_idle.path)) >= 10)
     idle = _counts(_idle.path)
     assert len(idle) >= 10 and set(idle) == {1}, idle   # 5 requests + 5 replies, one each
     print(f"100 B at 100k pps: {mean:.2f} inner packets per datagram (max {max(busy)}); "
@@ -404,6 +407,9 @@ def test_malformed_datagrams_are_dropped_and_counted(testbed: Testbed) -> None:
     # spoofed from site a's tbagg socket (the only source site b's connected socket accepts)
     testbed.a.run([sys.executable, "-c", SEND_FROM, testbed.a.underlay4, testbed.b.underlay4,
                    str(PORT), *(b.hex() for b in bad)], timeout=20)
+    # counted by tbagg's receive thread, dumped by its main one: wait for the count to arrive
+    until(f"{len(bad)} malformed datagrams counted at b",
+          lambda: d.counters(testbed, ep)["b"]["agg_rx_malformed"] - before >= len(bad))
     after = d.counters(testbed, ep)
     assert after["b"]["agg_rx_malformed"] - before == len(bad), after["b"]
     assert proc.pid_alive(ep.datapath_pids["b"][0])

@@ -345,4 +345,5 @@ def test_a_stream_through_vxlan_gateways() -> None:
     gw = doc["testbed"]["chain"]["gateway_tunnel"]
     assert gw["kind"] == "vxlan" and gw["endpoints"]["mtu"] == 1450
     wan = [r for r in doc["chain"]["drops"] if r["place"] == "wan"][0]
-    assert wan["rx_packets"] > 1000   # the stream crossed the WAN (inside VXLAN)
+    # the stream crossed the WAN (inside VXLAN): its bytes in skbs of at most 64 KiB at least
+    assert wan["rx_packets"] >= max(doc["raw"]["iperf3"]["bytes_received"] // 65536, 1)

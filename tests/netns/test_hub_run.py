@@ -67,7 +67,7 @@ def test_hub_campaign_vxlan_and_ebpf_vxlan_to_one_and_all_spokes(
     assert 50 < tb["maps_kb"] < 1024, tb
     # every rule carried traffic (the all-spokes measurement): the hub's counters say so
     ctr = docs["ebpf-vxlan"]["datapath_counters"]["after"]
-    assert ctr["rules_with_traffic"] == 3 and ctr["hub"]["encap"] > 1000, ctr
+    assert ctr["rules_with_traffic"] == 3 and ctr["hub"]["encap"] >= 3, ctr
     assert ctr["hub"]["no_rule"] == 0 and ctr["hub"]["decap_error"] == 0, ctr
     # the report carries the hub table
     rep = (out / "report" / "index.html").read_text()

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from testbeds import until
 
 from tunbench import pcap, tunnels
 from tunbench.capabilities import kernel_config
@@ -64,6 +65,10 @@ def test_capture_sees_vxlan_encapsulation_and_exact_overhead(testbed: Testbed) -
     with pcap.capture(testbed, testbed.b, testbed.b.underlay_if) as cap:
         testbed.a.run(["ping", "-c", "3", "-i", "0.1", "-M", "do", "-s", str(ep.mtu - 28),
                        ep.b4])
+        # a starved tcpdump writes late: wait for the frames while it still runs
+        until("3 VXLAN requests in b's capture", lambda: len([
+            p for p in pcap.parse_pcap(cap.path.read_bytes()) if p.udp_to(4789)
+            and p.dst == testbed.b.underlay4]) >= 3 if cap.path.exists() else False)
     vx = [p for p in cap.packets if p.udp_to(4789) and p.dst == testbed.b.underlay4]
     assert len(vx) >= 3
     assert max(p.length for p in vx) == ep.mtu + ep.overhead == 1500

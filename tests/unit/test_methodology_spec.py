@@ -210,6 +210,11 @@ def test_cpu_summary_excludes_warmup_samples() -> None:
     assert s["warmup_excluded_samples"] == 1
     assert (s["busy_min"], s["busy_avg"], s["busy_max"]) == (50.0, 60.0, 70.0)
     assert len(s["samples"]) == 4                      # every sample is kept in the record
+    # a sampler that woke late: its first sample still spans the warm-up (from 0 to 1.07 s)
+    late = cpu_summary(CpuRecord(1.0, [tick(1.07, 10.0), tick(2.1, 50.0), tick(3.12, 70.0)]),
+                       warmup=1.0)
+    assert late["warmup_excluded_samples"] == 1 and late["busy_min"] == 50.0
+    assert cpu_summary(rec, warmup=0.0)["warmup_excluded_samples"] == 0
     short = cpu_summary(CpuRecord(1.0, [tick(1.0, 10.0)]), warmup=1.0)
     assert short["warmup_excluded_samples"] == 0 and short["busy_avg"] == 10.0
 

@@ -36,6 +36,7 @@ from . import traffic
 BINARY = "tunbench-loadgen"
 ENV = "TUNBENCH_LOADGEN"
 BUILD_FIX = rustbin.build_fix(ENV)
+END_PAYLOAD = 54   # an END packet's UDP payload (loadgen/src/proto.rs END_LEN)
 
 
 def find_binary() -> str | None:

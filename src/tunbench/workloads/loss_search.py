@@ -471,6 +471,7 @@ class LossSearch(Workload[LossSearchParams]):
         costs: list[dict[str, Any] | None] = []   # the last trial's wire and CPU cost
         shape = spec.profile()
         mean_l3 = shape.mean_size
+        end_l3 = loadgen.END_PAYLOAD + traffic.IP_UDP_HEADERS[ctx.family]   # an END packet
 
         def measure(rate: float | None, dur: float, phase: str) -> loadgen.TrialResult:
             k = count.next()
@@ -483,7 +484,10 @@ class LossSearch(Workload[LossSearchParams]):
                                   capture=capture, threads=threads)
             spent = wirecost.cost(before, wirecost.snapshot(ctx.tb, ctx.ep.datapath_pids,
                                                             ctx.wire_tx),
-                                  t.offered, mean_l3)
+                                  t.offered + t.end_sent,
+                                  t.offered * mean_l3 + t.end_sent * end_l3)
+            if spent is not None:
+                spent["end_packets"] = t.end_sent
             trials.append({"phase": phase, **t.to_dict(), "cost": spent})
             costs.append(spent)
             return t

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from functools import reduce
 
+# The IP and UDP headers of a datagram by IP family: an IP total length less these is payload
+IP_UDP_HEADERS = {4: 20 + 8, 6: 40 + 8}
 # RFC 6985 (IMIX Genome) size letters; `z` (interface MTU) and `x` (custom) need out-of-band
 # sizes and are not accepted. The generator takes these sizes as IP total lengths.
 GENOME_LETTERS = {"a": 64, "b": 128, "c": 256, "d": 512, "e": 1024, "f": 1280, "g": 1518,

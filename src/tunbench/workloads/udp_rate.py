@@ -28,8 +28,8 @@ from ..errors import CommandFailed
 from ..proc import wait_ready
 from .base import Context, Metric, Output, Workload, WorkloadParams, relay_problem
 from .stream import iperf3_document
+from .traffic import IP_UDP_HEADERS
 
-IP_UDP_HEADERS = {4: 20 + 8, 6: 40 + 8}
 MAX_DATAGRAM = 65507
 MIN_INTERVAL_S = 0.25                    # shorter receiver intervals are end stragglers                     # largest UDP payload over IPv4
 MIN_RATE_BPS, MAX_RATE_BPS = 1_000, 400_000_000_000

@@ -4,7 +4,9 @@ tunnel's own count where those cannot tell, TunnelDriver.wire_tx: agg's UDP GSO 
 veth as one frame) and the busy CPU time of the host(s) the sites run on, read just before
 and just after the trial.
 
-Divided by what the generator offered, they give the per-inner-packet figures a tunnel's
+Divided by what the generator sent through the tunnel (its data and the END rounds that
+close a trial, loadgen.py: a trial of 8 flows adds 24 END packets, 0.6 % of the 4,200 data
+packets of a short slow trial), they give the per-inner-packet figures a tunnel's
 header and aggregation decide (docs/loss-search.md "Wire and CPU per inner packet"):
 underlay packets per inner packet (1 for a kernel tunnel, below 1 when agg packs several
 packets into one datagram), underlay bytes per inner byte (inner = IP total length), and
@@ -87,9 +89,11 @@ def snapshot(tb: Testbed, pids: dict[str, list[int]] | None = None,
 
 
 def cost(before: Snapshot | None, after: Snapshot | None, inner_packets: int,
-         mean_size_l3: float) -> dict[str, Any] | None:
-    """The trial's cost (pure): counts, and the ratios per inner packet/byte/Mpkt."""
-    if before is None or after is None or inner_packets <= 0 or mean_size_l3 <= 0:
+         inner_bytes: float) -> dict[str, Any] | None:
+    """The trial's cost (pure): counts, and the ratios per inner packet/byte/Mpkt. `inner_*`:
+    every packet the generator sent through the tunnel between the two readings (its data
+    and its END rounds: both are on the wire) and their IP bytes."""
+    if before is None or after is None or inner_packets <= 0 or inner_bytes <= 0:
         return None
     pkts = after.tx_packets - before.tx_packets
     nbytes = after.tx_bytes - before.tx_bytes
@@ -97,7 +101,6 @@ def cost(before: Snapshot | None, after: Snapshot | None, inner_packets: int,
         if after.busy_jiffies is not None and before.busy_jiffies is not None else None
     dp_s = (after.datapath_ticks - before.datapath_ticks) / USER_HZ \
         if after.datapath_ticks is not None and before.datapath_ticks is not None else None
-    inner_bytes = inner_packets * mean_size_l3
     return {"wire_packets": pkts, "wire_bytes": nbytes, "inner_packets": inner_packets,
             "inner_bytes": round(inner_bytes),
             "wire_pkts_per_inner": pkts / inner_packets,
