@@ -68,8 +68,10 @@ def test_foreground_schedule_runs_three_campaigns_into_the_store(tmp_path: Path)
 def test_overlapping_firing_is_skipped_and_recorded(tmp_path: Path) -> None:
     env = _env(tmp_path, TUNBENCH_SCHEDULE_MIN_SECONDS="1")
     # --duration 10: the first run must still hold the lock when the second CLI has started
-    # and read it, which beside a test suite can take a few seconds of Python start-up alone
-    long = [a if a != "1" else "10" for a in SHORT]
+    # and read it, which beside a test suite can take a few seconds of Python start-up alone;
+    # at a shaped 10 mbit, so its traffic does not load the tests running beside it
+    at = SHORT.index("--duration") + 1
+    long = [*SHORT[:at], "10", *SHORT[at + 1:], "--rate", "10mbit"]
     subprocess.run([*TB, "schedule", "add", "tb-ovl", "--every", "1h", "--no-timer",
                     "--results", str(tmp_path / "res"), "--", *long],
                    env=env, check=True, capture_output=True, timeout=60)

@@ -213,12 +213,35 @@ def _tail(f: SshFiles) -> str:
     return lines[-1] if lines else "empty or no log"
 
 
+# The titles of sshd's per-connection processes before authentication has finished: the
+# connection's monitor ("sshd: [accepted]") and its unprivileged child ("sshd: [net]",
+# "[preauth]" in older releases), which exits once the login succeeds
+PREAUTH_TITLES = ("[accepted]", "[net]", "[preauth]")
+
+
+def _in_preauth(pid: int) -> bool:
+    try:
+        title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except (OSError, UnicodeDecodeError):
+        return False   # gone, or not ours to read: adopt_children decides
+    return any(t in title for t in PREAUTH_TITLES)
+
+
 def register_sessions(tb: Testbed, sshd: proc.Process, timeout: float = 5.0) -> list[int]:
     """Register sshd's per-connection processes in the ledger (SIGTERM to the listener does
     not end established sessions; they run in sessions of their own) and return their
-    PIDs."""
+    PIDs. Only once the connection is past authentication: the client opens its forwards
+    when the login succeeds, a moment before sshd's pre-auth child exits, and on a loaded
+    host that child was registered, its normal exit then read as the datapath daemon dying
+    mid-measurement. (A site on another host: its agent adopts what is there, unchanged.)"""
     deadline = time.monotonic() + timeout
     pids: list[int] = []
+    while not tb.b.remote and time.monotonic() < deadline:
+        kids = proc.descendants(sshd.pid)
+        if kids and not any(_in_preauth(k) for k in kids):
+            break
+        time.sleep(0.02)
+    deadline = max(deadline, time.monotonic() + 1.0)   # registered whatever the wait gave
     while time.monotonic() < deadline:
         pids = tb.b.adopt_children(tb.ledger, sshd, "sshd-session-b", grace=2.0)
         if pids:
