@@ -20,6 +20,12 @@ from typing import Any
 
 from .errors import CommandFailed, UnavailableError
 
+# Process trees (a daemon's per-connection children, adopted by Site.adopt_children): one walk
+# of /proc for this host and a remote site's agent, whose package ships with the standard
+# library only, so it is written there and re-exported here
+from .remote.agent.journal import descendants as descendants
+from .remote.agent.journal import settle_descendants as settle_descendants
+
 # Debian package that provides each external tool, for "missing tool" hints.
 # Tools of the testbed, the workloads and the VM lab -> Debian package. Tunnel drivers declare
 # their own tools and packages (tunnels/base.py `needs`): the tunnels package registers that
@@ -361,23 +367,3 @@ def spawn_piped(argv: list[str], *, stderr_path: Path, label: str | None = None)
     finally:
         err.close()
     return Process(full, popen, None, label or Path(argv[0]).name, proc_starttime(popen.pid))
-
-
-def descendants(pid: int) -> list[int]:
-    """PIDs of every process below `pid` (sshd's per-connection children)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return sorted(out)

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from testbeds import agg_unavailable
 
+from tunbench.workloads import loadgen, traffic
+
 TB = [sys.executable, "-m", "tunbench"]
 
 
@@ -98,7 +100,8 @@ def test_run_writes_the_tradeoff_figure_with_the_measured_values(tmp_path: Path)
         assert end == 3 * 8 and 0 <= stray <= 8, cost
         if extra is not None:   # agg-0's bytes are tbagg's own count (TunnelDriver.wire_tx)
             # the stray frames' bytes and nothing else (each at most 200 B)
-            framed = data * (100 + 14 + extra) + end * (54 + 28 + 14 + extra)
+            end_l3 = loadgen.END_PAYLOAD + traffic.IP_UDP_HEADERS[4]   # an END packet
+            framed = data * (100 + 14 + extra) + end * (end_l3 + 14 + extra)
             assert 0 <= cost["wire_bytes"] - framed <= stray * 200, (label, cost, framed)
     rep = out / "report"
     assert (rep / "agg-tradeoff-1500.png").stat().st_size > 10_000

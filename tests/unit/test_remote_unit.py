@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import sys
+import time
 import zipfile
 from io import BytesIO
 from pathlib import Path
@@ -142,6 +143,75 @@ def test_agent_ops_and_undo_in_a_local_state_dir(tmp_path: Path) -> None:
     assert not secret.exists() and not (tmp_path / "s2.log").exists()
     assert core.starttime(sp2["pid"]) is None   # the still-running one was ended
     assert not state.exists()
+
+
+# A daemon's process tree as sshd's looks a moment after a login: one child still titled as
+# in authentication (argv[0] "sshd: [net]", what /proc/PID/cmdline shows) that exits on its
+# own after 2 s, and one that stays (the session)
+TITLED = "import os, shutil; os.execv(shutil.which('sleep'), ['sshd: [net]', '2'])"
+TREE = ["sh", "-c", '"$1" -c "$2" & sleep 60 & wait', "tb-daemon", sys.executable, TITLED]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _titled_and_survivor(top: int) -> tuple[int, int]:
+    """The PIDs of the tree's titled child and of the one that stays, once both run."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        kids = {_cmdline(k): k for k in proc.descendants(top)}
+        titled = [k for c, k in kids.items() if c.startswith(b"sshd: [net]\x00")]
+        if titled and b"sleep\x0060\x00" in kids:
+            return titled[0], kids[b"sleep\x0060\x00"]
+        time.sleep(0.01)
+    raise AssertionError(f"the tree below {top} did not start: {list(kids)}")
+
+
+@pytest.mark.parametrize("where", ["local", "agent"])
+def test_adopt_waits_until_no_child_has_a_settle_title(where: str, tmp_path: Path) -> None:
+    """adopt with settle_titles, on real processes: on this host (Site.adopt_children) and
+    by a remote site's agent (op_adopt), one wait (proc.settle_descendants): it returns only
+    once the titled child has exited, and adopts the child that stays, not the gone one."""
+    from tunbench.testbed.base import Site
+    from tunbench.testbed.ledger import Ledger
+    ledger = Ledger("tbunitadopt", journal=False)
+    agent = None
+    if where == "local":
+        daemon = proc.spawn(TREE, label="tb-daemon")
+        top = daemon.pid
+    else:
+        state = tmp_path / "tb-unit-adopt"
+        state.mkdir(mode=0o700)
+        agent = core.Agent(str(state))
+        top = _req(agent, "spawn", argv=TREE, log=str(tmp_path / "d.log"))["result"]["pid"]
+    try:
+        titled, survivor = _titled_and_survivor(top)
+        # the wait itself: at once without titles, False when its time runs out
+        assert proc.settle_descendants(top, (), 0.0)
+        assert not proc.settle_descendants(top, ("[net]",), 0.05)
+        assert proc.pid_alive(titled)       # still there when adopt is called
+        if agent is None:
+            site = Site("b", None, "tb-x", "192.0.2.2", "2001:db8::2")
+            adopted = site.adopt_children(ledger, daemon, "tb-session", grace=1.0,
+                                          settle_titles=("[net]",), settle_timeout=10.0)
+            assert [e["pid"] for e in ledger.entries] == [survivor]
+        else:
+            r = _req(agent, "adopt", pid=top, grace=1.0, settle_titles=["[net]"],
+                     settle_timeout=10.0)
+            adopted = [c["pid"] for c in r["result"]["processes"]]
+        assert not proc.pid_alive(titled)   # it returned only after the titled child exited
+        assert adopted == [survivor]
+    finally:
+        if agent is None:
+            assert ledger.undo_all() == []
+            daemon.stop(grace=1.0)
+        else:
+            assert agent.close() == []
+    assert not proc.pid_alive(survivor)
 
 
 def test_spawn_piped_is_a_line_channel(tmp_path: Path) -> None:

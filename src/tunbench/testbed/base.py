@@ -110,9 +110,15 @@ class Site:
         return proc.require(tool)
 
     def adopt_children(self, ledger: Ledger, p: proc.Process, label: str,
-                       grace: float = 3.0) -> list[int]:
+                       grace: float = 3.0, settle_titles: tuple[str, ...] = (),
+                       settle_timeout: float = 5.0) -> list[int]:
         """Register the descendants of `p` (a daemon's per-connection processes, which
-        outlive its SIGTERM) in the ledger; returns their PIDs."""
+        outlive its SIGTERM) in the ledger; returns their PIDs. With `settle_titles`, first
+        wait (at most `settle_timeout` s) until no descendant's process title (cmdline)
+        contains one of them: processes on their way out (sshd's pre-auth children) are
+        then gone, not registered; on timeout, what is there is registered all the same.
+        The wait is proc.settle_descendants, which a remote site's agent runs too."""
+        proc.settle_descendants(p.pid, settle_titles, settle_timeout)
         pids = proc.descendants(p.pid)
         for pid in pids:
             ledger.add("process", pid=pid, starttime=proc.proc_starttime(pid), label=label,

@@ -144,9 +144,13 @@ class RemoteSite(Site):
         return _PATHS[key]
 
     def adopt_children(self, ledger: Ledger, p: proc.Process, label: str,
-                       grace: float = 3.0) -> list[int]:
+                       grace: float = 3.0, settle_titles: tuple[str, ...] = (),
+                       settle_timeout: float = 5.0) -> list[int]:
+        """Adopted by its agent (op_adopt: the same wait for `settle_titles` on its host)."""
         agent = self._agent()
-        found = agent.call("adopt", pid=p.pid, grace=grace)["processes"]
+        found = agent.call("adopt", wait=60.0 + settle_timeout, pid=p.pid, grace=grace,
+                           settle_titles=list(settle_titles),
+                           settle_timeout=settle_timeout)["processes"]
         for child in found:
             ledger.add("remote", agent=agent.agent_id, op="kill", label=label,
                        args={"pid": child["pid"], "starttime": child["starttime"],

@@ -219,32 +219,22 @@ def _tail(f: SshFiles) -> str:
 PREAUTH_TITLES = ("[accepted]", "[net]", "[preauth]")
 
 
-def _in_preauth(pid: int) -> bool:
-    try:
-        title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except (OSError, UnicodeDecodeError):
-        return False   # gone, or not ours to read: adopt_children decides
-    return any(t in title for t in PREAUTH_TITLES)
-
-
 def register_sessions(tb: Testbed, sshd: proc.Process, timeout: float = 5.0) -> list[int]:
     """Register sshd's per-connection processes in the ledger (SIGTERM to the listener does
     not end established sessions; they run in sessions of their own) and return their
     PIDs. Only once the connection is past authentication: the client opens its forwards
     when the login succeeds, a moment before sshd's pre-auth child exits, and on a loaded
     host that child was registered, its normal exit then read as the datapath daemon dying
-    mid-measurement. (A site on another host: its agent adopts what is there, unchanged.)"""
+    mid-measurement. Site b's adopt_children waits for that, on its own host (this one's
+    /proc, or a remote site's agent): no descendant titled as in PREAUTH_TITLES; past
+    `timeout` it registers what is there."""
     deadline = time.monotonic() + timeout
     pids: list[int] = []
-    while not tb.b.remote and time.monotonic() < deadline:
-        kids = proc.descendants(sshd.pid)
-        if kids and not any(_in_preauth(k) for k in kids):
-            break
-        time.sleep(0.02)
-    deadline = max(deadline, time.monotonic() + 1.0)   # registered whatever the wait gave
-    while time.monotonic() < deadline:
-        pids = tb.b.adopt_children(tb.ledger, sshd, "sshd-session-b", grace=2.0)
-        if pids:
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        pids = tb.b.adopt_children(tb.ledger, sshd, "sshd-session-b", grace=2.0,
+                                   settle_titles=PREAUTH_TITLES, settle_timeout=left)
+        if pids or not left:
             break
         time.sleep(0.05)
     return pids

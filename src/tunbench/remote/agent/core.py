@@ -189,28 +189,22 @@ class Agent:
         del self.procs[pid]
         return {"returncode": code}
 
-    def op_adopt(self, pid: int, grace: float = 3.0) -> dict[str, Any]:
+    def op_adopt(self, pid: int, grace: float = 3.0, settle_titles: list[str] | None = None,
+                 settle_timeout: float = 5.0) -> dict[str, Any]:
         """Journal the descendants of a process this agent started (sshd's per-connection
-        processes, which leave its session): undone like it, by PID and start time."""
+        processes, which leave its session): undone like it, by PID and start time. With
+        `settle_titles`, first wait (at most `settle_timeout` s) until no descendant's
+        process title contains one of them (journal.settle_descendants: the controller's
+        Site.adopt_children runs the same wait on its own host)."""
         self._proc(pid)
-        kids: dict[int, list[int]] = {}
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    with open(f"/proc/{name}/stat") as f:
-                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-                kids.setdefault(ppid, []).append(int(name))
-        out, todo = [], list(kids.get(pid, []))
-        while todo:
-            child = todo.pop()
+        journal.settle_descendants(pid, settle_titles or (), settle_timeout)
+        out = []
+        for child in journal.descendants(pid):
             st = starttime(child)
             if st is None:
                 continue
             self.journal.add("process", pid=child, starttime=st, grace=grace, label="adopted")
             out.append({"pid": child, "starttime": st})
-            todo += kids.get(child, [])
         return {"processes": out}
 
     def op_kill(self, pid: int, starttime: int, grace: float = 3.0) -> dict[str, Any]:

@@ -4,7 +4,9 @@ Entries are one JSON object a line in STATE/journal.jsonl, fsync'd the moment th
 exists; the agent's own `pid starttime` is in STATE/owner. `undo` reverses entries newest
 first (processes by PID and start time, with their process group; files; tb links; tbtun's
 bpffs mount, pins and tc attachments, by bpfhost.py); `sweep`
-does it for the journals of agents on this host whose owner is gone. Standard library only.
+does it for the journals of agents on this host whose owner is gone. Also the process-tree
+helpers of adopting a daemon's children (`descendants`, `settle_descendants`), which the controller's
+tunbench.proc uses too: one implementation on both sides. Standard library only.
 """
 
 from __future__ import annotations
@@ -31,6 +33,55 @@ def starttime(pid: int) -> int | None:
         return None
     rest = stat[stat.rindex(")") + 2:].split()
     return None if rest[0] == "Z" else int(rest[19])
+
+
+def descendants(pid: int) -> list[int]:
+    """PIDs of every process below `pid` (sshd's per-connection children), sorted. One walk
+    of /proc for both sides: the agent's `adopt` and, on the controller, tunbench.proc."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return sorted(out)
+
+
+def _titled(pid: int, titles: tuple[bytes, ...]) -> bool:
+    """Whether the process title of `pid` (its cmdline, NULs read as spaces: what a daemon
+    such as sshd rewrites) contains one of `titles`; a process gone (or a zombie) has none."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            title = f.read().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return any(t in title for t in titles)
+
+
+def settle_descendants(pid: int, titles: tuple[str, ...] | list[str], timeout: float = 5.0,
+           poll: float = 0.02) -> bool:
+    """Wait until no process below `pid` has a title containing one of `titles` (sshd's
+    per-connection processes still in authentication: "sshd: [net]"), polling every `poll`
+    seconds for at most `timeout`. True once none has (at once without titles), False when
+    the time ran out: the caller goes on with what is there. Shared by the agent's `adopt`
+    and the controller's (testbed.base.Site.adopt_children, through tunbench.proc)."""
+    want = tuple(t.encode() for t in titles)
+    deadline = time.monotonic() + timeout
+    while want:
+        if not any(_titled(child, want) for child in descendants(pid)):
+            break
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)
+    return True
 
 
 def kill(pid: int, start: int | None, grace: float = 3.0) -> bool:
