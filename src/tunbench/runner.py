@@ -460,7 +460,8 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
             before = driver.counters(tb, ep)
             ctx = Context(tb, ep, exp.duration, exp.warmup, family,  # type: ignore[arg-type]
                           cpu_interval=exp.cpu_interval, progress=progress,
-                          wire_tx=functools.partial(driver.wire_tx, tb, ep))
+                          wire_tx=functools.partial(driver.wire_tx, tb, ep),
+                          native_beside=native_beside(exp, case, shape, tb, driver, family))
             wl = workloads.get(case.workload.name)()
             why = wl.unsupported(ctx, case.workload.params)
             if why:
@@ -532,8 +533,27 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
         doc["path_mtu"] = path_mtu           # additive, as `chain`
     if tcp is not None:
         doc["tcp_counters"] = tcp            # additive, as `chain`
+    if out.paired_native:
+        doc["paired_native"] = out.paired_native   # additive: model.own_share reads it
     doc.update(sections)                     # additive: the mesh's `mesh`, the hub's `hub`
     return doc
+
+
+def native_beside(exp: Experiment, case: Case, shape: type[topologies.Topology], tb: Testbed,
+                  driver: Any, family: int) -> str | None:
+    """The server site's underlay address when the case may measure native beside the
+    method (Context.native_beside), else None: the sequential design (a fixed `repeats`
+    keeps pairing by round), two sites of a pair (not a chain, a mesh or a hub), a kind
+    that leaves native's path native with these parameters
+    (TunnelDriver.leaves_native), and none of what would make native's bursts differ from
+    native's own cases (an offload variant, netem, an RTT, loss, rate or site-size axis,
+    whose reports pair one native per axis value)."""
+    if (not exp.sequential or shape.name != "pair" or case.tunnel.kind == "native"
+            or case.offloads.settings
+            or exp.netem is not None or case.rtt or case.loss or case.rate or case.cpus
+            or not driver.leaves_native(case.tunnel.params)):
+        return None
+    return (tb.b.underlay4 if family == 4 else tb.b.underlay6) or None
 
 
 def metric_record(key: str, m: Metric) -> MetricRecord:

@@ -30,7 +30,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .results.model import VIA_CHAIN, by_best_second, paired_value, round_reference, slowed_rounds
+from .results.model import (
+    VIA_CHAIN,
+    by_best_second,
+    log_share,
+    own_share,
+    paired_value,
+    round_reference,
+    slowed_rounds,
+)
 
 if TYPE_CHECKING:   # imported where used: scipy stays out of spec validation
     from .report import decide
@@ -72,6 +80,9 @@ class Series:
     higher_is_better: bool
     native: Mapping[int, float]
     methods: Mapping[str, Mapping[int, float]]
+    # per method, by round: the share of native its case measured itself, native's bursts
+    # beside its own (model.own_share); such a round pairs by it, not by `native`
+    own: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -114,10 +125,13 @@ class Ranking:
                 "far_pairs": [d.to_json() for d in self.far]}
 
 
-def log_ratios(values: Mapping[int, float], native: Mapping[int, float]) -> dict[int, float]:
-    """ln(value_r / native_r) for the rounds where both are positive."""
-    return {r: math.log(v / native[r]) for r, v in values.items()
-            if r in native and v > 0 and native[r] > 0}
+def log_ratios(values: Mapping[int, float], native: Mapping[int, float],
+               own: Mapping[int, float] | None = None) -> dict[int, float]:
+    """ln(value_r / native_r) for the rounds where both are positive; ln(own_r) where the
+    case measured its own share of native (model.log_share)."""
+    mine = own or {}
+    return {r: x for r, v in values.items()
+            for x in [log_share(v, native.get(r), mine.get(r))] if x is not None}
 
 
 def rank(s: Series, margin: float | None = None, native: str = "native",
@@ -130,7 +144,7 @@ def rank(s: Series, margin: float | None = None, native: str = "native",
     margin = decide.MARGIN if margin is None else margin
     logs: dict[str, dict[int, float]] = {native: {r: 0.0 for r, v in s.native.items() if v > 0}}
     for label, vals in s.methods.items():
-        lr = log_ratios(vals, s.native)
+        lr = log_ratios(vals, s.native, s.own.get(label))
         if lr:
             logs[label] = lr
     if not logs[native]:
@@ -377,6 +391,7 @@ def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
         metric, hib = head
         natives: dict[tuple[int, int], float] = {}   # (round, native run): a round has several
         methods: dict[str, dict[int, float]] = {}
+        own: dict[str, dict[int, float]] = {}   # shares the cases measured themselves
         best: set[str | None] = set()   # the methods (None: native) paired by best seconds
         for d in sdocs:
             v = paired_figure(d, metric)
@@ -390,6 +405,10 @@ def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
                 natives[(rep, int(d["case"].get("native_run") or 1))] = v
             else:
                 methods.setdefault(label, {})[rep] = v
+                mine = own_share(d.get("paired_native"), metric)
+                if mine is not None:
+                    own.setdefault(label, {})[rep] = mine
+                    continue   # its share does not rest on its window: never "slowed"
             if by_best_second(hib_m, series):
                 best.add(label)
         # a case the host slowed for its whole window pairs with nothing (model.slowed_rounds,
@@ -397,14 +416,16 @@ def series_from_docs(docs: Iterable[Mapping[str, Any]]) -> Observed:
         for run in slowed_rounds(natives) if None in best else ():
             del natives[run]
         for label, vals in methods.items():
-            for rep in slowed_rounds(vals) if label in best else ():
+            mine_r = own.get(label, {})
+            judged = {r: v for r, v in vals.items() if r not in mine_r}
+            for rep in slowed_rounds(judged) if label in best else ():
                 del vals[rep]
         # native's figure in a round: the geometric mean of its runs there (plan.spread_natives)
         by_rep: dict[int, list[float]] = {}
         for (rep, _), v in natives.items():
             by_rep.setdefault(rep, []).append(v)
         native = {rep: round_reference(vs) for rep, vs in by_rep.items()}
-        obs.series.append(Series(scen, metric, hib, native, methods))
+        obs.series.append(Series(scen, metric, hib, native, methods, own))
     return obs
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tunbench import sequential, tunnels
+from tunbench.workloads import stream
 
 pytestmark = pytest.mark.correctness
 
@@ -63,8 +64,25 @@ def test_sequential_campaign_measures_until_decided(tmp_path: Path,
     # the added rounds measure only what is open: never more than a full round
     assert all(len(by_round[k]) <= 3 for k in by_round)
 
+    # vxlan and wireguard-go leave native's path native: each of their cases measured
+    # native beside it (workloads/stream.py), pair by pair in alternating order over the
+    # server site's underlay address, and the rule pairs them by that, not by the round;
+    # native's own cases have no such bursts
+    for d in docs:
+        beside = (d.get("paired_native") or {}).get("throughput")
+        if d["case"]["tunnel"]["kind"] == "native":
+            assert beside is None
+            continue
+        assert beside is not None, d["case"]["id"]
+        assert beside["order"] == stream.burst_order(stream.NATIVE_BURSTS)
+        assert len(beside["method"]) == len(beside["native"]) == stream.NATIVE_BURSTS
+        assert all(x > 0 for side in ("method", "native") for x in beside["bytes"][side])
+        assert beside["native_addr"] == d["testbed"]["sites"]["b"]["underlay4"]
     # what was recorded is the rule applied to the case files
     obs = sequential.series_from_docs(docs)
+    (s,) = obs.series
+    assert {m: sorted(v) for m, v in s.own.items()} == {
+        m: sorted(v) for m, v in s.methods.items()}   # every method round paired by its own
     (ranking,) = [sequential.rank(s) for s in obs.series]
     assert seq["rankings"] == [ranking.to_json()]
     (rec,) = seq["rankings"]

@@ -32,6 +32,15 @@ def paired(d: dict[str, Any], metric: str) -> float:
     return float(m["value"])
 
 
+def own(d: dict[str, Any], metric: str) -> float | None:
+    """The share a case measured itself, native's bursts beside its own (the case file's
+    `paired_native`): the mean of its bursts over the mean of native's; None without."""
+    p = (d.get("paired_native") or {}).get(metric)
+    if not p:
+        return None
+    return statistics.fmean(p["method"]) / statistics.fmean(p["native"])
+
+
 def slowed(ok: list[dict[str, Any]], metric: str) -> set[str]:
     """Ids of the cases whose best second is below 0.75 of the median best second of the same
     case (its id without index and round) over the rounds, given at least 3 rounds: the host
@@ -39,7 +48,8 @@ def slowed(ok: list[dict[str, Any]], metric: str) -> set[str]:
     by: dict[str, dict[str, float]] = {}
     for d in ok:
         series = (d.get("series") or {}).get(metric) or []
-        if d["metrics"][metric].get("higher_is_better", True) and len(series) >= 4:
+        if (d["metrics"][metric].get("higher_is_better", True) and len(series) >= 4
+                and own(d, metric) is None):   # its own share does not rest on its window
             stem = d["case"]["id"].split("-", 1)[1].rsplit("-r", 1)[0]
             by.setdefault(stem, {})[d["case"]["id"]] = float(max(series))
     return {i for vals in by.values() if len(vals) >= 3
@@ -49,7 +59,9 @@ def slowed(ok: list[dict[str, Any]], metric: str) -> set[str]:
 def log_ratios(root: Path, label: str, metric: str, mtu: int = 1500,
                streams: int | None = None) -> dict[int, float]:
     """Round (repeat) -> ln(value / native's value in that round), for the cases of the
-    recorded tunnel `label`; a case the host slowed throughout (`slowed`) is left out."""
+    recorded tunnel `label`, or ln(its own share) where it measured native beside it (`own`,
+    with or without native's case in that round); a case the host slowed throughout
+    (`slowed`) is left out."""
     ok = [d for d in docs(root) if d["status"] == "ok" and d["case"]["mtu"] == mtu
           and metric in d["metrics"] and (streams is None or _streams(d) == streams)]
     gone = slowed(ok, metric)
@@ -57,9 +69,16 @@ def log_ratios(root: Path, label: str, metric: str, mtu: int = 1500,
     nat = {d["case"]["repeat"]: paired(d, metric) for d in ok
            if d["case"]["tunnel"]["kind"] == "native"
            and not d["case"]["tunnel"]["label"].endswith(" via chain")}
-    return {d["case"]["repeat"]: math.log(paired(d, metric) / nat[d["case"]["repeat"]])
-            for d in ok if d["case"]["tunnel"]["label"] == label
-            and d["case"]["repeat"] in nat}
+    out = {}
+    for d in ok:
+        rep, mine = d["case"]["repeat"], own(d, metric)
+        if d["case"]["tunnel"]["label"] != label:
+            continue
+        if mine is not None:
+            out[rep] = math.log(mine)
+        elif rep in nat:
+            out[rep] = math.log(paired(d, metric) / nat[rep])
+    return out
 
 
 def share(logs: list[float], scale: float = 100.0) -> tuple[float, float | None, float | None]:

@@ -10,7 +10,14 @@ import statistics
 from typing import Any
 
 from ..errors import SpecError
-from ..results.model import BEST_OF_SECONDS, SLOWED_BELOW, case_stem, paired_value, round_reference
+from ..results.model import (
+    BEST_OF_SECONDS,
+    SLOWED_BELOW,
+    case_stem,
+    log_share,
+    paired_value,
+    round_reference,
+)
 from ..results.records import CaseRecord
 from . import data, stats
 from .advise_figures import declared, loss_metrics
@@ -147,12 +154,11 @@ def _paired(docs: list[CaseRecord], native: dict[tuple[Any, ...], float], key: A
         v = d.paired(metric)
         r = stats.round_of(d)
         ref = native.get((key, r))
-        if v is None or ref is None:
-            continue
         if op == "diff":
-            out.append((r, v - ref))
-        elif v > 0 and ref > 0:
-            out.append((r, math.log(v / ref)))
+            if v is not None and ref is not None:
+                out.append((r, v - ref))
+        elif (x := log_share(v, ref, d.own_share(metric))) is not None:
+            out.append((r, x))   # the case's own share where it measured native beside it
     return out
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results import fingerprint
-from ..results.model import round_reference
+from ..results.model import log_share, round_reference
 from . import data, decide, stats
 
 JUMPAVG_MIN = 5
@@ -142,14 +142,17 @@ def _by_repeat(c: data.Campaign, tun: str, scen: data.Scenario,
 
 
 def shares(c: data.Campaign, tun: str, scen: data.Scenario, metric: str) -> list[float]:
-    """Each round's ln(value / native's value in the same round); rounds without native or
-    with a non-positive side are left out; empty without native."""
+    """Each round's ln(value / native's value in the same round), or the case's own share
+    where it measured native beside it (model.log_share); rounds without either or with a
+    non-positive side are left out; empty without native."""
     native = next((t for t in c.tunnels() if c.kind_of(t) == "native"), None)
     if native is None:
         return []
     nat = _by_repeat(c, native, scen, metric)
-    return decide.log_ratios((v, nat[rep]) for rep, v in sorted(
-        _by_repeat(c, tun, scen, metric).items()) if rep in nat)
+    own = {r.repeat: s for r in c.ok if r.tunnel.label == tun and r.scenario == scen
+           for s in [r.own_share(metric)] if s is not None and r.repeat is not None}
+    return [x for rep, v in sorted(_by_repeat(c, tun, scen, metric).items())
+            for x in [log_share(v, nat.get(rep), own.get(rep))] if x is not None]
 
 
 def _ci(e: decide.Estimate) -> tuple[float, float] | None:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..rates import rate_mbps
-from ..results.model import VIA_CHAIN, round_reference
+from ..results.model import VIA_CHAIN, log_share, round_reference
 from ..results.records import CaseRecord
 from . import decide
 
@@ -115,16 +115,18 @@ def round_of(case: CaseRecord) -> Any:
 
 def _group(cases: list[CaseRecord]) -> tuple[dict[Key, dict[Any, float]], dict[
         Key, tuple[str, bool, Any]], dict[Key, str], dict[Key, str], list[str],
-        dict[Key, dict[Any, float]]]:
+        dict[Key, dict[Any, float]], dict[Key, dict[Any, float]]]:
     """Per row key: value by round (repeat), (unit, higher is better, sweep), shaped rate,
-    bound; the tunnels in campaign order; and per row key the value each round pairs against
+    bound; the tunnels in campaign order; per row key the value each round pairs against
     native (CaseRecord.paired: a rate's best second; native measured several times in a round:
-    the geometric mean of its runs, model.round_reference)."""
+    the geometric mean of its runs, model.round_reference); and per row key the shares of
+    native its cases measured themselves by round (CaseRecord.own_share)."""
     groups: dict[Key, dict[Any, float]] = {}
     runs: dict[Key, dict[Any, list[float]]] = {}   # paired values by round (natives: several)
     meta: dict[Key, tuple[str, bool, Any]] = {}
     rates: dict[Key, str] = {}
     bounds: dict[Key, str] = {}
+    own: dict[Key, dict[Any, float]] = {}
     order: list[str] = []
     for case in cases:
         if not case.ok:
@@ -145,6 +147,9 @@ def _group(cases: list[CaseRecord]) -> tuple[dict[Key, dict[Any, float]], dict[
             if pv is not None:   # a round's further native runs join its first
                 runs.setdefault(key, {}).setdefault(
                     base if case.native_run > 1 else r, []).append(pv)
+            s = case.own_share(name)
+            if s is not None:
+                own.setdefault(key, {})[r] = s
             meta[key] = (m.unit, m.higher_is_better, wl.sweep_value)
             if rate:
                 rates[key] = rate
@@ -152,7 +157,7 @@ def _group(cases: list[CaseRecord]) -> tuple[dict[Key, dict[Any, float]], dict[
                 bounds[key] = m.bound
     paired = {k: {r: round_reference(v) for r, v in by_round.items()}
               for k, by_round in runs.items()}
-    return groups, meta, rates, bounds, order, paired
+    return groups, meta, rates, bounds, order, paired, own
 
 
 def _ref_key(key: Key, groups: dict[Key, dict[Any, float]]) -> Key | None:
@@ -160,9 +165,11 @@ def _ref_key(key: Key, groups: dict[Key, dict[Any, float]]) -> Key | None:
                  and k[2:] == key[2:]), None)
 
 
-def _shares(groups: dict[Key, dict[Any, float]], higher_is_better: Mapping[Key, bool]
+def _shares(groups: dict[Key, dict[Any, float]], higher_is_better: Mapping[Key, bool],
+            own: Mapping[Key, Mapping[Any, float]] | None = None
             ) -> tuple[dict[Key, decide.Estimate], dict[Key, tuple[tuple[Any, float], ...]]]:
-    """Every non-reference row's share of native, paired per round on the log scale; the
+    """Every non-reference row's share of native, paired per round on the log scale (a case
+    that measured native beside it pairs by its own share, `own`, model.log_share); the
     decisions against native Holm-corrected over the rows of one column (scenario, metric),
     the margin read on native's share of a delay or a cost (decide.share_level)."""
     ratios: dict[Key, tuple[tuple[Any, float], ...]] = {}
@@ -170,9 +177,9 @@ def _shares(groups: dict[Key, dict[Any, float]], higher_is_better: Mapping[Key, 
         ref = _ref_key(key, groups)
         if ref is None or ref == key:
             continue
-        nat = groups[ref]
-        ratios[key] = tuple((r, math.log(v / nat[r])) for r, v in vals.items()
-                            if r in nat and v > 0 and nat[r] > 0)
+        nat, mine = groups[ref], (own or {}).get(key, {})
+        ratios[key] = tuple((r, x) for r, v in vals.items()
+                            for x in [log_share(v, nat.get(r), mine.get(r))] if x is not None)
     shares: dict[Key, decide.Estimate] = {}
     columns = {k[2:] for k in ratios}
     for col in columns:
@@ -186,8 +193,8 @@ def _shares(groups: dict[Key, dict[Any, float]], higher_is_better: Mapping[Key, 
 
 def rows(cases: list[CaseRecord], noisy_cv: float = NOISY_CV) -> list[Row]:
     """Aggregate the ok cases of a campaign into rows, in the campaign's tunnel order."""
-    groups, meta, rates, bounds, order, paired = _group(cases)
-    shares, ratios = _shares(paired, {k: m[1] for k, m in meta.items()})
+    groups, meta, rates, bounds, order, paired, own = _group(cases)
+    shares, ratios = _shares(paired, {k: m[1] for k, m in meta.items()}, own)
     out = []
     for key, vals in groups.items():
         s = summarize(list(vals.values()))

@@ -133,6 +133,34 @@ def paired_value(value: float | None, higher_is_better: bool,
     return max(_finite(series))
 
 
+def own_share(paired_native: Mapping[str, Any] | None, metric: str) -> float | None:
+    """The share of native a case measured itself (docs/methodology.md, "Native beside the
+    method"): the ratio of the means of its method's bursts and of native's bursts, taken in
+    turn within seconds of each other with the tunnel up (the case file's `paired_native`,
+    workloads/stream.py). None when the case did not pair native beside it for `metric`,
+    or a side has no positive mean."""
+    p = (paired_native or {}).get(metric)
+    if not isinstance(p, Mapping):
+        return None
+    method, native = _finite(p.get("method")), _finite(p.get("native"))
+    if not method or not native:
+        return None
+    m, n = statistics.fmean(method), statistics.fmean(native)
+    return m / n if m > 0 and n > 0 else None
+
+
+def log_share(value: float | None, reference: float | None,
+              own: float | None = None) -> float | None:
+    """A round's ln(share of native) for one case: its own share (own_share) when it paired
+    native beside it, else ln(value / the round's native reference); None when neither has
+    two positive sides. The one rule every reader pairs by."""
+    if own is not None:
+        return math.log(own) if own > 0 else None
+    if value is None or reference is None or value <= 0 or reference <= 0:
+        return None
+    return math.log(value / reference)
+
+
 def round_reference(values: Sequence[float]) -> float:
     """Native's figure in one round from its runs in that round (plan.spread_natives): their
     geometric mean, the mean on the log scale each share of native is taken on; the

@@ -33,6 +33,7 @@ from .model import (
     by_best_second,
     case_stem,
     metric_records,
+    own_share,
     paired_value,
     slowed_rounds,
 )
@@ -167,6 +168,13 @@ class CaseRecord:
         if m is None or metric in self.slowed:
             return None
         return paired_value(m.value, m.higher_is_better, self.series.get(metric))
+
+    def own_share(self, metric: str) -> float | None:
+        """The share of native this case measured itself, native's bursts taken in turn with
+        its own with the tunnel up (model.own_share, the case file's `paired_native`); None
+        when it pairs with its round's native cases instead. Not left out when the host
+        slowed the case's window: both sides of its bursts saw the same host."""
+        return own_share(self.doc.get("paired_native"), metric)
 
     @property
     def rate(self) -> str | None:
@@ -415,7 +423,8 @@ def mark_slowed(cases: list[CaseRecord]) -> list[CaseRecord]:
         if not c.ok or not c.id:
             continue
         for name, m in c.metrics.items():
-            if m.value is not None and by_best_second(m.higher_is_better, c.series.get(name)):
+            if (m.value is not None and c.own_share(name) is None
+                    and by_best_second(m.higher_is_better, c.series.get(name))):
                 v = c.paired(name)
                 if v is not None:
                     best.setdefault((case_stem(c.id), name), {})[i] = v

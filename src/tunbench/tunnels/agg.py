@@ -114,6 +114,7 @@ def endpoint(addr: str, port: int) -> str:
 
 class Agg(TunnelDriver[AggParams]):
     kind = "agg"
+    native_beside = True   # native beside it stays native (docs/methodology.md)
     summary = ("aggregating userspace tunnel (tbagg): several small packets per UDP datagram, "
                "flush_us bounds the wait")
     Params = AggParams

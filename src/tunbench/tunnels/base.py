@@ -194,6 +194,11 @@ class TunnelDriver(ABC, Generic[P]):
     # between two of N namespaces on one underlay bridge; set only where verified live
     mesh_capable: ClassVar[bool] = False
     chain_gateway: ClassVar[str | None] = None
+    # native's traffic between the underlay addresses stays native while this kind is up (it
+    # neither takes the underlay device nor matches traffic between those addresses), so a
+    # case can measure native's bursts beside its own (workloads/stream.py); set only where
+    # measured (bench/bench_interleave.py --survey, docs/methodology.md)
+    native_beside: ClassVar[bool] = False
 
     # ---- declarations -------------------------------------------------------------------
     @classmethod
@@ -304,6 +309,13 @@ class TunnelDriver(ABC, Generic[P]):
     @abstractmethod
     def overhead(cls, params: P, family: int = 4) -> int:
         """Bytes added to each inner packet by the encapsulation over an underlay of `family`."""
+
+    @classmethod
+    def leaves_native(cls, params: P) -> bool:
+        """Whether native's traffic between the underlay addresses stays native while this
+        kind is up with `params` (`native_beside`; a kind whose parameters decide it, e.g.
+        ESP in transport mode, which protects that traffic too, says so here)."""
+        return cls.native_beside
 
     @classmethod
     def moves_underlay(cls, params: P) -> bool:

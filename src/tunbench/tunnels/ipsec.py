@@ -120,6 +120,7 @@ _KERNEL_ESP = Needs(
 
 class Ipsec(TunnelDriver[IpsecParams]):
     kind = "ipsec"
+    native_beside = True   # native beside it stays native (docs/methodology.md)
     fingerprint_tools = ("swanctl",)
     chain_gateway = "device"
     summary = "IPsec ESP: strongSwan libipsec (userspace), kernel ESP via IKEv2 or static xfrm"
@@ -134,6 +135,12 @@ class Ipsec(TunnelDriver[IpsecParams]):
         "kernel": _IKE + _KERNEL_ESP,
         "xfrm": _KERNEL_ESP,
     }
+
+    @classmethod
+    def leaves_native(cls, params: IpsecParams) -> bool:
+        """Transport mode protects all traffic between the underlay addresses: native beside
+        it would be ESP too."""
+        return params.mode == "tunnel"
 
     @classmethod
     def resolve_impl(cls, params: IpsecParams) -> str:

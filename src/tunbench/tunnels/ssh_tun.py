@@ -36,6 +36,7 @@ class SshTunParams(_ssh.SshParams):
 
 class SshTun(TunnelDriver[SshTunParams]):
     kind = "ssh-tun"
+    native_beside = True   # native beside it stays native (docs/methodology.md)
     fingerprint_tools = ("ssh", "sshd")
     summary = "OpenSSH layer-3 tun tunnel (ssh -w), IP over SSH over TCP"
     Params = SshTunParams

@@ -39,6 +39,7 @@ class VxlanParams(TunnelParams):
 
 class Vxlan(TunnelDriver[VxlanParams]):
     kind = "vxlan"
+    native_beside = True   # native beside it stays native (docs/methodology.md)
     carries = ("tcp", "udp", "l2")   # an Ethernet device (bridgeable)
     summary = "kernel VXLAN over UDP (RFC 7348)"
     Params = VxlanParams

@@ -90,6 +90,7 @@ def endpoint(addr: str, port: int) -> str:
 
 class Wireguard(TunnelDriver[WireguardParams]):
     kind = "wireguard"
+    native_beside = True   # native beside it stays native (docs/methodology.md)
     fingerprint_tools = ("wg", "wireguard-go")
     chain_gateway = "device"
     summary = "WireGuard (kernel module or wireguard-go userspace daemon), impl=kernel|go"

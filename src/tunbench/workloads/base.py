@@ -67,6 +67,9 @@ class Output:
     series: dict[str, list[float]] = field(default_factory=dict)   # per interval (1 s)
     raw: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # per metric: native's bursts measured beside the method's (Context.native_beside), the
+    # case file's `paired_native` (results/model.own_share)
+    paired_native: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -83,6 +86,10 @@ class Context:
     # the tunnel's own count of what it put on site a's wire, when the underlay device's
     # counters cannot tell (TunnelDriver.wire_tx); None: read the underlay counters
     wire_tx: Callable[[], tuple[int, int] | None] | None = None
+    # the server site's underlay address native's traffic goes to while the tunnel is up,
+    # when the case may measure native beside the method (runner.native_beside); None: the
+    # case pairs with its round's native cases
+    native_beside: str | None = None
 
     def phase(self, name: str, detail: str = "", *, site: Site | None = None,
               expected_s: float | None = None, remaining_s: float | None = None,

@@ -24,6 +24,14 @@ from .base import (
     wait_for_output,
 )
 
+# Native beside the method (docs/methodology.md, "Native beside the method"): pairs of bursts
+# of BURST_S seconds, the method's and native's in turn (the order alternating pair by pair),
+# measured after the window with the tunnel up. A single stream's rate on a busy host wanders
+# over seconds, so bursts seconds apart pair far more tightly than cases a minute apart:
+# bench/bench_interleave.py measured the same CI in 0.11-0.37 of the measuring time.
+NATIVE_BURSTS = 4
+BURST_S = 1.0
+
 
 @dataclass(frozen=True)
 class StreamParams(WorkloadParams):
@@ -47,6 +55,12 @@ class StreamParams(WorkloadParams):
         default=False,
         metadata={"help": "both directions at once, each with `streams` streams (iperf3 "
                           "--bidir); throughput is their sum, each direction kept apart"})
+    native_bursts: int = field(
+        default=NATIVE_BURSTS,
+        metadata={"help": "after the window, this many pairs of 1 s bursts of the method "
+                          "and of native over the underlay, in turn, with the tunnel up: "
+                          "the case's own share of native, where native beside the kind "
+                          "stays native (0..20; 0 = pair with the round's native cases)"})
 
     def validate(self) -> list[str]:
         problems = []
@@ -57,14 +71,19 @@ class StreamParams(WorkloadParams):
             problems.append("reverse and bidir exclude each other (iperf3 -R or --bidir)")
         if not 1 <= self.streams <= 128:
             problems.append(f"streams {self.streams} out of range (1..128 per iperf3 process)")
+        if not 0 <= self.native_bursts <= 20:
+            problems.append(f"native_bursts {self.native_bursts} out of range (0..20 pairs "
+                            "of 1 s bursts; 0 = pair with the round's native cases)")
         if not 0 <= self.length <= IPERF3_MAX_LENGTH:
             problems.append(f"length {self.length} out of range (0..{IPERF3_MAX_LENGTH} bytes, "
                             "iperf3's largest write; 0 = its default)")
         return problems
 
 
-def server_argv(bind: str, port: int) -> list[str]:
-    return ["iperf3", "-s", "-1", "--forceflush", "-B", bind, "-p", str(port)]
+def server_argv(bind: str, port: int, once: bool = True) -> list[str]:
+    """iperf3's server bound to `bind`; `once`: it exits after one test (-1)."""
+    return ["iperf3", "-s", *(["-1"] if once else []), "--forceflush", "-B", bind,
+            "-p", str(port)]
 
 
 def client_argv(addr: str, port: int, duration: float, warmup: float, p: StreamParams,
@@ -164,12 +183,61 @@ def parse_iperf3(text: str) -> dict[str, Any]:
     return out
 
 
+def burst_order(pairs: int) -> list[str]:
+    """Which side runs each burst: method first in even pairs, native first in odd ones, so
+    neither side always follows the other (a drift within a pair cancels over two)."""
+    return [s for i in range(pairs)
+            for s in (("method", "native") if i % 2 == 0 else ("native", "method"))]
+
+
+def native_beside(ctx: Context, params: StreamParams, addr: str) -> dict[str, Any]:
+    """Native's bursts beside the method's (BURST_S each, burst_order), the tunnel up: what
+    the case file keeps under `paired_native.throughput` (results/model.own_share reads it).
+    Two servers on the receiving site, one on the tunnel's inner address and one on the
+    underlay address (Context.native_beside), each serving every burst of its side."""
+    under = str(ctx.native_beside)
+    order = burst_order(params.native_bursts)
+    ctx.phase("native beside", f"{params.native_bursts} pairs of {BURST_S:g} s bursts, the "
+              "method's and native's in turn", expected_s=len(order) * (BURST_S + 0.3))
+    servers = []
+    try:
+        for side, bind in (("method", addr), ("native", under)):
+            servers.append(ctx.tb.spawn(ctx.server, server_argv(bind, ctx.port_base,
+                                                                  once=False),
+                                        f"iperf3-server-{side}"))
+        for server in servers:
+            wait_for_output(server, "Server listening")
+        got: dict[str, list[float]] = {"method": [], "native": []}
+        nbytes: dict[str, list[int]] = {"method": [], "native": []}
+        for side in order:
+            client = ctx.tb.spawn(ctx.client, client_argv(
+                addr if side == "method" else under, ctx.port_base, BURST_S, 0, params),
+                f"iperf3-burst-{side}", split_stderr=True)
+            client.wait(timeout=BURST_S + 30)
+            parsed = parse_iperf3(client.output())
+            got[side].append(parsed["throughput_mbps"])
+            nbytes[side].append(int(parsed["bytes_received"]))
+    finally:
+        for server in servers:
+            server.stop()
+    return {"pairs": params.native_bursts, "burst_s": BURST_S, "order": order,
+            "method": got["method"], "native": got["native"], "bytes": nbytes,
+            "native_addr": under}
+
+
 class Stream(Workload[StreamParams]):
     name = "stream"
     summary = "single-stream TCP throughput series (iperf3, 1 s intervals)"
     Params = StreamParams
     tools = ("iperf3",)
     headline = ("throughput", "retransmits")
+
+    @classmethod
+    def expected_seconds(cls, params: StreamParams, duration: float, warmup: float) -> float:
+        """The window, and native beside it where the kind allows (counted always: the ETA
+        errs long for the kinds that pair by round)."""
+        beside = 2 * params.native_bursts * (BURST_S + 0.3)
+        return super().expected_seconds(params, duration, warmup) + beside
 
     def unsupported(self, ctx: Context, params: StreamParams) -> str | None:
         if params.affinity and ctx.tb.placement:
@@ -214,7 +282,14 @@ class Stream(Workload[StreamParams]):
                 metrics[f"throughput_{way}"] = Metric(parsed[f"throughput_{way}_mbps"],
                                                       "Mbit/s")
                 series[f"throughput_{way}"] = parsed[f"series_{way}_mbps"]
-        return Output(metrics=metrics, series=series, raw={"iperf3": parsed})
+        out = Output(metrics=metrics, series=series, raw={"iperf3": parsed})
+        if ctx.native_beside and params.native_bursts:
+            try:
+                out.paired_native["throughput"] = native_beside(ctx, params, addr)
+            except CommandFailed as exc:   # the window's figures stand; it pairs by round
+                out.notes.append(f"native beside the method not measured ({exc.one_line()}):"
+                                 " this case pairs with its round's native cases")
+        return out
 
 
 WORKLOAD = Stream
