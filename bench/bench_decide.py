@@ -120,8 +120,8 @@ def unsettled(out: Path) -> tuple[int, int, int]:
     pairs = open_ = far = 0
     for s in obs.series:
         r = sequential.rank(s, alpha=decide.ALPHA)
-        logs = {k: statistics.fmean(sequential.log_ratios(v, s.native).values())
-                for k, v in s.methods.items() if sequential.log_ratios(v, s.native)}
+        logs = {k: statistics.fmean(lr.values()) for k, v in s.methods.items()
+                for lr in [sequential.log_ratios(v, s.native, s.own.get(k))] if lr}
         logs["native"] = 0.0
         for d in r.decisions:
             pairs += 1
@@ -142,7 +142,8 @@ def far_settled_at(out: Path) -> tuple[int | None, float]:
         far_open = 0
         for s in obs.series:
             r = sequential.rank(s)
-            lr = {m: sequential.log_ratios(v, s.native) for m, v in s.methods.items()}
+            lr = {m: sequential.log_ratios(v, s.native, s.own.get(m))
+                  for m, v in s.methods.items()}
             share = {m: math.exp(statistics.fmean(v.values())) for m, v in lr.items() if v}
             share["native"] = 1.0
             far_open += sum(1 for d in r.open if abs(share[d.a] - share[d.b]) >= 0.10)
@@ -205,7 +206,7 @@ def fit(dirs: list[Path]) -> Fitted:
         for s in obs.series:
             higher[s.scenario] = s.higher_is_better
             for m, vals in s.methods.items():
-                lr = list(sequential.log_ratios(vals, s.native).values())
+                lr = list(sequential.log_ratios(vals, s.native, s.own.get(m)).values())
                 if len(lr) >= 2:
                     logs.setdefault((m, s.scenario), []).append(lr)
         by_round: dict[tuple[sequential.Scenario, int], list[float]] = {}

@@ -461,7 +461,9 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
             ctx = Context(tb, ep, exp.duration, exp.warmup, family,  # type: ignore[arg-type]
                           cpu_interval=exp.cpu_interval, progress=progress,
                           wire_tx=functools.partial(driver.wire_tx, tb, ep),
-                          native_beside=native_beside(exp, case, shape, tb, driver, family))
+                          native_beside=(tb.b.underlay4 if family == 4 else tb.b.underlay6)
+                          if native_beside(exp, case, shape, driver,
+                                           any(s.remote for s in tb.sites())) else None)
             wl = workloads.get(case.workload.name)()
             why = wl.unsupported(ctx, case.workload.params)
             if why:
@@ -473,13 +475,15 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
             tcp_before = {s.name: tcpstat.read(s) for s in (tb.a, tb.b)}
             with watch:
                 out = wl.run(ctx, case.workload.params)
-            tcp = {s.name: tcpstat.delta(tcp_before[s.name], tcpstat.read(s))
-                   for s in (tb.a, tb.b)}
-            if hopwatch is not None:
-                hopwatch.stop()
+                tcp = {s.name: tcpstat.delta(tcp_before[s.name], tcpstat.read(s))
+                       for s in (tb.a, tb.b)}
+                if hopwatch is not None:
+                    hopwatch.stop()
+                after = driver.counters(tb, ep)
+                if not watch.problem:   # traffic after the case's figures (native beside it)
+                    wl.after_window(ctx, case.workload.params, out)
             if watch.problem:
                 raise CommandFailed(watch.problem, "see the case's error_log (daemon log)")
-            after = driver.counters(tb, ep)
             counters = {"before": before, "after": after, "delta": _delta(before, after)}
             offloads["after"] = record_offloads(tb, ep)
     except Interrupted:
@@ -539,21 +543,23 @@ def run_case(exp: Experiment, case: Case, progress: ProgressSink = ignore,
     return doc
 
 
-def native_beside(exp: Experiment, case: Case, shape: type[topologies.Topology], tb: Testbed,
-                  driver: Any, family: int) -> str | None:
-    """The server site's underlay address when the case may measure native beside the
-    method (Context.native_beside), else None: the sequential design (a fixed `repeats`
-    keeps pairing by round), two sites of a pair (not a chain, a mesh or a hub), a kind
-    that leaves native's path native with these parameters
-    (TunnelDriver.leaves_native), and none of what would make native's bursts differ from
-    native's own cases (an offload variant, netem, an RTT, loss, rate or site-size axis,
-    whose reports pair one native per axis value)."""
-    if (not exp.sequential or shape.name != "pair" or case.tunnel.kind == "native"
-            or case.offloads.settings
-            or exp.netem is not None or case.rtt or case.loss or case.rate or case.cpus
-            or not driver.leaves_native(case.tunnel.params)):
-        return None
-    return (tb.b.underlay4 if family == 4 else tb.b.underlay6) or None
+def native_beside(exp: Experiment, case: Case, shape: type[topologies.Topology],
+                  driver: Any, remote: bool = False) -> bool:
+    """Whether the case measures native beside the method (Context.native_beside, to the
+    server site's underlay address). Only where its share means what a round's does:
+    - the sequential design (a fixed `repeats` keeps pairing by round);
+    - two sites of a pair on this machine: not a chain campaign (its chain and direct cases
+      compare by round), a mesh or a hub; not `remote` sites, where a real RTT makes a 1 s
+      burst mostly TCP's ramp (not measured there yet);
+    - a kind that leaves native's path native with these parameters
+      (TunnelDriver.leaves_native);
+    - nothing that would make native's bursts differ from native's own cases: an offload
+      variant, netem, an RTT, loss, rate or site-size axis (whose reports pair one native per
+      axis value)."""
+    return not (not exp.sequential or shape.name != "pair" or exp.chain is not None or remote
+                or case.tunnel.kind == "native" or case.offloads.settings
+                or exp.netem is not None or case.rtt or case.loss or case.rate or case.cpus
+                or not driver.leaves_native(case.tunnel.params))
 
 
 def metric_record(key: str, m: Metric) -> MetricRecord:

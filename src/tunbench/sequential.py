@@ -142,7 +142,11 @@ def rank(s: Series, margin: float | None = None, native: str = "native",
     `resolution`: the width (points of native) under which an open pair counts as close."""
     from .report import decide
     margin = decide.MARGIN if margin is None else margin
-    logs: dict[str, dict[int, float]] = {native: {r: 0.0 for r, v in s.native.items() if v > 0}}
+    # native's own rounds, and every round a method paired by its own share (native's bursts
+    # beside it: that round needs no native case)
+    logs: dict[str, dict[int, float]] = {native: {
+        r: 0.0 for r in {r for r, v in s.native.items() if v > 0}
+        | {r for own in s.own.values() for r in own}}}
     for label, vals in s.methods.items():
         lr = log_ratios(vals, s.native, s.own.get(label))
         if lr:

@@ -46,7 +46,7 @@ def _with_bursts(tmp: Path) -> Path:
         if got is None:
             continue
         doc["paired_native"] = {"throughput": {
-            "pairs": 2, "burst_s": 1.0, "order": ["method", "native", "native", "method"] * 2,
+            "pairs": 4, "burst_s": 1.0, "order": ["method", "native", "native", "method"] * 2,
             "method": got[0], "native": got[1], "native_addr": "10.0.0.2"}}
         if c["tunnel"]["label"] == "vxlan" and c["repeat"] == 3:   # a window the host slowed
             doc["series"]["throughput"] = [x / 3 for x in doc["series"]["throughput"]]
@@ -116,3 +116,14 @@ def test_the_rule_ranks_by_it(tmp_path: Path) -> None:
                                                       series.own.get(t)).values())
             for t in series.methods}
     assert [t for t in rk.order if t != "native"] == sorted(logs, key=lambda t: -logs[t])
+
+
+def test_a_round_without_native_still_decides_against_native() -> None:
+    """Native's case failed (or was slowed) in round 1; the method measured native beside
+    it there: the pair native~x rests on all three rounds, as the tables' share does."""
+    s = sequential.Series(("stream", 1500, "default"), "throughput", True,
+                          native={2: 10.0, 3: 10.0}, methods={"x": {1: 5.0, 2: 5.0, 3: 5.0}},
+                          own={"x": {1: 0.52}})
+    rk = sequential.rank(s)
+    (d,) = rk.decisions
+    assert {d.a, d.b} == {"native", "x"} and d.n == 3

@@ -145,6 +145,26 @@ def slowed_note(slow: list[CaseRecord], cases: list[CaseRecord]) -> str:
             "\"What a round pairs\")")
 
 
+def _pairing_notes(tdocs: list[CaseRecord]) -> list[str]:
+    """How the throughput shares were paired: native beside the method (model.own_share)
+    and each round's best second against native's in the same round."""
+    beside = sorted({d.tunnel.label for d in tdocs if d.own_share(THROUGHPUT) is not None})
+    by_round = sorted({d.tunnel.label for d in tdocs if d.own_share(THROUGHPUT) is None
+                       and not _is_reference(d)})
+    best = any(len(d.series.get(THROUGHPUT) or ()) >= BEST_OF_SECONDS for d in tdocs)
+    notes = []
+    if beside:
+        notes.append(f"share of native for {', '.join(beside)}: native measured beside the "
+                     "method, 1 s bursts of each in turn with the tunnel up, the ratio of "
+                     "their means (docs/methodology.md, \"Native beside the method\")")
+    if best and (by_round or not beside):
+        whose = f" for {', '.join(by_round)}" if beside else ""
+        notes.append(f"share of native{whose}: each round's best 1-s interval against "
+                     "native's in the same round (the Mbit/s columns are means; "
+                     "docs/methodology.md)")
+    return notes
+
+
 def _paired(docs: list[CaseRecord], native: dict[tuple[Any, ...], float], key: Any,
             metric: str, op: str) -> list[tuple[Any, float]]:
     """Per round: (round, ln(method / native)) or (round, method - native), against native
@@ -250,9 +270,8 @@ def collect(c: Campaign, variant: tuple[int | None, str | None] = (None, None)
                 m["cpu_abs"].setdefault(n, []).append((d.repeat, math.log(v)))
         if not nat:
             notes.append(f"no native baseline in {base}: shares of native cannot be computed")
-        elif any(len(d.series.get(THROUGHPUT) or ()) >= BEST_OF_SECONDS for d in tdocs):
-            notes.append("share of native: each round's best 1-s interval against native's in "
-                         "the same round (the Mbit/s columns are means; docs/methodology.md)")
+        else:
+            notes += _pairing_notes(tdocs)
         runs = max((d.native_run for d in tdocs), default=1)
         if runs > 1:
             notes.append(f"native measured {runs} times in each round, spread through it: "

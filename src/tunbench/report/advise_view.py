@@ -215,7 +215,8 @@ def section_html(a: Advice) -> str:
             + (f"<p><b>Ranking</b></p><ul class=ranking>{ranks}</ul>" if ranks else "")
             + (f"<p><b>Excluded</b></p><ul class=excluded>{excl}</ul>" if excl else "")
             + "<p class=meta>Every share and multiple is taken round by round against native "
-            "measured in the same round, on the log scale: the geometric mean of the rounds' "
+            "measured in the same round (a stream case that measured native beside it: against "
+            "those bursts), on the log scale: the geometric mean of the rounds' "
             "ratios and its 95% confidence interval (asymmetric; docs/methodology.md); n the "
             "number of rounds; untested: a single run, no interval. A rank is shared unless "
             "the two neighbours are decided different.</p>"

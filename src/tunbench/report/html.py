@@ -146,8 +146,9 @@ def summary_tables(c: Campaign) -> str:
         parts.append("<p class=meta>Native is the reference of every share: its own row shows "
                      "100% (ref.), not a measurement. A share (or multiple) of native is paired "
                      "round by round: the geometric mean of each round's value over native's "
-                     "in that round, with its 95% CI below it (asymmetric; "
-                     "docs/methodology.md).</p>")
+                     "in that round (or of the case's own share, where it measured native "
+                     "beside it in turn within seconds), with its 95% CI below it "
+                     "(asymmetric; docs/methodology.md).</p>")
     return "\n".join(parts)
 
 

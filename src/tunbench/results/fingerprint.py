@@ -92,15 +92,22 @@ def show(v: Any) -> str:
     return str(v)
 
 
+# parameters that say how a share of native is measured, not what is measured: a campaign
+# that has them compares with one recorded before them (stream's native beside the method,
+# docs/methodology.md; the estimator is the same, so are the figures it is read against)
+NOT_A_SETTING = {"stream": ("native_bursts",)}
+
+
 def _unset_dropped(entry: dict[str, Any]) -> dict[str, Any]:
     """A tunnel's or workload's entry with the parameters that are off (False, "", None)
     left out: a switch a later version added (stream's `bidir`) and left off is the same
-    setting as its absence in an older campaign."""
+    setting as its absence in an older campaign; and those of NOT_A_SETTING."""
     params = entry.get("params")
     if not isinstance(params, dict):
         return entry
+    skip = NOT_A_SETTING.get(str(entry.get("name") or ""), ())
     return {**entry, "params": {k: v for k, v in params.items()
-                                if not (v is False or v is None or v == "")}}
+                                if not (v is False or v is None or v == "" or k in skip)}}
 
 
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:

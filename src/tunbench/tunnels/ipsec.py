@@ -139,8 +139,9 @@ class Ipsec(TunnelDriver[IpsecParams]):
     @classmethod
     def leaves_native(cls, params: IpsecParams) -> bool:
         """Transport mode protects all traffic between the underlay addresses: native beside
-        it would be ESP too."""
-        return params.mode == "tunnel"
+        it would be ESP too. Tunnel mode with libipsec only: the kernel's ESP (VM lab) keeps
+        the round's pairing until `bench_interleave.py --survey` has run there."""
+        return params.mode == "tunnel" and cls.resolve_impl(params) == "libipsec"
 
     @classmethod
     def resolve_impl(cls, params: IpsecParams) -> str:

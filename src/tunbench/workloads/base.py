@@ -221,3 +221,10 @@ class Workload(ABC, Generic[W]):
     @abstractmethod
     def run(self, ctx: Context, params: W) -> Output:
         """Run the traffic and return parsed figures."""
+
+    def after_window(self, ctx: Context, params: W, out: Output) -> None:
+        """More traffic after the measurement, once the runner has read the case's counters
+        (TCP, the tunnel's), so none of it enters a case figure; what it finds goes into
+        `out` (stream: native beside the method, Output.paired_native). The tunnel is still
+        up and the daemons still watched."""
+        return None

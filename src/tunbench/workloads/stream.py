@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import interrupts
 from ..errors import CommandFailed
+from ..remote.sshfail import ConnectionLost
 from .base import (
     IPERF3_MAX_LENGTH,
     Context,
@@ -190,6 +193,26 @@ def burst_order(pairs: int) -> list[str]:
             for s in (("method", "native") if i % 2 == 0 else ("native", "method"))]
 
 
+def _burst(ctx: Context, params: StreamParams, target: str, side: str) -> dict[str, Any]:
+    """One burst of BURST_S to `target`, parsed; tried a second time after a failure (a
+    server that has just served the burst before may still be closing it: iperf3 then says
+    it is busy)."""
+    for attempt in (1, 2):
+        client = ctx.tb.spawn(ctx.client, client_argv(target, ctx.port_base, BURST_S, 0,
+                                                      params),
+                              f"iperf3-burst-{side}", split_stderr=True)
+        try:
+            client.wait(timeout=BURST_S + 30)
+            return parse_iperf3(client.output())
+        except CommandFailed:
+            if attempt == 2:
+                raise
+            time.sleep(0.2)
+        finally:
+            client.stop()
+    raise AssertionError("unreachable")
+
+
 def native_beside(ctx: Context, params: StreamParams, addr: str) -> dict[str, Any]:
     """Native's bursts beside the method's (BURST_S each, burst_order), the tunnel up: what
     the case file keeps under `paired_native.throughput` (results/model.own_share reads it).
@@ -210,11 +233,7 @@ def native_beside(ctx: Context, params: StreamParams, addr: str) -> dict[str, An
         got: dict[str, list[float]] = {"method": [], "native": []}
         nbytes: dict[str, list[int]] = {"method": [], "native": []}
         for side in order:
-            client = ctx.tb.spawn(ctx.client, client_argv(
-                addr if side == "method" else under, ctx.port_base, BURST_S, 0, params),
-                f"iperf3-burst-{side}", split_stderr=True)
-            client.wait(timeout=BURST_S + 30)
-            parsed = parse_iperf3(client.output())
+            parsed = _burst(ctx, params, addr if side == "method" else under, side)
             got[side].append(parsed["throughput_mbps"])
             nbytes[side].append(int(parsed["bytes_received"]))
     finally:
@@ -282,14 +301,19 @@ class Stream(Workload[StreamParams]):
                 metrics[f"throughput_{way}"] = Metric(parsed[f"throughput_{way}_mbps"],
                                                       "Mbit/s")
                 series[f"throughput_{way}"] = parsed[f"series_{way}_mbps"]
-        out = Output(metrics=metrics, series=series, raw={"iperf3": parsed})
-        if ctx.native_beside and params.native_bursts:
-            try:
-                out.paired_native["throughput"] = native_beside(ctx, params, addr)
-            except CommandFailed as exc:   # the window's figures stand; it pairs by round
-                out.notes.append(f"native beside the method not measured ({exc.one_line()}):"
-                                 " this case pairs with its round's native cases")
-        return out
+        return Output(metrics=metrics, series=series, raw={"iperf3": parsed})
+
+    def after_window(self, ctx: Context, params: StreamParams, out: Output) -> None:
+        if not (ctx.native_beside and params.native_bursts):
+            return
+        try:
+            out.paired_native["throughput"] = native_beside(ctx, params, ctx.server_addr())
+        except ConnectionLost:   # the host is gone: the case fails, as any remote call would
+            raise
+        except CommandFailed as exc:   # the window's figures stand; it pairs by round
+            interrupts.check()   # a signal's exception turned into another: the run ends
+            out.notes.append(f"native beside the method not measured ({exc.one_line()}): "
+                             "this case pairs with its round's native cases")
 
 
 WORKLOAD = Stream
