@@ -20,9 +20,15 @@ Two parts:
   the fitted truth) left unsettled, per workload. `--sd-scale` and `--time-scale` ask what a
   quieter or a faster design would reach (e.g. interleaving, bench_interleave.py).
 
+- `bursts` (pure, no root): over recorded campaigns' native-beside cases (`paired_native`,
+  docs/methodology.md "Native beside the method"), the per-round sd of ln(share) of each
+  method with at least 3 rounds under five figures of the bursts: the ratio of their means
+  (what results/model.own_share takes), of the best bursts, of the medians, the median and
+  the geometric mean of the pairs' ratios; and each figure's sd pooled over all series.
+
 Run: python bench/bench_decide.py sim [campaigns]   |   python bench/bench_decide.py live [S [FLAGS]]
      python bench/bench_decide.py plan DIR... [--campaigns N] [--budget S] [--sd-scale X]
-     [--time-scale X]
+     [--time-scale X]   |   python bench/bench_decide.py bursts DIR...
 (S: seconds per measurement, default 2; FLAGS: more `tunbench run` flags for all three, e.g.
 --placement processes.)
 """
@@ -40,6 +46,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -337,6 +344,41 @@ def plan(argv: list[str]) -> None:
           f"{dict(Counter(r[2] for r in runs))}")
 
 
+BURST_FIGURES: dict[str, Callable[[list[float], list[float]], float]] = {
+    "means": lambda m, n: statistics.fmean(m) / statistics.fmean(n),
+    "best": lambda m, n: max(m) / max(n),
+    "medians": lambda m, n: statistics.median(m) / statistics.median(n),
+    "pair median": lambda m, n: statistics.median(a / b for a, b in zip(m, n, strict=True)),
+    "pair gm": lambda m, n: math.exp(statistics.fmean(
+        math.log(a / b) for a, b in zip(m, n, strict=True))),
+}
+
+
+def bursts(dirs: list[str]) -> None:
+    """The sd per round of ln(share) under each figure of the bursts (BURST_FIGURES)."""
+    series: dict[tuple[str, str], list[tuple[list[float], list[float]]]] = {}
+    for d in dirs:
+        for p in sorted((Path(d) / "cases").glob("*.json")):
+            doc = json.loads(p.read_text())
+            b = (doc.get("paired_native") or {}).get("throughput")
+            if doc.get("status") == "ok" and b and min(b["method"] + b["native"]) > 0:
+                series.setdefault((Path(d).name, doc["case"]["tunnel"]["label"]), []).append(
+                    (b["method"], b["native"]))
+    pooled: dict[str, list[float]] = {k: [] for k in BURST_FIGURES}
+    for (camp, label), rounds in sorted(series.items()):
+        if len(rounds) < 3:
+            continue
+        cells = []
+        for name, f in BURST_FIGURES.items():
+            logs = [math.log(f(m, n)) for m, n in rounds]
+            sd = statistics.stdev(logs)
+            pooled[name].append(sd * sd)
+            cells.append(f"{name} {math.exp(statistics.fmean(logs)):.3f} sd {sd:.3f}")
+        print(f"{camp} {label} (n={len(rounds)}): " + "; ".join(cells), flush=True)
+    print("pooled sd of ln(share) per round: " + ", ".join(
+        f"{k} {math.sqrt(statistics.fmean(v)):.3f}" for k, v in pooled.items() if v))
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "sim"
     if mode == "sim":
@@ -345,7 +387,9 @@ if __name__ == "__main__":
         live(float(sys.argv[2]) if len(sys.argv) > 2 else 2.0, sys.argv[3:])
     elif mode == "plan":
         plan(sys.argv[2:])
+    elif mode == "bursts":
+        bursts(sys.argv[2:])
     else:
         raise SystemExit("usage: bench_decide.py sim [N] | live [SECONDS [RUN FLAGS...]] | "
                          "plan DIR... [--campaigns N] [--budget S] [--sd-scale X] "
-                         "[--time-scale X]")
+                         "[--time-scale X] | bursts DIR...")

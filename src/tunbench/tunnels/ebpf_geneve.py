@@ -9,7 +9,6 @@ from ._tbtun import TbtunDriver
 
 class EbpfGeneve(TbtunDriver):
     kind = "ebpf-geneve"
-    native_beside = True   # native beside it stays native (docs/methodology.md)
     summary = "tbtun: rule-based eBPF tunnel (tc), Geneve on the wire"
     encap = "geneve"
 

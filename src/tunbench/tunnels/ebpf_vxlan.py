@@ -14,7 +14,6 @@ from ._tbtun import TbtunDriver, TbtunParams
 
 class EbpfVxlan(TbtunDriver):
     kind = "ebpf-vxlan"
-    native_beside = True   # native beside it stays native (docs/methodology.md)
     summary = "tbtun: rule-based eBPF tunnel (tc), VXLAN on the wire"
     encap = "vxlan"
     # on the hub: one attach point with a rule per spoke (the spokes run kernel VXLAN); the
