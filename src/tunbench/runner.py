@@ -548,15 +548,15 @@ def native_beside(exp: Experiment, case: Case, shape: type[topologies.Topology],
     """Whether the case measures native beside the method (Context.native_beside, to the
     server site's underlay address). Only where its share means what a round's does:
     - the sequential design (a fixed `repeats` keeps pairing by round);
-    - two sites of a pair on this machine: not a chain campaign (its chain and direct cases
-      compare by round), a mesh or a hub; not `remote` sites, where a real RTT makes a 1 s
-      burst mostly TCP's ramp (not measured there yet);
+    - two sites of a pair on this machine (Topology.native_beside): not a chain campaign (its
+      chain and direct cases compare by round), a mesh or a hub; not `remote` sites, where
+      a real RTT makes a 1 s burst mostly TCP's ramp (not measured there yet);
     - a kind that leaves native's path native with these parameters
       (TunnelDriver.leaves_native);
     - nothing that would make native's bursts differ from native's own cases: an offload
       variant, netem, an RTT, loss, rate or site-size axis (whose reports pair one native per
       axis value)."""
-    return not (not exp.sequential or shape.name != "pair" or exp.chain is not None or remote
+    return not (not exp.sequential or not shape.native_beside(exp) or remote
                 or case.tunnel.kind == "native" or case.offloads.settings
                 or exp.netem is not None or case.rtt or case.loss or case.rate or case.cpus
                 or not driver.leaves_native(case.tunnel.params))

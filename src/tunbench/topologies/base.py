@@ -128,6 +128,12 @@ class Topology:
         return TopoNeeds()
 
     @classmethod
+    def native_beside(cls, exp: Any) -> bool:
+        """Whether its cases of `exp` may measure native beside the method (runner.native_beside:
+        two sites whose share of native means what a round's does); False but for a pair."""
+        return False
+
+    @classmethod
     def tunnel_kinds(cls, on_hosts: bool = False) -> tuple[str, ...]:
         """The tunnel kinds it runs (here, or with its sites on hosts), in registry order."""
         raise NotImplementedError

@@ -43,6 +43,12 @@ class Pair(Topology):
         return exp.hub is None and getattr(exp, "mesh", None) is None and (exp.chain is None or not through_chain)
 
     @classmethod
+    def native_beside(cls, exp: Any) -> bool:
+        """Not the direct cases of a chain campaign: they compare with its chain cases by
+        round (report/hops.py)."""
+        return exp.chain is None
+
+    @classmethod
     def open(cls, exp: Any, ssh: SshOptions) -> topology.Topology:
         """Sites a and b over SSH (testbed/topology.py), each checked for what the tunnels and
         workloads need there, the underlay MTUs and shaping the experiment asks of them."""
