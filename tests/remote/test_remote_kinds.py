@@ -173,8 +173,11 @@ def test_ssh_forward_between_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     delta = c["datapath_counters"]["delta"]
     assert delta["b"]["ssh_tcp_bytes_received"] > 500_000, delta
     assert_clean(hosts)
+    # only each host's own sshd is left: one per host, nothing of the tunnel's
     for h in hosts.hosts.values():
-        assert len(proc.run(["ip", "netns", "pids", h.netns]).stdout.split()) == 1
+        pids = proc.run(["ip", "netns", "pids", h.netns]).stdout.split()
+        assert len(pids) == 1, (h.name, [Path(f"/proc/{p}/cmdline").read_bytes()
+                                         for p in pids if Path(f"/proc/{p}").exists()])
 
 
 # ---- impl=auto decided from each site's own kernel ----------------------------------------
